@@ -1,0 +1,76 @@
+# kiln: one Makefile, no configure.
+#   make           build ./kiln
+#   make test      every test (unit, golden, end-to-end)
+#   make demo      the main job on the shipped examples
+#   make deps      install the Debian packages kiln needs (as root)
+CC ?= cc
+B := build
+WARN := -Wall -Wextra
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+CFLAGS ?= -O2 -g
+KILN_CFLAGS := -std=c11 $(WARN) -fopenmp -D_XOPEN_SOURCE=700 -MMD -MP
+LDLIBS := -ljansson -ltcc -ldl -lm
+
+SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*.c))
+RT_SRCS := $(sort $(wildcard runtime/*.c))
+OBJS := $(SRCS:%.c=$(B)/%.o) $(B)/rt_text.o
+TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+TESTS := $(TEST_SRCS:tests/unit/%.c=$(B)/tests/%)
+
+all: kiln
+
+kiln: $(B)/main.o $(OBJS)
+	$(CC) $(CFLAGS) -fopenmp -o $@ $^ $(LDLIBS)
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
+
+# The runtime as C text for generated programs: the header, then every
+# runtime/*.c without its include of the header.
+RT_QUOTE = sed -e '/^\#include "kiln_rt.h"/d' -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'
+$(B)/rt_text.c: runtime/kiln_rt.h $(RT_SRCS) Makefile
+	@mkdir -p $(B)
+	{ echo '/* generated from runtime/ by the Makefile */'; \
+	  echo 'const char cg_rt_header[] ='; $(RT_QUOTE) runtime/kiln_rt.h; echo ';'; \
+	  echo 'const char cg_rt_body[] ='; for f in $(RT_SRCS); do $(RT_QUOTE) $$f; done; echo ';'; } > $@.tmp
+	mv $@.tmp $@
+
+$(B)/tests/%: tests/unit/%.c $(B)/tests/testlib.o $(OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -I. -o $@ $^ -lcmocka $(LDLIBS)
+
+$(B)/tests/testlib.o: tests/unit/testlib.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -I. -c -o $@ $<
+
+# ---- set-up -------------------------------------------------------------
+DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev
+DEB_FILES := /usr/include/jansson.h /usr/include/libtcc.h /usr/include/cmocka.h \
+	/usr/lib/x86_64-linux-gnu/tcc/libtcc1.a
+deps:
+	@missing=0; for f in $(DEB_FILES); do [ -e $$f ] || missing=1; done; \
+	if [ $$missing = 0 ]; then echo "deps: all present ($(DEB_PKGS))"; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "deps: missing packages; run as root: apt-get install $(DEB_PKGS)" >&2; exit 1; fi; \
+	echo "deps: installing $(DEB_PKGS)" >&2; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PKGS) >&2
+
+# `make demo` and `make test` install what is missing first.
+need-deps:
+	@for f in $(DEB_FILES); do [ -e $$f ] || { $(MAKE) --no-print-directory deps; break; }; done
+
+demo: need-deps
+	@$(MAKE) --no-print-directory kiln
+	@sh examples/demo.sh
+
+test: need-deps
+	@$(MAKE) --no-print-directory kiln $(TESTS)
+	@sh tests/run.sh $(TESTS)
+
+clean:
+	rm -rf $(B) kiln
+
+.PHONY: all deps need-deps demo test clean
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,438 @@
+/* ir/ir.h: kiln's intermediate representation, a table of contents.
+ *
+ * Two levels (../shared/DESIGN.md):
+ *   graph IR  tensors with static shapes, one Node per value, ops from one
+ *             table (ops.def); the reference interpreter runs it.
+ *   loop IR   a Prog of Kernels over Bufs; a kernel is a loop nest of Stmts
+ *             whose index and value expressions are Exprs.
+ * Everything of one compilation lives in one Arena, freed at once.
+ *
+ * Fixed short locals: m Module, n Node, a Arena, cx context, p Prog,
+ * k Kernel, b Buf, s Stmt, e Expr, blk Block. */
+#ifndef KILN_IR_H
+#define KILN_IR_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define KILN_VERSION "0.1.0"
+#define KILN_MAX_RANK 6
+#define KILN_MAX_ATTRS 6
+#define KILN_MAX_NAME 128          /* bytes in a tensor or node name */
+#define KILN_MAX_ELEMS (INT64_C(1) << 40) /* elements in one tensor */
+
+typedef struct Arena Arena;
+typedef struct Node Node;
+typedef struct Module Module;
+typedef struct Diags Diags;
+typedef struct Buf Buf;
+typedef struct Var Var;
+typedef struct Expr Expr;
+typedef struct Stmt Stmt;
+typedef struct Kernel Kernel;
+typedef struct Prog Prog;
+typedef struct RefCx RefCx;
+typedef struct LowerCx LowerCx;
+typedef struct Tensor Tensor;
+
+/* Kiln bugs (never bad input): print kiln's own file:line and abort. */
+#define KILN_BUG(...) ir_bug(__FILE__, __LINE__, __VA_ARGS__)
+_Noreturn void ir_bug(const char *file, int line, const char *fmt, ...);
+
+/* ---- arena.c: one region per compilation ---------------------------- */
+/* arena_alloc never returns NULL: on exhaustion it longjmps to a->oom when
+ * set (the driver's recovery point), otherwise it is a kiln bug. */
+Arena *arena_new(void);
+void arena_free(Arena *a);
+void *arena_alloc(Arena *a, size_t size);          /* zeroed, 16-aligned */
+void *arena_dup(Arena *a, const void *p, size_t size);
+char *arena_strdup(Arena *a, const char *s);
+char *arena_printf(Arena *a, const char *fmt, ...);
+void arena_set_oom(Arena *a, jmp_buf *oom);
+/* Growable array of pointers in an arena: ARR_PUSH(a, arr, n, cap, x). */
+void *arena_grow(Arena *a, void *arr, int n, int *cap, size_t elem);
+#define ARR_PUSH(a, arr, n, cap, x)                                         \
+    do {                                                                    \
+        if ((n) == (cap))                                                   \
+            (arr) = arena_grow((a), (arr), (n), &(cap), sizeof *(arr));     \
+        (arr)[(n)++] = (x);                                                 \
+    } while (0)
+
+/* ---- diag.c: problems in the user's files, one line each ------------- */
+struct Diags {
+    Arena *a;
+    const char *file;      /* printed first on every line */
+    char **lines;
+    int n, cap;
+};
+void diag_init(Diags *d, Arena *a, const char *file);
+/* Records "FILE: WHERE: message"; WHERE is a JSON path, NULL to omit. */
+void diag(Diags *d, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void diag_print(const Diags *d, FILE *f);
+
+/* ---- types.c: dtypes and shapes ------------------------------------- */
+typedef enum { DT_F32, DT_I32 } DType;
+const char *dtype_name(DType t);                 /* "f32", "i32" */
+int64_t shape_count(int rank, const int64_t *dims);
+/* "[40,1536]" in the arena; "[]" for a scalar. */
+char *shape_str(Arena *a, int rank, const int64_t *dims);
+/* NumPy broadcast of two shapes; -1 when they do not broadcast. */
+int shape_broadcast(int ra, const int64_t *da, int rb, const int64_t *db,
+                    int64_t *out);
+/* Resolves a possibly negative axis; -1 when out of range. */
+int axis_norm(int64_t axis, int rank);
+
+/* ---- the op table (ops.def) ----------------------------------------- */
+typedef enum { AT_INT, AT_FLOAT, AT_BOOL, AT_ENUM, AT_INTS } AttrKind;
+
+/* One attribute of an op's schema. Without `required`, missing takes
+ * the default (i for INT/BOOL/ENUM, f for FLOAT; INTS default empty).
+ * ENUM choices are "|"-separated; the value is the choice's index. */
+typedef struct {
+    const char *name;
+    AttrKind kind;
+    int required;
+    int64_t i;
+    double f;
+    const char *choices;
+    int internal;         /* set by kiln, never by a model file */
+} AttrSpec;
+
+typedef struct {
+    int64_t i;            /* INT, BOOL, ENUM */
+    double f;             /* FLOAT */
+    int64_t *ints;        /* INTS */
+    int nints;
+    int given;            /* set by the file, not a default */
+} AttrVal;
+
+typedef struct {
+    AttrVal v[KILN_MAX_ATTRS];
+} Attrs;
+
+typedef enum {
+#define OP(e, name, min_in, max_in, attrs, infer, ref, lower) OP_##e,
+#include "ops.def"
+#undef OP
+    OP_COUNT
+} OpKind;
+
+/* Context of shape inference: where problems go. */
+typedef struct {
+    Module *m;
+    Diags *d;
+} InferCx;
+
+typedef struct {
+    const char *name;
+    int min_in, max_in;
+    const AttrSpec *attrs;          /* NULL-name terminated */
+    /* Checks operands and attributes, sets n->dtype/rank/dims; reports
+     * every problem with diag(); returns 0 when n is well-formed. */
+    int (*infer)(InferCx *cx, Node *n);
+    /* Reference kernel: computes n's tensor from its operands'; returns 0,
+     * or -1 after ref_fail() for a run-time error (id out of range). */
+    int (*ref)(RefCx *cx, Node *n);
+    /* Builds n's loop nests (lower.c calls it in node order). */
+    void (*lower)(LowerCx *cx, Node *n);
+} OpDesc;
+
+extern const OpDesc op_table[OP_COUNT];
+/* A user op by its model-format name; -1 when there is none. */
+int op_lookup(const char *name);
+/* A leaf op (input, weight, state, const) has no infer function. */
+#define OP_IS_LEAF(op) (op_table[(op)].infer == NULL)
+
+/* attrs.c: typed attribute access by schema name (KILN_BUG if absent). */
+int attr_index(OpKind op, const char *name);
+int64_t attr_i(const Node *n, const char *name);
+double attr_f(const Node *n, const char *name);
+const AttrVal *attr_v(const Node *n, const char *name);
+void attrs_default(Node *n);
+
+/* ---- graph IR: graph.c ---------------------------------------------- */
+/* How a weight is made when no weights file holds it. */
+typedef enum { INIT_NONE, INIT_FILL, INIT_RANDOM, INIT_DATA } InitKind;
+typedef struct {
+    InitKind kind;
+    double fill;           /* FILL */
+    uint64_t seed;         /* RANDOM */
+    double scale;          /* RANDOM */
+    float *data;           /* DATA: shape_count elements, row-major */
+} Init;
+
+struct Node {
+    OpKind op;
+    int id;                       /* dense %id in dumps, node order */
+    DType dtype;
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+    Node **in;                    /* operands in model order */
+    int nin;
+    Attrs attrs;                  /* layout given by op_table[op].attrs */
+    const char *name;             /* user's name (never in C); NULL: none */
+    const char *where;            /* JSON path, e.g. "nodes[3]" */
+    int index;                    /* position among inputs/weights/states */
+    Init init;                    /* weights only */
+    double value;                 /* OP_CONST only */
+    Buf *buf;                     /* set by lowering: where the value lives */
+};
+
+struct Module {
+    Arena *a;
+    const char *file;             /* model file, for messages */
+    const char *name;             /* model name: a C identifier */
+    Node **nodes;                 /* every value, in definition order */
+    int nnodes, capnodes;
+    Node **inputs, **weights, **states;
+    int ninputs, nweights, nstates;
+    Node **outputs;
+    int noutputs;
+    Prog *prog;                   /* loop IR, once lowered */
+};
+
+Module *ir_module_new(Arena *a, const char *file, const char *name);
+/* Appends a node (id = position); operands are copied into the arena. */
+Node *ir_node_new(Module *m, OpKind op, Node **in, int nin);
+/* Renumbers ids and rebuilds inputs/weights/states after a rewrite. */
+void ir_module_renumber(Module *m);
+size_t node_bytes(const Node *n);
+int64_t node_count(const Node *n);
+/* Prints the graph IR as .kir text (stable; KIR.md). */
+void ir_print_graph(FILE *f, const Module *m);
+/* A name as a .kir quoted string. */
+void ir_print_quoted(FILE *f, const char *s);
+/* Checks invariants (operands defined earlier, shapes re-inferred agree);
+ * KILN_BUG on a violation. */
+void ir_verify_graph(Module *m);
+
+/* ---- ref.c: the reference interpreter ------------------------------- */
+/* A dense row-major tensor; f for f32, i for i32. */
+struct Tensor {
+    DType dtype;
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+    int64_t count;
+    float *f;
+    int32_t *i;
+};
+
+struct RefCx {
+    Module *m;
+    Tensor *t;                    /* by node id */
+    char err[512];
+};
+/* Tensor of an operand; of n itself with ref_out. */
+Tensor *ref_in(RefCx *cx, const Node *n, int i);
+Tensor *ref_out(RefCx *cx, const Node *n);
+int ref_fail(RefCx *cx, const Node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Runs the graph once. inputs[i]/weights[i] hold module order data;
+ * states[i] persist across calls (updated in place). outputs[i] receive
+ * copies. Returns 0, or -1 with *err set to a message. */
+int ref_run(Module *m, Tensor *const *inputs, Tensor *const *weights,
+            Tensor *const *states, Tensor *const *outputs, char *err,
+            size_t errlen);
+Tensor *tensor_new(const Node *n);        /* malloc'd, zeroed */
+void tensor_free(Tensor *t);
+
+/* ---- loop IR: loop.c ------------------------------------------------ */
+typedef enum {
+    BK_INPUT,     /* caller's memory, read only */
+    BK_OUTPUT,    /* caller's memory, written */
+    BK_WEIGHT,    /* loaded at open */
+    BK_STATE,     /* lives across calls, zero at open */
+    BK_TEMP,      /* an intermediate, in the model's arena */
+} BufKind;
+
+/* A memref: element type, shape, strides and offset (in elements) into
+ * the storage of `base` (itself when base is NULL). */
+struct Buf {
+    int id;
+    BufKind kind;
+    DType dtype;
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+    int64_t strides[KILN_MAX_RANK];
+    int64_t offset;
+    Buf *base;
+    Node *node;                   /* the value it holds, for dumps */
+    int index;                    /* input/output/weight/state number */
+    int64_t arena_off;            /* TEMP: byte offset in the arena; -1 */
+};
+
+typedef enum {
+    E_INT,        /* i: integer constant (index arithmetic, i32 values) */
+    E_FLT,        /* f: f32 constant */
+    E_VAR,        /* v: loop variable or scalar local */
+    E_LOAD,       /* buf[idx...] */
+    E_BIN,        /* a op b */
+    E_UN,         /* op a */
+    E_SEL,        /* a ? b : c */
+} ExprKind;
+
+typedef enum {
+    B_ADD, B_SUB, B_MUL, B_DIV, B_MOD, B_MAX, B_MIN,
+    B_LT, B_LE, B_GT, B_GE, B_EQ, B_NE, B_AND, B_OR,
+    B_COUNT
+} BinOp;
+
+typedef enum {
+    U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_ERF,
+    U_SIGMOID, U_COS, U_SIN, U_NOT,
+    U_TOF32,      /* integer to f32 */
+    U_TOI64,      /* f32 to i64, truncating */
+    U_COUNT
+} UnOp;
+
+/* Value types of expressions: f32, i32 (tensor elements), i64 (indices,
+ * loop variables). Comparisons yield i64 0/1. */
+typedef enum { T_F32, T_I32, T_I64 } EType;
+
+typedef enum { VAR_LOOP, VAR_LOCAL } VarKind;
+struct Var {
+    int id;                       /* unique in its kernel */
+    VarKind kind;
+    EType type;
+};
+
+struct Expr {
+    ExprKind kind;
+    EType type;
+    int64_t i;
+    double f;
+    Var *v;
+    Buf *buf;
+    Expr **idx;                   /* LOAD: one per buf dim */
+    int op;                       /* BinOp or UnOp */
+    Expr *a, *b, *c;
+};
+
+typedef struct {
+    Stmt **s;
+    int n, cap;
+} Block;
+
+typedef enum {
+    S_LOOP,       /* for v in lo..hi (step 1): body */
+    S_LET,        /* local v = e (declares v) */
+    S_SET,        /* local v op= e */
+    S_STORE,      /* buf[idx] op= e */
+    S_IF,         /* if e: body else els */
+    S_CHECK,      /* run-time error `msg` unless e; args printed as %lld */
+} StmtKind;
+
+/* Assignment operators of S_SET / S_STORE. */
+typedef enum { A_SET, A_ADD, A_MAX } AsgOp;
+
+/* Loop marks: the schedule. They change speed, never numbers. */
+enum {
+    MARK_PARALLEL = 1,
+    MARK_REDUCE = 2,              /* carries an accumulation */
+    MARK_VECTOR = 4,
+};
+
+struct Stmt {
+    StmtKind kind;
+    Var *v;                       /* LOOP, LET, SET */
+    Expr *lo, *hi;                /* LOOP */
+    int marks;                    /* LOOP */
+    Buf *buf;                     /* STORE */
+    Expr **idx;                   /* STORE */
+    AsgOp op;                     /* SET, STORE */
+    Expr *e;                      /* LET, SET, STORE, IF, CHECK */
+    Block body, els;              /* LOOP, IF */
+    const char *msg;              /* CHECK: printf format, %lld per arg */
+    Expr **args;
+    int nargs;
+};
+
+struct Kernel {
+    int id;
+    const char *name;             /* C-safe: op and shape, e.g. linear_n8960_k1536 */
+    Node **nodes;                 /* graph nodes it computes */
+    int nnodes, capnodes;
+    Block body;
+    int nvars;                    /* Var ids 0..nvars-1 */
+    const char *note;             /* free text for dumps (why, how) */
+};
+
+struct Prog {
+    Buf **bufs;
+    int nbufs, capbufs;
+    Kernel **kernels;
+    int nkernels, capkernels;
+    int64_t arena_bytes;          /* size of the intermediate arena */
+};
+
+/* Builders (loop.c). Constructors fold constants: 0 + x is x, 2 * 3 is 6,
+ * so lowered index arithmetic prints as a person would write it. */
+Prog *ir_prog_new(Arena *a);
+Buf *ir_buf_new(Arena *a, Prog *p, BufKind kind, DType t, int rank,
+                const int64_t *dims);
+Kernel *ir_kernel_new(Arena *a, Prog *p, const char *name);
+Var *ir_var(Arena *a, Kernel *k, VarKind kind, EType t);
+void ir_push(Arena *a, Block *blk, Stmt *s);
+
+Expr *e_int(Arena *a, int64_t i);
+Expr *e_flt(Arena *a, double f);
+Expr *e_var(Arena *a, Var *v);
+Expr *e_load(Arena *a, Buf *b, Expr **idx);     /* idx copied; b->rank */
+Expr *e_bin(Arena *a, BinOp op, Expr *x, Expr *y);
+Expr *e_un(Arena *a, UnOp op, Expr *x);
+Expr *e_sel(Arena *a, Expr *c, Expr *x, Expr *y);
+Expr *e_add(Arena *a, Expr *x, Expr *y);
+Expr *e_mul(Arena *a, Expr *x, Expr *y);
+
+/* Appends a loop over [lo, hi) to blk; its variable is s->v. */
+Stmt *s_loop(Arena *a, Kernel *k, Block *blk, Expr *lo, Expr *hi, int marks);
+Stmt *s_let(Arena *a, Kernel *k, Block *blk, EType t, Expr *init);
+Stmt *s_set(Arena *a, Block *blk, Var *v, AsgOp op, Expr *e);
+Stmt *s_store(Arena *a, Block *blk, Buf *b, Expr **idx, AsgOp op, Expr *e);
+Stmt *s_if(Arena *a, Block *blk, Expr *cond);
+Stmt *s_check(Arena *a, Block *blk, Expr *cond, const char *msg,
+              Expr **args, int nargs);
+
+/* Row-major strides for a fresh buffer. */
+void ir_buf_contiguous(Buf *b);
+/* Prints the loop IR as .kir text (stable; KIR.md). */
+void ir_print_prog(FILE *f, const Module *m);
+const char *bufkind_name(BufKind k);
+void ir_print_float(FILE *f, double v);    /* %.9g, always with . or e */
+const char *binop_name(BinOp op);
+const char *unop_name(UnOp op);
+
+/* ---- lower helpers (lowerlib.c), used by the ops' lower_* ----------- */
+struct LowerCx {
+    Module *m;
+    Arena *a;
+    Prog *p;
+};
+/* A kernel for node n named after its op and shape, listing n. */
+Kernel *lw_kernel(LowerCx *cx, Node *n, const char *name);
+/* The buffer holding n's value (created on first use). */
+Buf *lw_buf(LowerCx *cx, Node *n);
+/* Loops over every element of n's shape in blk; vars[] gets the loop
+ * variables (rank of them); returns the innermost block. */
+Block *lw_nest(LowerCx *cx, Kernel *k, Block *blk, int rank,
+               const int64_t *dims, Var **vars);
+/* Element of operand x at output indices idx (rank r), NumPy broadcast:
+ * a constant node is its literal, an i32 value stays i32. */
+Expr *lw_bcast_load(LowerCx *cx, Node *x, int r, Var **idx);
+/* Load of x at indices given as expressions. */
+Expr *lw_load(LowerCx *cx, Node *x, Expr **idx);
+/* Load of a rank-0 node (a scalar input such as pos), as i64 or f32. */
+Expr *lw_scalar(LowerCx *cx, Node *x);
+/* A scratch buffer of the kernel being built (not a graph value). */
+Buf *lw_temp(LowerCx *cx, DType t, int rank, const int64_t *dims);
+/* n's user name quoted for a check message: '%' doubled, so the name can
+ * never act as a printf directive ("'tok_emb'", or "node %7"). */
+const char *lw_name(LowerCx *cx, const Node *n);
+Expr **lw_idx(LowerCx *cx, int n, ...);           /* n Expr* args */
+Expr **lw_vars(LowerCx *cx, int n, Var **v);      /* e_var of each */
+
+#endif

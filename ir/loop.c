@@ -1,0 +1,488 @@
+/* ir/loop.c: the loop IR: builders that fold constants, and the printer. */
+#include "ir.h"
+
+#include <math.h>
+#include <string.h>
+
+Prog *ir_prog_new(Arena *a) { return arena_alloc(a, sizeof(Prog)); }
+
+void ir_buf_contiguous(Buf *b)
+{
+    int64_t s = 1;
+    for (int i = b->rank - 1; i >= 0; i--) {
+        b->strides[i] = s;
+        s *= b->dims[i];
+    }
+    b->offset = 0;
+}
+
+Buf *ir_buf_new(Arena *a, Prog *p, BufKind kind, DType t, int rank,
+                const int64_t *dims)
+{
+    Buf *b = arena_alloc(a, sizeof *b);
+    b->id = p->nbufs;
+    b->kind = kind;
+    b->dtype = t;
+    b->rank = rank;
+    memcpy(b->dims, dims, sizeof *dims * (size_t)rank);
+    ir_buf_contiguous(b);
+    b->index = -1;
+    b->arena_off = -1;
+    ARR_PUSH(a, p->bufs, p->nbufs, p->capbufs, b);
+    return b;
+}
+
+Kernel *ir_kernel_new(Arena *a, Prog *p, const char *name)
+{
+    Kernel *k = arena_alloc(a, sizeof *k);
+    k->id = p->nkernels;
+    k->name = name;
+    ARR_PUSH(a, p->kernels, p->nkernels, p->capkernels, k);
+    return k;
+}
+
+Var *ir_var(Arena *a, Kernel *k, VarKind kind, EType t)
+{
+    Var *v = arena_alloc(a, sizeof *v);
+    v->id = k->nvars++;
+    v->kind = kind;
+    v->type = t;
+    return v;
+}
+
+void ir_push(Arena *a, Block *blk, Stmt *s) { ARR_PUSH(a, blk->s, blk->n, blk->cap, s); }
+
+/* ---- expressions ------------------------------------------------------ */
+
+static Expr *new_expr(Arena *a, ExprKind kind, EType t)
+{
+    Expr *e = arena_alloc(a, sizeof *e);
+    e->kind = kind;
+    e->type = t;
+    return e;
+}
+
+Expr *e_int(Arena *a, int64_t i)
+{
+    Expr *e = new_expr(a, E_INT, T_I64);
+    e->i = i;
+    return e;
+}
+
+Expr *e_flt(Arena *a, double f)
+{
+    Expr *e = new_expr(a, E_FLT, T_F32);
+    e->f = (float)f;
+    return e;
+}
+
+Expr *e_var(Arena *a, Var *v)
+{
+    Expr *e = new_expr(a, E_VAR, v->type);
+    e->v = v;
+    return e;
+}
+
+Expr *e_load(Arena *a, Buf *b, Expr **idx)
+{
+    Expr *e = new_expr(a, E_LOAD, b->dtype == DT_I32 ? T_I32 : T_F32);
+    e->buf = b;
+    e->idx = b->rank ? arena_dup(a, idx, sizeof *idx * (size_t)b->rank) : NULL;
+    return e;
+}
+
+static int is_int(const Expr *e, int64_t v) { return e->kind == E_INT && e->i == v; }
+
+static int64_t fold_int(BinOp op, int64_t x, int64_t y)
+{
+    switch (op) {
+    case B_ADD: return x + y;
+    case B_SUB: return x - y;
+    case B_MUL: return x * y;
+    case B_DIV: return x / y;
+    case B_MOD: return x % y;
+    case B_MAX: return x > y ? x : y;
+    case B_MIN: return x < y ? x : y;
+    case B_LT: return x < y;
+    case B_LE: return x <= y;
+    case B_GT: return x > y;
+    case B_GE: return x >= y;
+    case B_EQ: return x == y;
+    case B_NE: return x != y;
+    case B_AND: return x && y;
+    case B_OR: return x || y;
+    case B_COUNT: break;
+    }
+    KILN_BUG("bad binop %d", op);
+}
+
+static int is_cmp(BinOp op) { return op >= B_LT; }
+
+Expr *e_bin(Arena *a, BinOp op, Expr *x, Expr *y)
+{
+    int fx = x->type == T_F32, fy = y->type == T_F32;
+    if (fx != fy && !is_cmp(op))
+        KILN_BUG("%s mixes f32 and integer operands", binop_name(op));
+    if (fx != fy)
+        KILN_BUG("comparison mixes f32 and integer operands");
+    if (!fx) {
+        if (x->kind == E_INT && y->kind == E_INT && !((op == B_DIV || op == B_MOD) && y->i == 0))
+            return e_int(a, fold_int(op, x->i, y->i));
+        if ((op == B_ADD && is_int(x, 0)) || (op == B_MUL && is_int(x, 1)))
+            return y;
+        if (((op == B_ADD || op == B_SUB) && is_int(y, 0)) ||
+            ((op == B_MUL || op == B_DIV) && is_int(y, 1)))
+            return x;
+        if (op == B_MUL && (is_int(x, 0) || is_int(y, 0)))
+            return e_int(a, 0);
+    }
+    EType t = is_cmp(op) ? T_I64 : fx ? T_F32
+              : (x->type == T_I64 || y->type == T_I64) ? T_I64 : T_I32;
+    Expr *e = new_expr(a, E_BIN, t);
+    e->op = op;
+    e->a = x;
+    e->b = y;
+    return e;
+}
+
+Expr *e_un(Arena *a, UnOp op, Expr *x)
+{
+    EType t = op == U_TOF32 ? T_F32 : op == U_TOI64 ? T_I64
+              : op == U_NOT ? T_I64 : x->type;
+    if (op == U_TOF32 && x->type == T_F32)
+        return x;
+    if (op == U_NEG && x->kind == E_INT)
+        return e_int(a, -x->i);
+    if (op == U_TOF32 && x->kind == E_INT)
+        return e_flt(a, (double)x->i);
+    Expr *e = new_expr(a, E_UN, t);
+    e->op = op;
+    e->a = x;
+    return e;
+}
+
+Expr *e_sel(Arena *a, Expr *c, Expr *x, Expr *y)
+{
+    if (c->kind == E_INT)
+        return c->i ? x : y;
+    if ((x->type == T_F32) != (y->type == T_F32))
+        KILN_BUG("select mixes f32 and integer arms");
+    Expr *e = new_expr(a, E_SEL, x->type);
+    e->a = c;
+    e->b = x;
+    e->c = y;
+    return e;
+}
+
+Expr *e_add(Arena *a, Expr *x, Expr *y) { return e_bin(a, B_ADD, x, y); }
+Expr *e_mul(Arena *a, Expr *x, Expr *y) { return e_bin(a, B_MUL, x, y); }
+
+/* ---- statements ------------------------------------------------------- */
+
+static Stmt *new_stmt(Arena *a, Block *blk, StmtKind kind)
+{
+    Stmt *s = arena_alloc(a, sizeof *s);
+    s->kind = kind;
+    ir_push(a, blk, s);
+    return s;
+}
+
+Stmt *s_loop(Arena *a, Kernel *k, Block *blk, Expr *lo, Expr *hi, int marks)
+{
+    Stmt *s = new_stmt(a, blk, S_LOOP);
+    s->v = ir_var(a, k, VAR_LOOP, T_I64);
+    s->lo = lo;
+    s->hi = hi;
+    s->marks = marks;
+    return s;
+}
+
+Stmt *s_let(Arena *a, Kernel *k, Block *blk, EType t, Expr *init)
+{
+    Stmt *s = new_stmt(a, blk, S_LET);
+    s->v = ir_var(a, k, VAR_LOCAL, t);
+    s->e = init;
+    return s;
+}
+
+Stmt *s_set(Arena *a, Block *blk, Var *v, AsgOp op, Expr *e)
+{
+    Stmt *s = new_stmt(a, blk, S_SET);
+    s->v = v;
+    s->op = op;
+    s->e = e;
+    return s;
+}
+
+Stmt *s_store(Arena *a, Block *blk, Buf *b, Expr **idx, AsgOp op, Expr *e)
+{
+    Stmt *s = new_stmt(a, blk, S_STORE);
+    s->buf = b;
+    s->idx = b->rank ? arena_dup(a, idx, sizeof *idx * (size_t)b->rank) : NULL;
+    s->op = op;
+    s->e = e;
+    return s;
+}
+
+Stmt *s_if(Arena *a, Block *blk, Expr *cond)
+{
+    Stmt *s = new_stmt(a, blk, S_IF);
+    s->e = cond;
+    return s;
+}
+
+Stmt *s_check(Arena *a, Block *blk, Expr *cond, const char *msg,
+              Expr **args, int nargs)
+{
+    Stmt *s = new_stmt(a, blk, S_CHECK);
+    s->e = cond;
+    s->msg = msg;
+    s->args = nargs ? arena_dup(a, args, sizeof *args * (size_t)nargs) : NULL;
+    s->nargs = nargs;
+    return s;
+}
+
+/* ---- printing (.kir, KIR.md) ------------------------------------------ */
+
+static const char *binop_names[B_COUNT] = {
+    "+", "-", "*", "/", "%", "max", "min",
+    "<", "<=", ">", ">=", "==", "!=", "&&", "||",
+};
+static const char *unop_names[U_COUNT] = {
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf",
+    "sigmoid", "cos", "sin", "not", "f32", "i64",
+};
+static const char *bufkind_names[] = {"input", "output", "weight", "state", "temp"};
+static const char *etype_names[] = {"f32", "i32", "i64"};
+
+const char *binop_name(BinOp op) { return binop_names[op]; }
+const char *unop_name(UnOp op) { return unop_names[op]; }
+const char *bufkind_name(BufKind k) { return bufkind_names[k]; }
+
+/* Binding strength of an infix operator; functions bind tightest. */
+static int prec(const Expr *e)
+{
+    if (e->kind == E_SEL)
+        return 0;
+    if (e->kind != E_BIN || e->op == B_MAX || e->op == B_MIN)
+        return 9;
+    switch (e->op) {
+    case B_OR: return 1;
+    case B_AND: return 2;
+    case B_EQ: case B_NE: return 3;
+    case B_LT: case B_LE: case B_GT: case B_GE: return 4;
+    case B_ADD: case B_SUB: return 5;
+    default: return 6;
+    }
+}
+
+void ir_print_float(FILE *f, double v)
+{
+    if (isinf(v)) {
+        fputs(v < 0 ? "-inf" : "inf", f);
+        return;
+    }
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.9g", v);
+    fputs(buf, f);
+    if (!strpbrk(buf, ".en"))
+        fputs(".0", f);
+}
+
+static void print_expr(FILE *f, const Expr *e);
+
+static void print_operand(FILE *f, const Expr *e, int p, int right)
+{
+    int q = prec(e);
+    int paren = q < p || (right && q == p && q < 9);
+    if (paren)
+        fputc('(', f);
+    print_expr(f, e);
+    if (paren)
+        fputc(')', f);
+}
+
+static void print_index(FILE *f, const Buf *b, Expr *const *idx)
+{
+    fprintf(f, "b%d[", b->id);
+    for (int i = 0; i < b->rank; i++) {
+        if (i)
+            fputs(", ", f);
+        print_expr(f, idx[i]);
+    }
+    fputc(']', f);
+}
+
+static void print_var(FILE *f, const Var *v)
+{
+    fprintf(f, "%c%d", v->kind == VAR_LOOP ? 'i' : 'v', v->id);
+}
+
+static void print_expr(FILE *f, const Expr *e)
+{
+    switch (e->kind) {
+    case E_INT: fprintf(f, "%lld", (long long)e->i); return;
+    case E_FLT: ir_print_float(f, e->f); return;
+    case E_VAR: print_var(f, e->v); return;
+    case E_LOAD: print_index(f, e->buf, e->idx); return;
+    case E_BIN:
+        if (e->op == B_MAX || e->op == B_MIN) {
+            fprintf(f, "%s(", binop_names[e->op]);
+            print_expr(f, e->a);
+            fputs(", ", f);
+            print_expr(f, e->b);
+            fputc(')', f);
+            return;
+        }
+        print_operand(f, e->a, prec(e), 0);
+        fprintf(f, " %s ", binop_names[e->op]);
+        print_operand(f, e->b, prec(e), 1);
+        return;
+    case E_UN:
+        fprintf(f, "%s(", unop_names[e->op]);
+        print_expr(f, e->a);
+        fputc(')', f);
+        return;
+    case E_SEL:
+        print_operand(f, e->a, 1, 0);
+        fputs(" ? ", f);
+        print_operand(f, e->b, 1, 0);
+        fputs(" : ", f);
+        print_operand(f, e->c, 0, 0);
+        return;
+    }
+}
+
+static const char *asg[] = {"=", "+=", "max="};
+
+static void print_block(FILE *f, const Block *blk, int depth);
+
+static void print_stmt(FILE *f, const Stmt *s, int depth)
+{
+    fprintf(f, "%*s", depth * 2, "");
+    switch (s->kind) {
+    case S_LOOP:
+        fputs("for ", f);
+        print_var(f, s->v);
+        fputs(" in ", f);
+        print_expr(f, s->lo);
+        fputs("..", f);
+        print_operand(f, s->hi, 9, 0);
+        if (s->marks & MARK_PARALLEL) fputs(" parallel", f);
+        if (s->marks & MARK_REDUCE) fputs(" reduce", f);
+        if (s->marks & MARK_VECTOR) fputs(" vector", f);
+        fputc('\n', f);
+        print_block(f, &s->body, depth + 1);
+        return;
+    case S_LET:
+        fputs("let ", f);
+        print_var(f, s->v);
+        fprintf(f, ": %s = ", etype_names[s->v->type]);
+        print_expr(f, s->e);
+        fputc('\n', f);
+        return;
+    case S_SET:
+        print_var(f, s->v);
+        fprintf(f, " %s ", asg[s->op]);
+        print_expr(f, s->e);
+        fputc('\n', f);
+        return;
+    case S_STORE:
+        print_index(f, s->buf, s->idx);
+        fprintf(f, " %s ", asg[s->op]);
+        print_expr(f, s->e);
+        fputc('\n', f);
+        return;
+    case S_IF:
+        fputs("if ", f);
+        print_expr(f, s->e);
+        fputc('\n', f);
+        print_block(f, &s->body, depth + 1);
+        if (s->els.n) {
+            fprintf(f, "%*selse\n", depth * 2, "");
+            print_block(f, &s->els, depth + 1);
+        }
+        return;
+    case S_CHECK:
+        fputs("check ", f);
+        print_expr(f, s->e);
+        fputs(" else ", f);
+        ir_print_quoted(f, s->msg);
+        for (int i = 0; i < s->nargs; i++) {
+            fputs(", ", f);
+            print_expr(f, s->args[i]);
+        }
+        fputc('\n', f);
+        return;
+    }
+}
+
+static void print_block(FILE *f, const Block *blk, int depth)
+{
+    for (int i = 0; i < blk->n; i++)
+        print_stmt(f, blk->s[i], depth);
+}
+
+static int is_contiguous(const Buf *b)
+{
+    int64_t s = 1;
+    for (int i = b->rank - 1; i >= 0; i--) {
+        if (b->strides[i] != s)
+            return 0;
+        s *= b->dims[i];
+    }
+    return b->offset == 0 && !b->base;
+}
+
+static void print_buf(FILE *f, const Buf *b)
+{
+    fprintf(f, "  buf b%d %s", b->id, bufkind_names[b->kind]);
+    if (b->index >= 0)
+        fprintf(f, " %d", b->index);
+    if (b->node && b->node->name) {
+        fputc(' ', f);
+        ir_print_quoted(f, b->node->name);
+    }
+    fprintf(f, " : %s[", dtype_name(b->dtype));
+    for (int i = 0; i < b->rank; i++)
+        fprintf(f, "%s%lld", i ? "," : "", (long long)b->dims[i]);
+    fputc(']', f);
+    if (!is_contiguous(b)) {
+        fputs(" strides [", f);
+        for (int i = 0; i < b->rank; i++)
+            fprintf(f, "%s%lld", i ? "," : "", (long long)b->strides[i]);
+        fprintf(f, "] offset %lld", (long long)b->offset);
+        if (b->base)
+            fprintf(f, " of b%d", b->base->id);
+    }
+    if (b->arena_off >= 0)
+        fprintf(f, " @%lld", (long long)b->arena_off);
+    fputc('\n', f);
+}
+
+static void print_kernel(FILE *f, const Kernel *k)
+{
+    fprintf(f, "  kernel k%d %s (", k->id, k->name);
+    for (int i = 0; i < k->nnodes; i++)
+        fprintf(f, "%s%%%d", i ? ", " : "", k->nodes[i]->id);
+    fputs(")\n", f);
+    if (k->note)
+        for (const char *p = k->note; *p;) {
+            size_t len = strcspn(p, "\n");
+            fprintf(f, "    # %.*s\n", (int)len, p);
+            p += len + (p[len] == '\n');
+        }
+    print_block(f, &k->body, 2);
+}
+
+void ir_print_prog(FILE *f, const Module *m)
+{
+    const Prog *p = m->prog;
+    fprintf(f, "prog %s\n", m->name);
+    for (int i = 0; i < p->nbufs; i++)
+        print_buf(f, p->bufs[i]);
+    if (p->arena_bytes)
+        fprintf(f, "  arena %lld\n", (long long)p->arena_bytes);
+    for (int i = 0; i < p->nkernels; i++)
+        print_kernel(f, p->kernels[i]);
+}

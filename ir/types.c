@@ -1,0 +1,48 @@
+/* ir/types.c: dtypes, shapes, broadcasting and axes. */
+#include "ir.h"
+
+#include <string.h>
+
+const char *dtype_name(DType t) { return t == DT_I32 ? "i32" : "f32"; }
+
+int64_t shape_count(int rank, const int64_t *dims)
+{
+    int64_t c = 1;
+    for (int i = 0; i < rank; i++)
+        c *= dims[i];
+    return c;
+}
+
+char *shape_str(Arena *a, int rank, const int64_t *dims)
+{
+    char buf[KILN_MAX_RANK * 24 + 4];
+    size_t len = 0;
+    buf[len++] = '[';
+    for (int i = 0; i < rank; i++)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%lld",
+                                i ? "," : "", (long long)dims[i]);
+    buf[len++] = ']';
+    buf[len] = 0;
+    return arena_strdup(a, buf);
+}
+
+int shape_broadcast(int ra, const int64_t *da, int rb, const int64_t *db,
+                    int64_t *out)
+{
+    int r = ra > rb ? ra : rb;
+    for (int i = 0; i < r; i++) {
+        int64_t x = i < r - ra ? 1 : da[i - (r - ra)];
+        int64_t y = i < r - rb ? 1 : db[i - (r - rb)];
+        if (x != y && x != 1 && y != 1)
+            return -1;
+        out[i] = x == 1 ? y : x;
+    }
+    return r;
+}
+
+int axis_norm(int64_t axis, int rank)
+{
+    if (axis < -(int64_t)rank || axis >= rank)
+        return -1;
+    return (int)(axis < 0 ? axis + rank : axis);
+}

@@ -1,0 +1,165 @@
+/* runtime/kiln_rt.h: what generated code calls, a table of contents.
+ *
+ * The runtime is compiled into kiln (for the reference interpreter's data,
+ * `kiln check`, and as symbols handed to libtcc for JIT runs) and pasted as
+ * text into every generated C file, which must build with nothing but
+ * `cc -O3 -march=native -fopenmp model.c -lm`. So: libc, POSIX and OpenMP
+ * (under #ifdef _OPENMP) only; every file compiles in one translation unit
+ * with the others (static names unique across files); RT_API is `static`
+ * when pasted, so two models link into one program without clashes.
+ *
+ * Status codes are the exit codes of kiln and of generated executables:
+ * 0 ok, 1 invalid model/weights/inputs, 2 usage, 3 I/O, 4 internal. */
+#ifndef KILN_RT_H
+#define KILN_RT_H
+
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef RT_API
+#define RT_API
+#endif
+
+enum { RT_OK = 0, RT_EINVAL = 1, RT_EUSAGE = 2, RT_EIO = 3, RT_EINTERNAL = 4 };
+enum { RT_F32 = 0, RT_I32 = 1 };                 /* equal to DT_F32, DT_I32 */
+enum { RT_INIT_NONE, RT_INIT_FILL, RT_INIT_RANDOM, RT_INIT_DATA };
+#define RT_MAX_RANK 6
+
+/* ---- errors (rt_err.c) ------------------------------------------------- */
+typedef struct {
+    int code;                   /* RT_* status; RT_OK when clear */
+    char msg[512];              /* one line, no trailing newline */
+} rt_err;
+/* Sets e (first error wins: a set error is kept) and returns code. */
+RT_API int rt_errf(rt_err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- tensors as a model declares them ---------------------------------- */
+typedef struct {
+    const char *name;           /* the user's name */
+    int dtype;                  /* RT_F32 or RT_I32 */
+    int rank;
+    int64_t dims[RT_MAX_RANK];
+    int64_t count;              /* elements */
+    /* weights: how to make it without a weights file */
+    int init;                   /* RT_INIT_* */
+    double fill;
+    uint64_t seed;
+    double scale;
+    const float *data;          /* RT_INIT_DATA: count elements */
+    /* i32 inputs: a seeded value is drawn from [0, hi) (hi >= 1) */
+    int64_t hi;
+} rt_tensor_info;
+
+/* ---- memory (rt_mem.c) -------------------------------------------------- */
+RT_API void *rt_alloc(size_t bytes);           /* 64-byte aligned, zeroed */
+RT_API void rt_free(void *p);
+
+/* ---- the documented generator (rt_random.c) ---------------------------- */
+/* SplitMix64: state += 0x9E3779B97F4A7C15; z = state; z = (z ^ z>>30) *
+ * 0xBF58476D1CE4E5B9; z = (z ^ z>>27) * 0x94D049BB133111EB; z ^ z>>31. */
+RT_API uint64_t rt_splitmix64(uint64_t *state);
+/* Element i of a random init: u = (x >> 40) * 2^-24, x the (i+1)-th
+ * output from state = seed; value = (float)((2u - 1) * scale), uniform in
+ * [-scale, scale). */
+RT_API void rt_fill_random(float *dst, int64_t n, uint64_t seed, double scale);
+/* Seeded input data for benchmarking and `kiln check`: f32 from
+ * rt_fill_random(seed', 1.0); i32 uniform in [0, t->hi) from the same
+ * generator; seed' = seed + 1000003 * (index + 1). */
+RT_API void rt_seed_input(const rt_tensor_info *t, int index, uint64_t seed, void *dst);
+
+/* ---- safetensors (rt_safetensors.c) ------------------------------------ */
+enum { RT_ST_F32, RT_ST_F16, RT_ST_BF16 };
+typedef struct {
+    char *name;
+    int dtype;                  /* RT_ST_* */
+    int rank;
+    int64_t dims[RT_MAX_RANK];
+    int64_t count;
+    const unsigned char *data;  /* inside the mapping */
+    size_t nbytes;
+} rt_st_tensor;
+typedef struct {
+    void *map;
+    size_t size;
+    int n;
+    rt_st_tensor *t;
+    const char *path;
+} rt_safetensors;
+/* Maps and validates the whole file: header length bounded and within the
+ * file, strict JSON, duplicate names refused, known dtypes, offsets inside
+ * the data section, no overlaps, bytes = shape x dtype size. Messages are
+ * "PATH: TENSOR-OR-FIELD: what is wrong". */
+RT_API int rt_st_open(rt_safetensors *st, const char *path, rt_err *e);
+RT_API void rt_st_close(rt_safetensors *st);
+RT_API const rt_st_tensor *rt_st_find(const rt_safetensors *st, const char *name);
+/* Widens F32/F16/BF16 exactly into f32. */
+RT_API void rt_st_to_f32(const rt_st_tensor *t, float *dst);
+/* Loads every weight: from the file at path when given (every tensor of
+ * the file must be a declared weight and every declared weight without an
+ * init must be in the file; shapes must agree, naming both), else from its
+ * init. dst[i] receives an rt_alloc'd buffer of w[i].count floats. On
+ * error nothing stays allocated. */
+RT_API int rt_load_weights(const char *path, const rt_tensor_info *w, int nw,
+                           float **dst, rt_err *e);
+
+/* ---- .npy (rt_npy.c) ---------------------------------------------------- */
+typedef struct {
+    int dtype;                  /* RT_F32 ('<f4') or RT_I32 ('<i4') */
+    int rank;
+    int64_t dims[RT_MAX_RANK];
+    int64_t count;
+    void *data;                 /* malloc'd */
+} rt_array;
+/* Reads a version 1/2/3 .npy file: '<f4' or '<i4', C order, any rank up
+ * to 6; a malformed header or short data is refused. */
+RT_API int rt_npy_load(const char *path, rt_array *out, rt_err *e);
+/* Reads into dst, which is what t declares (dtype and shape must agree,
+ * the message naming both). */
+RT_API int rt_npy_read(const char *path, const rt_tensor_info *t, void *dst, rt_err *e);
+/* Writes atomically: a temporary file beside path, then rename. */
+RT_API int rt_npy_write(const char *path, int dtype, int rank, const int64_t *dims,
+                        const void *data, rt_err *e);
+
+/* ---- threads and time (rt_parallel.c) ---------------------------------- */
+/* Calls fn(ctx, lo, hi) on disjoint ranges covering [0, n), one static
+ * contiguous range per thread (OpenMP when compiled with it). */
+RT_API void rt_parallel_for(void (*fn)(void *ctx, int64_t lo, int64_t hi),
+                            void *ctx, int64_t n);
+RT_API void rt_set_threads(int n);
+RT_API int rt_get_threads(void);
+RT_API double rt_now(void);                    /* seconds, monotonic */
+
+/* ---- a model, as generated code describes it (rt_main.c) --------------- */
+typedef struct {
+    const char *name;
+    int ninputs, noutputs, nweights, nstates;
+    const rt_tensor_info *inputs, *outputs, *weights, *states;
+    /* open never returns NULL but when out of memory; check status */
+    void *(*open)(const char *weights_path);
+    int (*status)(const void *h);              /* RT_* code of last error */
+    const char *(*error)(const void *h);       /* its message, or NULL */
+    int (*run)(void *h, const void *const *in, void *const *out);
+    void (*close)(void *h);
+} rt_model;
+
+/* The thin main of every generated executable, and of `kiln run`:
+ *   PROG [--weights W.safetensors] [--input NAME=F.npy]... [--output NAME=F.npy]...
+ *        [--repeat N] [--threads N] [--seed S] [--help]
+ * Inputs not given are seeded (said on stderr). Outputs not written to a
+ * file are summarised on stdout. Returns an RT_* status. */
+RT_API int rt_main(int argc, char **argv, const rt_model *md);
+
+/* Every runtime symbol generated code may call: the JIT hands these to
+ * libtcc (X(name) per function). */
+#define RT_SYMBOLS(X)                                                       \
+    X(rt_errf) X(rt_alloc) X(rt_free) X(rt_splitmix64) X(rt_fill_random)    \
+    X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
+    X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
+    X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
+    X(rt_now) X(rt_main)
+
+#endif

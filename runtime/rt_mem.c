@@ -1,0 +1,2 @@
+/* runtime/rt_mem.c (being written) */
+#include "kiln_rt.h"

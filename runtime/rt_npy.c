@@ -1,0 +1,2 @@
+/* runtime/rt_npy.c (being written) */
+#include "kiln_rt.h"

@@ -1,0 +1,2 @@
+/* runtime/rt_parallel.c (being written) */
+#include "kiln_rt.h"
