@@ -1,10 +1,12 @@
 # kiln: one Makefile, no configure.
+# Several builds may share the tree: make B=build-x KILN=build-x/kiln
 #   make           build ./kiln
 #   make test      every test (unit, golden, end-to-end)
 #   make demo      the main job on the shipped examples
 #   make deps      install the Debian packages kiln needs (as root)
 CC ?= cc
 B := build
+KILN := kiln
 WARN := -Wall -Wextra
 ifeq ($(WERROR),1)
 WARN += -Werror
@@ -19,9 +21,9 @@ OBJS := $(SRCS:%.c=$(B)/%.o) $(B)/rt_text.o
 TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 TESTS := $(TEST_SRCS:tests/unit/%.c=$(B)/tests/%)
 
-all: kiln
+all: $(KILN)
 
-kiln: $(B)/main.o $(OBJS)
+$(KILN): $(B)/main.o $(OBJS)
 	$(CC) $(CFLAGS) -fopenmp -o $@ $^ $(LDLIBS)
 
 $(B)/%.o: %.c
