@@ -12,7 +12,7 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 CFLAGS ?= -O2 -g
-KILN_CFLAGS := -std=c11 $(WARN) -fopenmp -D_XOPEN_SOURCE=700 -MMD -MP
+KILN_CFLAGS := -std=c11 -I. $(WARN) -fopenmp -D_XOPEN_SOURCE=700 -MMD -MP
 LDLIBS := -ljansson -ltcc -ldl -lm
 
 SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*.c))
@@ -42,7 +42,7 @@ $(B)/rt_text.c: runtime/kiln_rt.h $(RT_SRCS) Makefile
 
 $(B)/tests/%: tests/unit/%.c $(B)/tests/testlib.o $(OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(KILN_CFLAGS) -I. -o $@ $^ -lcmocka $(LDLIBS)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $(filter %.c %.o,$^) -lcmocka $(LDLIBS)
 
 $(B)/tests/testlib.o: tests/unit/testlib.c
 	@mkdir -p $(dir $@)
@@ -64,11 +64,11 @@ need-deps:
 	@for f in $(DEB_FILES); do [ -e $$f ] || { $(MAKE) --no-print-directory deps; break; }; done
 
 demo: need-deps
-	@$(MAKE) --no-print-directory kiln
+	@$(MAKE) --no-print-directory $(KILN)
 	@sh examples/demo.sh
 
 test: need-deps
-	@$(MAKE) --no-print-directory kiln $(TESTS)
+	@$(MAKE) --no-print-directory $(KILN) $(TESTS)
 	@sh tests/run.sh $(TESTS)
 
 clean:

@@ -1,8 +1,390 @@
-/* main.c: the kiln command line (being built). */
-#include "ir/ir.h"
+/* main.c: the kiln command line. Parses options, calls the layers, prints.
+ * Nothing below this file exits or prints usage. */
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
 
-int main(void)
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };
+
+static const char usage_text[] =
+    "usage: kiln COMMAND MODEL.json [options]\n"
+    "\n"
+    "Compiles a model (a kiln/1 JSON graph) to C specialised to its shapes.\n"
+    "\n"
+    "commands:\n"
+    "  emit-c MODEL [-o FILE.c]      write the generated C (stdout without -o)\n"
+    "  build MODEL [-o EXE]          build an executable with $CC (default cc; -o default: NAME)\n"
+    "  build MODEL --lib -o DIR      build DIR/libNAME.so, DIR/libNAME.a and DIR/NAME.h\n"
+    "  run MODEL [RUN OPTIONS]       compile in memory with libtcc and run\n"
+    "  check MODEL [CHECK OPTIONS]   run the reference, the cc build and the JIT on the\n"
+    "                                same inputs; compare every output\n"
+    "  print MODEL                   print the graph IR (.kir) after the frontend\n"
+    "  passes                        list the pass pipeline\n"
+    "  help, version                 this text; the version\n"
+    "\n"
+    "options of every model command:\n"
+    "  --stop-after PASS             run the pipeline up to PASS only\n"
+    "  --disable-pass PASS           skip PASS (repeatable; not frontend, lower, codegen)\n"
+    "  -v, --verbose                 say what is done and how long it took\n"
+    "\n"
+    "RUN OPTIONS (the same as a built executable's):\n"
+    "  --weights FILE.safetensors    weights (default: each weight's init)\n"
+    "  --input NAME=FILE.npy         an input (repeatable; inputs not given are seeded)\n"
+    "  --output NAME=FILE.npy        write an output (repeatable; others are summarised)\n"
+    "  --repeat N  --threads N  --seed S\n"
+    "\n"
+    "CHECK OPTIONS:\n"
+    "  --weights FILE  --input NAME=FILE.npy  --seed S\n"
+    "  --tolerance T                 relative to the reference's max |x| (default 1e-4)\n"
+    "  --no-cc, --no-jit             skip one of the builds\n"
+    "\n"
+    "exit status: 0 ok, 1 invalid model, weights or inputs (or check out of tolerance),\n"
+    "             2 usage, 3 I/O, 4 internal error\n";
+
+typedef struct {
+    const char *cmd, *model, *out, *weights;
+    const char **given_names, **given_files;
+    int ngiven;
+    const char *stop_after;
+    const char **disabled;
+    int ndisabled;
+    int lib, verbose, no_cc, no_jit;
+    uint64_t seed;
+    double tol;
+    char **rest;                    /* run: options for rt_main */
+    int nrest;
+} Opts;
+
+static int usage_error(const char *fmt, const char *arg)
 {
-    printf("kiln %s\n", KILN_VERSION);
+    fprintf(stderr, "kiln: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nkiln: try 'kiln --help'\n");
+    return EXIT_USAGE;
+}
+
+/* --name VALUE or --name=VALUE; returns the value or NULL. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t len = strlen(name);
+    if (strncmp(argv[*i], name, len) != 0)
+        return NULL;
+    if (argv[*i][len] == '=')
+        return argv[*i] + len + 1;
+    if (argv[*i][len] != 0)
+        return NULL;
+    if (*i + 1 >= argc)
+        return "";              /* caught by the caller as missing */
+    return argv[++*i];
+}
+
+static int parse_number(const char *s, double *v)
+{
+    char *end;
+    *v = strtod(s, &end);
+    return *s && !*end;
+}
+
+static int parse_seed(const char *s, uint64_t *v)
+{
+    char *end;
+    if (!*s || *s == '-')
+        return 0;
+    *v = strtoull(s, &end, 10);
+    return !*end;
+}
+
+static int add_input(Opts *o, const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec)
+        return usage_error("--input takes NAME=FILE.npy, got '%s'", spec);
+    char *name = strndup(spec, (size_t)(eq - spec));
+    o->given_names[o->ngiven] = name;
+    o->given_files[o->ngiven++] = eq + 1;
     return 0;
+}
+
+/* Options of rt_main (run) that take a separate value. */
+static int takes_value(const char *a)
+{
+    static const char *const v[] = {"--weights", "--input", "--output", "--repeat",
+                                    "--threads", "--seed"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (strcmp(a, v[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Options shared by the model commands; run forwards what it does not know. */
+static int parse_opts(Opts *o, int argc, char **argv)
+{
+    o->given_names = calloc((size_t)argc, sizeof *o->given_names);
+    o->given_files = calloc((size_t)argc, sizeof *o->given_files);
+    o->disabled = calloc((size_t)argc, sizeof *o->disabled);
+    o->rest = calloc((size_t)argc + 2, sizeof *o->rest);
+    o->tol = 1e-4;
+    o->seed = 1;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int is_run = strcmp(o->cmd, "run") == 0;
+        if ((v = opt_value(argc, argv, &i, "--stop-after")) || (v = opt_value(argc, argv, &i, "--disable-pass"))) {
+            if (!*v)
+                return usage_error("%s needs a pass name (see 'kiln passes')", a);
+            if (pass_index(v) < 0)
+                return usage_error("unknown pass '%s' (see 'kiln passes')", v);
+            if (a[2] == 's')
+                o->stop_after = v;
+            else if (pass_table[pass_index(v)].required)
+                return usage_error("pass '%s' cannot be disabled", v);
+            else
+                o->disabled[o->ndisabled++] = v;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            o->verbose = 1;
+        } else if (is_run && a[0] == '-') {
+            o->rest[o->nrest++] = argv[i];
+            if (takes_value(a) && i + 1 < argc)
+                o->rest[o->nrest++] = argv[++i];
+        } else if ((v = opt_value(argc, argv, &i, "-o"))) {
+            if (!*v)
+                return usage_error("%s needs a path", "-o");
+            o->out = v;
+        } else if (strcmp(a, "--lib") == 0) {
+            o->lib = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--weights"))) {
+            if (!*v)
+                return usage_error("%s needs a file", "--weights");
+            o->weights = v;
+        } else if ((v = opt_value(argc, argv, &i, "--input"))) {
+            if (add_input(o, v))
+                return EXIT_USAGE;
+        } else if ((v = opt_value(argc, argv, &i, "--seed"))) {
+            if (!parse_seed(v, &o->seed))
+                return usage_error("--seed takes a non-negative integer, got '%s'", v);
+        } else if ((v = opt_value(argc, argv, &i, "--tolerance"))) {
+            if (!parse_number(v, &o->tol) || o->tol < 0)
+                return usage_error("--tolerance takes a number >= 0, got '%s'", v);
+        } else if (strcmp(a, "--no-cc") == 0) {
+            o->no_cc = 1;
+        } else if (strcmp(a, "--no-jit") == 0) {
+            o->no_jit = 1;
+        } else if (a[0] == '-' && a[1]) {
+            return usage_error("unknown option '%s'", a);
+        } else if (!o->model) {
+            o->model = a;
+        } else if (is_run) {
+            o->rest[o->nrest++] = argv[i];
+        } else {
+            return usage_error("unexpected argument '%s'", a);
+        }
+    }
+    if (!o->model)
+        return usage_error("%s needs a model file", o->cmd);
+    return 0;
+}
+
+/* ---- loading and the pipeline ------------------------------------------- */
+
+static Module *load(Arena *a, const char *path, int *status)
+{
+    Diags d;
+    diag_init(&d, a, path);
+    int io = 0;
+    Module *m = fe_load(a, path, &d, &io);
+    if (!m) {
+        diag_print(&d, stderr);
+        *status = io ? EXIT_IO : EXIT_INVALID;
+    }
+    return m;
+}
+
+static int pipeline(Module *m, const Opts *o, int need_loops)
+{
+    Diags d;
+    diag_init(&d, m->a, m->file);
+    PassCtx cx = {&d, o->stop_after, o->disabled, o->ndisabled, 1, NULL, NULL};
+    double t0 = rt_now();
+    if (pass_pipeline(m, &cx) != 0) {
+        diag_print(&d, stderr);
+        return EXIT_INVALID;
+    }
+    if (need_loops && !m->prog) {
+        fprintf(stderr, "kiln: --stop-after %s: C needs the loop IR; stop at 'lower' or later\n",
+                o->stop_after);
+        return EXIT_USAGE;
+    }
+    if (o->verbose)
+        fprintf(stderr, "kiln: %s: passes ran in %.1f ms (%d kernels)\n", m->file,
+                (rt_now() - t0) * 1e3, m->prog ? m->prog->nkernels : 0);
+    return 0;
+}
+
+/* -o must not name the model file itself. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (strcmp(a, b) == 0)
+        return 1;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+static int report(const rt_err *err)
+{
+    fprintf(stderr, "kiln: %s\n", err->msg);
+    return err->code;
+}
+
+/* ---- commands -------------------------------------------------------------- */
+
+static int cmd_emit(Module *m, const Opts *o)
+{
+    int rc = pipeline(m, o, 1);
+    if (rc)
+        return rc;
+    const char *c = cg_emit_string(m, CG_CC);
+    if (!o->out || strcmp(o->out, "-") == 0) {
+        fputs(c, stdout);
+        return fflush(stdout) == 0 ? 0 : EXIT_IO;
+    }
+    rt_err err = {0, ""};
+    return cg_write_file(o->out, c, &err) ? report(&err) : 0;
+}
+
+static int cmd_build(Module *m, const Opts *o)
+{
+    int rc = pipeline(m, o, 1);
+    if (rc)
+        return rc;
+    rt_err err = {0, ""};
+    if (o->lib) {
+        if (!o->out)
+            return usage_error("%s needs -o DIR", "build --lib");
+        return cg_build_lib(m, o->out, 0, &err) ? report(&err) : 0;
+    }
+    const char *out = o->out ? o->out : m->name;
+    return cg_build_exe(m, out, 0, &err) ? report(&err) : 0;
+}
+
+static int cmd_run(Module *m, const Opts *o)
+{
+    int rc = pipeline(m, o, 1);
+    if (rc)
+        return rc;
+    rt_err err = {0, ""};
+    CgJit *j = cg_jit_new(m, &err);
+    if (!j)
+        return report(&err);
+    if (o->verbose)
+        fprintf(stderr, "kiln: jit: compiled in %.1f ms\n", cg_jit_seconds(j) * 1e3);
+    char *args[o->nrest + 2];
+    args[0] = "kiln";
+    for (int i = 0; i < o->nrest; i++)
+        args[i + 1] = o->rest[i];
+    args[o->nrest + 1] = NULL;
+    rc = rt_main(o->nrest + 1, args, cg_jit_model(j));
+    cg_jit_free(j);
+    return rc;
+}
+
+static int cmd_check(Module *m, const Opts *o)
+{
+    int rc = pipeline(m, o, 1);
+    if (rc)
+        return rc;
+    CheckOpts co = {o->weights, o->given_names, o->given_files, o->ngiven, o->seed, o->tol,
+                    o->no_cc, o->no_jit, 0};
+    rt_err err = {0, ""};
+    rc = cg_check(m, &co, stdout, &err);
+    if (rc)
+        return report(&err);
+    printf("ok: every output within tolerance\n");
+    return 0;
+}
+
+static int cmd_print(Module *m, const Opts *o)
+{
+    int rc = pipeline(m, o, 0);
+    if (rc)
+        return rc;
+    if (m->prog)
+        ir_print_prog(stdout, m);
+    else
+        ir_print_graph(stdout, m);
+    return 0;
+}
+
+static int cmd_passes(void)
+{
+    static const char *levels[] = {"graph", "graph to loops", "loops", "C"};
+    for (int i = 0; i < pass_count; i++)
+        printf("%02d %-22s %-15s %s%s\n", i, pass_table[i].name, levels[pass_table[i].level],
+               pass_table[i].what, pass_table[i].required ? "" : " (can be disabled)");
+    return 0;
+}
+
+typedef struct {
+    const char *name;
+    int (*run)(Module *m, const Opts *o);
+} Command;
+
+static const Command commands[] = {
+    {"emit-c", cmd_emit}, {"build", cmd_build}, {"run", cmd_run},
+    {"check", cmd_check}, {"print", cmd_print},
+};
+
+static int model_command(const Command *c, int argc, char **argv)
+{
+    Opts o = {.cmd = c->name};
+    int rc = parse_opts(&o, argc, argv);
+    if (rc)
+        return rc;
+    if (o.out && same_file(o.out, o.model))
+        return usage_error("-o %s would overwrite the model file", o.out);
+    Arena *a = arena_new();
+    jmp_buf oom;
+    if (!a)
+        rc = EXIT_INTERNAL;
+    else if (setjmp(oom)) {
+        fprintf(stderr, "kiln: out of memory\n");
+        rc = EXIT_INTERNAL;
+    } else {
+        arena_set_oom(a, &oom);
+        Module *m = load(a, o.model, &rc);
+        if (m)
+            rc = c->run(m, &o);
+    }
+    arena_free(a);
+    for (int i = 0; i < o.ngiven; i++)
+        free((char *)o.given_names[i]);
+    free(o.given_names);
+    free(o.given_files);
+    free(o.disabled);
+    free(o.rest);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage_error("%s", "missing command");
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("kiln %s\n", KILN_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "passes"))
+        return cmd_passes();
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(cmd, commands[i].name))
+            return model_command(&commands[i], argc, argv);
+    return usage_error("unknown command '%s'", cmd);
 }

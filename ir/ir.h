@@ -202,6 +202,9 @@ Node *ir_node_new(Module *m, OpKind op, Node **in, int nin);
 void ir_module_renumber(Module *m);
 size_t node_bytes(const Node *n);
 int64_t node_count(const Node *n);
+/* bounds.c: an i32 input's values must lie in [0, hi) for a run to
+ * accept them (embedding ids, cache positions); used to seed inputs. */
+int64_t ir_input_hi(const Module *m, const Node *in);
 /* Prints the graph IR as .kir text (stable; KIR.md). */
 void ir_print_graph(FILE *f, const Module *m);
 /* A name as a .kir quoted string. */
@@ -420,6 +423,11 @@ Buf *lw_buf(LowerCx *cx, Node *n);
  * variables (rank of them); returns the innermost block. */
 Block *lw_nest(LowerCx *cx, Kernel *k, Block *blk, int rank,
                const int64_t *dims, Var **vars);
+/* Loops over every dim of a shape but `axis`, outermost first; ix[d] gets
+ * dim d's loop variable, ix[axis] is left for the caller to fill (a row
+ * operation's inner loops). Returns the innermost block. */
+Block *lw_nest_but(LowerCx *cx, Kernel *k, Block *blk, int rank,
+                   const int64_t *dims, int axis, Expr **ix);
 /* Element of operand x at output indices idx (rank r), NumPy broadcast:
  * a constant node is its literal, an i32 value stays i32. */
 Expr *lw_bcast_load(LowerCx *cx, Node *x, int r, Var **idx);

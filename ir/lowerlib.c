@@ -46,6 +46,20 @@ Block *lw_nest(LowerCx *cx, Kernel *k, Block *blk, int rank,
     return blk;
 }
 
+Block *lw_nest_but(LowerCx *cx, Kernel *k, Block *blk, int rank,
+                   const int64_t *dims, int axis, Expr **ix)
+{
+    for (int i = 0; i < rank; i++) {
+        ix[i] = NULL;
+        if (i == axis)
+            continue;
+        Stmt *s = s_loop(cx->a, k, blk, e_int(cx->a, 0), e_int(cx->a, dims[i]), 0);
+        ix[i] = e_var(cx->a, s->v);
+        blk = &s->body;
+    }
+    return blk;
+}
+
 Expr *lw_load(LowerCx *cx, Node *x, Expr **idx)
 {
     if (x->op == OP_CONST)

@@ -1,5 +1,17 @@
-/* ir/op_moe.c: the Qwen3-MoE sparse block. (stubs: being written) */
+/* ir/op_moe.c: the Qwen3-MoE sparse block (HF Qwen3MoeSparseMoeBlock).
+ *
+ * Per token x[t]: p = softmax(router @ x[t]) over the E experts; keep the
+ * top_k by p, ties to the lower index; renormalise the kept p to sum 1
+ * when norm_topk_prob; y[t] = sum over kept e of
+ *   p_e * down[e] @ (silu(gate[e] @ x[t]) * (up[e] @ x[t])).
+ *
+ * Selection by rank, the same in the reference and the lowering: expert
+ * e's rank is #{e' : p[e'] > p[e] or (p[e'] == p[e] and e' < e)}; ranks
+ * are a permutation of 0..E-1 and e is kept when its rank < top_k. */
 #include "ops.h"
+
+#include <math.h>
+#include <stdlib.h>
 
 const AttrSpec moe_attrs[] = {
     {"top_k", AT_INT, 1, 0, 0, NULL, 0},
@@ -7,6 +19,286 @@ const AttrSpec moe_attrs[] = {
     {0},
 };
 
-int infer_moe(InferCx *cx, Node *n) { (void)cx; KILN_BUG("infer_moe: %d", n->id); }
-int ref_moe(RefCx *cx, Node *n) { (void)cx; KILN_BUG("ref_moe: %d", n->id); }
-void lower_moe(LowerCx *cx, Node *n) { (void)cx; KILN_BUG("lower_moe: %d", n->id); }
+/* Operand i must be f32[d0, d1, d2] (rank 3, or rank 2 without d2). */
+static int need_dims(InferCx *cx, Node *n, int i, const char *what, int rank,
+                     int64_t d0, int64_t d1, int64_t d2, const char *against)
+{
+    Node *y = n->in[i];
+    int64_t want[3] = {d0, d1, d2};
+    int ok = y->rank == rank;
+    for (int j = 0; ok && j < rank; j++)
+        ok = y->dims[j] == want[j];
+    if (ok)
+        return 0;
+    diag(cx->d, in_where(cx, n, i), "moe: %s must be %s to match %s, got %s", what,
+         shape_str(cx->m->a, rank, want), against, shp(cx, y));
+    return -1;
+}
+
+int infer_moe(InferCx *cx, Node *n)
+{
+    static const int ranks[5] = {2, 2, 3, 3, 3};
+    int bad = 0;
+    for (int i = 0; i < 5; i++)
+        bad |= need_dtype(cx, n, i, DT_F32) | need_rank(cx, n, i, ranks[i]);
+    if (bad)
+        return -1;
+    Node *x = n->in[0], *router = n->in[1], *gate = n->in[2];
+    int64_t Hd = x->dims[1], E = router->dims[0], I = gate->dims[1];
+    const char *xs = arena_printf(cx->m->a, "x %s", shp(cx, x));
+    const char *rs = arena_printf(cx->m->a, "router %s and x %s", shp(cx, router), shp(cx, x));
+    const char *gs = arena_printf(cx->m->a, "gate %s", shp(cx, gate));
+    if (need_dims(cx, n, 1, "router", 2, router->dims[0], Hd, 0, xs) ||
+        need_dims(cx, n, 2, "gate", 3, E, I, Hd, rs) ||
+        need_dims(cx, n, 3, "up", 3, E, I, Hd, gs) ||
+        need_dims(cx, n, 4, "down", 3, E, Hd, I, gs))
+        return -1;
+    int64_t top_k = attr_i(n, "top_k");
+    if (top_k < 1 || top_k > E) {
+        diag(cx->d, attr_where(cx, n, "top_k"),
+             "moe: top_k must be in [1, %lld] for %lld experts, got %lld", (long long)E,
+             (long long)E, (long long)top_k);
+        return -1;
+    }
+    set_like(n, x);
+    return 0;
+}
+
+static double dot(const float *x, const float *y, int64_t n)
+{
+    double acc = 0;
+    for (int64_t i = 0; i < n; i++)
+        acc += (double)x[i] * y[i];
+    return acc;
+}
+
+/* Routing of one token: w[e] = p_e (renormalised over the kept experts
+ * when norm), kept[e] = 1 for the top_k experts. */
+static void moe_route(const float *x, const float *router, int64_t E, int64_t Hd,
+                      int64_t top_k, int norm, double *w, int *kept)
+{
+    double mx = -INFINITY, sum = 0, ksum = 0;
+    for (int64_t e = 0; e < E; e++) {
+        w[e] = dot(router + e * Hd, x, Hd);
+        mx = w[e] > mx ? w[e] : mx;
+    }
+    for (int64_t e = 0; e < E; e++) {
+        w[e] = exp(w[e] - mx);
+        sum += w[e];
+    }
+    for (int64_t e = 0; e < E; e++)
+        w[e] /= sum;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t rank = 0;
+        for (int64_t f = 0; f < E; f++)
+            rank += w[f] > w[e] || (w[f] == w[e] && f < e);
+        kept[e] = rank < top_k;
+        ksum += kept[e] ? w[e] : 0;
+    }
+    for (int64_t e = 0; norm && e < E; e++)
+        w[e] /= ksum;
+}
+
+/* y[d] += w * (down @ (silu(gate @ x) * (up @ x)))[d] for one expert;
+ * gate, up [I, Hd] and down [Hd, I] point at its matrices; h holds I. */
+static void moe_expert(const float *x, const float *gate, const float *up, const float *down,
+                       int64_t I, int64_t Hd, double w, double *h, double *y)
+{
+    for (int64_t i = 0; i < I; i++) {
+        double g = dot(gate + i * Hd, x, Hd), u = dot(up + i * Hd, x, Hd);
+        h[i] = g / (1.0 + exp(-g)) * u;
+    }
+    for (int64_t d = 0; d < Hd; d++) {
+        double acc = 0;
+        for (int64_t i = 0; i < I; i++)
+            acc += down[d * I + i] * h[i];
+        y[d] += w * acc;
+    }
+}
+
+int ref_moe(RefCx *cx, Node *n)
+{
+    Tensor *x = ref_in(cx, n, 0), *router = ref_in(cx, n, 1), *gate = ref_in(cx, n, 2);
+    Tensor *up = ref_in(cx, n, 3), *down = ref_in(cx, n, 4), *o = ref_out(cx, n);
+    int64_t T = x->dims[0], Hd = x->dims[1], E = gate->dims[0], I = gate->dims[1];
+    double *w = malloc(sizeof(double) * (size_t)(E + I + Hd));
+    int *kept = malloc(sizeof(int) * (size_t)E);
+    if (!w || !kept) {
+        free(w);
+        free(kept);
+        return ref_fail(cx, n, "out of memory");
+    }
+    double *h = w + E, *y = h + I;              /* w[E], h[I], y[Hd] */
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = x->f + t * Hd;
+        moe_route(xt, router->f, E, Hd, attr_i(n, "top_k"), (int)attr_i(n, "norm_topk_prob"), w,
+                  kept);
+        for (int64_t d = 0; d < Hd; d++)
+            y[d] = 0;
+        for (int64_t e = 0; e < E; e++)
+            if (kept[e])
+                moe_expert(xt, gate->f + e * I * Hd, up->f + e * I * Hd, down->f + e * Hd * I,
+                           I, Hd, w[e], h, y);
+        for (int64_t d = 0; d < Hd; d++)
+            o->f[t * Hd + d] = (float)y[d];
+    }
+    free(w);
+    free(kept);
+    return 0;
+}
+
+/* ---- lowering: two kernels over scratch buffers ------------------------------
+ *   router:  pr[T, E] = softmax(x @ router^T); sel[T, K] (i32) and wt[T, K]
+ *            = the kept experts by rank and their (renormalised) p
+ *   experts: out[t] = sum over r < K of wt[t, r] * MLP of expert sel[t, r],
+ *            h[T, I] holding silu(gate x) * (up x)
+ * sel and wt are written by the first kernel and read by the second. */
+
+typedef struct {
+    int64_t T, Hd, E, I, K;
+    Buf *pr, *sel, *wt, *h;
+} MoeLw;
+
+static Stmt *loop(LowerCx *cx, Kernel *k, Block *blk, int64_t len, int marks)
+{
+    return s_loop(cx->a, k, blk, e_int(cx->a, 0), e_int(cx->a, len), marks);
+}
+
+/* In an index list of dot_loop: the position of the summed index j. */
+#define SUMMED ((Expr *)NULL)
+
+/* `let acc = 0; for j < len: acc += x[xi] * y[yi]`, j standing in for the
+ * SUMMED entry of each index list; returns acc. */
+static Expr *dot_loop(LowerCx *cx, Kernel *k, Block *blk, int64_t len, Buf *x, Expr **xi,
+                      Buf *y, Expr **yi)
+{
+    Arena *a = cx->a;
+    Stmt *acc = s_let(a, k, blk, T_F32, e_flt(a, 0));
+    Stmt *l = loop(cx, k, blk, len, MARK_REDUCE);
+    Expr *j = e_var(a, l->v), *ix[KILN_MAX_RANK], *iy[KILN_MAX_RANK];
+    for (int i = 0; i < x->rank; i++)
+        ix[i] = xi[i] == SUMMED ? j : xi[i];
+    for (int i = 0; i < y->rank; i++)
+        iy[i] = yi[i] == SUMMED ? j : yi[i];
+    s_set(a, &l->body, acc->v, A_ADD, e_mul(a, e_load(a, x, ix), e_load(a, y, iy)));
+    return e_var(a, acc->v);
+}
+
+/* for e: pr[t, e] = x[t] . router[e]; then softmax over e in place. */
+static void router_softmax(LowerCx *cx, Kernel *k, Block *row, Node *n, MoeLw *s, Expr *t)
+{
+    Arena *a = cx->a;
+    Expr *mx = e_var(a, s_let(a, k, row, T_F32, e_flt(a, -INFINITY))->v);
+    Stmt *l1 = loop(cx, k, row, s->E, MARK_REDUCE);
+    Expr *e = e_var(a, l1->v), **pe = lw_idx(cx, 2, t, e);
+    Expr *lg = dot_loop(cx, k, &l1->body, s->Hd, lw_buf(cx, n->in[0]), lw_idx(cx, 2, t, SUMMED),
+                        lw_buf(cx, n->in[1]), lw_idx(cx, 2, e, SUMMED));
+    s_store(a, &l1->body, s->pr, pe, A_SET, lg);
+    s_set(a, &l1->body, mx->v, A_MAX, lg);
+
+    Expr *sum = e_var(a, s_let(a, k, row, T_F32, e_flt(a, 0))->v);
+    Stmt *l2 = loop(cx, k, row, s->E, MARK_REDUCE);
+    pe = lw_idx(cx, 2, t, e_var(a, l2->v));
+    Expr *ex = e_un(a, U_EXP, e_bin(a, B_SUB, e_load(a, s->pr, pe), mx));
+    s_store(a, &l2->body, s->pr, pe, A_SET, ex);
+    s_set(a, &l2->body, sum->v, A_ADD, e_load(a, s->pr, pe));
+
+    Stmt *l3 = loop(cx, k, row, s->E, 0);
+    pe = lw_idx(cx, 2, t, e_var(a, l3->v));
+    s_store(a, &l3->body, s->pr, pe, A_SET, e_bin(a, B_DIV, e_load(a, s->pr, pe), sum));
+}
+
+/* Slots start as expert 0 with weight 0, so that even a NaN router (no
+ * rank below top_k is then unique) never leaves an index unset. Then for
+ * e: r = rank of e; if r < K: sel[t, r] = e, wt[t, r] = pr[t, e]. */
+static void router_select(LowerCx *cx, Kernel *k, Block *row, MoeLw *s, Expr *t)
+{
+    Arena *a = cx->a;
+    Stmt *l0 = loop(cx, k, row, s->K, 0);
+    Expr **ri = lw_idx(cx, 2, t, e_var(a, l0->v));
+    s_store(a, &l0->body, s->sel, ri, A_SET, e_int(a, 0));
+    s_store(a, &l0->body, s->wt, ri, A_SET, e_flt(a, 0));
+
+    Stmt *le = loop(cx, k, row, s->E, 0);
+    Expr *e = e_var(a, le->v), *pe = e_load(a, s->pr, lw_idx(cx, 2, t, e));
+    Expr *r = e_var(a, s_let(a, k, &le->body, T_I64, e_int(a, 0))->v);
+    Stmt *lf = loop(cx, k, &le->body, s->E, MARK_REDUCE);
+    Expr *f = e_var(a, lf->v), *pf = e_load(a, s->pr, lw_idx(cx, 2, t, f));
+    Expr *before = e_bin(a, B_OR, e_bin(a, B_GT, pf, pe),
+                         e_bin(a, B_AND, e_bin(a, B_EQ, pf, pe), e_bin(a, B_LT, f, e)));
+    s_set(a, &lf->body, r->v, A_ADD, before);
+    Stmt *kept = s_if(a, &le->body, e_bin(a, B_LT, r, e_int(a, s->K)));
+    s_store(a, &kept->body, s->sel, lw_idx(cx, 2, t, r), A_SET, e);
+    s_store(a, &kept->body, s->wt, lw_idx(cx, 2, t, r), A_SET, pe);
+}
+
+/* wt[t, r] /= sum over r of wt[t, r]. */
+static void router_renorm(LowerCx *cx, Kernel *k, Block *row, MoeLw *s, Expr *t)
+{
+    Arena *a = cx->a;
+    Expr *sum = e_var(a, s_let(a, k, row, T_F32, e_flt(a, 0))->v);
+    Stmt *l1 = loop(cx, k, row, s->K, MARK_REDUCE);
+    s_set(a, &l1->body, sum->v, A_ADD, e_load(a, s->wt, lw_idx(cx, 2, t, e_var(a, l1->v))));
+    Stmt *l2 = loop(cx, k, row, s->K, 0);
+    Expr **ri = lw_idx(cx, 2, t, e_var(a, l2->v));
+    s_store(a, &l2->body, s->wt, ri, A_SET, e_bin(a, B_DIV, e_load(a, s->wt, ri), sum));
+}
+
+static void lower_router(LowerCx *cx, Node *n, MoeLw *s)
+{
+    Kernel *k = lw_kernel(cx, n, arena_printf(cx->a, "moe_router_e%lld_k%lld_h%lld",
+                                              (long long)s->E, (long long)s->K, (long long)s->Hd));
+    Stmt *lt = loop(cx, k, &k->body, s->T, 0);
+    Expr *t = e_var(cx->a, lt->v);
+    router_softmax(cx, k, &lt->body, n, s, t);
+    router_select(cx, k, &lt->body, s, t);
+    if (attr_i(n, "norm_topk_prob"))
+        router_renorm(cx, k, &lt->body, s, t);
+}
+
+/* for t: out[t] = 0; for r < K: e = sel[t, r];
+ *   h[t, i] = silu(gate[e, i] . x[t]) * (up[e, i] . x[t]);
+ *   out[t, d] += wt[t, r] * down[e, d] . h[t]. */
+static void lower_experts(LowerCx *cx, Node *n, MoeLw *s)
+{
+    Arena *a = cx->a;
+    Kernel *k = lw_kernel(cx, n, arena_printf(a, "moe_experts_e%lld_k%lld_i%lld_h%lld",
+                                              (long long)s->E, (long long)s->K, (long long)s->I,
+                                              (long long)s->Hd));
+    Buf *out = lw_buf(cx, n);
+    Stmt *lt = loop(cx, k, &k->body, s->T, 0);
+    Expr *t = e_var(a, lt->v);
+    Stmt *l0 = loop(cx, k, &lt->body, s->Hd, 0);
+    s_store(a, &l0->body, out, lw_idx(cx, 2, t, e_var(a, l0->v)), A_SET, e_flt(a, 0));
+
+    Stmt *lr = loop(cx, k, &lt->body, s->K, MARK_REDUCE);
+    Expr **ri = lw_idx(cx, 2, t, e_var(a, lr->v));
+    Expr *e = e_var(a, s_let(a, k, &lr->body, T_I64, e_load(a, s->sel, ri))->v);
+    Stmt *li = loop(cx, k, &lr->body, s->I, 0);
+    Expr *i = e_var(a, li->v), **ei = lw_idx(cx, 3, e, i, SUMMED), **xt = lw_idx(cx, 2, t, SUMMED);
+    Buf *x = lw_buf(cx, n->in[0]);
+    Expr *g = dot_loop(cx, k, &li->body, s->Hd, lw_buf(cx, n->in[2]), ei, x, xt);
+    Expr *u = dot_loop(cx, k, &li->body, s->Hd, lw_buf(cx, n->in[3]), ei, x, xt);
+    s_store(a, &li->body, s->h, lw_idx(cx, 2, t, i), A_SET,
+            e_mul(a, e_mul(a, g, e_un(a, U_SIGMOID, g)), u));
+
+    Expr *w = e_var(a, s_let(a, k, &lr->body, T_F32, e_load(a, s->wt, ri))->v);
+    Stmt *ld = loop(cx, k, &lr->body, s->Hd, 0);
+    Expr *d = e_var(a, ld->v);
+    Expr *y = dot_loop(cx, k, &ld->body, s->I, lw_buf(cx, n->in[4]), lw_idx(cx, 3, e, d, SUMMED),
+                       s->h, lw_idx(cx, 2, t, SUMMED));
+    s_store(a, &ld->body, out, lw_idx(cx, 2, t, d), A_ADD, e_mul(a, w, y));
+}
+
+void lower_moe(LowerCx *cx, Node *n)
+{
+    MoeLw s = {n->dims[0], n->dims[1], n->in[2]->dims[0], n->in[2]->dims[1],
+               attr_i(n, "top_k"), NULL, NULL, NULL, NULL};
+    int64_t te[2] = {s.T, s.E}, tk[2] = {s.T, s.K}, ti[2] = {s.T, s.I};
+    s.pr = lw_temp(cx, DT_F32, 2, te);
+    s.sel = lw_temp(cx, DT_I32, 2, tk);
+    s.wt = lw_temp(cx, DT_F32, 2, tk);
+    s.h = lw_temp(cx, DT_F32, 2, ti);
+    lower_router(cx, n, &s);
+    lower_experts(cx, n, &s);
+}

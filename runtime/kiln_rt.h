@@ -36,6 +36,9 @@ typedef struct {
 /* Sets e (first error wins: a set error is kept) and returns code. */
 RT_API int rt_errf(rt_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Writes a shape as messages show it, "[8960,1536]" ("[]" for rank 0),
+ * into buf (160 bytes hold any rank <= 6); returns buf. */
+RT_API const char *rt_fmt_shape(char *buf, size_t size, int rank, const int64_t *dims);
 
 /* ---- tensors as a model declares them ---------------------------------- */
 typedef struct {
@@ -67,8 +70,9 @@ RT_API uint64_t rt_splitmix64(uint64_t *state);
  * [-scale, scale). */
 RT_API void rt_fill_random(float *dst, int64_t n, uint64_t seed, double scale);
 /* Seeded input data for benchmarking and `kiln check`: f32 from
- * rt_fill_random(seed', 1.0); i32 uniform in [0, t->hi) from the same
- * generator; seed' = seed + 1000003 * (index + 1). */
+ * rt_fill_random(seed', 1.0); i32 element i is x % t->hi, x the (i+1)-th
+ * output of the same generator from state = seed';
+ * seed' = seed + 1000003 * (index + 1). */
 RT_API void rt_seed_input(const rt_tensor_info *t, int index, uint64_t seed, void *dst);
 
 /* ---- safetensors (rt_safetensors.c) ------------------------------------ */

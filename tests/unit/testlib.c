@@ -1,6 +1,11 @@
 /* tests/unit/testlib.c: see testlib.h. */
 #include "tests/unit/testlib.h"
 
+#include "codegen/codegen.h"
+#include "passes/passes.h"
+
+#include <math.h>
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,5 +166,79 @@ int tl_ref(Module *m, void **in, void **w, void **st, void **out,
     for (int i = 0; i < m->nweights; i++) free(tw[i]);
     for (int i = 0; i < m->nstates; i++) free(ts[i]);
     for (int i = 0; i < m->noutputs; i++) free(to[i]);
+    return rc;
+}
+
+static void weights_inline(Module *m, void **w)
+{
+    for (int i = 0; i < m->nweights; i++) {
+        Node *n = m->weights[i];
+        n->init.kind = INIT_DATA;
+        n->init.data = arena_dup(m->a, w[i], node_bytes(n));
+    }
+}
+
+static int compare(const Node *n, const void *ref, const void *got, double tol)
+{
+    int64_t count = node_count(n), worst = -1;
+    double refmax = 0, maxabs = 0;
+    for (int64_t i = 0; i < count; i++) {
+        double r = n->dtype == DT_I32 ? ((const int32_t *)ref)[i] : ((const float *)ref)[i];
+        double g = n->dtype == DT_I32 ? ((const int32_t *)got)[i] : ((const float *)got)[i];
+        double e = fabs(r - g);
+        if (!(e <= maxabs)) {
+            maxabs = isnan(e) ? INFINITY : e;
+            worst = i;
+        }
+        refmax = fabs(r) > refmax ? fabs(r) : refmax;
+    }
+    double rel = refmax > 0 ? maxabs / refmax : maxabs;
+    int ok = n->dtype == DT_I32 ? maxabs == 0 : rel <= tol;
+    if (!ok)
+        fprintf(stderr, "tl_check: output '%s' element %lld: max abs error %g, relative %g > %g\n",
+                n->name ? n->name : "?", (long long)worst, maxabs, rel, tol);
+    return ok ? 0 : -1;
+}
+
+int tl_check(Module *m, void **in, void **w, double tol)
+{
+    void *st[64], *ref[64], *got[64];
+    char err[512];
+    for (int i = 0; i < m->nstates; i++)
+        st[i] = calloc((size_t)node_count(m->states[i]) + 1, 4);
+    int rc = tl_ref(m, in, w, st, ref, err, sizeof err);
+    for (int i = 0; i < m->nstates; i++)
+        free(st[i]);
+    if (rc != 0) {
+        fprintf(stderr, "tl_check: reference failed: %s\n", err);
+        return -1;
+    }
+    weights_inline(m, w);
+    PassCtx cx = {0};
+    if (!m->prog && pass_lower(m, &cx) < 0)
+        return -1;
+    rt_err e = {0, ""};
+    CgJit *j = cg_jit_new(m, &e);
+    if (!j) {
+        fprintf(stderr, "tl_check: %s\n", e.msg);
+        return -1;
+    }
+    const rt_model *md = cg_jit_model(j);
+    void *h = md->open(NULL);
+    rc = md->status(h);
+    for (int i = 0; i < m->noutputs; i++)
+        got[i] = calloc((size_t)node_count(m->outputs[i]) + 1, 4);
+    if (rc == 0)
+        rc = md->run(h, (const void *const *)in, got);
+    if (rc != 0)
+        fprintf(stderr, "tl_check: the JIT build failed: %s\n", md->error(h));
+    for (int i = 0; rc == 0 && i < m->noutputs; i++)
+        rc = compare(m->outputs[i], ref[i], got[i], tol);
+    for (int i = 0; i < m->noutputs; i++) {
+        free(ref[i]);
+        free(got[i]);
+    }
+    md->close(h);
+    cg_jit_free(j);
     return rc;
 }

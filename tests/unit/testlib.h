@@ -29,4 +29,11 @@ void tl_outputs(Module *m, int nout, ...);
 int tl_ref(Module *m, void **in, void **w, void **st, void **out,
            char *err, size_t errlen);
 
+/* Lowers m, compiles it with libtcc, runs it once on the same data as
+ * tl_ref (weights become inline init data; states start at zero), and
+ * compares every output with the reference: f32 within tol relative to
+ * the reference's largest magnitude, i32 exactly. Returns 0 when all
+ * agree; otherwise prints the first difference and returns -1. */
+int tl_check(Module *m, void **in, void **w, double tol);
+
 #endif

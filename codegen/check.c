@@ -1,0 +1,411 @@
+/* codegen/check.c: `kiln check`: the reference interpreter, the cc build
+ * and the JIT build run on the same weights and inputs; every output is
+ * compared with the reference.
+ *
+ * 1. Weights: rt_load_weights, as the generated program loads them.
+ * 2. Inputs: the given .npy files, or seeded by rt_seed_input exactly as
+ *    the generated program seeds them.
+ * 3. The reference runs on those tensors; states start at zero.
+ * 4. The cc build runs as a child process (inputs written as .npy to a
+ *    private directory, outputs read back); the JIT runs in process.
+ * 5. Per output: max absolute error, and that error relative to the
+ *    reference's largest magnitude; f32 passes at <= tol, i32 only exact. */
+#include "codegen.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct {
+    const Module *m;
+    const CheckOpts *o;
+    CgInfos info;
+    float **weights;
+    void **inputs;           /* by input index */
+    void **ref;              /* reference outputs */
+    char dir[4096];          /* scratch for the cc build's files */
+    char **files;            /* made in dir, removed at the end */
+    int nfiles, capfiles;
+    double ref_run, cc_run, jit_compile, jit_run;
+} Check;
+
+static void *alloc_tensor(const rt_tensor_info *t)
+{
+    return rt_alloc((size_t)(t->count ? t->count : 1) * 4);
+}
+
+static int given_input(const Check *c, int i)
+{
+    for (int j = 0; j < c->o->ngiven; j++)
+        if (strcmp(c->o->given_names[j], c->m->inputs[i]->name) == 0)
+            return j;
+    return -1;
+}
+
+static int load_inputs(Check *c, rt_err *err)
+{
+    const Module *m = c->m;
+    for (int j = 0; j < c->o->ngiven; j++) {
+        int found = 0;
+        for (int i = 0; i < m->ninputs; i++)
+            found |= strcmp(c->o->given_names[j], m->inputs[i]->name) == 0;
+        if (!found)
+            return rt_errf(err, RT_EUSAGE, "--input: the model has no input '%s'",
+                           c->o->given_names[j]);
+    }
+    for (int i = 0; i < m->ninputs; i++) {
+        const rt_tensor_info *t = &c->info.inputs[i];
+        if (!(c->inputs[i] = alloc_tensor(t)))
+            return rt_errf(err, RT_EINTERNAL, "out of memory");
+        int j = given_input(c, i);
+        if (j < 0)
+            rt_seed_input(t, i, c->o->seed, c->inputs[i]);
+        else if (rt_npy_read(c->o->given_files[j], t, c->inputs[i], err))
+            return err->code;
+    }
+    return 0;
+}
+
+static Tensor *wrap(const Node *n, void *data)
+{
+    Tensor *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->dtype = n->dtype;
+    t->rank = n->rank;
+    memcpy(t->dims, n->dims, sizeof n->dims);
+    t->count = node_count(n);
+    if (n->dtype == DT_I32)
+        t->i = data;
+    else
+        t->f = data;
+    return t;
+}
+
+static Tensor **wrap_all(Node *const *v, int n, void *const *data)
+{
+    Tensor **t = calloc((size_t)n + 1, sizeof *t);
+    for (int i = 0; t && i < n; i++)
+        t[i] = wrap(v[i], data[i]);
+    return t;
+}
+
+static void free_all(Tensor **t, int n)
+{
+    for (int i = 0; t && i < n; i++)
+        free(t[i]);
+    free(t);
+}
+
+static int run_reference(Check *c, rt_err *err)
+{
+    const Module *m = c->m;
+    void **states = calloc((size_t)m->nstates + 1, sizeof *states);
+    int rc = states ? 0 : rt_errf(err, RT_EINTERNAL, "out of memory");
+    for (int i = 0; !rc && i < m->nstates; i++)
+        if (!(states[i] = alloc_tensor(&c->info.states[i])))
+            rc = rt_errf(err, RT_EINTERNAL, "out of memory");
+    for (int i = 0; !rc && i < m->noutputs; i++)
+        if (!(c->ref[i] = alloc_tensor(&c->info.outputs[i])))
+            rc = rt_errf(err, RT_EINTERNAL, "out of memory");
+    Tensor **ti = wrap_all(m->inputs, m->ninputs, c->inputs);
+    Tensor **tw = wrap_all(m->weights, m->nweights, (void *const *)c->weights);
+    Tensor **ts = wrap_all(m->states, m->nstates, states);
+    Tensor **to = wrap_all(m->outputs, m->noutputs, c->ref);
+    char msg[512];
+    if (!rc && (!ti || !tw || !ts || !to))
+        rc = rt_errf(err, RT_EINTERNAL, "out of memory");
+    if (!rc && ref_run((Module *)m, ti, tw, ts, to, msg, sizeof msg) != 0)
+        rc = rt_errf(err, RT_EINVAL, "reference: %s", msg);
+    free_all(ti, m->ninputs);
+    free_all(tw, m->nweights);
+    free_all(ts, m->nstates);
+    free_all(to, m->noutputs);
+    for (int i = 0; states && i < m->nstates; i++)
+        rt_free(states[i]);
+    free(states);
+    return rc;
+}
+
+/* ---- the cc build, run as a child ---------------------------------------- */
+
+static char *scratch(Check *c, const char *what, int i)
+{
+    char *p = arena_printf(c->m->a, "%s/%s%d.npy", c->dir, what, i);
+    ARR_PUSH(c->m->a, c->files, c->nfiles, c->capfiles, p);
+    return p;
+}
+
+/* Runs argv with stdout and stderr to log; returns the exit status, or
+ * -1 when it could not run or died of a signal. */
+static int spawn(char **argv, const char *log)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void first_line(const char *path, char *line, size_t len)
+{
+    line[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(line, (int)len, f))
+            line[0] = 0;
+        fclose(f);
+    }
+    line[strcspn(line, "\n")] = 0;
+}
+
+static int read_outputs(Check *c, char **files, void **out, rt_err *err)
+{
+    for (int i = 0; i < c->m->noutputs; i++) {
+        rt_array arr;
+        if (rt_npy_load(files[i], &arr, err))
+            return err->code;
+        const rt_tensor_info *t = &c->info.outputs[i];
+        int same = arr.dtype == t->dtype && arr.count == t->count;
+        if (same)
+            memcpy(out[i], arr.data, (size_t)t->count * 4);
+        free(arr.data);
+        if (!same)
+            return rt_errf(err, RT_EINTERNAL, "cc build: output %d has the wrong shape", i);
+    }
+    return 0;
+}
+
+static int run_cc(Check *c, void **out, rt_err *err)
+{
+    const Module *m = c->m;
+    Arena *a = m->a;
+    char *exe = arena_printf(a, "%s/model", c->dir), *log = arena_printf(a, "%s/run.log", c->dir);
+    ARR_PUSH(a, c->files, c->nfiles, c->capfiles, exe);
+    ARR_PUSH(a, c->files, c->nfiles, c->capfiles, log);
+    if (cg_build_exe(m, exe, 1, err))
+        return err->code;
+    char **argv = arena_alloc(a, sizeof *argv * (size_t)(4 + 2 * (m->ninputs + m->noutputs) + 2));
+    char **outf = arena_alloc(a, sizeof *outf * (size_t)(m->noutputs + 1));
+    int n = 0;
+    argv[n++] = exe;
+    if (c->o->weights) {
+        argv[n++] = "--weights";
+        argv[n++] = (char *)c->o->weights;
+    }
+    for (int i = 0; i < m->ninputs; i++) {
+        const rt_tensor_info *t = &c->info.inputs[i];
+        char *f = scratch(c, "in", i);
+        if (rt_npy_write(f, t->dtype, t->rank, t->dims, c->inputs[i], err))
+            return err->code;
+        argv[n++] = "--input";
+        argv[n++] = arena_printf(a, "%s=%s", t->name, f);
+    }
+    for (int i = 0; i < m->noutputs; i++) {
+        outf[i] = scratch(c, "out", i);
+        argv[n++] = "--output";
+        argv[n++] = arena_printf(a, "%s=%s", c->info.outputs[i].name, outf[i]);
+    }
+    argv[n] = NULL;
+    double t0 = rt_now();
+    int st = spawn(argv, log);
+    c->cc_run = rt_now() - t0;
+    if (st != 0) {
+        char line[400];
+        first_line(log, line, sizeof line);
+        return rt_errf(err, st == 1 ? RT_EINVAL : RT_EINTERNAL, "the cc build failed to run: %s",
+                       line[0] ? line : "(no message)");
+    }
+    return read_outputs(c, outf, out, err);
+}
+
+static int run_jit(Check *c, void **out, rt_err *err)
+{
+    double t0 = rt_now();
+    CgJit *j = cg_jit_new(c->m, err);
+    if (!j)
+        return err->code;
+    c->jit_compile = rt_now() - t0;
+    const rt_model *md = cg_jit_model(j);
+    void *h = md->open(c->o->weights);
+    int rc = !h ? rt_errf(err, RT_EINTERNAL, "out of memory") : md->status(h);
+    if (h && rc)
+        rt_errf(err, rc, "%s", md->error(h));
+    t0 = rt_now();
+    if (!rc && (rc = md->run(h, (const void *const *)c->inputs, out)) != 0)
+        rt_errf(err, rc, "%s", md->error(h));
+    c->jit_run = rt_now() - t0;
+    if (h)
+        md->close(h);
+    cg_jit_free(j);
+    return rc;
+}
+
+/* ---- comparison ---------------------------------------------------------- */
+
+typedef struct {
+    double maxabs, rel, refmax;
+    int64_t worst;
+    int ok;
+} Diff;
+
+static Diff compare(const rt_tensor_info *t, const void *ref, const void *got, double tol)
+{
+    Diff d = {0, 0, 0, 0, 1};
+    for (int64_t i = 0; i < t->count; i++) {
+        double r = t->dtype == RT_I32 ? ((const int32_t *)ref)[i] : ((const float *)ref)[i];
+        double g = t->dtype == RT_I32 ? ((const int32_t *)got)[i] : ((const float *)got)[i];
+        double e = fabs(r - g);
+        if (isnan(e) || e > d.maxabs) {
+            d.maxabs = isnan(e) ? INFINITY : e;
+            d.worst = i;
+        }
+        if (fabs(r) > d.refmax)
+            d.refmax = fabs(r);
+    }
+    d.rel = d.refmax > 0 ? d.maxabs / d.refmax : d.maxabs;
+    d.ok = t->dtype == RT_I32 ? d.maxabs == 0 : d.rel <= tol;
+    return d;
+}
+
+/* ---- the table and the driver ------------------------------------------- */
+
+static void row(FILE *f, const Check *c, int i, void *const *cc, void *const *jit,
+                int *bad)
+{
+    const rt_tensor_info *t = &c->info.outputs[i];
+    char shape[80];
+    int len = snprintf(shape, sizeof shape, "%s[", t->dtype == RT_I32 ? "i32" : "f32");
+    for (int d = 0; d < t->rank; d++)
+        len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%lld", d ? "," : "",
+                        (long long)t->dims[d]);
+    snprintf(shape + len, sizeof shape - (size_t)len, "]");
+    fprintf(f, "%-24.24s %-18s", t->name, shape);
+    void *const *got[2] = {cc, jit};
+    for (int k = 0; k < 2; k++) {
+        if (!got[k]) {
+            fprintf(f, " %10s %10s", "-", "-");
+            continue;
+        }
+        Diff d = compare(t, c->ref[i], got[k][i], c->o->tol);
+        fprintf(f, " %10.3g %10.3g%s", d.maxabs, d.rel, d.ok ? "" : "!");
+        if (!d.ok && !*bad) {
+            *bad = 1;
+            fprintf(stderr, "kiln: check: output '%s' (%s) differs from the reference: "
+                    "element %lld, max abs error %.3g, relative %.3g > %.3g\n", t->name,
+                    k ? "jit" : "cc", (long long)d.worst, d.maxabs, d.rel, c->o->tol);
+        }
+        if (!d.ok)
+            *bad = 1;
+    }
+    fputc('\n', f);
+}
+
+static void **alloc_outputs(Check *c)
+{
+    void **v = arena_alloc(c->m->a, sizeof *v * (size_t)(c->m->noutputs + 1));
+    for (int i = 0; i < c->m->noutputs; i++)
+        if (!(v[i] = alloc_tensor(&c->info.outputs[i])))
+            return NULL;
+    return v;
+}
+
+static void free_outputs(const Check *c, void **v)
+{
+    for (int i = 0; v && i < c->m->noutputs; i++)
+        rt_free(v[i]);
+}
+
+static int setup(Check *c, rt_err *err)
+{
+    const Module *m = c->m;
+    cg_infos(m, &c->info);
+    c->weights = arena_alloc(m->a, sizeof *c->weights * (size_t)(m->nweights + 1));
+    c->inputs = arena_alloc(m->a, sizeof *c->inputs * (size_t)(m->ninputs + 1));
+    c->ref = arena_alloc(m->a, sizeof *c->ref * (size_t)(m->noutputs + 1));
+    if (rt_load_weights(c->o->weights, c->info.weights, m->nweights, c->weights, err))
+        return err->code;
+    if (load_inputs(c, err))
+        return err->code;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(c->dir, sizeof c->dir, "%s/kiln-check-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(c->dir))
+        return rt_errf(err, RT_EIO, "cannot make a temporary directory: %s", strerror(errno));
+    return 0;
+}
+
+static void teardown(Check *c)
+{
+    const Module *m = c->m;
+    for (int i = 0; i < c->nfiles; i++)
+        unlink(c->files[i]);
+    if (c->dir[0])
+        rmdir(c->dir);
+    for (int i = 0; c->weights && i < m->nweights; i++)
+        rt_free(c->weights[i]);
+    for (int i = 0; c->inputs && i < m->ninputs; i++)
+        rt_free(c->inputs[i]);
+    for (int i = 0; c->ref && i < m->noutputs; i++)
+        rt_free(c->ref[i]);
+}
+
+static void header(FILE *f, const Check *c)
+{
+    fprintf(f, "model %s: seed %llu, weights %s, tolerance %.3g (relative to max |ref|)\n",
+            c->m->name, (unsigned long long)c->o->seed, c->o->weights ? c->o->weights : "from init",
+            c->o->tol);
+    fprintf(f, "%-24s %-18s %10s %10s %10s %10s\n", "output", "shape", "cc abs", "cc rel",
+            "jit abs", "jit rel");
+}
+
+int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err)
+{
+    Check c = {.m = m, .o = o};
+    void **cc = NULL, **jit = NULL;
+    int rc = setup(&c, err);
+    double t0 = rt_now();
+    if (!rc)
+        rc = run_reference(&c, err);
+    c.ref_run = rt_now() - t0;
+    if (!rc && !o->quiet)
+        fprintf(stderr, "kiln: check: reference ran in %.3f s\n", c.ref_run);
+    if (!rc && !o->skip_cc) {
+        if (!o->quiet)
+            fprintf(stderr, "kiln: check: building with %s...\n", cg_cc());
+        rc = (cc = alloc_outputs(&c)) ? run_cc(&c, cc, err) : rt_errf(err, RT_EINTERNAL, "out of memory");
+    }
+    if (!rc && !o->skip_jit)
+        rc = (jit = alloc_outputs(&c)) ? run_jit(&c, jit, err) : rt_errf(err, RT_EINTERNAL, "out of memory");
+    if (!rc && !o->quiet)
+        fprintf(stderr, "kiln: check: cc run %.3f s, jit compile %.3f s, jit run %.3f s\n",
+                c.cc_run, c.jit_compile, c.jit_run);
+    int bad = 0;
+    if (!rc) {
+        header(out, &c);
+        for (int i = 0; i < m->noutputs; i++)
+            row(out, &c, i, cc, jit, &bad);
+        if (bad)
+            rc = rt_errf(err, RT_EINVAL, "outputs differ from the reference beyond tolerance");
+    }
+    free_outputs(&c, cc);
+    free_outputs(&c, jit);
+    teardown(&c);
+    return rc;
+}

@@ -1,0 +1,84 @@
+/* codegen/codegen.h: loop IR to C, and what builds and runs that C.
+ * A table of contents, a section per file. */
+#ifndef KILN_CODEGEN_H
+#define KILN_CODEGEN_H
+
+#include "ir/ir.h"
+#include "runtime/kiln_rt.h"
+
+/* Two flavours of the same program: CG_CC for the system cc (the runtime
+ * pasted in, OpenMP pragmas, a main), CG_JIT for libtcc (runtime symbols
+ * handed in by kiln, parallel loops through rt_parallel_for). */
+typedef enum { CG_CC, CG_JIT } CgFlavour;
+
+/* ---- emit.c: the whole C file --------------------------------------- */
+/* Writes the C program of a lowered module. Deterministic: the same
+ * module gives the same bytes. */
+void cg_emit(FILE *f, const Module *m, CgFlavour fl);
+/* The public header of --lib builds (<name>.h). */
+void cg_emit_header(FILE *f, const Module *m);
+/* The same C as a string in the arena. */
+char *cg_emit_string(const Module *m, CgFlavour fl);
+/* A string as a C literal: printable ASCII as is, everything else (and
+ * " \ ?) escaped, so no name can end the literal or form a trigraph. */
+void cg_print_cstring(FILE *f, const char *s);
+
+/* ---- kernel.c: one kernel as a C function ---------------------------- */
+typedef struct {
+    FILE *f;
+    const Module *m;
+    CgFlavour fl;
+    const char *model_type;      /* the handle's C type name */
+} CgCx;
+/* Prints k's outlined parallel bodies (JIT) and the function itself:
+ *   static int kN(MODEL *m)  returning an RT_* status. */
+void cg_kernel(CgCx *cx, const Kernel *k);
+/* An f32 constant as C: %.9g with a '.' or exponent and an f suffix. */
+void cg_print_float(FILE *f, double v);
+
+/* ---- info.c: the model's tensors as the runtime describes them ------- */
+/* Tables for rt_model (arena-allocated): inputs, outputs, weights, states
+ * in module order. */
+typedef struct {
+    rt_tensor_info *inputs, *outputs, *weights, *states;
+} CgInfos;
+void cg_infos(const Module *m, CgInfos *t);
+
+/* ---- cc.c: the system cc --------------------------------------------- */
+/* `$CC` or "cc", and the flags every build uses. */
+const char *cg_cc(void);
+#define CG_CFLAGS "-O3 -march=native -fopenmp"
+/* Builds an executable at out (written to a temporary beside it, then
+ * renamed). Progress and timing on stderr unless quiet. Returns an RT_*
+ * status with err set. */
+int cg_build_exe(const Module *m, const char *out, int quiet, rt_err *err);
+/* Writes text to path atomically (a temporary beside it, then rename). */
+int cg_write_file(const char *path, const char *text, rt_err *err);
+/* Builds DIR/lib<name>.so, DIR/lib<name>.a and DIR/<name>.h. */
+int cg_build_lib(const Module *m, const char *dir, int quiet, rt_err *err);
+
+/* ---- jit.c: libtcc in memory ----------------------------------------- */
+typedef struct CgJit CgJit;
+/* Compiles the JIT flavour in memory; NULL with err set on failure. */
+CgJit *cg_jit_new(const Module *m, rt_err *err);
+const rt_model *cg_jit_model(const CgJit *j);
+double cg_jit_seconds(const CgJit *j);           /* compile time */
+void cg_jit_free(CgJit *j);
+
+/* ---- check.c: reference vs cc build vs JIT ---------------------------- */
+typedef struct {
+    const char *weights;               /* safetensors file; NULL: inits */
+    const char *const *given_names;    /* --input NAME=FILE pairs */
+    const char *const *given_files;
+    int ngiven;
+    uint64_t seed;                     /* for inputs not given */
+    double tol;                        /* relative to the reference's max |x| */
+    int skip_cc, skip_jit;
+    int quiet;                         /* no progress on stderr */
+} CheckOpts;
+/* Prints a table of errors per output to out. Returns 0 when every output
+ * is within tolerance, 1 when one is not (err says which), else the RT_*
+ * status of what failed. */
+int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err);
+
+#endif

@@ -1,0 +1,267 @@
+/* codegen/emit.c: the whole C program of a lowered module.
+ *
+ * Layout of the file (cc flavour; the JIT flavour differs where noted):
+ *   1. a header comment: model, counts, how to build it;
+ *   2. the runtime: its header, then its code (JIT: the header only; kiln
+ *      hands its own runtime to libtcc as symbols);
+ *   3. the tensor tables (rt_tensor_info) and weights' inline init data;
+ *   4. the handle struct, one function per kernel (kernel.c);
+ *   5. the public API: NAME_open/status/error/run/reset/close;
+ *   6. the rt_model descriptor and a thin main (cc only, unless
+ *      KILN_NO_MAIN is defined, as for --lib).
+ * User names appear only inside escaped string literals. */
+#include "codegen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+extern const char cg_rt_header[], cg_rt_body[];
+
+void cg_print_cstring(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\' || *p == '?')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f)
+            fprintf(f, "\\%03o", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static int count_nonzero(int n) { return n ? n : 1; }
+
+/* ---- tables -------------------------------------------------------------- */
+
+static void info_row(FILE *f, const rt_tensor_info *t, const char *data)
+{
+    fputs("    {", f);
+    cg_print_cstring(f, t->name);
+    fprintf(f, ", %s, %d, {", t->dtype == RT_I32 ? "RT_I32" : "RT_F32", t->rank);
+    for (int i = 0; i < t->rank; i++)
+        fprintf(f, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+    fprintf(f, "%s}, %lld, %d, %.17g, %lluull, %.17g, %s, %lld},\n", t->rank ? "" : "0",
+            (long long)t->count, t->init, t->fill, (unsigned long long)t->seed, t->scale,
+            data ? data : "NULL", (long long)t->hi);
+}
+
+static void table(FILE *f, const char *name, const rt_tensor_info *t, int n)
+{
+    fprintf(f, "static const rt_tensor_info %s[%d] = {\n", name, count_nonzero(n));
+    for (int i = 0; i < n; i++) {
+        char data[32];
+        snprintf(data, sizeof data, "kiln_data%d", i);
+        info_row(f, &t[i], t[i].init == RT_INIT_DATA ? data : NULL);
+    }
+    if (!n)
+        fputs("    {0},\n", f);
+    fputs("};\n", f);
+}
+
+static void init_data(FILE *f, const Module *m)
+{
+    for (int i = 0; i < m->nweights; i++) {
+        const Node *w = m->weights[i];
+        if (w->init.kind != INIT_DATA)
+            continue;
+        int64_t n = node_count(w);
+        fprintf(f, "static const float kiln_data%d[%lld] = {", i, (long long)n);
+        for (int64_t j = 0; j < n; j++) {
+            fputs(j % 8 ? " " : "\n    ", f);
+            cg_print_float(f, w->init.data[j]);
+            fputc(',', f);
+        }
+        fputs("\n};\n", f);
+    }
+}
+
+/* ---- the handle and the API ---------------------------------------------- */
+
+static void handle(FILE *f, const Module *m)
+{
+    fprintf(f, "struct %s_model {\n", m->name);
+    fputs("    rt_err err;\n    int opened;                  /* weights loaded */\n", f);
+    fprintf(f, "    unsigned char *arena;        /* intermediates: %lld bytes */\n",
+            (long long)m->prog->arena_bytes);
+    fprintf(f, "    float *w[%d];                /* weights */\n", count_nonzero(m->nweights));
+    fprintf(f, "    float *s[%d];                /* state */\n", count_nonzero(m->nstates));
+    fputs("    const void *const *in;       /* this call's inputs */\n", f);
+    fputs("    void *const *out;            /* this call's outputs */\n};\n\n", f);
+}
+
+static void api_open(FILE *f, const Module *m)
+{
+    const char *n = m->name;
+    fprintf(f, "%s_model *%s_open(const char *weights_path)\n{\n", n, n);
+    fprintf(f, "    %s_model *m = calloc(1, sizeof *m);\n    if (!m)\n        return NULL;\n", n);
+    fprintf(f, "    m->arena = rt_alloc(%lldu);\n", (long long)m->prog->arena_bytes);
+    fprintf(f, "    int ok = m->arena != NULL;\n");
+    for (int i = 0; i < m->nstates; i++)
+        fprintf(f, "    ok = ok && (m->s[%d] = rt_alloc(%lluu)) != NULL;\n", i,
+                (unsigned long long)node_bytes(m->states[i]));
+    fputs("    if (!ok) {\n        rt_errf(&m->err, RT_EINTERNAL, \"out of memory\");\n"
+          "        return m;\n    }\n", f);
+    fprintf(f, "    m->opened = rt_load_weights(weights_path, kiln_weights, %d, m->w, &m->err) == 0;\n",
+            m->nweights);
+    fputs("    return m;\n}\n\n", f);
+}
+
+static void api_rest(FILE *f, const Module *m)
+{
+    const char *n = m->name;
+    fprintf(f, "int %s_status(const %s_model *m) { return m ? m->err.code : RT_EINTERNAL; }\n\n", n, n);
+    fprintf(f, "const char *%s_error(const %s_model *m)\n{\n", n, n);
+    fputs("    if (!m)\n        return \"out of memory\";\n"
+          "    return m->err.code ? m->err.msg : NULL;\n}\n\n", f);
+    fprintf(f, "int %s_run(%s_model *m, const void *const *inputs, void *const *outputs)\n{\n", n, n);
+    fputs("    if (!m->opened)\n        return m->err.code;\n", f);
+    fputs("    m->err.code = 0;\n    m->in = inputs;\n    m->out = outputs;\n    int rc = 0;\n", f);
+    for (int i = 0; i < m->prog->nkernels; i++)
+        fprintf(f, "    if (rc == 0)\n        rc = k%d(m);\n", i);
+    fputs("    m->in = NULL;\n    m->out = NULL;\n    return rc;\n}\n\n", f);
+    fprintf(f, "void %s_reset(%s_model *m)\n{\n", n, n);
+    for (int i = 0; i < m->nstates; i++)
+        fprintf(f, "    memset(m->s[%d], 0, %lluu);\n", i, (unsigned long long)node_bytes(m->states[i]));
+    fputs("    (void)m;\n}\n\n", f);
+    fprintf(f, "void %s_close(%s_model *m)\n{\n    if (!m)\n        return;\n", n, n);
+    fprintf(f, "    for (int i = 0; i < %d; i++)\n        rt_free(m->w[i]);\n", m->nweights);
+    fprintf(f, "    for (int i = 0; i < %d; i++)\n        rt_free(m->s[i]);\n", m->nstates);
+    fputs("    rt_free(m->arena);\n    free(m);\n}\n\n", f);
+}
+
+/* The rt_model descriptor over the typed API, and the thin main. */
+static void descriptor(FILE *f, const Module *m, CgFlavour fl)
+{
+    const char *n = m->name;
+    fprintf(f, "static void *kiln_open(const char *w) { return %s_open(w); }\n", n);
+    fprintf(f, "static int kiln_status(const void *h) { return %s_status(h); }\n", n);
+    fprintf(f, "static const char *kiln_error(const void *h) { return %s_error(h); }\n", n);
+    fprintf(f, "static int kiln_run(void *h, const void *const *in, void *const *out)\n"
+               "{\n    return %s_run(h, in, out);\n}\n", n);
+    fprintf(f, "static void kiln_close(void *h) { %s_close(h); }\n\n", n);
+    fprintf(f, "%sconst rt_model kiln_model = {\n    ", fl == CG_CC ? "static " : "");
+    cg_print_cstring(f, n);
+    fprintf(f, ", %d, %d, %d, %d,\n", m->ninputs, m->noutputs, m->nweights, m->nstates);
+    fputs("    kiln_inputs, kiln_outputs, kiln_weights, kiln_states,\n"
+          "    kiln_open, kiln_status, kiln_error, kiln_run, kiln_close,\n};\n", f);
+    if (fl == CG_CC)
+        fputs("\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
+              "    return rt_main(argc, argv, &kiln_model);\n}\n#endif\n", f);
+}
+
+/* ---- the file ------------------------------------------------------------ */
+
+static void prelude(FILE *f, const Module *m, CgFlavour fl)
+{
+    fprintf(f, "/* Generated by kiln %s from model \"%s\": %d inputs, %d weights, "
+               "%d state, %d outputs, %d kernels.\n", KILN_VERSION, m->name, m->ninputs,
+            m->nweights, m->nstates, m->noutputs, m->prog->nkernels);
+    fputs(" * Build: cc -O3 -march=native -fopenmp THIS.c -lm   (add -DKILN_NO_MAIN for a "
+          "library)\n * Do not edit: regenerate it. */\n", f);
+    fprintf(f, "#define RT_API %s\n", fl == CG_CC ? "static __attribute__((unused))" : "extern");
+    fputs(cg_rt_header, f);
+    if (fl == CG_CC)
+        fputs(cg_rt_body, f);
+    fputs("\n/* ---- the model ---- */\n#include <math.h>\n#include <stdlib.h>\n"
+          "#include <string.h>\n\n", f);
+    fputs("static inline float kiln_maxf(float a, float b) { return a > b ? a : b; }\n"
+          "static inline float kiln_minf(float a, float b) { return a < b ? a : b; }\n"
+          "static inline int64_t kiln_maxi(int64_t a, int64_t b) { return a > b ? a : b; }\n"
+          "static inline int64_t kiln_mini(int64_t a, int64_t b) { return a < b ? a : b; }\n\n", f);
+}
+
+static void names(FILE *f, const char *model, const char *what, Node *const *v, int n)
+{
+    fprintf(f, "const char *const %s_%s_names[%d] = {", model, what, n ? n : 1);
+    for (int i = 0; i < n; i++) {
+        fputs(i ? ", " : "", f);
+        cg_print_cstring(f, v[i]->name);
+    }
+    fputs(n ? "};\n" : "NULL};\n", f);
+}
+
+static void api_decls(FILE *f, const Module *m)
+{
+    const char *n = m->name;
+    fprintf(f, "extern const char *const %s_input_names[%d];\n", n, m->ninputs ? m->ninputs : 1);
+    fprintf(f, "extern const char *const %s_output_names[%d];\n", n, m->noutputs);
+    names(f, n, "input", m->inputs, m->ninputs);
+    names(f, n, "output", m->outputs, m->noutputs);
+    fprintf(f, "typedef struct %s_model %s_model;\n", n, n);
+    fprintf(f, "%s_model *%s_open(const char *weights_path);\n", n, n);
+    fprintf(f, "int %s_status(const %s_model *m);\n", n, n);
+    fprintf(f, "const char *%s_error(const %s_model *m);\n", n, n);
+    fprintf(f, "int %s_run(%s_model *m, const void *const *inputs, void *const *outputs);\n", n, n);
+    fprintf(f, "void %s_reset(%s_model *m);\n", n, n);
+    fprintf(f, "void %s_close(%s_model *m);\n\n", n, n);
+}
+
+void cg_emit(FILE *f, const Module *m, CgFlavour fl)
+{
+    CgInfos t;
+    cg_infos(m, &t);
+    prelude(f, m, fl);
+    api_decls(f, m);
+    init_data(f, m);
+    table(f, "kiln_inputs", t.inputs, m->ninputs);
+    table(f, "kiln_outputs", t.outputs, m->noutputs);
+    table(f, "kiln_weights", t.weights, m->nweights);
+    table(f, "kiln_states", t.states, m->nstates);
+    fputc('\n', f);
+    handle(f, m);
+    char *type = arena_printf(m->a, "%s_model", m->name);
+    CgCx cx = {f, m, fl, type};
+    for (int i = 0; i < m->prog->nkernels; i++)
+        cg_kernel(&cx, m->prog->kernels[i]);
+    api_open(f, m);
+    api_rest(f, m);
+    descriptor(f, m, fl);
+}
+
+char *cg_emit_string(const Module *m, CgFlavour fl)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        KILN_BUG("open_memstream failed");
+    cg_emit(f, m, fl);
+    fclose(f);
+    char *s = arena_dup(m->a, buf, len + 1);
+    free(buf);
+    return s;
+}
+
+void cg_emit_header(FILE *f, const Module *m)
+{
+    const char *n = m->name;
+    fprintf(f, "/* %s.h: generated by kiln %s from model \"%s\"; do not edit.\n", n, KILN_VERSION, n);
+    fputs(" * inputs[] and outputs[] follow the model's order:\n", f);
+    for (int i = 0; i < m->ninputs; i++)
+        fprintf(f, " *   inputs[%d]  %s%s\n", i, dtype_name(m->inputs[i]->dtype),
+                shape_str(m->a, m->inputs[i]->rank, m->inputs[i]->dims));
+    for (int i = 0; i < m->noutputs; i++)
+        fprintf(f, " *   outputs[%d] %s%s\n", i, dtype_name(m->outputs[i]->dtype),
+                shape_str(m->a, m->outputs[i]->rank, m->outputs[i]->dims));
+    fprintf(f, " * and their names are %s_input_names[i] and %s_output_names[i]. */\n", n, n);
+    fprintf(f, "#ifndef KILN_MODEL_%s_H\n#define KILN_MODEL_%s_H\n\n", n, n);
+    fprintf(f, "typedef struct %s_model %s_model;\n\n", n, n);
+    fprintf(f, "extern const char *const %s_input_names[%d];\n", n, m->ninputs ? m->ninputs : 1);
+    fprintf(f, "extern const char *const %s_output_names[%d];\n\n", n, m->noutputs);
+    fputs("/* Loads weights from a safetensors file, or makes them from each weight's\n"
+          " * init when weights_path is NULL. Returns NULL only when out of memory;\n"
+          " * otherwise check NAME_status (0: ready). */\n", f);
+    fprintf(f, "%s_model *%s_open(const char *weights_path);\n", n, n);
+    fputs("/* Status of the last call: 0 ok, 1 invalid weights or inputs, 3 I/O,\n"
+          " * 4 internal; and its one-line message (NULL when 0). */\n", f);
+    fprintf(f, "int %s_status(const %s_model *m);\n", n, n);
+    fprintf(f, "const char *%s_error(const %s_model *m);\n", n, n);
+    fputs("/* One call: inputs[i] and outputs[i] point to row-major f32/i32 data of\n"
+          " * the shapes above (outputs must not overlap inputs). Returns the status. */\n", f);
+    fprintf(f, "int %s_run(%s_model *m, const void *const *inputs, void *const *outputs);\n", n, n);
+    fputs("/* Zeroes the state (KV caches). */\n", f);
+    fprintf(f, "void %s_reset(%s_model *m);\n", n, n);
+    fprintf(f, "void %s_close(%s_model *m);\n\n#endif\n", n, n);
+}

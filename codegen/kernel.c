@@ -1,0 +1,489 @@
+/* codegen/kernel.c: one loop-IR kernel as a C function.
+ *
+ * A kernel becomes `static int kN(MODEL *m)`: pointers to the buffers it
+ * touches (restrict; inputs and weights const), then its statements, one
+ * C statement per IR statement, in the order of the math. A run-time
+ * check returns its status through rt_errf. A loop marked parallel gets
+ * `#pragma omp parallel for` (cc) or, for libtcc, which has no OpenMP, is
+ * outlined into `kN_pJ(ctx, lo, hi)` and called through rt_parallel_for
+ * with a context holding the enclosing scalars it reads. */
+#include "codegen.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- expressions ------------------------------------------------------- */
+
+static void expr(CgCx *cx, const Expr *e);
+
+static int prec(const Expr *e)
+{
+    if (e->kind == E_SEL)
+        return 0;
+    if (e->kind != E_BIN || e->op == B_MAX || e->op == B_MIN)
+        return 9;
+    switch (e->op) {
+    case B_OR: return 1;
+    case B_AND: return 2;
+    case B_EQ: case B_NE: return 3;
+    case B_LT: case B_LE: case B_GT: case B_GE: return 4;
+    case B_ADD: case B_SUB: return 5;
+    default: return 6;
+    }
+}
+
+static void operand(CgCx *cx, const Expr *e, int p, int right)
+{
+    int q = prec(e);
+    int paren = q < p || (right && q == p && q < 9);
+    if (paren)
+        fputc('(', cx->f);
+    expr(cx, e);
+    if (paren)
+        fputc(')', cx->f);
+}
+
+void cg_print_float(FILE *f, double v)
+{
+    if (isinf(v)) {
+        fputs(v < 0 ? "-INFINITY" : "INFINITY", f);
+        return;
+    }
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.9g", v);
+    fprintf(f, "%s%sf", buf, strpbrk(buf, ".e") ? "" : ".0");
+}
+
+/* The element offset of an access: sum of index * stride, plus offset. */
+static void offset(CgCx *cx, const Buf *b, Expr *const *idx)
+{
+    int terms = 0;
+    for (int i = 0; i < b->rank; i++) {
+        if (b->dims[i] == 1 && idx[i]->kind == E_INT && idx[i]->i == 0)
+            continue;
+        if (terms++)
+            fputs(" + ", cx->f);
+        if (b->strides[i] == 1) {
+            operand(cx, idx[i], 5, 0);
+        } else {
+            operand(cx, idx[i], 6, 0);
+            fprintf(cx->f, " * %lld", (long long)b->strides[i]);
+        }
+    }
+    if (b->offset || !terms)
+        fprintf(cx->f, "%s%lld", terms ? " + " : "", (long long)b->offset);
+}
+
+static void access(CgCx *cx, const Buf *b, Expr *const *idx)
+{
+    fprintf(cx->f, "b%d[", b->base ? b->base->id : b->id);
+    offset(cx, b, idx);
+    fputc(']', cx->f);
+}
+
+static const char *c_binop[B_COUNT] = {
+    "+", "-", "*", "/", "%", NULL, NULL, "<", "<=", ">", ">=", "==", "!=", "&&", "||",
+};
+
+static void call1(CgCx *cx, const char *fn, const Expr *x)
+{
+    fprintf(cx->f, "%s(", fn);
+    expr(cx, x);
+    fputc(')', cx->f);
+}
+
+static void unop(CgCx *cx, const Expr *e)
+{
+    FILE *f = cx->f;
+    switch ((UnOp)e->op) {
+    case U_NEG: fputc('-', f); operand(cx, e->a, 9, 0); return;
+    case U_NOT: fputc('!', f); operand(cx, e->a, 9, 0); return;
+    case U_ABS: call1(cx, e->type == T_F32 ? "fabsf" : "llabs", e->a); return;
+    case U_EXP: call1(cx, "expf", e->a); return;
+    case U_LOG: call1(cx, "logf", e->a); return;
+    case U_SQRT: call1(cx, "sqrtf", e->a); return;
+    case U_RSQRT: fputs("1.0f / ", f); call1(cx, "sqrtf", e->a); return;
+    case U_TANH: call1(cx, "tanhf", e->a); return;
+    case U_ERF: call1(cx, "erff", e->a); return;
+    case U_SIGMOID:
+        fputs("1.0f / (1.0f + expf(-", f);
+        operand(cx, e->a, 9, 0);
+        fputs("))", f);
+        return;
+    case U_COS: call1(cx, "cosf", e->a); return;
+    case U_SIN: call1(cx, "sinf", e->a); return;
+    case U_TOF32: call1(cx, "(float)", e->a); return;
+    case U_TOI64: call1(cx, "(int64_t)", e->a); return;
+    case U_COUNT: break;
+    }
+    KILN_BUG("bad unop %d", e->op);
+}
+
+static void expr(CgCx *cx, const Expr *e)
+{
+    FILE *f = cx->f;
+    switch (e->kind) {
+    case E_INT: fprintf(f, "%lld", (long long)e->i); return;
+    case E_FLT: cg_print_float(f, e->f); return;
+    case E_VAR: fprintf(f, "%c%d", e->v->kind == VAR_LOOP ? 'i' : 'v', e->v->id); return;
+    case E_LOAD: access(cx, e->buf, e->idx); return;
+    case E_UN: unop(cx, e); return;
+    case E_SEL:
+        operand(cx, e->a, 1, 0);
+        fputs(" ? ", f);
+        operand(cx, e->b, 1, 0);
+        fputs(" : ", f);
+        operand(cx, e->c, 0, 0);
+        return;
+    case E_BIN:
+        if (e->op == B_MAX || e->op == B_MIN) {
+            fprintf(f, "kiln_%s%s(", e->op == B_MAX ? "max" : "min",
+                    e->type == T_F32 ? "f" : "i");
+            expr(cx, e->a);
+            fputs(", ", f);
+            expr(cx, e->b);
+            fputc(')', f);
+            return;
+        }
+        operand(cx, e->a, prec(e), 0);
+        fprintf(f, " %s ", c_binop[e->op]);
+        operand(cx, e->b, prec(e), 1);
+        return;
+    }
+}
+
+/* ---- statements -------------------------------------------------------- */
+
+static const char *ctype(EType t)
+{
+    return t == T_F32 ? "float" : t == T_I32 ? "int32_t" : "int64_t";
+}
+
+static void indent(CgCx *cx, int depth) { fprintf(cx->f, "%*s", depth * 4, ""); }
+
+static void var(CgCx *cx, const Var *v)
+{
+    fprintf(cx->f, "%c%d", v->kind == VAR_LOOP ? 'i' : 'v', v->id);
+}
+
+static void assign(CgCx *cx, AsgOp op, void (*lhs)(CgCx *, const Stmt *),
+                   const Stmt *s)
+{
+    lhs(cx, s);
+    if (op == A_MAX) {
+        fprintf(cx->f, " = kiln_max%s(", s->e->type == T_F32 ? "f" : "i");
+        lhs(cx, s);
+        fputs(", ", cx->f);
+        expr(cx, s->e);
+        fputs(");\n", cx->f);
+        return;
+    }
+    fputs(op == A_ADD ? " += " : " = ", cx->f);
+    expr(cx, s->e);
+    fputs(";\n", cx->f);
+}
+
+static void lhs_var(CgCx *cx, const Stmt *s) { var(cx, s->v); }
+static void lhs_store(CgCx *cx, const Stmt *s) { access(cx, s->buf, s->idx); }
+
+typedef struct Outline Outline;
+static void block(CgCx *cx, const Block *blk, int depth, Outline *o);
+
+static void check(CgCx *cx, const Stmt *s, int depth, const Outline *o)
+{
+    if (o)
+        KILN_BUG("run-time check inside a parallel loop");
+    indent(cx, depth);
+    fputs("if (!(", cx->f);
+    expr(cx, s->e);
+    fputs("))\n", cx->f);
+    indent(cx, depth + 1);
+    fputs("return rt_errf(&m->err, RT_EINVAL, ", cx->f);
+    cg_print_cstring(cx->f, s->msg);
+    for (int i = 0; i < s->nargs; i++) {
+        fputs(", (long long)(", cx->f);
+        expr(cx, s->args[i]);
+        fputc(')', cx->f);
+    }
+    fputs(");\n", cx->f);
+}
+
+static void loop_head(CgCx *cx, const Stmt *s, int depth)
+{
+    indent(cx, depth);
+    fputs("for (int64_t ", cx->f);
+    var(cx, s->v);
+    fputs(" = ", cx->f);
+    expr(cx, s->lo);
+    fputs("; ", cx->f);
+    var(cx, s->v);
+    fputs(" < ", cx->f);
+    operand(cx, s->hi, 5, 0);
+    fputs("; ", cx->f);
+    var(cx, s->v);
+    fputs("++) {\n", cx->f);
+}
+
+static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o);
+
+static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
+{
+    switch (s->kind) {
+    case S_LOOP:
+        if ((s->marks & MARK_PARALLEL) && cx->fl == CG_JIT) {
+            parallel_loop(cx, s, depth, o);
+            return;
+        }
+        if (s->marks & MARK_PARALLEL) {
+            indent(cx, depth);
+            fputs("#pragma omp parallel for schedule(static)\n", cx->f);
+        }
+        loop_head(cx, s, depth);
+        block(cx, &s->body, depth + 1, o);
+        indent(cx, depth);
+        fputs("}\n", cx->f);
+        return;
+    case S_LET:
+        indent(cx, depth);
+        fprintf(cx->f, "%s ", ctype(s->v->type));
+        var(cx, s->v);
+        fputs(" = ", cx->f);
+        expr(cx, s->e);
+        fputs(";\n", cx->f);
+        return;
+    case S_SET: indent(cx, depth); assign(cx, s->op, lhs_var, s); return;
+    case S_STORE: indent(cx, depth); assign(cx, s->op, lhs_store, s); return;
+    case S_IF:
+        indent(cx, depth);
+        fputs("if (", cx->f);
+        expr(cx, s->e);
+        fputs(") {\n", cx->f);
+        block(cx, &s->body, depth + 1, o);
+        if (s->els.n) {
+            indent(cx, depth);
+            fputs("} else {\n", cx->f);
+            block(cx, &s->els, depth + 1, o);
+        }
+        indent(cx, depth);
+        fputs("}\n", cx->f);
+        return;
+    case S_CHECK: check(cx, s, depth, o); return;
+    }
+}
+
+/* ---- buffers a kernel touches ----------------------------------------- */
+
+typedef struct {
+    const Buf **v;
+    int n, cap;
+    Arena *a;
+} BufSet;
+
+static void use_buf(BufSet *u, const Buf *b)
+{
+    if (b->base)
+        b = b->base;
+    for (int i = 0; i < u->n; i++)
+        if (u->v[i] == b)
+            return;
+    ARR_PUSH(u->a, u->v, u->n, u->cap, b);
+}
+
+static void uses_expr(BufSet *u, const Expr *e)
+{
+    if (!e)
+        return;
+    if (e->kind == E_LOAD) {
+        use_buf(u, e->buf);
+        for (int i = 0; i < e->buf->rank; i++)
+            uses_expr(u, e->idx[i]);
+    }
+    uses_expr(u, e->a);
+    uses_expr(u, e->b);
+    uses_expr(u, e->c);
+}
+
+static void uses_block(BufSet *u, const Block *blk)
+{
+    for (int i = 0; i < blk->n; i++) {
+        const Stmt *s = blk->s[i];
+        uses_expr(u, s->lo);
+        uses_expr(u, s->hi);
+        uses_expr(u, s->e);
+        if (s->kind == S_STORE) {
+            use_buf(u, s->buf);
+            for (int j = 0; j < s->buf->rank; j++)
+                uses_expr(u, s->idx[j]);
+        }
+        for (int j = 0; j < s->nargs; j++)
+            uses_expr(u, s->args[j]);
+        uses_block(u, &s->body);
+        uses_block(u, &s->els);
+    }
+}
+
+static int by_id(const void *x, const void *y)
+{
+    const Buf *a = *(const Buf *const *)x, *b = *(const Buf *const *)y;
+    return a->id - b->id;
+}
+
+/* Declares a pointer for every buffer the block touches. */
+static void declare_bufs(CgCx *cx, const Block *blk, int depth)
+{
+    Arena *a = cx->m->a;
+    BufSet u = {NULL, 0, 0, a};
+    uses_block(&u, blk);
+    qsort(u.v, (size_t)u.n, sizeof *u.v, by_id);
+    for (int i = 0; i < u.n; i++) {
+        const Buf *b = u.v[i];
+        const char *t = b->dtype == DT_I32 ? "int32_t" : "float";
+        int ro = b->kind == BK_INPUT || b->kind == BK_WEIGHT;
+        indent(cx, depth);
+        fprintf(cx->f, "%s%s *restrict b%d = ", ro ? "const " : "", t, b->id);
+        switch (b->kind) {
+        case BK_INPUT: fprintf(cx->f, "(const %s *)m->in[%d];\n", t, b->index); break;
+        case BK_OUTPUT: fprintf(cx->f, "(%s *)m->out[%d];\n", t, b->index); break;
+        case BK_WEIGHT: fprintf(cx->f, "m->w[%d];\n", b->index); break;
+        case BK_STATE: fprintf(cx->f, "m->s[%d];\n", b->index); break;
+        case BK_TEMP:
+            fprintf(cx->f, "(%s *)(m->arena + %lld);\n", t, (long long)b->arena_off);
+            break;
+        }
+    }
+}
+
+/* ---- outlined parallel loops (JIT flavour) ----------------------------- */
+
+/* Scalars in scope at the parallel loop: enclosing loop variables and
+ * locals, which the outlined body receives through its context. */
+struct Outline {
+    const Kernel *k;
+    const Var **scope;
+    int nscope, cap;
+    int count;                    /* parallel loops outlined so far */
+    FILE *fns;                    /* outlined functions, printed first */
+};
+
+static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
+{
+    CgCx in = *cx;
+    in.f = o->fns;
+    in.fl = CG_CC;                /* the body is serial C */
+    FILE *f = o->fns;
+    fprintf(f, "struct k%d_p%d_ctx {\n    %s *m;\n", o->k->id, j, cx->model_type);
+    for (int i = 0; i < o->nscope; i++) {
+        fprintf(f, "    %s ", ctype(o->scope[i]->type));
+        var(&in, o->scope[i]);
+        fputs(";\n", f);
+    }
+    fputs("};\n\n", f);
+    fprintf(f, "static void k%d_p%d(void *ctx, int64_t lo, int64_t hi)\n{\n", o->k->id, j);
+    fprintf(f, "    const struct k%d_p%d_ctx *c = ctx;\n    %s *m = c->m;\n",
+            o->k->id, j, cx->model_type);
+    for (int i = 0; i < o->nscope; i++) {
+        fprintf(f, "    %s ", ctype(o->scope[i]->type));
+        var(&in, o->scope[i]);
+        fputs(" = c->", f);
+        var(&in, o->scope[i]);
+        fputs(";\n", f);
+    }
+    for (int i = 0; i < o->nscope; i++) {
+        fputs("    (void)", f);
+        var(&in, o->scope[i]);
+        fputs(";\n", f);
+    }
+    declare_bufs(&in, &s->body, 1);
+    fputs("    for (int64_t ", f);
+    var(&in, s->v);
+    fputs(" = lo + ", f);
+    operand(&in, s->lo, 5, 0);
+    fputs("; ", f);
+    var(&in, s->v);
+    fputs(" < hi + ", f);
+    operand(&in, s->lo, 5, 0);
+    fputs("; ", f);
+    var(&in, s->v);
+    fputs("++) {\n", f);
+    block(&in, &s->body, 2, NULL);
+    fputs("    }\n}\n\n", f);
+}
+
+static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
+{
+    if (!o)
+        KILN_BUG("nested parallel loops");
+    int j = o->count++;
+    outline_fn(cx, s, o, j);
+    indent(cx, depth);
+    fprintf(cx->f, "{\n");
+    indent(cx, depth + 1);
+    fprintf(cx->f, "struct k%d_p%d_ctx c = {m", o->k->id, j);
+    for (int i = 0; i < o->nscope; i++) {
+        fputs(", ", cx->f);
+        var(cx, o->scope[i]);
+    }
+    fputs("};\n", cx->f);
+    indent(cx, depth + 1);
+    fprintf(cx->f, "rt_parallel_for(k%d_p%d, &c, ", o->k->id, j);
+    operand(cx, s->hi, 5, 0);
+    fputs(" - ", cx->f);
+    operand(cx, s->lo, 6, 1);
+    fputs(");\n", cx->f);
+    indent(cx, depth);
+    fputs("}\n", cx->f);
+}
+
+static void block(CgCx *cx, const Block *blk, int depth, Outline *o)
+{
+    int mark = o ? o->nscope : 0;
+    for (int i = 0; i < blk->n; i++) {
+        const Stmt *s = blk->s[i];
+        if (o && s->kind == S_LOOP && !(s->marks & MARK_PARALLEL)) {
+            ARR_PUSH(cx->m->a, o->scope, o->nscope, o->cap, s->v);
+            stmt(cx, s, depth, o);
+            o->nscope--;
+            continue;
+        }
+        stmt(cx, s, depth, o);
+        if (o && s->kind == S_LET)
+            ARR_PUSH(cx->m->a, o->scope, o->nscope, o->cap, s->v);
+    }
+    if (o)
+        o->nscope = mark;
+}
+
+/* ---- the kernel function ---------------------------------------------- */
+
+static void comment(CgCx *cx, const Kernel *k)
+{
+    fprintf(cx->f, "/* k%d %s:", k->id, k->name);
+    for (int i = 0; i < k->nnodes; i++)
+        fprintf(cx->f, "%s %%%d = %s", i ? ";" : "", k->nodes[i]->id,
+                op_table[k->nodes[i]->op].name);
+    fputs(" */\n", cx->f);
+}
+
+void cg_kernel(CgCx *cx, const Kernel *k)
+{
+    char *body = NULL, *fns = NULL;
+    size_t blen = 0, flen = 0;
+    FILE *bf = open_memstream(&body, &blen), *ff = open_memstream(&fns, &flen);
+    if (!bf || !ff)
+        KILN_BUG("open_memstream failed");
+    Outline o = {k, NULL, 0, 0, 0, ff};
+    CgCx in = *cx;
+    in.f = bf;
+    declare_bufs(&in, &k->body, 1);
+    block(&in, &k->body, 1, cx->fl == CG_JIT ? &o : NULL);
+    fclose(bf);
+    fclose(ff);
+    fputs(fns, cx->f);
+    comment(cx, k);
+    fprintf(cx->f, "static int k%d(%s *m)\n{\n", k->id, cx->model_type);
+    fputs(body, cx->f);
+    fputs("    return 0;\n}\n\n", cx->f);
+    free(body);
+    free(fns);
+}

@@ -1,0 +1,60 @@
+/* passes/pipeline.c: the pass registry, in DESIGN.md order. `frontend` and
+ * `codegen` are stages without a run function here: the frontend builds
+ * the module before the pipeline, codegen prints C after it. */
+#include "passes.h"
+
+#include <string.h>
+
+const PassDesc pass_table[] = {
+    {"frontend", LEVEL_GRAPH, 1, NULL, "parse, validate, infer shapes"},
+    {"lower", LEVEL_LOWER, 1, pass_lower, "one loop nest per op"},
+    {"codegen", LEVEL_C, 1, NULL, "the C program"},
+};
+const int pass_count = sizeof pass_table / sizeof pass_table[0];
+
+int pass_index(const char *name)
+{
+    for (int i = 0; i < pass_count; i++)
+        if (strcmp(pass_table[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int is_disabled(const PassCtx *cx, const char *name)
+{
+    for (int i = 0; i < cx->ndisabled; i++)
+        if (strcmp(cx->disabled[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void verify(Module *m)
+{
+    if (m->prog)
+        return;                     /* loop IR verification: see ir_verify_prog */
+    ir_verify_graph(m);
+}
+
+int pass_pipeline(Module *m, PassCtx *cx)
+{
+    if (cx->after)
+        cx->after(cx, m, 0, 1);
+    if (cx->stop_after && strcmp(cx->stop_after, "frontend") == 0)
+        return 0;
+    for (int i = 1; i < pass_count && pass_table[i].run; i++) {
+        const PassDesc *p = &pass_table[i];
+        int changed = -1;
+        if (p->required || !is_disabled(cx, p->name)) {
+            changed = p->run(m, cx);
+            if (changed < 0)
+                return -1;
+            if (cx->verify)
+                verify(m);
+        }
+        if (cx->after)
+            cx->after(cx, m, i, changed);
+        if (cx->stop_after && strcmp(cx->stop_after, p->name) == 0)
+            break;
+    }
+    return 0;
+}

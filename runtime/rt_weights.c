@@ -1,0 +1,99 @@
+/* runtime/rt_weights.c: rt_load_weights, a model's weights into memory.
+ *
+ * Contract (kiln_rt.h): with a file, every tensor in it must be a declared
+ * weight (checked first, before anything is allocated: a wrong file is
+ * named at once), and each weight comes from the file when there, with
+ * the declared shape, else from its init; without a file every weight
+ * needs an init. Each weight gets its own rt_alloc'd f32 buffer (16-bit
+ * data widened exactly). On error nothing stays allocated and dst[] is
+ * all NULL. Messages:
+ *   W: 'w_up': shape [8960,1024] in the file, the model declares [8960,1536]
+ *   W: weight 'w_up' is not in the file and has no init
+ *   W: 'foo': not a weight of the model
+ *   weight 'w_up' has no init; give --weights */
+#include "kiln_rt.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* Every tensor of the file is a declared weight. */
+static int wt_no_extras(const rt_safetensors *st, const rt_tensor_info *w, int nw, rt_err *e)
+{
+    for (int i = 0; i < st->n; i++) {
+        int j = 0;
+        while (j < nw && strcmp(w[j].name, st->t[i].name))
+            j++;
+        if (j == nw)
+            return rt_errf(e, RT_EINVAL, "%s: '%s': not a weight of the model", st->path,
+                           st->t[i].name);
+    }
+    return 0;
+}
+
+static int wt_same_shape(const rt_st_tensor *t, const rt_tensor_info *w)
+{
+    if (t->rank != w->rank)
+        return 0;
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] != w->dims[i])
+            return 0;
+    return 1;
+}
+
+static void wt_init(const rt_tensor_info *w, float *d)
+{
+    if (w->init == RT_INIT_FILL)
+        for (int64_t i = 0; i < w->count; i++)
+            d[i] = (float)w->fill;
+    else if (w->init == RT_INIT_RANDOM)
+        rt_fill_random(d, w->count, w->seed, w->scale);
+    else if (w->init == RT_INIT_DATA && w->data)
+        memcpy(d, w->data, (size_t)w->count * sizeof *d);
+}
+
+/* One weight: checks where it comes from, then allocates and fills it. */
+static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, float **out, rt_err *e)
+{
+    const rt_st_tensor *t = st ? rt_st_find(st, w->name) : NULL;
+    char a[160], b[160];
+    if (t && !wt_same_shape(t, w))
+        return rt_errf(e, RT_EINVAL, "%s: '%s': shape %s in the file, the model declares %s",
+                       st->path, w->name, rt_fmt_shape(a, sizeof a, t->rank, t->dims),
+                       rt_fmt_shape(b, sizeof b, w->rank, w->dims));
+    if (!t && w->init == RT_INIT_NONE)
+        return st ? rt_errf(e, RT_EINVAL, "%s: weight '%s' is not in the file and has no init",
+                            st->path, w->name)
+                  : rt_errf(e, RT_EINVAL, "weight '%s' has no init; give --weights", w->name);
+    if (w->count < 0 || (uint64_t)w->count > SIZE_MAX / sizeof(float))
+        return rt_errf(e, RT_EINTERNAL, "weight '%s': bad element count %lld", w->name,
+                       (long long)w->count);
+    float *d = rt_alloc((size_t)w->count * sizeof *d);
+    if (!d)
+        return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
+                       (long long)w->count * 4);
+    if (t)
+        rt_st_to_f32(t, d);
+    else
+        wt_init(w, d);
+    *out = d;
+    return 0;
+}
+
+int rt_load_weights(const char *path, const rt_tensor_info *w, int nw, float **dst, rt_err *e)
+{
+    rt_safetensors st;
+    memset(&st, 0, sizeof st);
+    for (int i = 0; i < nw; i++)
+        dst[i] = NULL;
+    int rc = path ? rt_st_open(&st, path, e) : 0;
+    if (!rc && path)
+        rc = wt_no_extras(&st, w, nw, e);
+    for (int i = 0; !rc && i < nw; i++)
+        rc = wt_one(path ? &st : NULL, &w[i], &dst[i], e);
+    rt_st_close(&st);
+    for (int i = 0; rc && i < nw; i++) {
+        rt_free(dst[i]);
+        dst[i] = NULL;
+    }
+    return rc;
+}

@@ -1,0 +1,33 @@
+#!/bin/sh
+# tests/run.sh: every test `make test` runs, with one line per test.
+#   1. the cmocka unit tests given as arguments;
+#   2. the command-line contract (tests/cli.sh);
+#   3. `kiln check` (reference vs cc build vs JIT) on every op model under
+#      tests/models and every example, two at a time.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+failed=0
+log=$(mktemp -d "${TMPDIR:-/tmp}/kiln-test-XXXXXX") || exit 3
+trap 'rm -rf "$log"' EXIT
+
+for t in "$@"; do
+    name=$(basename "$t")
+    if "$t" >"$log/$name.out" 2>&1; then
+        echo "ok    unit $name ($(grep -c '\[       OK \]' "$log/$name.out") tests)"
+    else
+        echo "FAIL  unit $name"; cat "$log/$name.out"; failed=1
+    fi
+done
+
+if sh tests/cli.sh >"$log/cli.out" 2>&1; then
+    echo "ok    cli ($(grep -c '^ok' "$log/cli.out") checks)"
+else
+    echo "FAIL  cli"; cat "$log/cli.out"; failed=1
+fi
+
+ls tests/models/*.json examples/*.json |
+    xargs -P 2 -n 1 sh -c 'sh tests/check-one.sh "$0" "'"$log"'"' >"$log/checks" 2>&1 || failed=1
+cat "$log/checks"
+
+if [ "$failed" = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; fi
+exit "$failed"

@@ -1,0 +1,328 @@
+/* tests/unit/test_ops_moe.c: the Qwen3-MoE block: shape inference (every
+ * refusal word for word), routing and expert MLPs against values worked
+ * out by hand, key lines of the lowered loop IR, and the lowered program
+ * compiled by libtcc against the reference (tl_check). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/unit/testlib.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LN2 0.6931471805599453f     /* exp(LN2) = 2 */
+#define SILU2 1.7615941559557646    /* silu(2) = 2 / (1 + e^-2) */
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+/* n infers without a problem to the type `want`, e.g. "f32[2,2,3]". */
+static void infers(Module *m, Node *n, const char *want)
+{
+    char msg[512];
+    if (tl_infer(m, n, msg, sizeof msg))
+        fail_msg("unexpected problem: %s", msg);
+    char got[128];
+    snprintf(got, sizeof got, "%s%s", dtype_name(n->dtype), shape_str(m->a, n->rank, n->dims));
+    assert_string_equal(got, want);
+}
+
+/* n's inference reports msg (JSON path included) as its first problem. */
+static void refuses(Module *m, Node *n, const char *want)
+{
+    char msg[512];
+    int k = tl_infer(m, n, msg, sizeof msg);
+    if (k == 0)
+        fail_msg("no problem reported, wanted: %s", want);
+    assert_string_equal(msg, want);
+}
+
+/* got[i] within 1e-5 of the largest |want[i]|. */
+static void assert_close(const float *got, const float *want, int count)
+{
+    double mx = 0;
+    for (int i = 0; i < count; i++)
+        mx = fmax(mx, fabs(want[i]));
+    for (int i = 0; i < count; i++)
+        if (fabs((double)got[i] - want[i]) > 1e-5 * mx)
+            fail_msg("element %d: got %.9g, want %.9g", i, got[i], want[i]);
+}
+
+/* Runs the reference, which must succeed; out[0..] are to be freed. */
+static void run_ok(Module *m, void **in, void **w, void **out)
+{
+    char err[512] = "";
+    if (tl_ref(m, in, w, NULL, out, err, sizeof err) != 0)
+        fail_msg("reference failed: %s", err);
+}
+
+/* The lowered program, compiled by libtcc, agrees with the reference
+ * within 1e-5 of the reference's largest magnitude. */
+static void jit_agrees(Module *m, void **in, void **w)
+{
+    assert_int_equal(tl_check(m, in, w, 1e-5), 0);
+}
+
+/* count values uniform in [-1, 1) from seed (an LCG: the same everywhere). */
+static float *random_data(int64_t count, uint64_t seed)
+{
+    float *f = malloc(sizeof *f * (size_t)count);
+    for (int64_t i = 0; i < count; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        f[i] = (float)((double)(seed >> 40) / (1 << 24) * 2 - 1);
+    }
+    return f;
+}
+
+/* The loop IR of n lowered alone, as ir_print_prog prints it (free it). */
+static char *lowered(Module *m, Node *n)
+{
+    m->prog = ir_prog_new(m->a);
+    LowerCx cx = {m, m->a, m->prog};
+    op_table[n->op].lower(&cx, n);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ir_print_prog(f, m);
+    fclose(f);
+    return text;
+}
+
+/* The number of text's first line that is `line` after its indentation;
+ * fails the test when there is none. */
+static int has_line(const char *text, const char *line)
+{
+    size_t len = strlen(line);
+    int no = 0;
+    for (const char *p = text; *p; no++) {
+        p += strspn(p, " ");
+        if (strncmp(p, line, len) == 0 && (p[len] == '\n' || p[len] == 0))
+            return no;
+        p += strcspn(p, "\n");
+        p += *p == '\n';
+    }
+    fail_msg("no line \"%s\" in:\n%s", line, text);
+    return -1;
+}
+
+/* x [T, Hd], router [E, Hd], gate and up [E, I, Hd], down [E, Hd, I]. */
+static Node *moe_node(Module *m, int64_t T, int64_t Hd, int64_t E, int64_t I, int64_t top_k)
+{
+    Node *x = tl_input(m, "x", DT_F32, 2, T, Hd);
+    Node *router = tl_weight(m, "router", 2, E, Hd);
+    Node *gate = tl_weight(m, "gate", 3, E, I, Hd);
+    Node *up = tl_weight(m, "up", 3, E, I, Hd);
+    Node *down = tl_weight(m, "down", 3, E, Hd, I);
+    Node *n = tl_op(m, OP_MOE, "moe", 5, x, router, gate, up, down);
+    tl_attr_i(n, "top_k", top_k);
+    return n;
+}
+
+/* ---- inference -------------------------------------------------------------- */
+
+static void moe_infers(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    infers(m, moe_node(m, 2, 4, 3, 5, 2), "f32[2,4]");
+    tl_free(m);
+}
+
+static void moe_refusals(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    Node *x = tl_input(m, "x", DT_F32, 2, (int64_t)2, (int64_t)4);                       /* %0 */
+    Node *x1 = tl_input(m, "x1", DT_F32, 1, (int64_t)4);
+    Node *xi = tl_input(m, "xi", DT_I32, 2, (int64_t)2, (int64_t)4);
+    Node *r = tl_weight(m, "r", 2, (int64_t)3, (int64_t)4);
+    Node *r5 = tl_weight(m, "r5", 2, (int64_t)3, (int64_t)5);
+    Node *g = tl_weight(m, "g", 3, (int64_t)3, (int64_t)5, (int64_t)4);
+    Node *g2 = tl_weight(m, "g2", 3, (int64_t)2, (int64_t)5, (int64_t)4);
+    Node *u6 = tl_weight(m, "u6", 3, (int64_t)3, (int64_t)6, (int64_t)4);
+    Node *d = tl_weight(m, "d", 3, (int64_t)3, (int64_t)4, (int64_t)5);                   /* %8 */
+    Node *n = tl_op(m, OP_MOE, "moe", 5, x1, r, g, g, d);
+    refuses(m, n, "nodes[9].inputs[0]: moe needs rank 2 here, got f32[4]");
+    n = tl_op(m, OP_MOE, "moe", 5, xi, r, g, g, d);
+    refuses(m, n, "nodes[10].inputs[0]: moe needs f32 here, got i32[2,4]");
+    n = tl_op(m, OP_MOE, "moe", 5, x, r5, g, g, d);
+    refuses(m, n, "nodes[11].inputs[1]: moe: router must be [3,4] to match x f32[2,4], "
+                  "got f32[3,5]");
+    n = tl_op(m, OP_MOE, "moe", 5, x, r, g2, g2, d);
+    refuses(m, n, "nodes[12].inputs[2]: moe: gate must be [3,5,4] to match router f32[3,4] "
+                  "and x f32[2,4], got f32[2,5,4]");
+    n = tl_op(m, OP_MOE, "moe", 5, x, r, g, u6, d);
+    refuses(m, n, "nodes[13].inputs[3]: moe: up must be [3,5,4] to match gate f32[3,5,4], "
+                  "got f32[3,6,4]");
+    n = tl_op(m, OP_MOE, "moe", 5, x, r, g, g, g);
+    refuses(m, n, "nodes[14].inputs[4]: moe: down must be [3,4,5] to match gate f32[3,5,4], "
+                  "got f32[3,5,4]");
+    static const int64_t bad_k[] = {0, 4};
+    for (int i = 0; i < 2; i++) {
+        n = tl_op(m, OP_MOE, "moe", 5, x, r, g, g, d);
+        tl_attr_i(n, "top_k", bad_k[i]);
+        char want[200];
+        snprintf(want, sizeof want, "nodes[%d].attrs.top_k: moe: top_k must be in [1, 3] for 3 "
+                 "experts, got %lld", n->id, (long long)bad_k[i]);
+        refuses(m, n, want);
+    }
+    tl_free(m);
+}
+
+/* ---- the reference by hand -------------------------------------------------- */
+
+/* Routing: 3 experts, top 2, Hd = 3, I = 1, two tokens x = e0 and e1.
+ * Every expert computes gate . x = 2 and up . x = 1, so h = silu(2) = c,
+ * and expert e's down writes c to output coordinate e alone: out[t, e]
+ * is expert e's routing weight times c.
+ * Router logits: token 0 [0, ln2, 0] -> p = [1/4, 1/2, 1/4]: expert 1,
+ * then the tie between 0 and 2 goes to 0. Token 1 [0, 0, 0] -> p = 1/3
+ * each: a three-way tie, experts 0 and 1 kept. */
+static float route_x[6] = {1, 0, 0, 0, 1, 0};
+static float route_router[9] = {0, 0, 0, LN2, 0, 0, 0, 0, 0};
+static float route_gate[9] = {2, 2, 0, 2, 2, 0, 2, 2, 0};
+static float route_up[9] = {1, 1, 0, 1, 1, 0, 1, 1, 0};
+static float route_down[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};    /* [e][d][0] = (d == e) */
+
+static Module *route_model(int norm, Node **n)
+{
+    Module *m = tl_module();
+    *n = moe_node(m, 2, 3, 3, 1, 2);
+    tl_attr_i(*n, "norm_topk_prob", norm);
+    assert_int_equal(tl_infer(m, *n, NULL, 0), 0);
+    tl_outputs(m, 1, *n);
+    return m;
+}
+
+static void moe_routing_by_hand(void **state)
+{
+    (void)state;
+    const float c = (float)SILU2;
+    const float want[2][6] = {
+        /* norm_topk_prob false: the kept p as they are */
+        {c / 4, c / 2, 0,            /* token 0: 0.44039854, 0.88079708, 0 */
+         c / 3, c / 3, 0},           /* token 1: 0.58719805 twice */
+        /* true: renormalised over the kept: 1/4 : 1/2 -> 1/3 : 2/3, 1/3 : 1/3 -> 1/2 : 1/2 */
+        {c / 3, 2 * c / 3, 0,        /* 0.58719805, 1.1743961, 0 */
+         c / 2, c / 2, 0},           /* 0.88079708 twice */
+    };
+    for (int norm = 0; norm < 2; norm++) {
+        Node *n;
+        Module *m = route_model(norm, &n);
+        void *in[] = {route_x}, *w[] = {route_router, route_gate, route_up, route_down}, *out[1];
+        run_ok(m, in, w, out);
+        assert_close(out[0], want[norm], 6);
+        free(out[0]);
+        jit_agrees(m, in, w);
+        tl_free(m);
+    }
+}
+
+/* The expert MLP and its matrix orientations: E = 2, top 1, Hd = I = 2,
+ * x = [1, 2]. Router logits [0, 1]: expert 1 alone, weight 1 after
+ * renormalisation. Expert 0 is all 100s and must not show. Expert 1:
+ *   gate [[1, 0], [0, 1]] x = [1, 2];  up [[1, 1], [0, 1]] x = [3, 2]
+ *   h = [silu(1) * 3, silu(2) * 2] = [0.73105858 * 3, 1.76159416 * 2]
+ *     = [2.19317574, 3.52318831]
+ *   down [[1, 0], [1, -1]] h = [2.19317574, 2.19317574 - 3.52318831]. */
+static void moe_expert_mlp_by_hand(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    Node *n = moe_node(m, 1, 2, 2, 2, 1);
+    assert_int_equal(tl_infer(m, n, NULL, 0), 0);
+    tl_outputs(m, 1, n);
+    float x[2] = {1, 2}, router[4] = {0, 0, 1, 0};
+    float gate[8] = {100, 100, 100, 100, 1, 0, 0, 1};
+    float up[8] = {100, 100, 100, 100, 1, 1, 0, 1};
+    float down[8] = {100, 100, 100, 100, 1, 0, 1, -1};
+    void *in[] = {x}, *w[] = {router, gate, up, down}, *out[1];
+    run_ok(m, in, w, out);
+    float want[2] = {2.19317574f, -1.33001258f};
+    assert_close(out[0], want, 2);
+    free(out[0]);
+    jit_agrees(m, in, w);
+    tl_free(m);
+}
+
+/* Larger shapes on pseudo-random data: 5 tokens, 6 experts, I = 12,
+ * Hd = 16; top 1, 2 and all 6, with and without renormalisation. */
+static void moe_random(void **state)
+{
+    (void)state;
+    for (int64_t top_k = 1; top_k <= 6; top_k += top_k == 1 ? 1 : 4)
+        for (int norm = 0; norm < 2; norm++) {
+            Module *m = tl_module();
+            Node *n = moe_node(m, 5, 16, 6, 12, top_k);
+            tl_attr_i(n, "norm_topk_prob", norm);
+            assert_int_equal(tl_infer(m, n, NULL, 0), 0);
+            tl_outputs(m, 1, n);
+            void *in[1], *w[4];
+            in[0] = random_data(node_count(m->inputs[0]), 1);
+            for (int i = 0; i < 4; i++)
+                w[i] = random_data(node_count(m->weights[i]), (uint64_t)i + 2);
+            jit_agrees(m, in, w);
+            free(in[0]);
+            for (int i = 0; i < 4; i++)
+                free(w[i]);
+            tl_free(m);
+        }
+}
+
+/* ---- lowering --------------------------------------------------------------- */
+
+static void moe_lowers(void **state)
+{
+    (void)state;
+    Node *n;
+    Module *m = route_model(1, &n);
+    char *ir = lowered(m, n);
+    has_line(ir, "buf b0 temp : f32[2,3]");                     /* p */
+    has_line(ir, "buf b1 temp : i32[2,2]");                     /* selected experts */
+    has_line(ir, "buf b2 temp : f32[2,2]");                     /* their weights */
+    has_line(ir, "buf b3 temp : f32[2,1]");                     /* h */
+    has_line(ir, "kernel k0 moe_router_e3_k2_h3 (%5)");
+    has_line(ir, "v3 += b5[i0, i4] * b4[i2, i4]");              /* router logits */
+    has_line(ir, "b0[i0, i6] = exp(b0[i0, i6] - v1)");
+    has_line(ir, "b0[i0, i7] = b0[i0, i7] / v5");
+    has_line(ir, "b1[i0, i8] = 0");                             /* no slot left unset */
+    has_line(ir, "v10 += b0[i0, i11] > b0[i0, i9] || b0[i0, i11] == b0[i0, i9] && i11 < i9");
+    has_line(ir, "if v10 < 2");
+    has_line(ir, "b1[i0, v10] = i9");
+    has_line(ir, "b2[i0, v10] = b0[i0, i9]");
+    has_line(ir, "b2[i0, i14] = b2[i0, i14] / v12");            /* norm_topk_prob */
+    has_line(ir, "kernel k1 moe_experts_e3_k2_i1_h3 (%5)");
+    has_line(ir, "let v3: i64 = b1[i0, i2]");                   /* the expert of slot i2 */
+    has_line(ir, "v5 += b7[v3, i4, i6] * b5[i0, i6]");
+    has_line(ir, "v7 += b8[v3, i4, i8] * b5[i0, i8]");
+    has_line(ir, "b3[i0, i4] = v5 * sigmoid(v5) * v7");
+    has_line(ir, "v11 += b9[v3, i10, i12] * b3[i0, i12]");
+    has_line(ir, "b6[i0, i10] += v9 * v11");
+    free(ir);
+    tl_free(m);
+
+    /* without norm_topk_prob the kept p are used as they are */
+    m = route_model(0, &n);
+    ir = lowered(m, n);
+    if (strstr(ir, "/ v12"))
+        fail_msg("renormalised without norm_topk_prob:\n%s", ir);
+    has_line(ir, "b2[i0, v10] = b0[i0, i9]");
+    free(ir);
+    tl_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(moe_infers),
+        cmocka_unit_test(moe_refusals),
+        cmocka_unit_test(moe_routing_by_hand),
+        cmocka_unit_test(moe_expert_mlp_by_hand),
+        cmocka_unit_test(moe_random),
+        cmocka_unit_test(moe_lowers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
