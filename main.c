@@ -63,7 +63,7 @@ static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "kiln: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nkiln: try 'kiln --help'\n");
+    fprintf(stderr, " (see kiln --help)\n");
     return EXIT_USAGE;
 }
 

@@ -29,6 +29,7 @@ typedef struct {
     const Module *m;
     CgFlavour fl;
     const char *model_type;      /* the handle's C type name */
+    int in_parallel;             /* printing a parallel loop's body */
 } CgCx;
 /* Prints k's outlined parallel bodies (JIT) and the function itself:
  *   static int kN(MODEL *m)  returning an RT_* status. */

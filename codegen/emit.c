@@ -212,7 +212,7 @@ void cg_emit(FILE *f, const Module *m, CgFlavour fl)
     fputc('\n', f);
     handle(f, m);
     char *type = arena_printf(m->a, "%s_model", m->name);
-    CgCx cx = {f, m, fl, type};
+    CgCx cx = {f, m, fl, type, 0};
     for (int i = 0; i < m->prog->nkernels; i++)
         cg_kernel(&cx, m->prog->kernels[i]);
     api_open(f, m);

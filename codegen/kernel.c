@@ -33,10 +33,13 @@ static int prec(const Expr *e)
     }
 }
 
+/* Prints e as an operand of an operator of precedence p. Comparisons and
+ * logic inside comparisons and logic are always parenthesised, as gcc's
+ * -Wparentheses asks and a reader prefers. */
 static void operand(CgCx *cx, const Expr *e, int p, int right)
 {
     int q = prec(e);
-    int paren = q < p || (right && q == p && q < 9);
+    int paren = q < p || (right && q == p && q < 9) || (p <= 4 && q <= 4);
     if (paren)
         fputc('(', cx->f);
     expr(cx, e);
@@ -190,9 +193,9 @@ static void lhs_store(CgCx *cx, const Stmt *s) { access(cx, s->buf, s->idx); }
 typedef struct Outline Outline;
 static void block(CgCx *cx, const Block *blk, int depth, Outline *o);
 
-static void check(CgCx *cx, const Stmt *s, int depth, const Outline *o)
+static void check(CgCx *cx, const Stmt *s, int depth)
 {
-    if (o)
+    if (cx->in_parallel)
         KILN_BUG("run-time check inside a parallel loop");
     indent(cx, depth);
     fputs("if (!(", cx->f);
@@ -235,12 +238,14 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
             parallel_loop(cx, s, depth, o);
             return;
         }
+        CgCx in = *cx;
         if (s->marks & MARK_PARALLEL) {
             indent(cx, depth);
             fputs("#pragma omp parallel for schedule(static)\n", cx->f);
+            in.in_parallel = 1;
         }
         loop_head(cx, s, depth);
-        block(cx, &s->body, depth + 1, o);
+        block(&in, &s->body, depth + 1, o);
         indent(cx, depth);
         fputs("}\n", cx->f);
         return;
@@ -268,7 +273,7 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
         indent(cx, depth);
         fputs("}\n", cx->f);
         return;
-    case S_CHECK: check(cx, s, depth, o); return;
+    case S_CHECK: check(cx, s, depth); return;
     }
 }
 
@@ -371,6 +376,7 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
     CgCx in = *cx;
     in.f = o->fns;
     in.fl = CG_CC;                /* the body is serial C */
+    in.in_parallel = 1;
     FILE *f = o->fns;
     fprintf(f, "struct k%d_p%d_ctx {\n    %s *m;\n", o->k->id, j, cx->model_type);
     for (int i = 0; i < o->nscope; i++) {

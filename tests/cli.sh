@@ -1,0 +1,194 @@
+#!/bin/sh
+# tests/cli.sh: the command-line contract of kiln and of the programs it
+# builds: exit statuses, one-line messages, nothing half-written. Data
+# files (.npy, safetensors) are written here byte by byte with printf.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-cli-XXXXXX") || exit 3
+trap 'rm -rf "$T"' EXIT
+fails=0
+
+ok() { echo "ok    $1"; }
+bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
+
+# expect STATUS DESCRIPTION COMMAND...: the exit status, and when it is not
+# 0, exactly one line on stderr.
+expect() {
+    want=$1 what=$2
+    shift 2
+    "$@" >"$T/out" 2>"$T/err"
+    got=$?
+    lines=$(wc -l <"$T/err")
+    if [ "$got" != "$want" ]; then
+        bad "$what: exit $got, expected $want"; sed 's/^/      /' "$T/err"
+    elif [ "$want" != 0 ] && [ "$lines" != 1 ]; then
+        bad "$what: $lines lines on stderr, expected 1"; sed 's/^/      /' "$T/err"
+    else
+        ok "$what"
+    fi
+}
+
+# stderr of the last expect contains a text
+says() {
+    if grep -qF -- "$1" "$T/err"; then ok "  says '$1'"; else bad "  says '$1'"; sed 's/^/      /' "$T/err"; fi
+}
+
+byte() { printf "\\$(printf %03o "$1")"; }
+le32() { v=$1; [ "$v" -lt 0 ] && v=$((v + 4294967296)); for s in 0 8 16 24; do byte $(( (v >> s) & 255 )); done; }
+le64() { le32 "$1"; le32 0; }
+
+# npy FILE DESCR SHAPE WORD...: a version 1.0 .npy file; words are the
+# 32-bit patterns of the elements (i32 values, or f32 bits).
+npy() {
+    f=$1 d=$2 s=$3
+    shift 3
+    h="{'descr': '$d', 'fortran_order': False, 'shape': $s, }"
+    pad=$(( (64 - (10 + ${#h} + 1) % 64) % 64 ))
+    n=$(( ${#h} + pad + 1 ))
+    { printf '\223NUMPY\001\000'; byte $((n & 255)); byte $((n >> 8)); printf '%s' "$h"
+      printf "%${pad}s" ''; printf '\n'; for w; do le32 "$w"; done; } >"$f"
+}
+
+# safetensors FILE HEADER-JSON WORD...: one file, data given as 32-bit words.
+safetensors() {
+    f=$1 j=$2
+    shift 2
+    { le64 ${#j}; printf '%s' "$j"; for w; do le32 "$w"; done; } >"$f"
+}
+
+F1=1065353216 F2=1073741824    # the bits of 1.0f and 2.0f
+
+# ---- kiln itself ------------------------------------------------------------
+expect 0 "kiln --help" ./kiln --help
+grep -q "exit status" "$T/out" && ok "  --help documents exit statuses" || bad "  --help documents exit statuses"
+expect 0 "kiln --version" ./kiln --version
+expect 2 "kiln with no command" ./kiln
+expect 2 "kiln with an unknown command" ./kiln frobnicate
+expect 2 "kiln build without a model" ./kiln build
+expect 2 "kiln build with an unknown option" ./kiln build examples/mlp.json --frob
+expect 2 "kiln build -o without a path" ./kiln build examples/mlp.json -o
+expect 2 "kiln check --disable-pass lower" ./kiln check examples/mlp.json --disable-pass lower
+expect 3 "a model file that does not exist" ./kiln emit-c "$T/missing.json"
+says "missing.json"
+
+printf '{"format": "kiln/1", "name": "m", "inputs": [{"name": "x", "shape": [2, 0]}],\n "nodes": [{"name": "y", "op": "relu", "inputs": ["nope"]}], "outputs": ["y"]}\n' >"$T/bad.json"
+./kiln emit-c "$T/bad.json" -o "$T/bad.c" 2>"$T/err"
+st=$?
+[ "$st" = 1 ] && ok "an invalid model exits 1" || bad "an invalid model exits 1 (got $st)"
+[ "$(wc -l <"$T/err")" = 2 ] && ok "  every problem reported, one line each" || bad "  every problem reported, one line each"
+grep -q "^$T/bad.json: inputs\[0\].shape\[1\]: " "$T/err" && ok "  FILE: JSON-PATH: message" || bad "  FILE: JSON-PATH: message"
+[ ! -e "$T/bad.c" ] && ok "  nothing written" || bad "  nothing written"
+
+cp examples/mlp.json "$T/m.json"
+expect 2 "-o naming the model file" ./kiln emit-c "$T/m.json" -o "$T/m.json"
+cmp -s examples/mlp.json "$T/m.json" && ok "  the model is intact" || bad "  the model is intact"
+expect 3 "-o in a directory that does not exist" ./kiln build examples/mlp.json -o "$T/no/such/dir/exe"
+echo "old" >"$T/keep.c"
+sed 's/2, 0/2, 3/' "$T/bad.json" >"$T/bad1.json"
+expect 1 "a failed emit-c leaves an older file intact" ./kiln emit-c "$T/bad1.json" -o "$T/keep.c"
+[ "$(cat "$T/keep.c")" = old ] && ok "  older file intact" || bad "  older file intact"
+
+# ---- generated C: deterministic, self-contained, warning-free ---------------
+for m in examples/*.json; do
+    ./kiln emit-c "$m" -o "$T/a.c" && ./kiln emit-c "$m" -o "$T/b.c"
+    cmp -s "$T/a.c" "$T/b.c" && ok "emit-c $m is deterministic" || bad "emit-c $m is deterministic"
+    if cc -std=c11 -Wall -Wextra -Werror -fopenmp -fsyntax-only "$T/a.c" 2>"$T/err"; then
+        ok "  compiles warning-free with -std=c11 -Wall -Wextra"
+    else
+        bad "  compiles warning-free with -std=c11 -Wall -Wextra"; head -5 "$T/err"
+    fi
+done
+
+# ---- a built executable -------------------------------------------------------
+E=$T/emb
+expect 0 "kiln build tests/models/embedding.json" ./kiln build tests/models/embedding.json -o "$E"
+npy "$T/ids.npy" '<i4' '(2, 3)' 0 1 2 9 8 7
+expect 0 "run with --input and --output" "$E" --input "ids=$T/ids.npy" --output "e=$T/e.npy"
+[ -s "$T/e.npy" ] && ok "  the output file is written" || bad "  the output file is written"
+expect 0 "kiln run writes the same output" ./kiln run tests/models/embedding.json --input "ids=$T/ids.npy" --output "e=$T/e_jit.npy"
+cmp -s "$T/e.npy" "$T/e_jit.npy" && ok "  JIT and cc outputs are identical" || bad "  JIT and cc outputs are identical"
+
+npy "$T/ids_bad.npy" '<i4' '(2, 3)' 0 1 2 10 8 7
+cp "$T/e.npy" "$T/e_keep.npy"
+expect 1 "an id out of range" "$E" --input "ids=$T/ids_bad.npy" --output "e=$T/e_keep.npy"
+says "out of range"
+cmp -s "$T/e.npy" "$T/e_keep.npy" && ok "  the older output stays intact" || bad "  the older output stays intact"
+expect 1 "an id out of range under the JIT" ./kiln run tests/models/embedding.json --input "ids=$T/ids_bad.npy"
+says "out of range"
+npy "$T/ids_neg.npy" '<i4' '(2, 3)' 0 -1 2 3 4 5
+expect 1 "a negative id" "$E" --input "ids=$T/ids_neg.npy"
+npy "$T/ids_shape.npy" '<i4' '(3,)' 0 1 2
+expect 1 "an input of the wrong shape" "$E" --input "ids=$T/ids_shape.npy"
+says "[2,3]"
+npy "$T/ids_f32.npy" '<f4' '(2, 3)' 0 0 0 0 0 0
+expect 1 "an input of the wrong dtype" "$E" --input "ids=$T/ids_f32.npy"
+printf 'not a numpy file' >"$T/junk.npy"
+expect 1 "an input that is not .npy" "$E" --input "ids=$T/junk.npy"
+expect 3 "an input file that does not exist" "$E" --input "ids=$T/none.npy"
+expect 2 "an unknown input name" "$E" --input "nope=$T/ids.npy"
+expect 2 "--input without =" "$E" --input "$T/ids.npy"
+expect 2 "an unknown option" "$E" --frob
+expect 2 "--repeat 0" "$E" --repeat 0
+expect 2 "--threads x" "$E" --threads x
+expect 3 "--output in a missing directory" "$E" --input "ids=$T/ids.npy" --output "e=$T/no/dir/e.npy"
+expect 0 "--help" "$E" --help
+expect 0 "--repeat 3 --threads 2" "$E" --repeat 3 --threads 2
+
+# weights files: the table is [10, 4]
+safetensors "$T/w.st" '{"table":{"dtype":"F32","shape":[10,4],"data_offsets":[0,160]}}' \
+    $(i=0; while [ $i -lt 40 ]; do echo $F1; i=$((i + 1)); done)
+expect 0 "--weights with a good file" "$E" --weights "$T/w.st" --input "ids=$T/ids.npy" --output "e=$T/e1.npy"
+npy "$T/ones.npy" '<f4' '(2, 3, 4)' $(i=0; while [ $i -lt 24 ]; do echo $F1; i=$((i + 1)); done)
+cmp -s "$T/e1.npy" "$T/ones.npy" && ok "  the file's weights are used" || bad "  the file's weights are used"
+safetensors "$T/w_shape.st" '{"table":{"dtype":"F32","shape":[10,2],"data_offsets":[0,80]}}' \
+    $(i=0; while [ $i -lt 20 ]; do echo $F2; i=$((i + 1)); done)
+expect 1 "a weight of the wrong shape" "$E" --weights "$T/w_shape.st"
+says "[10,4]"
+safetensors "$T/w_extra.st" '{"other":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' $F1
+expect 1 "a weights file without the weight" "$E" --weights "$T/w_extra.st"
+printf 'xx' >"$T/w_short.st"
+expect 1 "a truncated weights file" "$E" --weights "$T/w_short.st"
+expect 3 "a weights file that does not exist" "$E" --weights "$T/none.st"
+expect 1 "the same through kiln run" ./kiln run tests/models/embedding.json --weights "$T/w_shape.st"
+
+# positions past a KV cache of 6 rows, T = 2: pos may be 0..4
+K=$T/kv
+./kiln build tests/models/kv-cache.json -o "$K" 2>/dev/null
+npy "$T/pos4.npy" '<i4' '()' 4
+npy "$T/pos5.npy" '<i4' '()' 5
+expect 0 "pos + T = S is accepted" "$K" --input "pos=$T/pos4.npy"
+expect 1 "pos + T > S is refused" "$K" --input "pos=$T/pos5.npy"
+npy "$T/posneg.npy" '<i4' '()' -1
+expect 1 "a negative pos is refused" "$K" --input "pos=$T/posneg.npy"
+
+# ---- --lib: a library and a header, used from C ------------------------------
+expect 0 "kiln build --lib" ./kiln build tests/models/init-data.json --lib -o "$T/lib"
+[ -f "$T/lib/libinit_data.so" ] && [ -f "$T/lib/libinit_data.a" ] && [ -f "$T/lib/init_data.h" ] &&
+    ok "  .so, .a and .h written" || bad "  .so, .a and .h written"
+cat >"$T/use.c" <<'EOF'
+#include <stdio.h>
+#include "init_data.h"
+int main(void)
+{
+    init_data_model *m = init_data_open(NULL);
+    if (!m || init_data_status(m)) return 1;
+    float x[6] = {1, 1, 1, 2, 2, 2}, z[6];
+    const void *in[] = {x};
+    void *out[] = {z};
+    if (init_data_run(m, in, out)) return 2;
+    /* z = x * [1.5, -2, 0.25] + 0.75 */
+    int ok = z[0] == 2.25f && z[1] == -1.25f && z[2] == 1.0f && z[5] == 1.25f;
+    printf("%s %s\n", init_data_input_names[0], init_data_output_names[0]);
+    init_data_close(m);
+    return ok ? 0 : 3;
+}
+EOF
+if cc -std=c11 -Wall -Wextra -Werror -I"$T/lib" -o "$T/use" "$T/use.c" "$T/lib/libinit_data.a" -fopenmp -lm 2>"$T/err" &&
+    [ "$("$T/use")" = "x z" ]; then
+    ok "  a C program links the .a and computes the right numbers"
+else
+    bad "  a C program links the .a and computes the right numbers"; cat "$T/err"
+fi
+
+echo "$fails failed"
+[ "$fails" = 0 ]
