@@ -3,15 +3,16 @@
  *
  * Contract (kiln_rt.h): the whole command line is parsed before anything
  * is opened; then the thread count is set, the model opened (which loads
- * its weights), each input read from its .npy file or seeded (said on
- * stderr), the model run --repeat times with each call timed, and each
- * output written atomically to its .npy file or, when no file was asked
- * for, summarised on stdout. Options take `--opt value` or `--opt=value`.
- * Every error is one line "PROG: message" on stderr and the return value
- * is its RT_* status: 2 usage, 1 invalid inputs or weights, 3 I/O,
- * 4 internal or out of memory. The model is closed and everything freed
- * on every path. NAME=FILE is split after the longest declared name that
- * the argument starts with, so names may themselves contain '='. */
+ * its weights), each input read from its .npy file or seeded, the model
+ * run --repeat times with each call timed, each requested output written
+ * atomically to its .npy file, and the others summarised on stdout. Only
+ * then come the notes on stderr (which inputs were seeded, the times), so
+ * that a failure is one line alone: "PROG: message" on stderr, with its
+ * RT_* status returned (2 usage, 1 invalid inputs or weights, 3 I/O,
+ * 4 internal or out of memory). Options take `--opt value` or
+ * `--opt=value`. NAME=FILE is split after the longest declared name the
+ * argument starts with, so names may themselves hold '='. The model is
+ * closed and everything freed on every path. */
 #include "kiln_rt.h"
 
 #include <errno.h>
@@ -283,13 +284,10 @@ static int rm_inputs(rm_ctx *c)
     for (int i = 0; i < c->md->ninputs; i++) {
         const rt_tensor_info *t = &c->md->inputs[i];
         rt_err e = {0};
-        if (c->in_file[i] && rt_npy_read(c->in_file[i], t, c->in[i], &e))
-            return rm_fail(c, e.code, "%s", e.msg);
-        if (!c->in_file[i]) {
+        if (!c->in_file[i])
             rt_seed_input(t, i, c->seed, c->in[i]);
-            rm_note(c, "input '%s' not given: seeded (seed %llu)", t->name,
-                    (unsigned long long)c->seed);
-        }
+        else if (rt_npy_read(c->in_file[i], t, c->in[i], &e))
+            return rm_fail(c, e.code, "%s", e.msg);
     }
     return 0;
 }
@@ -309,12 +307,6 @@ static int rm_run(rm_ctx *c)
         c->ms[r] = (rt_now() - t0) * 1e3;
         if (rc)
             return rm_model_error(c, rc);
-    }
-    if (n > 1) {
-        qsort(c->ms, n, sizeof *c->ms, rm_cmp_ms);
-        double med = n % 2 ? c->ms[n / 2] : (c->ms[n / 2 - 1] + c->ms[n / 2]) / 2;
-        rm_note(c, "%llu runs: median %.3f ms, min %.3f ms, max %.3f ms", (unsigned long long)n,
-                med, c->ms[0], c->ms[n - 1]);
     }
     return 0;
 }
@@ -380,19 +372,38 @@ static void rm_summary(const rt_tensor_info *t, const void *buf)
         rm_stats_f32(buf, t->count);
 }
 
+/* Files first: a failure to write one is then the only thing said. */
 static int rm_outputs(rm_ctx *c)
 {
     for (int i = 0; i < c->md->noutputs; i++) {
         const rt_tensor_info *t = &c->md->outputs[i];
         rt_err e = {0};
-        if (!c->out_file[i])
-            rm_summary(t, c->out[i]);
-        else if (rt_npy_write(c->out_file[i], t->dtype, t->rank, t->dims, c->out[i], &e))
+        if (c->out_file[i] &&
+            rt_npy_write(c->out_file[i], t->dtype, t->rank, t->dims, c->out[i], &e))
             return rm_fail(c, e.code, "%s", e.msg);
     }
+    for (int i = 0; i < c->md->noutputs; i++)
+        if (!c->out_file[i])
+            rm_summary(&c->md->outputs[i], c->out[i]);
     if (fflush(stdout) != 0)
         return rm_fail(c, RT_EIO, "cannot write to stdout: %s", strerror(errno));
     return 0;
+}
+
+/* After a successful run: which inputs were seeded, and the times. */
+static void rm_notes(rm_ctx *c)
+{
+    uint64_t n = c->repeat;
+    for (int i = 0; i < c->md->ninputs; i++)
+        if (!c->in_file[i])
+            rm_note(c, "input '%s' not given: seeded (seed %llu)", c->md->inputs[i].name,
+                    (unsigned long long)c->seed);
+    if (n > 1) {
+        qsort(c->ms, n, sizeof *c->ms, rm_cmp_ms);
+        double med = n % 2 ? c->ms[n / 2] : (c->ms[n / 2 - 1] + c->ms[n / 2]) / 2;
+        rm_note(c, "%llu runs: median %.3f ms, min %.3f ms, max %.3f ms", (unsigned long long)n,
+                med, c->ms[0], c->ms[n - 1]);
+    }
 }
 
 /* ---- the whole run ----------------------------------------------------- */
@@ -446,6 +457,8 @@ int rt_main(int argc, char **argv, const rt_model *md)
             rc = rm_run(&c);
         if (!rc)
             rc = rm_outputs(&c);
+        if (!rc)
+            rm_notes(&c);
     }
     rm_cleanup(&c);
     return rc;

@@ -9,11 +9,10 @@
 #include "kiln_rt.h"
 
 #include <time.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #ifdef _OPENMP
+#include <omp.h>
+
 /* n*t/nt without overflowing n*t: n = q*nt + r, so n*t/nt = q*t + r*t/nt. */
 static int64_t par_split(int64_t n, int64_t t, int64_t nt)
 {

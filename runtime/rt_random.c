@@ -33,9 +33,9 @@ void rt_seed_input(const rt_tensor_info *t, int index, uint64_t seed, void *dst)
         return;
     }
     /* hi outside [1, 2^31] cannot be meant: clamp so values fit int32. */
-    uint64_t hi = t->hi < 1                     ? 1
-                  : t->hi > INT64_C(0x80000000) ? UINT64_C(0x80000000)
-                                                : (uint64_t)t->hi;
+    uint64_t hi = t->hi < 1 ? 1 : (uint64_t)t->hi;
+    if (hi > UINT64_C(0x80000000))
+        hi = UINT64_C(0x80000000);
     int32_t *d = dst;
     for (int64_t i = 0; i < t->count; i++)
         d[i] = (int32_t)(rt_splitmix64(&s) % hi);

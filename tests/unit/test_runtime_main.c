@@ -639,10 +639,9 @@ static void test_main_input_errors(void **state)
                  "prog: w.safetensors: this model has no weights");
     snprintf(arg, sizeof arg, "x=%s", x_file("x99.npy", 99));
     expect_error(run_main("--input", arg, NULL), RT_EINVAL, "prog: id 99 is out of range [0, 10)");
-    char xarg[300];
-    snprintf(xarg, sizeof xarg, "x=%s", x_file("x.npy", 0));
+    /* x is seeded, but a failure is still one line: the notes come last */
     snprintf(arg, sizeof arg, "y=%s", tpath("no/dir/y.npy"));
-    expect_error(run_main("--input", xarg, "--output", arg, NULL), RT_EIO,
+    expect_error(run_main("--output", arg, NULL), RT_EIO,
                  "no/dir/y.npy: cannot write: No such file or directory");
 }
 
