@@ -70,27 +70,11 @@ static int load_inputs(Check *c, rt_err *err)
     return 0;
 }
 
-static Tensor *wrap(const Node *n, void *data)
-{
-    Tensor *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
-    t->dtype = n->dtype;
-    t->rank = n->rank;
-    memcpy(t->dims, n->dims, sizeof n->dims);
-    t->count = node_count(n);
-    if (n->dtype == DT_I32)
-        t->i = data;
-    else
-        t->f = data;
-    return t;
-}
-
 static Tensor **wrap_all(Node *const *v, int n, void *const *data)
 {
     Tensor **t = calloc((size_t)n + 1, sizeof *t);
     for (int i = 0; t && i < n; i++)
-        t[i] = wrap(v[i], data[i]);
+        t[i] = tensor_wrap(v[i], data[i]);
     return t;
 }
 

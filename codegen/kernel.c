@@ -17,28 +17,12 @@
 
 static void expr(CgCx *cx, const Expr *e);
 
-static int prec(const Expr *e)
-{
-    if (e->kind == E_SEL)
-        return 0;
-    if (e->kind != E_BIN || e->op == B_MAX || e->op == B_MIN)
-        return 9;
-    switch (e->op) {
-    case B_OR: return 1;
-    case B_AND: return 2;
-    case B_EQ: case B_NE: return 3;
-    case B_LT: case B_LE: case B_GT: case B_GE: return 4;
-    case B_ADD: case B_SUB: return 5;
-    default: return 6;
-    }
-}
-
 /* Prints e as an operand of an operator of precedence p. Comparisons and
  * logic inside comparisons and logic are always parenthesised, as gcc's
  * -Wparentheses asks and a reader prefers. */
 static void operand(CgCx *cx, const Expr *e, int p, int right)
 {
-    int q = prec(e);
+    int q = ir_expr_prec(e);
     int paren = q < p || (right && q == p && q < 9) || (p <= 4 && q <= 4);
     if (paren)
         fputc('(', cx->f);
@@ -149,9 +133,9 @@ static void expr(CgCx *cx, const Expr *e)
             fputc(')', f);
             return;
         }
-        operand(cx, e->a, prec(e), 0);
+        operand(cx, e->a, ir_expr_prec(e), 0);
         fprintf(f, " %s ", c_binop[e->op]);
-        operand(cx, e->b, prec(e), 1);
+        operand(cx, e->b, ir_expr_prec(e), 1);
         return;
     }
 }

@@ -241,6 +241,9 @@ int ref_run(Module *m, Tensor *const *inputs, Tensor *const *weights,
             Tensor *const *states, Tensor *const *outputs, char *err,
             size_t errlen);
 Tensor *tensor_new(const Node *n);        /* malloc'd, zeroed */
+/* A malloc'd Tensor of n's shape over caller data (not owned; NULL when
+ * out of memory); tensor_free must not be used on it, free() is. */
+Tensor *tensor_wrap(const Node *n, void *data);
 void tensor_free(Tensor *t);
 
 /* ---- loop IR: loop.c ------------------------------------------------ */
@@ -405,6 +408,9 @@ void ir_buf_contiguous(Buf *b);
 /* Prints the loop IR as .kir text (stable; KIR.md). */
 void ir_print_prog(FILE *f, const Module *m);
 const char *bufkind_name(BufKind k);
+/* Binding strength of an expression as an operand, as in C: 0 select,
+ * 1 ||, 2 &&, 3 == !=, 4 < <= > >=, 5 + -, 6 * / %, 9 calls and atoms. */
+int ir_expr_prec(const Expr *e);
 void ir_print_float(FILE *f, double v);    /* %.9g, always with . or e */
 const char *binop_name(BinOp op);
 const char *unop_name(UnOp op);

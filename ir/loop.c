@@ -259,8 +259,7 @@ const char *binop_name(BinOp op) { return binop_names[op]; }
 const char *unop_name(UnOp op) { return unop_names[op]; }
 const char *bufkind_name(BufKind k) { return bufkind_names[k]; }
 
-/* Binding strength of an infix operator; functions bind tightest. */
-static int prec(const Expr *e)
+int ir_expr_prec(const Expr *e)
 {
     if (e->kind == E_SEL)
         return 0;
@@ -293,7 +292,7 @@ static void print_expr(FILE *f, const Expr *e);
 
 static void print_operand(FILE *f, const Expr *e, int p, int right)
 {
-    int q = prec(e);
+    int q = ir_expr_prec(e);
     int paren = q < p || (right && q == p && q < 9);
     if (paren)
         fputc('(', f);
@@ -334,9 +333,9 @@ static void print_expr(FILE *f, const Expr *e)
             fputc(')', f);
             return;
         }
-        print_operand(f, e->a, prec(e), 0);
+        print_operand(f, e->a, ir_expr_prec(e), 0);
         fprintf(f, " %s ", binop_names[e->op]);
-        print_operand(f, e->b, prec(e), 1);
+        print_operand(f, e->b, ir_expr_prec(e), 1);
         return;
     case E_UN:
         fprintf(f, "%s(", unop_names[e->op]);

@@ -8,6 +8,15 @@
 
 Tensor *tensor_new(const Node *n)
 {
+    void *data = calloc((size_t)node_count(n) ? (size_t)node_count(n) : 1, 4);
+    Tensor *t = data ? tensor_wrap(n, data) : NULL;
+    if (!t)
+        free(data);
+    return t;
+}
+
+Tensor *tensor_wrap(const Node *n, void *data)
+{
     Tensor *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
@@ -15,12 +24,7 @@ Tensor *tensor_new(const Node *n)
     t->rank = n->rank;
     memcpy(t->dims, n->dims, sizeof n->dims);
     t->count = node_count(n);
-    void *data = calloc((size_t)t->count ? (size_t)t->count : 1, 4);
-    if (!data) {
-        free(t);
-        return NULL;
-    }
-    if (t->dtype == DT_I32)
+    if (n->dtype == DT_I32)
         t->i = data;
     else
         t->f = data;

@@ -136,30 +136,16 @@ void tl_outputs(Module *m, int nout, ...)
     ir_module_renumber(m);
 }
 
-static Tensor *wrap(const Node *n, void *data)
-{
-    Tensor *t = calloc(1, sizeof *t);
-    t->dtype = n->dtype;
-    t->rank = n->rank;
-    memcpy(t->dims, n->dims, sizeof n->dims);
-    t->count = node_count(n);
-    if (n->dtype == DT_I32)
-        t->i = data;
-    else
-        t->f = data;
-    return t;
-}
-
 int tl_ref(Module *m, void **in, void **w, void **st, void **out,
            char *err, size_t errlen)
 {
     Tensor *ti[64], *tw[64], *ts[64], *to[64];
-    for (int i = 0; i < m->ninputs; i++) ti[i] = wrap(m->inputs[i], in[i]);
-    for (int i = 0; i < m->nweights; i++) tw[i] = wrap(m->weights[i], w[i]);
-    for (int i = 0; i < m->nstates; i++) ts[i] = wrap(m->states[i], st[i]);
+    for (int i = 0; i < m->ninputs; i++) ti[i] = tensor_wrap(m->inputs[i], in[i]);
+    for (int i = 0; i < m->nweights; i++) tw[i] = tensor_wrap(m->weights[i], w[i]);
+    for (int i = 0; i < m->nstates; i++) ts[i] = tensor_wrap(m->states[i], st[i]);
     for (int i = 0; i < m->noutputs; i++) {
         out[i] = calloc((size_t)node_count(m->outputs[i]) + 1, 4);
-        to[i] = wrap(m->outputs[i], out[i]);
+        to[i] = tensor_wrap(m->outputs[i], out[i]);
     }
     int rc = ref_run(m, ti, tw, ts, to, err, errlen);
     for (int i = 0; i < m->ninputs; i++) free(ti[i]);
