@@ -4,6 +4,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,13 +23,17 @@ static const char usage_text[] =
     "  run MODEL [RUN OPTIONS]       compile in memory with libtcc and run\n"
     "  check MODEL [CHECK OPTIONS]   run the reference, the cc build and the JIT on the\n"
     "                                same inputs; compare every output\n"
-    "  print MODEL                   print the graph IR (.kir) after the frontend\n"
+    "  print MODEL                   print the IR (.kir) after the last pass run\n"
+    "  dump MODEL --dump-dir DIR     write every stage: DIR/00-frontend.kir ... 08-codegen.c\n"
+    "  dump MODEL --after PASS       print one stage\n"
+    "  opt FILE.kir --passes a,b     run passes on a dumped stage [-o OUT.kir]\n"
     "  passes                        list the pass pipeline\n"
     "  help, version                 this text; the version\n"
     "\n"
     "options of every model command:\n"
     "  --stop-after PASS             run the pipeline up to PASS only\n"
     "  --disable-pass PASS           skip PASS (repeatable; not frontend, lower, codegen)\n"
+    "  --max-memory BYTES            fail when the intermediates need more (plan-memory)\n"
     "  -v, --verbose                 say what is done and how long it took\n"
     "\n"
     "RUN OPTIONS (the same as a built executable's):\n"
@@ -41,6 +46,8 @@ static const char usage_text[] =
     "  --weights FILE  --input NAME=FILE.npy  --seed S\n"
     "  --tolerance T                 relative to the reference's max |x| (default 1e-4)\n"
     "  --no-cc, --no-jit             skip one of the builds\n"
+    "  --bisect                      JIT the program after every loop-level pass and\n"
+    "                                name the first pass whose outputs leave tolerance\n"
     "\n"
     "exit status: 0 ok, 1 invalid model, weights or inputs (or check out of tolerance),\n"
     "             2 usage, 3 I/O, 4 internal error\n";
@@ -49,10 +56,11 @@ typedef struct {
     const char *cmd, *model, *out, *weights;
     const char **given_names, **given_files;
     int ngiven;
-    const char *stop_after;
+    const char *stop_after, *dump_after;
     const char **disabled;
     int ndisabled;
-    int lib, verbose, no_cc, no_jit;
+    int lib, verbose, no_cc, no_jit, bisect;
+    int64_t max_memory;             /* 0: no limit */
     uint64_t seed;
     double tol;
     char **rest;                    /* run: options for rt_main */
@@ -155,6 +163,14 @@ static int parse_opts(Opts *o, int argc, char **argv)
             o->out = v;
         } else if (strcmp(a, "--lib") == 0) {
             o->lib = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--dump-dir"))) {
+            if (!*v)
+                return usage_error("%s needs a directory", "--dump-dir");
+            o->out = v;
+        } else if ((v = opt_value(argc, argv, &i, "--after"))) {
+            if (pass_index(v) < 0)
+                return usage_error("unknown pass '%s' (see 'kiln passes')", v);
+            o->dump_after = v;
         } else if ((v = opt_value(argc, argv, &i, "--weights"))) {
             if (!*v)
                 return usage_error("%s needs a file", "--weights");
@@ -168,6 +184,14 @@ static int parse_opts(Opts *o, int argc, char **argv)
         } else if ((v = opt_value(argc, argv, &i, "--tolerance"))) {
             if (!parse_number(v, &o->tol) || o->tol < 0)
                 return usage_error("--tolerance takes a number >= 0, got '%s'", v);
+        } else if (strcmp(a, "--bisect") == 0) {
+            o->bisect = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--max-memory"))) {
+            char *end;
+            long long n = strtoll(v, &end, 10);
+            if (!*v || *end || n <= 0)
+                return usage_error("--max-memory takes a number of bytes, got '%s'", v);
+            o->max_memory = n;
         } else if (strcmp(a, "--no-cc") == 0) {
             o->no_cc = 1;
         } else if (strcmp(a, "--no-jit") == 0) {
@@ -202,11 +226,16 @@ static Module *load(Arena *a, const char *path, int *status)
     return m;
 }
 
-static int pipeline(Module *m, const Opts *o, int need_loops)
+/* Runs the passes; `after` (may be NULL) sees every stage. */
+static int run_passes(Module *m, const Opts *o, int need_loops,
+                      void (*after)(PassCtx *, Module *, int, int), void *user)
 {
     Diags d;
     diag_init(&d, m->a, m->file);
-    PassCtx cx = {&d, o->stop_after, o->disabled, o->ndisabled, 1, NULL, NULL};
+    PassCtx cx = {.d = &d, .stop_after = o->stop_after, .disabled = o->disabled,
+                  .ndisabled = o->ndisabled, .verify = 1, .after = after, .user = user,
+                  .max_memory = o->max_memory};
+    machine_detect(&cx.machine);
     double t0 = rt_now();
     if (pass_pipeline(m, &cx) != 0) {
         diag_print(&d, stderr);
@@ -221,6 +250,11 @@ static int pipeline(Module *m, const Opts *o, int need_loops)
         fprintf(stderr, "kiln: %s: passes ran in %.1f ms (%d kernels)\n", m->file,
                 (rt_now() - t0) * 1e3, m->prog ? m->prog->nkernels : 0);
     return 0;
+}
+
+static int pipeline(Module *m, const Opts *o, int need_loops)
+{
+    return run_passes(m, o, need_loops, NULL, NULL);
 }
 
 /* -o must not name the model file itself. */
@@ -291,13 +325,113 @@ static int cmd_run(Module *m, const Opts *o)
     return rc;
 }
 
+/* ---- kiln check --bisect: the JIT after every loop-level pass ----------- */
+
+typedef struct {
+    CheckOpts co;
+    CgCheck *chk;
+    int bad;                        /* first stage off the reference; 0: none */
+    CgMiss miss;
+    int rc;
+} Bisect;
+
+/* "[3,17]" for a flat element of output i. */
+static char *element_str(Arena *a, const Node *out, int64_t e)
+{
+    int64_t idx[KILN_MAX_RANK];
+    for (int d = out->rank - 1; d >= 0; d--) {
+        idx[d] = e % out->dims[d];
+        e /= out->dims[d];
+    }
+    return shape_str(a, out->rank, idx);
+}
+
+/* Tests of --bisect: KILN_TEST_BREAK=PASS adds 1 to the value of the
+ * first f32 store of the last kernel right after PASS, as a wrong pass
+ * would. Nothing else reads this variable. */
+static int break_store(Stmt **found, Block *blk)
+{
+    for (int i = 0; i < blk->n; i++) {
+        Stmt *s = blk->s[i];
+        if (s->kind == S_STORE && s->e->type == T_F32 && s->op == A_SET)
+            return *found = s, 1;
+        if (break_store(found, &s->body) || break_store(found, &s->els))
+            return 1;
+    }
+    return 0;
+}
+
+static void test_break(Module *m, int pass)
+{
+    const char *name = getenv("KILN_TEST_BREAK");
+    Stmt *s = NULL;
+    if (!name || strcmp(name, pass_table[pass].name) != 0 || !m->prog->nkernels)
+        return;
+    if (break_store(&s, &m->prog->kernels[m->prog->nkernels - 1]->body))
+        s->e = e_add(m->a, s->e, e_flt(m->a, 1.0));
+}
+
+static void bisect_stage(PassCtx *cx, Module *m, int pass, int changed)
+{
+    Bisect *b = cx->user;
+    rt_err err = {0, ""};
+    if (b->rc || (pass == 0 && !(b->chk = cg_check_begin(m, &b->co, &err)))) {
+        b->rc = b->rc ? b->rc : report(&err);
+        return;
+    }
+    if (!m->prog)
+        return;
+    printf("%02d %-22s ", pass, pass_table[pass].name);
+    if (changed < 0) {
+        printf("disabled\n");
+        return;
+    }
+    test_break(m, pass);
+    CgMiss miss;
+    int rc = cg_check_stage(b->chk, m, &miss, &err);
+    if (rc > 1) {
+        printf("failed: %s\n", err.msg);
+        b->rc = rc;
+        return;
+    }
+    printf("%s (max relative error %.3g)\n", rc ? "OFF" : "ok", miss.worst_rel);
+    if (rc && !b->bad) {
+        b->bad = pass;
+        b->miss = miss;
+    }
+    fflush(stdout);
+}
+
+static int cmd_bisect(Module *m, const Opts *o, const CheckOpts *co)
+{
+    Bisect b = {.co = *co};
+    b.co.quiet = 1;
+    printf("bisect %s: the JIT after every loop-level pass vs the reference (tolerance %.3g)\n",
+           m->file, o->tol);
+    int rc = run_passes(m, o, 1, bisect_stage, &b);
+    cg_check_end(b.chk);
+    if (rc || b.rc)
+        return rc ? rc : b.rc;
+    if (!b.bad) {
+        printf("ok: every stage within tolerance\n");
+        return 0;
+    }
+    const Node *out = m->outputs[b.miss.output];
+    fprintf(stderr, "kiln: bisect: first pass off the reference: %s: output '%s' element %s: "
+            "%.9g, reference %.9g (max |ref| %.3g)\n", pass_table[b.bad].name, out->name,
+            element_str(m->a, out, b.miss.element), b.miss.got, b.miss.want, b.miss.refmax);
+    return EXIT_INVALID;
+}
+
 static int cmd_check(Module *m, const Opts *o)
 {
+    CheckOpts co = {o->weights, o->given_names, o->given_files, o->ngiven, o->seed, o->tol,
+                    o->no_cc, o->no_jit, 0};
+    if (o->bisect)
+        return cmd_bisect(m, o, &co);
     int rc = pipeline(m, o, 1);
     if (rc)
         return rc;
-    CheckOpts co = {o->weights, o->given_names, o->given_files, o->ngiven, o->seed, o->tol,
-                    o->no_cc, o->no_jit, 0};
     rt_err err = {0, ""};
     rc = cg_check(m, &co, stdout, &err);
     if (rc)
@@ -311,11 +445,196 @@ static int cmd_print(Module *m, const Opts *o)
     int rc = pipeline(m, o, 0);
     if (rc)
         return rc;
-    if (m->prog)
-        ir_print_prog(stdout, m);
-    else
-        ir_print_graph(stdout, m);
+    ir_print_module(stdout, m);
     return 0;
+}
+
+/* ---- kiln dump: every stage to a directory, or one stage to stdout ------ */
+
+typedef struct {
+    const Opts *o;
+    char *prev;                    /* the last stage's text */
+    int after;                     /* --after: the stage to print; -1: all */
+    int rc;
+} Dump;
+
+static char *module_text(const Module *m)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    ir_print_module(f, m);
+    fclose(f);
+    return buf;
+}
+
+static void dump_stage(PassCtx *cx, Module *m, int pass, int changed)
+{
+    Dump *dp = cx->user;
+    char *text = module_text(m);
+    if (!text) {
+        dp->rc = EXIT_INTERNAL;
+        return;
+    }
+    int same = dp->prev && strcmp(dp->prev, text) == 0;
+    const char *state = changed < 0 ? "disabled" : pass == 0 ? "parsed"
+                        : same ? "unchanged" : "changed";
+    char *file = arena_printf(m->a, "# kiln %s: %s after %02d-%s (%s)\n%s", KILN_VERSION,
+                              m->file, pass, pass_table[pass].name, state, text);
+    if (dp->after == pass) {
+        fputs(file, stdout);
+    } else if (dp->after < 0 && !dp->rc) {
+        rt_err err = {0, ""};
+        char *path = arena_printf(m->a, "%s/%02d-%s.kir", dp->o->out, pass, pass_table[pass].name);
+        if (cg_write_file(path, file, &err))
+            dp->rc = report(&err);
+    }
+    free(dp->prev);
+    dp->prev = text;
+}
+
+static int cmd_dump(Module *m, const Opts *o)
+{
+    Dump dp = {o, NULL, o->dump_after ? pass_index(o->dump_after) : -1, 0};
+    if (dp.after < 0 && !o->out)
+        return usage_error("%s needs --dump-dir DIR or --after PASS", "dump");
+    if (dp.after < 0 && mkdir(o->out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "kiln: %s: %s\n", o->out, strerror(errno));
+        return EXIT_IO;
+    }
+    int rc = run_passes(m, o, 0, dump_stage, &dp);
+    free(dp.prev);
+    if (rc || dp.rc)
+        return rc ? rc : dp.rc;
+    int last = o->stop_after ? pass_index(o->stop_after) : pass_count - 1;
+    if (!m->prog || last < pass_index("codegen"))
+        return 0;
+    char *c = cg_emit_string(m, CG_CC);
+    int cg = pass_index("codegen");
+    if (dp.after == cg) {
+        fputs(c, stdout);
+        return 0;
+    }
+    if (dp.after >= 0)
+        return 0;
+    rt_err err = {0, ""};
+    char *path = arena_printf(m->a, "%s/%02d-codegen.c", o->out, cg);
+    return cg_write_file(path, c, &err) ? report(&err) : 0;
+}
+
+/* ---- kiln opt: passes on a .kir file ------------------------------------- */
+
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            char *nb = realloc(buf, cap = cap * 2 + 8192);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, 4096, f);
+        n += got;
+        if (got < 4096)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* Runs the comma-separated passes in order on m; 0, or an exit status. */
+static int run_list(Module *m, const char *list)
+{
+    Diags d;
+    diag_init(&d, m->a, m->file);
+    PassCtx cx = {.d = &d, .verify = 1};
+    machine_default(&cx.machine);
+    char *names = arena_strdup(m->a, list);
+    for (char *name = strtok(names, ","); name; name = strtok(NULL, ",")) {
+        int i = pass_index(name);
+        if (i < 0 || !pass_table[i].run)
+            return usage_error("'%s' is not a pass kiln opt can run (see kiln passes)", name);
+        if ((pass_table[i].level == LEVEL_LOOP) != (m->prog != NULL) ||
+            (pass_table[i].level == LEVEL_LOWER && m->prog))
+            return usage_error("pass '%s' does not apply at this stage of the IR", name);
+        m->notes.n = 0;
+        if (m->prog)
+            m->prog->notes.n = 0;
+        if (pass_table[i].run(m, &cx) < 0) {
+            diag_print(&d, stderr);
+            return EXIT_INVALID;
+        }
+        ir_verify_graph(m);
+        if (m->prog)
+            ir_verify_prog(m);
+    }
+    return 0;
+}
+
+/* kiln opt FILE.kir --passes a,b [-o OUT.kir]: tile sizes use fixed
+ * machine figures, so the output is the same on every machine. */
+static int cmd_opt(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL, *list = "";
+    for (int i = 2; i < argc; i++) {
+        const char *v;
+        if ((v = opt_value(argc, argv, &i, "--passes")))
+            list = v;
+        else if ((v = opt_value(argc, argv, &i, "-o")))
+            out = v;
+        else if (argv[i][0] == '-' && argv[i][1])
+            return usage_error("unknown option '%s'", argv[i]);
+        else if (!in)
+            in = argv[i];
+        else
+            return usage_error("unexpected argument '%s'", argv[i]);
+    }
+    if (!in)
+        return usage_error("%s needs a .kir file", "opt");
+    if (out && same_file(out, in))
+        return usage_error("-o %s would overwrite the input", out);
+    size_t len = 0;
+    char *text = read_all(in, &len);
+    if (!text) {
+        fprintf(stderr, "kiln: %s: %s\n", in, strerror(errno));
+        return EXIT_IO;
+    }
+    Arena *a = arena_new();
+    Diags d;
+    diag_init(&d, a, in);
+    Module *m = ir_parse(a, in, text, &d);
+    free(text);
+    int rc = m ? run_list(m, list) : (diag_print(&d, stderr), EXIT_INVALID);
+    if (!rc) {
+        char *t = module_text(m);
+        rt_err err = {0, ""};
+        if (!t)
+            rc = EXIT_INTERNAL;
+        else if (!out)
+            fputs(t, stdout);
+        else if (cg_write_file(out, t, &err))
+            rc = report(&err);
+        free(t);
+    }
+    arena_free(a);
+    return rc;
 }
 
 static int cmd_passes(void)
@@ -334,7 +653,7 @@ typedef struct {
 
 static const Command commands[] = {
     {"emit-c", cmd_emit}, {"build", cmd_build}, {"run", cmd_run},
-    {"check", cmd_check}, {"print", cmd_print},
+    {"check", cmd_check}, {"print", cmd_print}, {"dump", cmd_dump},
 };
 
 static int model_command(const Command *c, int argc, char **argv)
@@ -383,6 +702,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "passes"))
         return cmd_passes();
+    if (!strcmp(cmd, "opt"))
+        return cmd_opt(argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name))
             return model_command(&commands[i], argc, argv);

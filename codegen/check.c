@@ -9,7 +9,9 @@
  * 4. The cc build runs as a child process (inputs written as .npy to a
  *    private directory, outputs read back); the JIT runs in process.
  * 5. Per output: max absolute error, and that error relative to the
- *    reference's largest magnitude; f32 passes at <= tol, i32 only exact. */
+ *    reference's largest magnitude; f32 passes at <= tol, i32 only exact.
+ * A session (cg_check_begin) keeps 1-3 so that `kiln check --bisect` can
+ * JIT the program after every loop-level pass and compare each stage. */
 #include "codegen.h"
 
 #include <errno.h>
@@ -20,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct {
+struct CgCheck {
     const Module *m;
     const CheckOpts *o;
     CgInfos info;
@@ -31,7 +33,8 @@ typedef struct {
     char **files;            /* made in dir, removed at the end */
     int nfiles, capfiles;
     double ref_run, cc_run, jit_compile, jit_run;
-} Check;
+};
+typedef struct CgCheck Check;
 
 static void *alloc_tensor(const rt_tensor_info *t)
 {
@@ -392,4 +395,68 @@ int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err)
     free_outputs(&c, jit);
     teardown(&c);
     return rc;
+}
+
+/* ---- sessions: one reference, many stages -------------------------------- */
+
+CgCheck *cg_check_begin(const Module *m, const CheckOpts *o, rt_err *err)
+{
+    Check *c = calloc(1, sizeof *c);
+    if (!c) {
+        rt_errf(err, RT_EINTERNAL, "out of memory");
+        return NULL;
+    }
+    c->m = m;
+    c->o = o;
+    if (setup(c, err) || run_reference(c, err)) {
+        teardown(c);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void cg_check_end(CgCheck *c)
+{
+    if (!c)
+        return;
+    teardown(c);
+    free(c);
+}
+
+/* The first element of output i off by more than the tolerance. */
+static void first_miss(const Check *c, int i, const void *got, const Diff *d, CgMiss *miss)
+{
+    const rt_tensor_info *t = &c->info.outputs[i];
+    double limit = t->dtype == RT_I32 ? 0 : c->o->tol * d->refmax;
+    for (int64_t e = 0; e < t->count; e++) {
+        double r = t->dtype == RT_I32 ? ((const int32_t *)c->ref[i])[e] : ((const float *)c->ref[i])[e];
+        double g = t->dtype == RT_I32 ? ((const int32_t *)got)[e] : ((const float *)got)[e];
+        if (!(fabs(r - g) <= limit)) {
+            miss->output = i;
+            miss->element = e;
+            miss->got = g;
+            miss->want = r;
+            miss->refmax = d->refmax;
+            return;
+        }
+    }
+}
+
+int cg_check_stage(CgCheck *c, const Module *m, CgMiss *miss, rt_err *err)
+{
+    c->m = m;
+    memset(miss, 0, sizeof *miss);
+    miss->output = -1;
+    void **out = alloc_outputs(c);
+    int rc = out ? run_jit(c, out, err) : rt_errf(err, RT_EINTERNAL, "out of memory");
+    for (int i = 0; !rc && i < m->noutputs; i++) {
+        Diff d = compare(&c->info.outputs[i], c->ref[i], out[i], c->o->tol);
+        if (d.rel > miss->worst_rel)
+            miss->worst_rel = d.rel;
+        if (!d.ok && miss->output < 0)
+            first_miss(c, i, out[i], &d, miss);
+    }
+    free_outputs(c, out);
+    return rc ? rc : miss->output >= 0;
 }

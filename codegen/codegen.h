@@ -82,4 +82,19 @@ typedef struct {
  * status of what failed. */
 int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err);
 
+/* A session for comparing many stages of one module with one reference
+ * run: weights and inputs loaded as by cg_check, the reference run once. */
+typedef struct CgCheck CgCheck;
+typedef struct {
+    int output;                        /* first output off; -1: none */
+    int64_t element;                   /* its first element off (flat) */
+    double got, want, refmax;
+    double worst_rel;                  /* largest relative error, all outputs */
+} CgMiss;
+CgCheck *cg_check_begin(const Module *m, const CheckOpts *o, rt_err *err);
+/* JIT-compiles m as it stands, runs it and compares: 0 within tolerance,
+ * 1 off (miss says where), else the RT_* status of what failed. */
+int cg_check_stage(CgCheck *c, const Module *m, CgMiss *miss, rt_err *err);
+void cg_check_end(CgCheck *c);
+
 #endif

@@ -196,6 +196,14 @@ static void check(CgCx *cx, const Stmt *s, int depth)
     fputs(");\n", cx->f);
 }
 
+/* A kernel-local array on the stack, aligned for vector loads. */
+static void local(CgCx *cx, const Buf *b, int depth)
+{
+    indent(cx, depth);
+    fprintf(cx->f, "_Alignas(64) %s b%d[%lld];\n", b->dtype == DT_I32 ? "int32_t" : "float",
+            b->id, (long long)shape_count(b->rank, b->dims));
+}
+
 static void loop_head(CgCx *cx, const Stmt *s, int depth)
 {
     indent(cx, depth);
@@ -258,6 +266,7 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
         fputs("}\n", cx->f);
         return;
     case S_CHECK: check(cx, s, depth); return;
+    case S_LOCAL: local(cx, s->buf, depth); return;
     }
 }
 
@@ -273,6 +282,8 @@ static void use_buf(BufSet *u, const Buf *b)
 {
     if (b->base)
         b = b->base;
+    if (b->kind == BK_LOCAL)
+        return;                   /* declared where it is used */
     for (int i = 0; i < u->n; i++)
         if (u->v[i] == b)
             return;
@@ -339,6 +350,7 @@ static void declare_bufs(CgCx *cx, const Block *blk, int depth)
         case BK_TEMP:
             fprintf(cx->f, "(%s *)(m->arena + %lld);\n", t, (long long)b->arena_off);
             break;
+        case BK_LOCAL: KILN_BUG("local b%d declared as a pointer", b->id);
         }
     }
 }

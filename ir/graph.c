@@ -168,6 +168,7 @@ static void print_node(FILE *f, const Node *n)
 void ir_print_graph(FILE *f, const Module *m)
 {
     fprintf(f, "graph %s\n", m->name);
+    ir_print_notes(f, &m->notes, 2);
     for (int i = 0; i < m->nnodes; i++)
         print_node(f, m->nodes[i]);
     for (int i = 0; i < m->noutputs; i++)

@@ -74,6 +74,15 @@ void diag(Diags *d, const char *where, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void diag_print(const Diags *d, FILE *f);
 
+/* ---- notes: what a pass did and why, printed in dumps as "# ..." lines
+ * (kept by the .kir parser, so a dump reads back as it was printed) ---- */
+typedef struct {
+    const char **v;
+    int n, cap;
+} Notes;
+void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ---- types.c: dtypes and shapes ------------------------------------- */
 typedef enum { DT_F32, DT_I32 } DType;
 const char *dtype_name(DType t);                 /* "f32", "i32" */
@@ -192,6 +201,7 @@ struct Module {
     int ninputs, nweights, nstates;
     Node **outputs;
     int noutputs;
+    Notes notes;                  /* of the last graph pass */
     Prog *prog;                   /* loop IR, once lowered */
 };
 
@@ -212,6 +222,12 @@ void ir_print_quoted(FILE *f, const char *s);
 /* Checks invariants (operands defined earlier, shapes re-inferred agree);
  * KILN_BUG on a violation. */
 void ir_verify_graph(Module *m);
+
+/* ---- parse.c: .kir text back to a module (ir/KIR.md) ------------------ */
+/* Parses what ir_print_module prints (a graph, and a program once
+ * lowered; leading "#" lines before `graph` are skipped). Returns NULL
+ * with every problem in d as "FILE:LINE: message". */
+Module *ir_parse(Arena *a, const char *file, const char *text, Diags *d);
 
 /* ---- ref.c: the reference interpreter ------------------------------- */
 /* A dense row-major tensor; f for f32, i for i32. */
@@ -253,6 +269,9 @@ typedef enum {
     BK_WEIGHT,    /* loaded at open */
     BK_STATE,     /* lives across calls, zero at open */
     BK_TEMP,      /* an intermediate, in the model's arena */
+    BK_LOCAL,     /* a small array of one kernel, declared by S_LOCAL where
+                     it is needed: private to each iteration of the loops
+                     around it (so to each thread of a parallel loop) */
 } BufKind;
 
 /* A memref: element type, shape, strides and offset (in elements) into
@@ -330,6 +349,7 @@ typedef enum {
     S_STORE,      /* buf[idx] op= e */
     S_IF,         /* if e: body else els */
     S_CHECK,      /* run-time error `msg` unless e; args printed as %lld */
+    S_LOCAL,      /* declares the BK_LOCAL buf (contents undefined) */
 } StmtKind;
 
 /* Assignment operators of S_SET / S_STORE. */
@@ -364,7 +384,7 @@ struct Kernel {
     int nnodes, capnodes;
     Block body;
     int nvars;                    /* Var ids 0..nvars-1 */
-    const char *note;             /* free text for dumps (why, how) */
+    Notes notes;                  /* what passes did to it, for dumps */
 };
 
 struct Prog {
@@ -373,6 +393,7 @@ struct Prog {
     Kernel **kernels;
     int nkernels, capkernels;
     int64_t arena_bytes;          /* size of the intermediate arena */
+    Notes notes;                  /* of the last loop pass */
 };
 
 /* Builders (loop.c). Constructors fold constants: 0 + x is x, 2 * 3 is 6,
@@ -402,18 +423,66 @@ Stmt *s_store(Arena *a, Block *blk, Buf *b, Expr **idx, AsgOp op, Expr *e);
 Stmt *s_if(Arena *a, Block *blk, Expr *cond);
 Stmt *s_check(Arena *a, Block *blk, Expr *cond, const char *msg,
               Expr **args, int nargs);
+/* Declares a new kernel-local array in blk (a BK_LOCAL buf of p). */
+Stmt *s_local(Arena *a, Prog *p, Block *blk, DType t, int rank, const int64_t *dims);
 
 /* Row-major strides for a fresh buffer. */
 void ir_buf_contiguous(Buf *b);
 /* Prints the loop IR as .kir text (stable; KIR.md). */
 void ir_print_prog(FILE *f, const Module *m);
+/* The whole module: the graph, then the program once lowered. */
+void ir_print_module(FILE *f, const Module *m);
 const char *bufkind_name(BufKind k);
 /* Binding strength of an expression as an operand, as in C: 0 select,
  * 1 ||, 2 &&, 3 == !=, 4 < <= > >=, 5 + -, 6 * / %, 9 calls and atoms. */
 int ir_expr_prec(const Expr *e);
-void ir_print_float(FILE *f, double v);    /* %.9g, always with . or e */
+void ir_print_float(FILE *f, double v);
+/* Notes as "# ..." lines, one per line of text, indented. */
+void ir_print_notes(FILE *f, const Notes *ns, int indent);    /* %.9g, always with . or e */
 const char *binop_name(BinOp op);
 const char *unop_name(UnOp op);
+
+/* ---- xform.c: what passes rewrite the loop IR with ------------------- */
+/* The storage a buf's elements live in: its base, or itself. */
+Buf *ir_storage(Buf *b);
+/* Copies of e with every use of v replaced by r (shared subtrees are
+ * reused; e itself is never changed). */
+Expr *ir_subst(Arena *a, Expr *e, const Var *v, Expr *r);
+/* Replaces every use of v in blk's statements, in place. */
+void ir_block_subst(Arena *a, Block *blk, const Var *v, Expr *r);
+/* A deep copy of blk whose loop variables and locals are new vars of k
+ * (so statements can move between kernels); uses of vars declared
+ * outside blk are kept unless mapped by from[i] -> to[i]. */
+Block ir_block_clone(Arena *a, Prog *p, Kernel *k, const Block *blk, Var **from,
+                     Expr **to, int nmap);
+int ir_expr_uses(const Expr *e, const Var *v);
+int ir_block_uses(const Block *blk, const Var *v);
+/* Whether blk loads from / stores to storage that b's storage is. */
+int ir_block_reads(const Block *blk, Buf *b);
+int ir_block_writes(const Block *blk, Buf *b);
+/* Every statement of blk and the blocks in it, in program order. */
+typedef void (*StmtFn)(Stmt *s, void *ctx);
+void ir_block_walk(Block *blk, StmtFn fn, void *ctx);
+/* Calls fn on every expression tree of s (not of nested blocks). */
+typedef void (*ExprFn)(Expr *e, void *ctx);
+void ir_stmt_exprs(Stmt *s, ExprFn fn, void *ctx);
+/* Dense var ids in order of appearance; dense kernel and buf ids, bufs
+ * no kernel touches dropped (except inputs, outputs, weights, states). */
+void ir_kernel_renumber(Kernel *k);
+void ir_prog_renumber(Prog *p);
+/* Gives every intermediate (TEMP, not a view) its own 64-byte aligned
+ * place in the arena, one after the other (plan-memory shares places). */
+void ir_prog_layout(Prog *p);
+/* Checks the loop IR's invariants (every var in scope, index counts,
+ * nothing stored to inputs or weights, locals declared before use, no
+ * nested parallel loops, no check inside a parallel loop); KILN_BUG. */
+void ir_verify_prog(const Module *m);
+
+/* ---- cost.c: what a kernel costs, for dumps and profiles ------------- */
+/* FLOPs (multiply and add count one each; exp, sqrt, ... one) and bytes
+ * of the buffers it touches (each storage once). Loops whose bounds are
+ * known only at run time count at their largest extent. */
+void ir_kernel_cost(const Kernel *k, double *flops, double *bytes);
 
 /* ---- lower helpers (lowerlib.c), used by the ops' lower_* ----------- */
 struct LowerCx {

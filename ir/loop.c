@@ -231,6 +231,26 @@ Stmt *s_if(Arena *a, Block *blk, Expr *cond)
     return s;
 }
 
+Stmt *s_local(Arena *a, Prog *p, Block *blk, DType t, int rank, const int64_t *dims)
+{
+    Stmt *s = new_stmt(a, blk, S_LOCAL);
+    s->buf = ir_buf_new(a, p, BK_LOCAL, t, rank, dims);
+    return s;
+}
+
+void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = arena_alloc(a, (size_t)len + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    ARR_PUSH(a, ns->v, ns->n, ns->cap, (const char *)s);
+}
+
 Stmt *s_check(Arena *a, Block *blk, Expr *cond, const char *msg,
               Expr **args, int nargs)
 {
@@ -252,7 +272,7 @@ static const char *unop_names[U_COUNT] = {
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf",
     "sigmoid", "cos", "sin", "not", "f32", "i64",
 };
-static const char *bufkind_names[] = {"input", "output", "weight", "state", "temp"};
+static const char *bufkind_names[] = {"input", "output", "weight", "state", "temp", "local"};
 static const char *etype_names[] = {"f32", "i32", "i64"};
 
 const char *binop_name(BinOp op) { return binop_names[op]; }
@@ -402,6 +422,9 @@ static void print_stmt(FILE *f, const Stmt *s, int depth)
             print_block(f, &s->els, depth + 1);
         }
         return;
+    case S_LOCAL:
+        fprintf(f, "local b%d\n", s->buf->id);
+        return;
     case S_CHECK:
         fputs("check ", f);
         print_expr(f, s->e);
@@ -438,10 +461,8 @@ static void print_buf(FILE *f, const Buf *b)
     fprintf(f, "  buf b%d %s", b->id, bufkind_names[b->kind]);
     if (b->index >= 0)
         fprintf(f, " %d", b->index);
-    if (b->node && b->node->name) {
-        fputc(' ', f);
-        ir_print_quoted(f, b->node->name);
-    }
+    if (b->node)
+        fprintf(f, " %%%d", b->node->id);
     fprintf(f, " : %s[", dtype_name(b->dtype));
     for (int i = 0; i < b->rank; i++)
         fprintf(f, "%s%lld", i ? "," : "", (long long)b->dims[i]);
@@ -459,25 +480,55 @@ static void print_buf(FILE *f, const Buf *b)
     fputc('\n', f);
 }
 
+/* 1.23 G, 45.6 M, 789 k: three significant digits. */
+static void print_si(FILE *f, double x, const char *unit)
+{
+    static const char *prefix[] = {"", "k", "M", "G", "T"};
+    int p = 0;
+    while (x >= 999.5 && p < 4) {
+        x /= 1000;
+        p++;
+    }
+    fprintf(f, "%.3g %s%s", x, prefix[p], unit);
+}
+
 static void print_kernel(FILE *f, const Kernel *k)
 {
+    double flops, bytes;
+    ir_kernel_cost(k, &flops, &bytes);
     fprintf(f, "  kernel k%d %s (", k->id, k->name);
     for (int i = 0; i < k->nnodes; i++)
         fprintf(f, "%s%%%d", i ? ", " : "", k->nodes[i]->id);
-    fputs(")\n", f);
-    if (k->note)
-        for (const char *p = k->note; *p;) {
+    fputs(")  # ", f);
+    print_si(f, flops, "FLOP, ");
+    print_si(f, bytes, "B, ");
+    fprintf(f, "%.3g FLOP/B\n", bytes > 0 ? flops / bytes : 0.0);
+    ir_print_notes(f, &k->notes, 4);
+    print_block(f, &k->body, 2);
+}
+
+void ir_print_notes(FILE *f, const Notes *ns, int indent)
+{
+    for (int i = 0; i < ns->n; i++)
+        for (const char *p = ns->v[i]; *p;) {
             size_t len = strcspn(p, "\n");
-            fprintf(f, "    # %.*s\n", (int)len, p);
+            fprintf(f, "%*s# %.*s\n", indent, "", (int)len, p);
             p += len + (p[len] == '\n');
         }
-    print_block(f, &k->body, 2);
+}
+
+void ir_print_module(FILE *f, const Module *m)
+{
+    ir_print_graph(f, m);
+    if (m->prog)
+        ir_print_prog(f, m);
 }
 
 void ir_print_prog(FILE *f, const Module *m)
 {
     const Prog *p = m->prog;
     fprintf(f, "prog %s\n", m->name);
+    ir_print_notes(f, &p->notes, 2);
     for (int i = 0; i < p->nbufs; i++)
         print_buf(f, p->bufs[i]);
     if (p->arena_bytes)

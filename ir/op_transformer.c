@@ -240,7 +240,7 @@ void lower_rope(LowerCx *cx, Node *n)
     Node *x = n->in[0];
     int64_t T = x->dims[0], H = x->dims[1], D = x->dims[2], rd = rope_dim(n);
     Kernel *k = lw_kernel(cx, n, arena_printf(a, "rope_h%lld_d%lld", (long long)H, (long long)D));
-    k->note = "angle = (pos * turns[i] mod 2^31) * 2pi / 2^31: exact range reduction";
+    ir_note(cx->a, &k->notes, "angle = (pos * turns[i] mod 2^31) * 2pi / 2^31: exact range reduction");
     Buf *turns = rope_table(cx, k, n), *out = lw_buf(cx, n);
     Stmt *lt = loop(cx, k, &k->body, T, 0);
     Expr *t = e_var(a, lt->v);

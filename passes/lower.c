@@ -42,19 +42,6 @@ static void copy_out(LowerCx *cx, Node *n, int i)
             lw_load(cx, n, lw_vars(cx, n->rank, v)));
 }
 
-static void layout(Prog *p)
-{
-    int64_t off = 0;
-    for (int i = 0; i < p->nbufs; i++) {
-        Buf *b = p->bufs[i];
-        if (b->kind != BK_TEMP || b->base)
-            continue;
-        b->arena_off = off;
-        off += (shape_count(b->rank, b->dims) * 4 + 63) / 64 * 64;
-    }
-    p->arena_bytes = off;
-}
-
 int pass_lower(Module *m, PassCtx *cx)
 {
     (void)cx;
@@ -74,6 +61,6 @@ int pass_lower(Module *m, PassCtx *cx)
     for (int i = 0; i < m->noutputs; i++)
         if (!direct_output(m, i))
             copy_out(&lc, m->outputs[i], i);
-    layout(lc.p);
+    ir_prog_layout(lc.p);
     return 1;
 }

@@ -9,8 +9,22 @@
 
 typedef enum { LEVEL_GRAPH, LEVEL_LOWER, LEVEL_LOOP, LEVEL_C } PassLevel;
 
+/* What the tile and parallelize passes size their work by. Detected from
+ * /sys at build time (machine.c), overridable; fixed in golden tests. */
+typedef struct {
+    int64_t l1d, l2, l3;           /* data cache bytes per core (l3: shared) */
+    int vector_bytes;              /* 64 with AVX-512, 32 with AVX2 */
+    int cores;
+} Machine;
+/* The machine kiln runs on; fields it cannot read keep portable defaults
+ * (32 KiB, 1 MiB, 8 MiB, 32-byte vectors, 1 core). */
+void machine_detect(Machine *mc);
+/* Fixed figures for golden tests and reproducible dumps. */
+void machine_default(Machine *mc);
+
 typedef struct PassCtx PassCtx;
 struct PassCtx {
+    Machine machine;
     Diags *d;
     const char *stop_after;        /* last pass to run; NULL: all */
     const char *const *disabled;   /* passes not to run */
@@ -20,6 +34,7 @@ struct PassCtx {
      * pass_table and whether it changed anything (-1: disabled). */
     void (*after)(PassCtx *cx, Module *m, int pass, int changed);
     void *user;
+    int64_t max_memory;            /* plan-memory fails above it; 0: no limit */
 };
 
 typedef struct {
@@ -38,7 +53,13 @@ int pass_index(const char *name);
  * stop_after and disabled. Returns 0, or -1 when a pass failed. */
 int pass_pipeline(Module *m, PassCtx *cx);
 
-/* ---- the passes, one file each ---------------------------------------- */
+/* ---- the passes, one file each, in pipeline order ---------------------- */
+int pass_simplify(Module *m, PassCtx *cx);       /* simplify.c */
 int pass_lower(Module *m, PassCtx *cx);          /* lower.c */
+int pass_canonicalize_memrefs(Module *m, PassCtx *cx); /* canonicalize.c */
+int pass_fuse(Module *m, PassCtx *cx);           /* fuse.c */
+int pass_tile(Module *m, PassCtx *cx);           /* tile.c */
+int pass_parallelize(Module *m, PassCtx *cx);    /* parallelize.c */
+int pass_plan_memory(Module *m, PassCtx *cx);    /* plan_memory.c */
 
 #endif

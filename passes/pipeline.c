@@ -7,7 +7,17 @@
 
 const PassDesc pass_table[] = {
     {"frontend", LEVEL_GRAPH, 1, NULL, "parse, validate, infer shapes"},
+    {"simplify", LEVEL_GRAPH, 0, pass_simplify,
+     "fold constants, remove dead nodes, fold transposes into matmul, merge reshapes"},
     {"lower", LEVEL_LOWER, 1, pass_lower, "one loop nest per op"},
+    {"canonicalize-memrefs", LEVEL_LOOP, 0, pass_canonicalize_memrefs,
+     "reshape, transpose, slice, concat as index maps over strided memrefs, not copies"},
+    {"fuse", LEVEL_LOOP, 0, pass_fuse, "merge producer and consumer loop nests where legal"},
+    {"tile", LEVEL_LOOP, 0, pass_tile, "split and reorder loops for registers and caches"},
+    {"parallelize", LEVEL_LOOP, 0, pass_parallelize,
+     "one parallel loop per kernel with enough work"},
+    {"plan-memory", LEVEL_LOOP, 0, pass_plan_memory,
+     "liveness of intermediates; one arena, slots reused"},
     {"codegen", LEVEL_C, 1, NULL, "the C program"},
 };
 const int pass_count = sizeof pass_table / sizeof pass_table[0];
@@ -30,9 +40,9 @@ static int is_disabled(const PassCtx *cx, const char *name)
 
 static void verify(Module *m)
 {
-    if (m->prog)
-        return;                     /* loop IR verification: see ir_verify_prog */
     ir_verify_graph(m);
+    if (m->prog)
+        ir_verify_prog(m);
 }
 
 int pass_pipeline(Module *m, PassCtx *cx)
@@ -45,6 +55,9 @@ int pass_pipeline(Module *m, PassCtx *cx)
         const PassDesc *p = &pass_table[i];
         int changed = -1;
         if (p->required || !is_disabled(cx, p->name)) {
+            m->notes.n = 0;
+            if (m->prog)
+                m->prog->notes.n = 0;
             changed = p->run(m, cx);
             if (changed < 0)
                 return -1;

@@ -88,6 +88,21 @@ sed 's/2, 0/2, 3/' "$T/bad.json" >"$T/bad1.json"
 expect 1 "a failed emit-c leaves an older file intact" ./kiln emit-c "$T/bad1.json" -o "$T/keep.c"
 [ "$(cat "$T/keep.c")" = old ] && ok "  older file intact" || bad "  older file intact"
 
+# ---- the pass pipeline ----------------------------------------------------------
+expect 0 "kiln passes" ./kiln passes
+expect 0 "kiln dump --dump-dir" ./kiln dump tests/models/linear.json --dump-dir "$T/dump"
+n=$(ls "$T/dump" | wc -l)
+[ "$n" = 9 ] && [ -f "$T/dump/00-frontend.kir" ] && [ -f "$T/dump/08-codegen.c" ] &&
+    ok "  00-frontend.kir ... 08-codegen.c" || bad "  00-frontend.kir ... 08-codegen.c ($n files)"
+expect 0 "kiln dump --after lower" ./kiln dump tests/models/linear.json --after lower
+grep -q "^prog linear" "$T/out" && ok "  prints the loop IR" || bad "  prints the loop IR"
+expect 1 "--max-memory below the plan's peak" ./kiln build examples/mlp.json --max-memory 1000 -o "$T/never"
+says "more than --max-memory 1000"
+[ ! -e "$T/never" ] && ok "  nothing built" || bad "  nothing built"
+expect 0 "check --bisect" ./kiln check tests/models/norms.json --bisect
+expect 1 "check --bisect names a broken pass" env KILN_TEST_BREAK=fuse ./kiln check tests/models/norms.json --bisect
+says "first pass off the reference: fuse: output 'bn' element [0,0,0,0]"
+
 # ---- generated C: deterministic, self-contained, warning-free ---------------
 for m in examples/*.json; do
     ./kiln emit-c "$m" -o "$T/a.c" && ./kiln emit-c "$m" -o "$T/b.c"

@@ -1,0 +1,133 @@
+/* ir/cost.c: what a kernel costs, for dumps and profiles.
+ *
+ * FLOPs: every arithmetic operator in a statement counts one (an
+ * accumulation's + too), times the trip counts of the loops around it.
+ * A loop whose bounds are known only at run time (attention's keys up to
+ * pos + t) counts at its largest extent: the size of the buffer dimension
+ * its variable indexes. Bytes: every storage the kernel loads from or
+ * stores to, counted once at its full size (a lower bound on traffic,
+ * and the figure a roofline needs). */
+#include "ir.h"
+
+#include <string.h>
+
+static double expr_flops(const Expr *e)
+{
+    if (!e)
+        return 0;
+    double f = expr_flops(e->a) + expr_flops(e->b) + expr_flops(e->c);
+    if (e->kind == E_BIN && e->type == T_F32)
+        f += 1;
+    if (e->kind == E_UN && e->type == T_F32 && e->op != U_TOF32)
+        f += e->op == U_SIGMOID ? 3 : 1;     /* exp, add, divide */
+    return f;
+}
+
+/* The extent v takes in blk: a constant, or the size of a dimension it
+ * indexes directly. */
+typedef struct {
+    const Var *v;
+    int64_t size;
+} Extent;
+
+static void dim_of(const Expr *e, Extent *x)
+{
+    if (!e)
+        return;
+    if (e->kind == E_LOAD)
+        for (int i = 0; i < e->buf->rank; i++) {
+            if (e->idx[i]->kind == E_VAR && e->idx[i]->v == x->v && e->buf->dims[i] > x->size)
+                x->size = e->buf->dims[i];
+            dim_of(e->idx[i], x);
+        }
+    dim_of(e->a, x);
+    dim_of(e->b, x);
+    dim_of(e->c, x);
+}
+
+static void dim_in(Expr *e, void *ctx) { dim_of(e, ctx); }
+
+static void stmt_dims(Stmt *s, void *ctx)
+{
+    Extent *x = ctx;
+    ir_stmt_exprs(s, dim_in, ctx);
+    if (s->kind == S_STORE)
+        for (int i = 0; i < s->buf->rank; i++)
+            if (s->idx[i]->kind == E_VAR && s->idx[i]->v == x->v && s->buf->dims[i] > x->size)
+                x->size = s->buf->dims[i];
+}
+
+static double trips(const Stmt *loop)
+{
+    if (loop->lo->kind == E_INT && loop->hi->kind == E_INT)
+        return (double)(loop->hi->i > loop->lo->i ? loop->hi->i - loop->lo->i : 0);
+    Extent x = {loop->v, 1};
+    ir_block_walk((Block *)&loop->body, stmt_dims, &x);
+    return (double)x.size;
+}
+
+static double block_flops(const Block *blk)
+{
+    double f = 0;
+    for (int i = 0; i < blk->n; i++) {
+        const Stmt *s = blk->s[i];
+        switch (s->kind) {
+        case S_LOOP: f += trips(s) * block_flops(&s->body); break;
+        case S_IF: f += expr_flops(s->e) + block_flops(&s->body) + block_flops(&s->els); break;
+        case S_SET:
+        case S_STORE:
+            f += expr_flops(s->e) + (s->op != A_SET && s->e->type == T_F32);
+            break;
+        case S_LET: f += expr_flops(s->e); break;
+        case S_CHECK:
+        case S_LOCAL: break;
+        }
+    }
+    return f;
+}
+
+typedef struct {
+    const Buf *seen[256];
+    int n;
+    double bytes;
+} Touch;
+
+static void touch(Touch *t, const Buf *b)
+{
+    if (b->kind == BK_LOCAL)
+        return;
+    for (int i = 0; i < t->n; i++)
+        if (t->seen[i] == b)
+            return;
+    if (t->n < 256)
+        t->seen[t->n++] = b;
+    t->bytes += (double)shape_count(b->rank, b->dims) * 4;
+}
+
+static void touch_expr(Expr *e, void *ctx)
+{
+    if (e->kind == E_LOAD) {
+        touch(ctx, e->buf);
+        for (int i = 0; i < e->buf->rank; i++)
+            touch_expr(e->idx[i], ctx);
+    }
+    if (e->a) touch_expr(e->a, ctx);
+    if (e->b) touch_expr(e->b, ctx);
+    if (e->c) touch_expr(e->c, ctx);
+}
+
+static void touch_stmt(Stmt *s, void *ctx)
+{
+    if (s->kind == S_STORE)
+        touch(ctx, s->buf);
+    ir_stmt_exprs(s, touch_expr, ctx);
+}
+
+void ir_kernel_cost(const Kernel *k, double *flops, double *bytes)
+{
+    Touch t;
+    memset(&t, 0, sizeof t);
+    ir_block_walk((Block *)&k->body, touch_stmt, &t);
+    *flops = block_flops(&k->body);
+    *bytes = t.bytes;
+}

@@ -1,0 +1,459 @@
+/* ir/xform.c: what passes rewrite the loop IR with: walking, substituting
+ * variables, cloning blocks between kernels, read/write queries,
+ * renumbering, and the verifier run after every pass. */
+#include "ir.h"
+
+#include <string.h>
+
+Buf *ir_storage(Buf *b) { return b->base ? b->base : b; }
+
+/* ---- walking ------------------------------------------------------------ */
+
+void ir_stmt_exprs(Stmt *s, ExprFn fn, void *ctx)
+{
+    if (s->lo) fn(s->lo, ctx);
+    if (s->hi) fn(s->hi, ctx);
+    if (s->e) fn(s->e, ctx);
+    if (s->kind == S_STORE)
+        for (int i = 0; i < s->buf->rank; i++)
+            fn(s->idx[i], ctx);
+    for (int i = 0; i < s->nargs; i++)
+        fn(s->args[i], ctx);
+}
+
+void ir_block_walk(Block *blk, StmtFn fn, void *ctx)
+{
+    for (int i = 0; i < blk->n; i++) {
+        Stmt *s = blk->s[i];
+        fn(s, ctx);
+        ir_block_walk(&s->body, fn, ctx);
+        ir_block_walk(&s->els, fn, ctx);
+    }
+}
+
+/* ---- substitution -------------------------------------------------------- */
+
+/* A variable map for cloning and substitution. */
+typedef struct {
+    Arena *a;
+    const Var **from;
+    Expr **to;
+    int n, capf, capt;
+    Buf **bfrom, **bto;          /* local buffers re-declared by a clone */
+    int nb, capbf, capbt;
+} Map;
+
+static Expr *lookup(const Map *mp, const Var *v)
+{
+    for (int i = mp->n - 1; i >= 0; i--)
+        if (mp->from[i] == v)
+            return mp->to[i];
+    return NULL;
+}
+
+static Buf *lookup_buf(const Map *mp, Buf *b)
+{
+    for (int i = 0; i < mp->nb; i++)
+        if (mp->bfrom[i] == b)
+            return mp->bto[i];
+    return b;
+}
+
+static Expr *map_expr(const Map *mp, Expr *e)
+{
+    Arena *a = mp->a;
+    switch (e->kind) {
+    case E_INT:
+    case E_FLT: return e;
+    case E_VAR: {
+        Expr *r = lookup(mp, e->v);
+        return r ? r : e;
+    }
+    case E_LOAD: {
+        Expr *idx[KILN_MAX_RANK];
+        for (int i = 0; i < e->buf->rank; i++)
+            idx[i] = map_expr(mp, e->idx[i]);
+        return e_load(a, lookup_buf(mp, e->buf), idx);
+    }
+    case E_BIN: return e_bin(a, (BinOp)e->op, map_expr(mp, e->a), map_expr(mp, e->b));
+    case E_UN: return e_un(a, (UnOp)e->op, map_expr(mp, e->a));
+    case E_SEL: return e_sel(a, map_expr(mp, e->a), map_expr(mp, e->b), map_expr(mp, e->c));
+    }
+    KILN_BUG("bad expr kind %d", e->kind);
+}
+
+Expr *ir_subst(Arena *a, Expr *e, const Var *v, Expr *r)
+{
+    Map mp = {a, &v, &r, 1, 1, 1, NULL, NULL, 0, 0, 0};
+    return map_expr(&mp, e);
+}
+
+static void map_stmt_exprs(const Map *mp, Stmt *s)
+{
+    if (s->lo) s->lo = map_expr(mp, s->lo);
+    if (s->hi) s->hi = map_expr(mp, s->hi);
+    if (s->e) s->e = map_expr(mp, s->e);
+    if (s->kind == S_STORE) {
+        s->buf = lookup_buf(mp, s->buf);
+        for (int i = 0; i < s->buf->rank; i++)
+            s->idx[i] = map_expr(mp, s->idx[i]);
+    }
+    for (int i = 0; i < s->nargs; i++)
+        s->args[i] = map_expr(mp, s->args[i]);
+}
+
+static void map_block(const Map *mp, Block *blk)
+{
+    for (int i = 0; i < blk->n; i++) {
+        map_stmt_exprs(mp, blk->s[i]);
+        map_block(mp, &blk->s[i]->body);
+        map_block(mp, &blk->s[i]->els);
+    }
+}
+
+void ir_block_subst(Arena *a, Block *blk, const Var *v, Expr *r)
+{
+    Map mp = {a, &v, &r, 1, 1, 1, NULL, NULL, 0, 0, 0};
+    map_block(&mp, blk);
+}
+
+/* ---- cloning --------------------------------------------------------------- */
+
+static void map_add(Map *mp, const Var *from, Expr *to)
+{
+    int n = mp->n;
+    ARR_PUSH(mp->a, mp->from, n, mp->capf, from);
+    ARR_PUSH(mp->a, mp->to, mp->n, mp->capt, to);
+}
+
+static Block clone_block(Map *mp, Prog *p, Kernel *k, const Block *blk);
+
+static Stmt *clone_stmt(Map *mp, Prog *p, Kernel *k, const Stmt *s)
+{
+    Arena *a = mp->a;
+    Stmt *c = arena_dup(a, s, sizeof *s);
+    if (s->kind == S_STORE || s->kind == S_CHECK)
+        c->idx = s->kind == S_STORE && s->buf->rank
+                     ? arena_dup(a, s->idx, sizeof *s->idx * (size_t)s->buf->rank) : NULL;
+    if (s->nargs)
+        c->args = arena_dup(a, s->args, sizeof *s->args * (size_t)s->nargs);
+    map_stmt_exprs(mp, c);
+    if (s->kind == S_LOCAL) {
+        Buf *b = ir_buf_new(a, p, BK_LOCAL, s->buf->dtype, s->buf->rank, s->buf->dims);
+        int nb = mp->nb;
+        ARR_PUSH(a, mp->bfrom, nb, mp->capbf, s->buf);
+        ARR_PUSH(a, mp->bto, mp->nb, mp->capbt, b);
+        c->buf = b;
+    }
+    if (s->kind == S_SET) {
+        Expr *r = lookup(mp, s->v);
+        if (r && r->kind != E_VAR)
+            KILN_BUG("clone maps an assigned local to an expression");
+        if (r)
+            c->v = r->v;
+    }
+    if (s->kind == S_LOOP || s->kind == S_LET) {
+        c->v = ir_var(a, k, s->v->kind, s->v->type);
+        map_add(mp, s->v, e_var(a, c->v));
+    }
+    c->body = clone_block(mp, p, k, &s->body);
+    c->els = clone_block(mp, p, k, &s->els);
+    return c;
+}
+
+static Block clone_block(Map *mp, Prog *p, Kernel *k, const Block *blk)
+{
+    Block c = {NULL, 0, 0};
+    for (int i = 0; i < blk->n; i++)
+        ir_push(mp->a, &c, clone_stmt(mp, p, k, blk->s[i]));
+    return c;
+}
+
+Block ir_block_clone(Arena *a, Prog *p, Kernel *k, const Block *blk, Var **from,
+                     Expr **to, int nmap)
+{
+    Map mp = {a, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0};
+    for (int i = 0; i < nmap; i++)
+        map_add(&mp, from[i], to[i]);
+    return clone_block(&mp, p, k, blk);
+}
+
+/* ---- queries ----------------------------------------------------------------- */
+
+int ir_expr_uses(const Expr *e, const Var *v)
+{
+    if (!e)
+        return 0;
+    if (e->kind == E_VAR)
+        return e->v == v;
+    if (e->kind == E_LOAD) {
+        for (int i = 0; i < e->buf->rank; i++)
+            if (ir_expr_uses(e->idx[i], v))
+                return 1;
+        return 0;
+    }
+    return ir_expr_uses(e->a, v) || ir_expr_uses(e->b, v) || ir_expr_uses(e->c, v);
+}
+
+typedef struct {
+    const Var *v;
+    Buf *b;
+    int found;
+} Query;
+
+static void uses_var(Expr *e, void *ctx)
+{
+    Query *q = ctx;
+    q->found |= ir_expr_uses(e, q->v);
+}
+
+static void stmt_uses_var(Stmt *s, void *ctx)
+{
+    Query *q = ctx;
+    ir_stmt_exprs(s, uses_var, ctx);
+    q->found |= s->kind == S_SET && s->v == q->v;
+}
+
+int ir_block_uses(const Block *blk, const Var *v)
+{
+    Query q = {v, NULL, 0};
+    ir_block_walk((Block *)blk, stmt_uses_var, &q);
+    return q.found;
+}
+
+static int expr_reads(const Expr *e, Buf *b)
+{
+    if (!e)
+        return 0;
+    if (e->kind == E_LOAD) {
+        if (ir_storage(e->buf) == b)
+            return 1;
+        for (int i = 0; i < e->buf->rank; i++)
+            if (expr_reads(e->idx[i], b))
+                return 1;
+        return 0;
+    }
+    return expr_reads(e->a, b) || expr_reads(e->b, b) || expr_reads(e->c, b);
+}
+
+static void reads_in(Expr *e, void *ctx)
+{
+    Query *q = ctx;
+    q->found |= expr_reads(e, q->b);
+}
+
+static void stmt_reads(Stmt *s, void *ctx) { ir_stmt_exprs(s, reads_in, ctx); }
+
+static void stmt_writes(Stmt *s, void *ctx)
+{
+    Query *q = ctx;
+    q->found |= s->kind == S_STORE && ir_storage(s->buf) == q->b;
+}
+
+int ir_block_reads(const Block *blk, Buf *b)
+{
+    Query q = {NULL, ir_storage(b), 0};
+    ir_block_walk((Block *)blk, stmt_reads, &q);
+    return q.found;
+}
+
+int ir_block_writes(const Block *blk, Buf *b)
+{
+    Query q = {NULL, ir_storage(b), 0};
+    ir_block_walk((Block *)blk, stmt_writes, &q);
+    return q.found;
+}
+
+/* ---- renumbering ------------------------------------------------------------- */
+
+static void number_var(Stmt *s, void *ctx)
+{
+    int *next = ctx;
+    if (s->kind == S_LOOP || s->kind == S_LET)
+        s->v->id = (*next)++;
+}
+
+void ir_kernel_renumber(Kernel *k)
+{
+    int next = 0;
+    ir_block_walk(&k->body, number_var, &next);
+    k->nvars = next;
+}
+
+static void mark_expr(Expr *e, void *ctx)
+{
+    char *used = ctx;
+    if (e->kind == E_LOAD) {
+        used[e->buf->id] = 1;
+        used[ir_storage(e->buf)->id] = 1;
+        for (int i = 0; i < e->buf->rank; i++)
+            mark_expr(e->idx[i], ctx);
+    }
+    if (e->a) mark_expr(e->a, ctx);
+    if (e->b) mark_expr(e->b, ctx);
+    if (e->c) mark_expr(e->c, ctx);
+}
+
+static void mark_stmt(Stmt *s, void *ctx)
+{
+    char *used = ctx;
+    if (s->buf) {
+        used[s->buf->id] = 1;
+        used[ir_storage(s->buf)->id] = 1;
+    }
+    ir_stmt_exprs(s, mark_expr, ctx);
+}
+
+void ir_prog_renumber(Prog *p)
+{
+    for (int i = 0; i < p->nkernels; i++) {
+        p->kernels[i]->id = i;
+        ir_kernel_renumber(p->kernels[i]);
+    }
+    char used[p->nbufs + 1];
+    memset(used, 0, sizeof used);
+    for (int i = 0; i < p->nbufs; i++)
+        p->bufs[i]->id = i;
+    for (int i = 0; i < p->nkernels; i++)
+        ir_block_walk(&p->kernels[i]->body, mark_stmt, used);
+    int n = 0;
+    for (int i = 0; i < p->nbufs; i++) {
+        Buf *b = p->bufs[i];
+        if (used[i] || (b->kind != BK_TEMP && b->kind != BK_LOCAL))
+            p->bufs[n++] = b;
+    }
+    p->nbufs = n;
+    for (int i = 0; i < n; i++)
+        p->bufs[i]->id = i;
+}
+
+void ir_prog_layout(Prog *p)
+{
+    int64_t off = 0;
+    for (int i = 0; i < p->nbufs; i++) {
+        Buf *b = p->bufs[i];
+        if (b->kind != BK_TEMP || b->base)
+            continue;
+        b->arena_off = off;
+        off += (shape_count(b->rank, b->dims) * 4 + 63) / 64 * 64;
+    }
+    p->arena_bytes = off;
+}
+
+/* ---- verification ------------------------------------------------------------ */
+
+typedef struct {
+    const Prog *p;
+    const Kernel *k;
+    const Var **scope;
+    int nscope, cap;
+    Buf **locals;
+    int nlocals, caplocals;
+    int parallel;
+    Arena *a;
+} Verify;
+
+static int in_scope(const Verify *vf, const Var *v)
+{
+    for (int i = 0; i < vf->nscope; i++)
+        if (vf->scope[i] == v)
+            return 1;
+    return 0;
+}
+
+static void verify_buf(const Verify *vf, const Buf *b)
+{
+    if (b->id < 0 || b->id >= vf->p->nbufs || vf->p->bufs[b->id] != b)
+        KILN_BUG("k%d uses b%d, which is not a buffer of the program", vf->k->id, b->id);
+    if (b->kind == BK_LOCAL) {
+        for (int i = 0; i < vf->nlocals; i++)
+            if (vf->locals[i] == b)
+                return;
+        KILN_BUG("k%d uses local b%d outside its declaration's block", vf->k->id, b->id);
+    }
+}
+
+static void verify_expr(Verify *vf, const Expr *e)
+{
+    if (!e)
+        return;
+    if (e->kind == E_VAR && !in_scope(vf, e->v))
+        KILN_BUG("k%d uses %c%d out of its scope", vf->k->id,
+                 e->v->kind == VAR_LOOP ? 'i' : 'v', e->v->id);
+    if (e->kind == E_LOAD) {
+        verify_buf(vf, e->buf);
+        for (int i = 0; i < e->buf->rank; i++)
+            verify_expr(vf, e->idx[i]);
+    }
+    verify_expr(vf, e->a);
+    verify_expr(vf, e->b);
+    verify_expr(vf, e->c);
+}
+
+static void verify_block(Verify *vf, const Block *blk);
+
+static void verify_stmt(Verify *vf, const Stmt *s)
+{
+    verify_expr(vf, s->lo);
+    verify_expr(vf, s->hi);
+    verify_expr(vf, s->e);
+    for (int i = 0; i < s->nargs; i++)
+        verify_expr(vf, s->args[i]);
+    if (s->kind == S_STORE) {
+        verify_buf(vf, s->buf);
+        BufKind k = ir_storage(s->buf)->kind;
+        if (k == BK_INPUT || k == BK_WEIGHT)
+            KILN_BUG("k%d stores to read-only b%d", vf->k->id, s->buf->id);
+        for (int i = 0; i < s->buf->rank; i++)
+            verify_expr(vf, s->idx[i]);
+    }
+    if (s->kind == S_SET && !in_scope(vf, s->v))
+        KILN_BUG("k%d assigns v%d out of its scope", vf->k->id, s->v->id);
+    if (s->kind == S_CHECK && vf->parallel)
+        KILN_BUG("k%d has a check inside a parallel loop", vf->k->id);
+    if (s->kind == S_LOCAL)
+        ARR_PUSH(vf->a, vf->locals, vf->nlocals, vf->caplocals, s->buf);
+    if (s->kind == S_LET)
+        ARR_PUSH(vf->a, vf->scope, vf->nscope, vf->cap, s->v);
+    if (s->kind == S_LOOP) {
+        int par = s->marks & MARK_PARALLEL;
+        if (par && vf->parallel)
+            KILN_BUG("k%d has nested parallel loops", vf->k->id);
+        int saved = vf->parallel;
+        vf->parallel |= par;
+        ARR_PUSH(vf->a, vf->scope, vf->nscope, vf->cap, s->v);
+        verify_block(vf, &s->body);
+        vf->nscope--;
+        vf->parallel = saved;
+    } else {
+        verify_block(vf, &s->body);
+        verify_block(vf, &s->els);
+    }
+}
+
+static void verify_block(Verify *vf, const Block *blk)
+{
+    int nscope = vf->nscope, nlocals = vf->nlocals;
+    for (int i = 0; i < blk->n; i++)
+        verify_stmt(vf, blk->s[i]);
+    vf->nscope = nscope;
+    vf->nlocals = nlocals;
+}
+
+void ir_verify_prog(const Module *m)
+{
+    const Prog *p = m->prog;
+    for (int i = 0; i < p->nbufs; i++) {
+        const Buf *b = p->bufs[i];
+        if (b->id != i)
+            KILN_BUG("buffer %d has id %d", i, b->id);
+        if (b->base && (b->base->base || b->base->id >= p->nbufs || p->bufs[b->base->id] != b->base))
+            KILN_BUG("b%d is a view of something that is not a buffer", i);
+    }
+    for (int i = 0; i < p->nkernels; i++) {
+        Verify vf = {p, p->kernels[i], NULL, 0, 0, NULL, 0, 0, 0, m->a};
+        if (vf.k->id != i)
+            KILN_BUG("kernel %d has id %d", i, vf.k->id);
+        verify_block(&vf, &vf.k->body);
+    }
+}

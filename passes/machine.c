@@ -1,0 +1,84 @@
+/* passes/machine.c: the figures tile and parallelize size work by, read
+ * from Linux's sysfs and the CPU flags at build time. */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void machine_default(Machine *mc)
+{
+    mc->l1d = 32 * 1024;
+    mc->l2 = 1024 * 1024;
+    mc->l3 = 8 * 1024 * 1024;
+    mc->vector_bytes = 32;
+    mc->cores = 1;
+}
+
+/* "48K", "2048K", "32M" as bytes; 0 when unreadable. */
+static int64_t read_size(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char buf[32] = "";
+    int ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return 0;
+    char *end;
+    int64_t v = strtoll(buf, &end, 10);
+    if (*end == 'K')
+        v *= 1024;
+    else if (*end == 'M')
+        v *= 1024 * 1024;
+    return v > 0 ? v : 0;
+}
+
+static int read_text(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int ok = fgets(buf, (int)len, f) != NULL;
+    fclose(f);
+    buf[strcspn(buf, "\n")] = 0;
+    return ok;
+}
+
+static void caches(Machine *mc)
+{
+    for (int i = 0; i < 8; i++) {
+        char path[128], type[32] = "", level[8] = "";
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if (!read_text(path, type, sizeof type))
+            break;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        read_text(path, level, sizeof level);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        int64_t size = read_size(path);
+        if (!size || strcmp(type, "Instruction") == 0)
+            continue;
+        if (level[0] == '1')
+            mc->l1d = size;
+        else if (level[0] == '2')
+            mc->l2 = size;
+        else if (level[0] == '3')
+            mc->l3 = size;
+    }
+}
+
+void machine_detect(Machine *mc)
+{
+    machine_default(mc);
+    caches(mc);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    mc->cores = n > 0 ? (int)n : 1;
+#if defined(__AVX512F__)
+    mc->vector_bytes = 64;
+#elif defined(__AVX__)
+    mc->vector_bytes = 32;
+#else
+    mc->vector_bytes = 16;
+#endif
+}
