@@ -57,15 +57,19 @@ void arena_free(Arena *a)
     free(a);
 }
 
+#define ARENA_MAX ((size_t)1 << 40)    /* no single compilation needs more */
+
 void *arena_alloc(Arena *a, size_t size)
 {
+    if (size > ARENA_MAX)                 /* before rounding: no wrap-around */
+        out_of_memory(a);
     size = (size + 15) & ~(size_t)15;
     Chunk *c = a->head;
     if (!c || c->size - c->used < size) {
         size_t want = c ? c->size * 2 : 64 * 1024;
         while (want < size)
-            want *= 2;
-        if (want > ((size_t)1 << 40))
+            want *= 2;                    /* size <= 2^40: cannot wrap */
+        if (want > ARENA_MAX)
             out_of_memory(a);
         Chunk *nc = malloc(sizeof *nc + want);
         if (!nc)

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "frontend/frontend.h"
+#include "tests/unit/testlib.h"
 
 /* A model named m around body; X declares the input x: f32[4,8]. */
 #define M(body) "{'format': 'kiln/1', 'name': 'm', " body "}"
@@ -60,11 +61,7 @@ static void accepted(const char *text, const char *kir)
     parse(&r, text);
     diag_print(&r.d, stderr);
     assert_non_null(r.m);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ir_print_graph(f, r.m);
-    fclose(f);
+    char *buf = tl_graph_text(r.m);
     assert_string_equal(buf, kir);
     free(buf);
     arena_free(r.a);

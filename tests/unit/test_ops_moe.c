@@ -10,112 +10,20 @@
 
 #include "tests/unit/testlib.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define LN2 0.6931471805599453f     /* exp(LN2) = 2 */
 #define SILU2 1.7615941559557646    /* silu(2) = 2 / (1 + e^-2) */
 
-/* ---- helpers ---------------------------------------------------------------- */
-
-/* n infers without a problem to the type `want`, e.g. "f32[2,2,3]". */
-static void infers(Module *m, Node *n, const char *want)
-{
-    char msg[512];
-    if (tl_infer(m, n, msg, sizeof msg))
-        fail_msg("unexpected problem: %s", msg);
-    char got[128];
-    snprintf(got, sizeof got, "%s%s", dtype_name(n->dtype), shape_str(m->a, n->rank, n->dims));
-    assert_string_equal(got, want);
-}
-
-/* n's inference reports msg (JSON path included) as its first problem. */
-static void refuses(Module *m, Node *n, const char *want)
-{
-    char msg[512];
-    int k = tl_infer(m, n, msg, sizeof msg);
-    if (k == 0)
-        fail_msg("no problem reported, wanted: %s", want);
-    assert_string_equal(msg, want);
-}
-
-/* got[i] within 1e-5 of the largest |want[i]|. */
-static void assert_close(const float *got, const float *want, int count)
-{
-    double mx = 0;
-    for (int i = 0; i < count; i++)
-        mx = fmax(mx, fabs(want[i]));
-    for (int i = 0; i < count; i++)
-        if (fabs((double)got[i] - want[i]) > 1e-5 * mx)
-            fail_msg("element %d: got %.9g, want %.9g", i, got[i], want[i]);
-}
-
-/* Runs the reference, which must succeed; out[0..] are to be freed. */
-static void run_ok(Module *m, void **in, void **w, void **out)
-{
-    char err[512] = "";
-    if (tl_ref(m, in, w, NULL, out, err, sizeof err) != 0)
-        fail_msg("reference failed: %s", err);
-}
-
-/* The lowered program, compiled by libtcc, agrees with the reference
- * within 1e-5 of the reference's largest magnitude. */
-static void jit_agrees(Module *m, void **in, void **w)
-{
-    assert_int_equal(tl_check(m, in, w, 1e-5), 0);
-}
-
-/* count values uniform in [-1, 1) from seed (an LCG: the same everywhere). */
-static float *random_data(int64_t count, uint64_t seed)
-{
-    float *f = malloc(sizeof *f * (size_t)count);
-    for (int64_t i = 0; i < count; i++) {
-        seed = seed * 6364136223846793005u + 1442695040888963407u;
-        f[i] = (float)((double)(seed >> 40) / (1 << 24) * 2 - 1);
-    }
-    return f;
-}
-
-/* The loop IR of n lowered alone, as ir_print_prog prints it (free it). */
-static char *lowered(Module *m, Node *n)
-{
-    m->prog = ir_prog_new(m->a);
-    LowerCx cx = {m, m->a, m->prog};
-    op_table[n->op].lower(&cx, n);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ir_print_prog(f, m);
-    fclose(f);
-    return text;
-}
-
-/* The number of text's first line that is `line` after its indentation;
- * fails the test when there is none. */
-static int has_line(const char *text, const char *line)
-{
-    size_t len = strlen(line);
-    int no = 0;
-    for (const char *p = text; *p; no++) {
-        p += strspn(p, " ");
-        if (strncmp(p, line, len) == 0 && (p[len] == '\n' || p[len] == 0))
-            return no;
-        p += strcspn(p, "\n");
-        p += *p == '\n';
-    }
-    fail_msg("no line \"%s\" in:\n%s", line, text);
-    return -1;
-}
-
 /* x [T, Hd], router [E, Hd], gate and up [E, I, Hd], down [E, Hd, I]. */
 static Node *moe_node(Module *m, int64_t T, int64_t Hd, int64_t E, int64_t I, int64_t top_k)
 {
-    Node *x = tl_input(m, "x", DT_F32, 2, T, Hd);
-    Node *router = tl_weight(m, "router", 2, E, Hd);
-    Node *gate = tl_weight(m, "gate", 3, E, I, Hd);
-    Node *up = tl_weight(m, "up", 3, E, I, Hd);
-    Node *down = tl_weight(m, "down", 3, E, Hd, I);
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(T, Hd));
+    Node *router = tl_weight(m, "router", TL_DIMS(E, Hd));
+    Node *gate = tl_weight(m, "gate", TL_DIMS(E, I, Hd));
+    Node *up = tl_weight(m, "up", TL_DIMS(E, I, Hd));
+    Node *down = tl_weight(m, "down", TL_DIMS(E, Hd, I));
     Node *n = tl_op(m, OP_MOE, "moe", 5, x, router, gate, up, down);
     tl_attr_i(n, "top_k", top_k);
     return n;
@@ -127,7 +35,7 @@ static void moe_infers(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    infers(m, moe_node(m, 2, 4, 3, 5, 2), "f32[2,4]");
+    tl_infer_ok(m, moe_node(m, 2, 4, 3, 5, 2), "f32[2,4]");
     tl_free(m);
 }
 
@@ -135,31 +43,35 @@ static void moe_refusals(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = tl_input(m, "x", DT_F32, 2, (int64_t)2, (int64_t)4);                       /* %0 */
-    Node *x1 = tl_input(m, "x1", DT_F32, 1, (int64_t)4);
-    Node *xi = tl_input(m, "xi", DT_I32, 2, (int64_t)2, (int64_t)4);
-    Node *r = tl_weight(m, "r", 2, (int64_t)3, (int64_t)4);
-    Node *r5 = tl_weight(m, "r5", 2, (int64_t)3, (int64_t)5);
-    Node *g = tl_weight(m, "g", 3, (int64_t)3, (int64_t)5, (int64_t)4);
-    Node *g2 = tl_weight(m, "g2", 3, (int64_t)2, (int64_t)5, (int64_t)4);
-    Node *u6 = tl_weight(m, "u6", 3, (int64_t)3, (int64_t)6, (int64_t)4);
-    Node *d = tl_weight(m, "d", 3, (int64_t)3, (int64_t)4, (int64_t)5);                   /* %8 */
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 4));  /* %0 */
+    Node *x1 = tl_input(m, "x1", DT_F32, TL_DIMS(4));
+    Node *xi = tl_input(m, "xi", DT_I32, TL_DIMS(2, 4));
+    Node *r = tl_weight(m, "r", TL_DIMS(3, 4));
+    Node *r5 = tl_weight(m, "r5", TL_DIMS(3, 5));
+    Node *g = tl_weight(m, "g", TL_DIMS(3, 5, 4));
+    Node *g2 = tl_weight(m, "g2", TL_DIMS(2, 5, 4));
+    Node *u6 = tl_weight(m, "u6", TL_DIMS(3, 6, 4));
+    Node *d = tl_weight(m, "d", TL_DIMS(3, 4, 5));  /* %8 */
     Node *n = tl_op(m, OP_MOE, "moe", 5, x1, r, g, g, d);
-    refuses(m, n, "nodes[9].inputs[0]: moe needs rank 2 here, got f32[4]");
+    tl_infer_err(m, n, 1, "nodes[9].inputs[0]: moe needs rank 2 here, got f32[4]");
     n = tl_op(m, OP_MOE, "moe", 5, xi, r, g, g, d);
-    refuses(m, n, "nodes[10].inputs[0]: moe needs f32 here, got i32[2,4]");
+    tl_infer_err(m, n, 1, "nodes[10].inputs[0]: moe needs f32 here, got i32[2,4]");
     n = tl_op(m, OP_MOE, "moe", 5, x, r5, g, g, d);
-    refuses(m, n, "nodes[11].inputs[1]: moe: router must be [3,4] to match x f32[2,4], "
-                  "got f32[3,5]");
+    tl_infer_err(m, n, 1,
+                 "nodes[11].inputs[1]: moe: router must be [3,4] to match x f32[2,4], "
+                 "got f32[3,5]");
     n = tl_op(m, OP_MOE, "moe", 5, x, r, g2, g2, d);
-    refuses(m, n, "nodes[12].inputs[2]: moe: gate must be [3,5,4] to match router f32[3,4] "
-                  "and x f32[2,4], got f32[2,5,4]");
+    tl_infer_err(m, n, 1,
+                 "nodes[12].inputs[2]: moe: gate must be [3,5,4] to match router f32[3,4] "
+                 "and x f32[2,4], got f32[2,5,4]");
     n = tl_op(m, OP_MOE, "moe", 5, x, r, g, u6, d);
-    refuses(m, n, "nodes[13].inputs[3]: moe: up must be [3,5,4] to match gate f32[3,5,4], "
-                  "got f32[3,6,4]");
+    tl_infer_err(m, n, 1,
+                 "nodes[13].inputs[3]: moe: up must be [3,5,4] to match gate f32[3,5,4], "
+                 "got f32[3,6,4]");
     n = tl_op(m, OP_MOE, "moe", 5, x, r, g, g, g);
-    refuses(m, n, "nodes[14].inputs[4]: moe: down must be [3,4,5] to match gate f32[3,5,4], "
-                  "got f32[3,5,4]");
+    tl_infer_err(m, n, 1,
+                 "nodes[14].inputs[4]: moe: down must be [3,4,5] to match gate f32[3,5,4], "
+                 "got f32[3,5,4]");
     static const int64_t bad_k[] = {0, 4};
     for (int i = 0; i < 2; i++) {
         n = tl_op(m, OP_MOE, "moe", 5, x, r, g, g, d);
@@ -167,7 +79,7 @@ static void moe_refusals(void **state)
         char want[200];
         snprintf(want, sizeof want, "nodes[%d].attrs.top_k: moe: top_k must be in [1, 3] for 3 "
                  "experts, got %lld", n->id, (long long)bad_k[i]);
-        refuses(m, n, want);
+        tl_infer_err(m, n, 1, want);
     }
     tl_free(m);
 }
@@ -213,10 +125,10 @@ static void moe_routing_by_hand(void **state)
         Node *n;
         Module *m = route_model(norm, &n);
         void *in[] = {route_x}, *w[] = {route_router, route_gate, route_up, route_down}, *out[1];
-        run_ok(m, in, w, out);
-        assert_close(out[0], want[norm], 6);
+        tl_ref_ok(m, in, w, NULL, out);
+        tl_assert_close(out[0], want[norm], 6);
         free(out[0]);
-        jit_agrees(m, in, w);
+        tl_check(m, in, w, 1e-5);
         tl_free(m);
     }
 }
@@ -240,11 +152,11 @@ static void moe_expert_mlp_by_hand(void **state)
     float up[8] = {100, 100, 100, 100, 1, 1, 0, 1};
     float down[8] = {100, 100, 100, 100, 1, 0, 1, -1};
     void *in[] = {x}, *w[] = {router, gate, up, down}, *out[1];
-    run_ok(m, in, w, out);
+    tl_ref_ok(m, in, w, NULL, out);
     float want[2] = {2.19317574f, -1.33001258f};
-    assert_close(out[0], want, 2);
+    tl_assert_close(out[0], want, 2);
     free(out[0]);
-    jit_agrees(m, in, w);
+    tl_check(m, in, w, 1e-5);
     tl_free(m);
 }
 
@@ -261,10 +173,10 @@ static void moe_random(void **state)
             assert_int_equal(tl_infer(m, n, NULL, 0), 0);
             tl_outputs(m, 1, n);
             void *in[1], *w[4];
-            in[0] = random_data(node_count(m->inputs[0]), 1);
+            in[0] = tl_random(node_count(m->inputs[0]), 1);
             for (int i = 0; i < 4; i++)
-                w[i] = random_data(node_count(m->weights[i]), (uint64_t)i + 2);
-            jit_agrees(m, in, w);
+                w[i] = tl_random(node_count(m->weights[i]), (uint64_t)i + 2);
+            tl_check(m, in, w, 1e-5);
             free(in[0]);
             for (int i = 0; i < 4; i++)
                 free(w[i]);
@@ -279,37 +191,37 @@ static void moe_lowers(void **state)
     (void)state;
     Node *n;
     Module *m = route_model(1, &n);
-    char *ir = lowered(m, n);
-    has_line(ir, "buf b0 temp : f32[2,3]");                     /* p */
-    has_line(ir, "buf b1 temp : i32[2,2]");                     /* selected experts */
-    has_line(ir, "buf b2 temp : f32[2,2]");                     /* their weights */
-    has_line(ir, "buf b3 temp : f32[2,1]");                     /* h */
-    has_line(ir, "kernel k0 moe_router_e3_k2_h3 (%5)");
-    has_line(ir, "v3 += b5[i0, i4] * b4[i2, i4]");              /* router logits */
-    has_line(ir, "b0[i0, i6] = exp(b0[i0, i6] - v1)");
-    has_line(ir, "b0[i0, i7] = b0[i0, i7] / v5");
-    has_line(ir, "b1[i0, i8] = 0");                             /* no slot left unset */
-    has_line(ir, "v10 += b0[i0, i11] > b0[i0, i9] || b0[i0, i11] == b0[i0, i9] && i11 < i9");
-    has_line(ir, "if v10 < 2");
-    has_line(ir, "b1[i0, v10] = i9");
-    has_line(ir, "b2[i0, v10] = b0[i0, i9]");
-    has_line(ir, "b2[i0, i14] = b2[i0, i14] / v12");            /* norm_topk_prob */
-    has_line(ir, "kernel k1 moe_experts_e3_k2_i1_h3 (%5)");
-    has_line(ir, "let v3: i64 = b1[i0, i2]");                   /* the expert of slot i2 */
-    has_line(ir, "v5 += b7[v3, i4, i6] * b5[i0, i6]");
-    has_line(ir, "v7 += b8[v3, i4, i8] * b5[i0, i8]");
-    has_line(ir, "b3[i0, i4] = v5 * sigmoid(v5) * v7");
-    has_line(ir, "v11 += b9[v3, i10, i12] * b3[i0, i12]");
-    has_line(ir, "b6[i0, i10] += v9 * v11");
+    char *ir = tl_lowered(m, n);
+    tl_has_line(ir, "buf b0 temp : f32[2,3]");                     /* p */
+    tl_has_line(ir, "buf b1 temp : i32[2,2]");                     /* selected experts */
+    tl_has_line(ir, "buf b2 temp : f32[2,2]");                     /* their weights */
+    tl_has_line(ir, "buf b3 temp : f32[2,1]");                     /* h */
+    tl_has_line(ir, "kernel k0 moe_router_e3_k2_h3 (%5)");
+    tl_has_line(ir, "v3 += b5[i0, i4] * b4[i2, i4]");              /* router logits */
+    tl_has_line(ir, "b0[i0, i6] = exp(b0[i0, i6] - v1)");
+    tl_has_line(ir, "b0[i0, i7] = b0[i0, i7] / v5");
+    tl_has_line(ir, "b1[i0, i8] = 0");                             /* no slot left unset */
+    tl_has_line(ir, "v10 += b0[i0, i11] > b0[i0, i9] || b0[i0, i11] == b0[i0, i9] && i11 < i9");
+    tl_has_line(ir, "if v10 < 2");
+    tl_has_line(ir, "b1[i0, v10] = i9");
+    tl_has_line(ir, "b2[i0, v10] = b0[i0, i9]");
+    tl_has_line(ir, "b2[i0, i14] = b2[i0, i14] / v12");            /* norm_topk_prob */
+    tl_has_line(ir, "kernel k1 moe_experts_e3_k2_i1_h3 (%5)");
+    tl_has_line(ir, "let v3: i64 = b1[i0, i2]");                   /* the expert of slot i2 */
+    tl_has_line(ir, "v5 += b7[v3, i4, i6] * b5[i0, i6]");
+    tl_has_line(ir, "v7 += b8[v3, i4, i8] * b5[i0, i8]");
+    tl_has_line(ir, "b3[i0, i4] = v5 * sigmoid(v5) * v7");
+    tl_has_line(ir, "v11 += b9[v3, i10, i12] * b3[i0, i12]");
+    tl_has_line(ir, "b6[i0, i10] += v9 * v11");
     free(ir);
     tl_free(m);
 
     /* without norm_topk_prob the kept p are used as they are */
     m = route_model(0, &n);
-    ir = lowered(m, n);
+    ir = tl_lowered(m, n);
     if (strstr(ir, "/ v12"))
         fail_msg("renormalised without norm_topk_prob:\n%s", ir);
-    has_line(ir, "b2[i0, v10] = b0[i0, i9]");
+    tl_has_line(ir, "b2[i0, v10] = b0[i0, i9]");
     free(ir);
     tl_free(m);
 }

@@ -10,72 +10,19 @@
 
 #include "tests/unit/testlib.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
-/* A shape (or int list) as a count and an array: DIMS(2, 3). */
-#define DIMS(...)                                                         \
-    (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
-
-static Node *input(Module *m, const char *name, DType t, int rank, const int64_t *dims)
-{
-    Node *x = tl_input(m, name, t, 0);
-    x->rank = rank;
-    memcpy(x->dims, dims, sizeof *dims * (size_t)rank);
-    return x;
-}
-
-static void set_ints(Module *m, Node *n, const char *attr, int count, const int64_t *v)
-{
-    AttrVal *a = (AttrVal *)attr_v(n, attr);
-    a->ints = arena_dup(m->a, v, sizeof *v * (size_t)count + 1);
-    a->nints = count;
-    a->given = 1;
-}
-
-/* n infers without a problem to the type `want`, e.g. "f32[2,3]". */
-static void infer_ok(Module *m, Node *n, const char *want)
-{
-    char msg[512], got[128];
-    int errs = tl_infer(m, n, msg, sizeof msg);
-    if (errs)
-        fail_msg("unexpected refusal: %s", msg);
-    snprintf(got, sizeof got, "%s%s", dtype_name(n->dtype), shape_str(m->a, n->rank, n->dims));
-    assert_string_equal(got, want);
-}
-
-/* n is refused with exactly one problem, `want`. */
-static void infer_err(Module *m, Node *n, const char *want)
-{
-    char msg[512];
-    assert_int_equal(tl_infer(m, n, msg, sizeof msg), 1);
-    assert_string_equal(msg, want);
-}
-
-/* The lowered program, compiled by libtcc, agrees with the reference
- * (tl_check: f32 relative to the reference's largest magnitude, i32
- * exactly). */
-static void jit_agrees(Module *m, void **in)
-{
-    assert_int_equal(tl_check(m, in, NULL, 1e-5), 0);
-}
 
 /* Infers the nodes of outs, makes them the outputs, runs the reference
  * on x and checks the JIT build on it too; out[i] is malloc'd. */
 static void run(Module *m, int nout, Node **outs, float *x, void **out)
 {
-    char msg[512], err[256];
     for (int i = 0; i < nout; i++)
-        if (tl_infer(m, outs[i], msg, sizeof msg))
-            fail_msg("unexpected refusal: %s", msg);
+        tl_infer_ok(m, outs[i], NULL);
     m->outputs = arena_dup(m->a, outs, sizeof *outs * (size_t)nout);
     m->noutputs = nout;
     ir_module_renumber(m);
-    if (tl_ref(m, (void *[]){x}, NULL, NULL, out, err, sizeof err) != 0)
-        fail_msg("reference failed: %s", err);
-    jit_agrees(m, (void *[]){x});
+    tl_ref_ok(m, (void *[]){x}, NULL, NULL, out);
+    tl_check(m, (void *[]){x}, NULL, 1e-5);
 }
 
 /* One output: its malloc'd values. */
@@ -86,14 +33,6 @@ static void *run1(Module *m, Node *y, float *x)
     return out[0];
 }
 
-/* Relative tolerance 1e-6 (plus 1e-7 absolute for values near 0). */
-static void assert_near(const float *got, const float *want, int count)
-{
-    for (int i = 0; i < count; i++)
-        if (!(fabs((double)got[i] - want[i]) <= 1e-6 * fabs(want[i]) + 1e-7))
-            fail_msg("element %d: got %.9g, want %.9g", i, got[i], want[i]);
-}
-
 static void assert_ints(const int32_t *got, const int32_t *want, int count)
 {
     for (int i = 0; i < count; i++)
@@ -101,45 +40,13 @@ static void assert_ints(const int32_t *got, const int32_t *want, int count)
             fail_msg("element %d: got %d, want %d", i, got[i], want[i]);
 }
 
-/* n lowered alone into a fresh loop program, printed as .kir text
- * (malloc'd). */
-static char *lowered(Module *m, Node *n)
-{
-    m->prog = ir_prog_new(m->a);
-    LowerCx cx = {m, m->a, m->prog};
-    op_table[n->op].lower(&cx, n);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ir_print_prog(f, m);
-    fclose(f);
-    return text;
-}
-
-static void assert_has(const char *text, const char *part)
-{
-    if (!strstr(text, part))
-        fail_msg("lowered program lacks:\n%s\n--- in:\n%s", part, text);
-}
-
-/* Pseudo-random f32 data in [-2, 2), rounded to integers when `ties`. */
-static float *fill(int64_t count, int ties)
-{
-    float *f = malloc((size_t)count * 4 + 4);
-    unsigned seed = 7;
-    for (int64_t i = 0; i < count; i++) {
-        seed = seed * 1103515245u + 12345u;
-        float v = (float)((seed >> 8) & 0xffff) / 65536.0f * 4 - 2;
-        f[i] = ties ? roundf(v) : v;
-    }
-    return f;
-}
-
-/* y (the only output, over input x) on pseudo-random data: the JIT build
- * agrees with the reference. Frees m. */
+/* y (the only output, over input x) on pseudo-random data in [-2, 2),
+ * rounded to integers when `ties`: the JIT build agrees with the
+ * reference. Frees m. */
 static void check_case(Module *m, Node *x, Node *y, int ties)
 {
-    float *xv = fill(node_count(x), ties);
+    unsigned seed = 7;
+    float *xv = tl_fill(node_count(x), &seed, ties);
     free(run1(m, y, xv));
     free(xv);
     tl_free(m);
@@ -151,7 +58,7 @@ static void check_case(Module *m, Node *x, Node *y, int ties)
 static Node *reduce(Module *m, OpKind op, Node *x, int naxes, const int64_t *axes, int keep)
 {
     Node *y = tl_op(m, op, "y", 1, x);
-    set_ints(m, y, "axes", naxes, axes);
+    tl_attr_ints(m, y, "axes", naxes, axes);
     tl_attr_i(y, "keepdims", keep);
     return y;
 }
@@ -160,13 +67,13 @@ static void reduce_infer(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3, 4));
-    infer_ok(m, reduce(m, OP_REDUCE_SUM, x, DIMS(0, 2), 0), "f32[3]");
-    infer_ok(m, reduce(m, OP_REDUCE_SUM, x, DIMS(0, 2), 1), "f32[1,3,1]");
-    infer_ok(m, reduce(m, OP_REDUCE_MEAN, x, DIMS(-1), 0), "f32[2,3]");
-    infer_ok(m, reduce(m, OP_REDUCE_MAX, x, DIMS(-3, 1), 0), "f32[4]");
-    infer_ok(m, reduce(m, OP_REDUCE_MAX, x, DIMS(2, 0, 1), 0), "f32[]");
-    infer_ok(m, reduce(m, OP_REDUCE_MEAN, x, DIMS(0, 1, 2), 1), "f32[1,1,1]");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 4));
+    tl_infer_ok(m, reduce(m, OP_REDUCE_SUM, x, TL_DIMS(0, 2), 0), "f32[3]");
+    tl_infer_ok(m, reduce(m, OP_REDUCE_SUM, x, TL_DIMS(0, 2), 1), "f32[1,3,1]");
+    tl_infer_ok(m, reduce(m, OP_REDUCE_MEAN, x, TL_DIMS(-1), 0), "f32[2,3]");
+    tl_infer_ok(m, reduce(m, OP_REDUCE_MAX, x, TL_DIMS(-3, 1), 0), "f32[4]");
+    tl_infer_ok(m, reduce(m, OP_REDUCE_MAX, x, TL_DIMS(2, 0, 1), 0), "f32[]");
+    tl_infer_ok(m, reduce(m, OP_REDUCE_MEAN, x, TL_DIMS(0, 1, 2), 1), "f32[1,1,1]");
     tl_free(m);
 }
 
@@ -174,20 +81,20 @@ static void reduce_refusals(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3));
-    infer_err(m, reduce(m, OP_REDUCE_SUM, x, 0, (int64_t[]){0}, 0),
-              "nodes[1].attrs.axes: reduce_sum: axes must name at least one axis");
-    infer_err(m, reduce(m, OP_REDUCE_SUM, x, DIMS(0, 3), 0),
-              "nodes[2].attrs.axes: reduce_sum: axis 3 is out of range for f32[2,3]");
-    infer_err(m, reduce(m, OP_REDUCE_MEAN, x, DIMS(-3), 1),
-              "nodes[3].attrs.axes: reduce_mean: axis -3 is out of range for f32[2,3]");
-    infer_err(m, reduce(m, OP_REDUCE_MAX, x, DIMS(1, -1), 0),
-              "nodes[4].attrs.axes: reduce_max: axes [1,-1] name axis 1 twice");
-    infer_err(m, reduce(m, OP_REDUCE_SUM, x, DIMS(0, 0), 0),
-              "nodes[5].attrs.axes: reduce_sum: axes [0,0] name axis 0 twice");
-    Node *xi = input(m, "xi", DT_I32, DIMS(2, 3));
-    infer_err(m, reduce(m, OP_REDUCE_SUM, xi, DIMS(0), 0),
-              "nodes[7].inputs[0]: reduce_sum needs f32 here, got i32[2,3]");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3));
+    tl_infer_err(m, reduce(m, OP_REDUCE_SUM, x, 0, (int64_t[]){0}, 0), 1,
+                 "nodes[1].attrs.axes: reduce_sum: axes must name at least one axis");
+    tl_infer_err(m, reduce(m, OP_REDUCE_SUM, x, TL_DIMS(0, 3), 0), 1,
+                 "nodes[2].attrs.axes: reduce_sum: axis 3 is out of range for f32[2,3]");
+    tl_infer_err(m, reduce(m, OP_REDUCE_MEAN, x, TL_DIMS(-3), 1), 1,
+                 "nodes[3].attrs.axes: reduce_mean: axis -3 is out of range for f32[2,3]");
+    tl_infer_err(m, reduce(m, OP_REDUCE_MAX, x, TL_DIMS(1, -1), 0), 1,
+                 "nodes[4].attrs.axes: reduce_max: axes [1,-1] name axis 1 twice");
+    tl_infer_err(m, reduce(m, OP_REDUCE_SUM, x, TL_DIMS(0, 0), 0), 1,
+                 "nodes[5].attrs.axes: reduce_sum: axes [0,0] name axis 0 twice");
+    Node *xi = tl_input(m, "xi", DT_I32, TL_DIMS(2, 3));
+    tl_infer_err(m, reduce(m, OP_REDUCE_SUM, xi, TL_DIMS(0), 0), 1,
+                 "nodes[7].inputs[0]: reduce_sum needs f32 here, got i32[2,3]");
     tl_free(m);
 }
 
@@ -201,11 +108,11 @@ static void reduce_case(OpKind op, int naxes, const int64_t *axes, int keep, con
                         const float *want, int count)
 {
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3, 2));
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 2));
     Node *y = reduce(m, op, x, naxes, axes, keep);
     float *got = run1(m, y, rx);
-    infer_ok(m, y, type);
-    assert_near(got, want, count);
+    tl_infer_ok(m, y, type);
+    tl_assert_near(got, want, count);
     free(got);
     tl_free(m);
 }
@@ -216,20 +123,20 @@ static void reduce_values(void **state)
     /* over i and k, per j: j0 3 - 1 + 2 + 6 = 10, j1 4 + 1 - 5 + 3 = 3,
      * j2 -5 + 9 + 5 - 8 = 1; the mean divides by 4; the max per j is
      * max(3, -1, 2, 6) = 6, max(4, 1, -5, 3) = 4, max(-5, 9, 5, -8) = 9 */
-    reduce_case(OP_REDUCE_SUM, DIMS(0, 2), 0, "f32[3]", (float[]){10, 3, 1}, 3);
-    reduce_case(OP_REDUCE_SUM, DIMS(0, 2), 1, "f32[1,3,1]", (float[]){10, 3, 1}, 3);
-    reduce_case(OP_REDUCE_MEAN, DIMS(0, -1), 0, "f32[3]", (float[]){2.5f, 0.75f, 0.25f}, 3);
-    reduce_case(OP_REDUCE_MEAN, DIMS(-1, 0), 1, "f32[1,3,1]", (float[]){2.5f, 0.75f, 0.25f}, 3);
-    reduce_case(OP_REDUCE_MAX, DIMS(2, 0), 0, "f32[3]", (float[]){6, 4, 9}, 3);
-    reduce_case(OP_REDUCE_MAX, DIMS(2, 0), 1, "f32[1,3,1]", (float[]){6, 4, 9}, 3);
+    reduce_case(OP_REDUCE_SUM, TL_DIMS(0, 2), 0, "f32[3]", (float[]){10, 3, 1}, 3);
+    reduce_case(OP_REDUCE_SUM, TL_DIMS(0, 2), 1, "f32[1,3,1]", (float[]){10, 3, 1}, 3);
+    reduce_case(OP_REDUCE_MEAN, TL_DIMS(0, -1), 0, "f32[3]", (float[]){2.5f, 0.75f, 0.25f}, 3);
+    reduce_case(OP_REDUCE_MEAN, TL_DIMS(-1, 0), 1, "f32[1,3,1]", (float[]){2.5f, 0.75f, 0.25f}, 3);
+    reduce_case(OP_REDUCE_MAX, TL_DIMS(2, 0), 0, "f32[3]", (float[]){6, 4, 9}, 3);
+    reduce_case(OP_REDUCE_MAX, TL_DIMS(2, 0), 1, "f32[1,3,1]", (float[]){6, 4, 9}, 3);
     /* over j, per (i, k): i0 k0 3 + 4 - 5 = 2, i0 k1 -1 + 1 + 9 = 9,
      * i1 k0 2 - 5 + 5 = 2, i1 k1 6 + 3 - 8 = 1 */
-    reduce_case(OP_REDUCE_SUM, DIMS(1), 1, "f32[2,1,2]", (float[]){2, 9, 2, 1}, 4);
-    reduce_case(OP_REDUCE_SUM, DIMS(-2), 0, "f32[2,2]", (float[]){2, 9, 2, 1}, 4);
+    reduce_case(OP_REDUCE_SUM, TL_DIMS(1), 1, "f32[2,1,2]", (float[]){2, 9, 2, 1}, 4);
+    reduce_case(OP_REDUCE_SUM, TL_DIMS(-2), 0, "f32[2,2]", (float[]){2, 9, 2, 1}, 4);
     /* everything: 10 + 3 + 1 = 14, mean 14 / 12 = 1.16666667, max 9 */
-    reduce_case(OP_REDUCE_SUM, DIMS(0, 1, 2), 0, "f32[]", (float[]){14}, 1);
-    reduce_case(OP_REDUCE_MEAN, DIMS(0, 1, 2), 0, "f32[]", (float[]){1.16666667f}, 1);
-    reduce_case(OP_REDUCE_MAX, DIMS(0, 1, 2), 1, "f32[1,1,1]", (float[]){9}, 1);
+    reduce_case(OP_REDUCE_SUM, TL_DIMS(0, 1, 2), 0, "f32[]", (float[]){14}, 1);
+    reduce_case(OP_REDUCE_MEAN, TL_DIMS(0, 1, 2), 0, "f32[]", (float[]){1.16666667f}, 1);
+    reduce_case(OP_REDUCE_MAX, TL_DIMS(0, 1, 2), 1, "f32[1,1,1]", (float[]){9}, 1);
 }
 
 /* The maximum of negative numbers is not 0. */
@@ -237,10 +144,10 @@ static void reduce_max_negative(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 2));
-    Node *y = reduce(m, OP_REDUCE_MAX, x, DIMS(1), 0);
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 2));
+    Node *y = reduce(m, OP_REDUCE_MAX, x, TL_DIMS(1), 0);
     float *got = run1(m, y, (float[]){-3, -1, -2, -7});
-    assert_near(got, (float[]){-1, -2}, 2);   /* max(-3, -1), max(-2, -7) */
+    tl_assert_near(got, (float[]){-1, -2}, 2);   /* max(-3, -1), max(-2, -7) */
     free(got);
     tl_free(m);
 }
@@ -249,34 +156,34 @@ static void reduce_lowering(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3, 4));
-    Node *y = reduce(m, OP_REDUCE_MAX, x, DIMS(0, -1), 1);
-    infer_ok(m, y, "f32[1,3,1]");
-    char *text = lowered(m, y);
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 4));
+    Node *y = reduce(m, OP_REDUCE_MAX, x, TL_DIMS(0, -1), 1);
+    tl_infer_ok(m, y, "f32[1,3,1]");
+    char *text = tl_lowered(m, y);
     /* kept axes outside, reduced axes inside; max starts at the box's
      * first element */
-    assert_has(text, "  kernel k0 reduce_max_n3_r8 (%1)\n"
-                     "    for i0 in 0..3\n"
-                     "      let v1: f32 = b0[0, i0, 0]\n"
-                     "      for i2 in 0..2 reduce\n"
-                     "        for i3 in 0..4 reduce\n"
-                     "          v1 max= b0[i2, i0, i3]\n"
-                     "      b1[0, i0, 0] = v1\n");
+    tl_assert_has(text, "  kernel k0 reduce_max_n3_r8 (%1)\n"
+                        "    for i0 in 0..3\n"
+                        "      let v1: f32 = b0[0, i0, 0]\n"
+                        "      for i2 in 0..2 reduce\n"
+                        "        for i3 in 0..4 reduce\n"
+                        "          v1 max= b0[i2, i0, i3]\n"
+                        "      b1[0, i0, 0] = v1\n");
     free(text);
     tl_free(m);
 
     m = tl_module();
-    x = input(m, "x", DT_F32, DIMS(2, 3));
-    y = reduce(m, OP_REDUCE_MEAN, x, DIMS(1, 0), 0);
-    infer_ok(m, y, "f32[]");
-    text = lowered(m, y);
-    assert_has(text, "  buf b1 temp \"y\" : f32[]\n"
-                     "  kernel k0 reduce_mean_n1_r6 (%1)\n"
-                     "    let v0: f32 = 0.0\n"
-                     "    for i1 in 0..2 reduce\n"
-                     "      for i2 in 0..3 reduce\n"
-                     "        v0 += b0[i1, i2]\n"
-                     "    b1[] = v0 / 6.0\n");
+    x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3));
+    y = reduce(m, OP_REDUCE_MEAN, x, TL_DIMS(1, 0), 0);
+    tl_infer_ok(m, y, "f32[]");
+    text = tl_lowered(m, y);
+    tl_assert_has(text, "  buf b1 temp %1 : f32[]\n"
+                        "  kernel k0 reduce_mean_n1_r6 (%1)\n"
+                        "    let v0: f32 = 0.0\n"
+                        "    for i1 in 0..2 reduce\n"
+                        "      for i2 in 0..3 reduce\n"
+                        "        v0 += b0[i1, i2]\n"
+                        "    b1[] = v0 / 6.0\n");
     free(text);
     tl_free(m);
 }
@@ -294,20 +201,20 @@ static void argmax_infer(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3, 4));
-    infer_ok(m, tl_op(m, OP_ARGMAX, "y", 1, x), "i32[2,3]");
-    infer_ok(m, argmax(m, x, 1), "i32[2,4]");
-    infer_ok(m, argmax(m, x, -3), "i32[3,4]");
-    infer_err(m, argmax(m, x, 3),
-              "nodes[4].attrs.axis: argmax: axis 3 is out of range for f32[2,3,4]");
-    Node *v = input(m, "v", DT_F32, DIMS(5));
-    infer_ok(m, argmax(m, v, 0), "i32[]");
-    Node *s = input(m, "s", DT_F32, 0, NULL);
-    infer_err(m, tl_op(m, OP_ARGMAX, "y", 1, s),
-              "nodes[8].attrs.axis: argmax: axis -1 is out of range for f32[]");
-    Node *xi = input(m, "xi", DT_I32, DIMS(3));
-    infer_err(m, tl_op(m, OP_ARGMAX, "y", 1, xi),
-              "nodes[10].inputs[0]: argmax needs f32 here, got i32[3]");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 4));
+    tl_infer_ok(m, tl_op(m, OP_ARGMAX, "y", 1, x), "i32[2,3]");
+    tl_infer_ok(m, argmax(m, x, 1), "i32[2,4]");
+    tl_infer_ok(m, argmax(m, x, -3), "i32[3,4]");
+    tl_infer_err(m, argmax(m, x, 3), 1,
+                 "nodes[4].attrs.axis: argmax: axis 3 is out of range for f32[2,3,4]");
+    Node *v = tl_input(m, "v", DT_F32, TL_DIMS(5));
+    tl_infer_ok(m, argmax(m, v, 0), "i32[]");
+    Node *s = tl_input(m, "s", DT_F32, 0, NULL);
+    tl_infer_err(m, tl_op(m, OP_ARGMAX, "y", 1, s), 1,
+                 "nodes[8].attrs.axis: argmax: axis -1 is out of range for f32[]");
+    Node *xi = tl_input(m, "xi", DT_I32, TL_DIMS(3));
+    tl_infer_err(m, tl_op(m, OP_ARGMAX, "y", 1, xi), 1,
+                 "nodes[10].inputs[0]: argmax needs f32 here, got i32[3]");
     tl_free(m);
 }
 
@@ -315,7 +222,7 @@ static void argmax_values(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 4));
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 4));
     /* row 0: 5 at 1 and 2, the first wins: 1; row 1: -1 at 0 and 2: 0 */
     int32_t *got = run1(m, argmax(m, x, -1), (float[]){1, 5, 5, 2, -1, -3, -1, -2});
     assert_ints(got, (int32_t[]){1, 0}, 2);
@@ -323,7 +230,7 @@ static void argmax_values(void **state)
     tl_free(m);
 
     m = tl_module();
-    x = input(m, "x", DT_F32, DIMS(2, 2));
+    x = tl_input(m, "x", DT_F32, TL_DIMS(2, 2));
     /* columns (1, 3) -> 1; (5, 5) -> 0, the first */
     got = run1(m, argmax(m, x, 0), (float[]){1, 5, 3, 5});
     assert_ints(got, (int32_t[]){1, 0}, 2);
@@ -335,20 +242,20 @@ static void argmax_lowering(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3, 4));
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 4));
     Node *y = argmax(m, x, 1);
-    infer_ok(m, y, "i32[2,4]");
-    char *text = lowered(m, y);
-    assert_has(text, "  kernel k0 argmax_n3 (%1)\n"
-                     "    for i0 in 0..2\n"
-                     "      for i1 in 0..4\n"
-                     "        let v2: f32 = b0[i0, 0, i1]\n"
-                     "        let v3: i64 = 0\n"
-                     "        for i4 in 0..3 reduce\n"
-                     "          if b0[i0, i4, i1] > v2\n"
-                     "            v2 = b0[i0, i4, i1]\n"
-                     "            v3 = i4\n"
-                     "        b1[i0, i1] = v3\n");
+    tl_infer_ok(m, y, "i32[2,4]");
+    char *text = tl_lowered(m, y);
+    tl_assert_has(text, "  kernel k0 argmax_n3 (%1)\n"
+                        "    for i0 in 0..2\n"
+                        "      for i1 in 0..4\n"
+                        "        let v2: f32 = b0[i0, 0, i1]\n"
+                        "        let v3: i64 = 0\n"
+                        "        for i4 in 0..3 reduce\n"
+                        "          if b0[i0, i4, i1] > v2\n"
+                        "            v2 = b0[i0, i4, i1]\n"
+                        "            v3 = i4\n"
+                        "        b1[i0, i1] = v3\n");
     free(text);
     tl_free(m);
 }
@@ -369,19 +276,20 @@ static void topk_infer(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 5));
-    infer_ok(m, topk(m, x, 3, -1, 0), "f32[2,3]");
-    infer_ok(m, topk(m, x, 3, -1, 1), "i32[2,3]");
-    infer_ok(m, topk(m, x, 2, 0, 0), "f32[2,5]");
-    infer_ok(m, topk(m, x, 1, -2, 1), "i32[1,5]");
-    infer_err(m, topk(m, x, 0, -1, 0),
-              "nodes[5].attrs.k: topk: k 0 is not in 1..5 (axis 1 of f32[2,5])");
-    infer_err(m, topk(m, x, 3, 0, 1),
-              "nodes[6].attrs.k: topk: k 3 is not in 1..2 (axis 0 of f32[2,5])");
-    infer_err(m, topk(m, x, 1, 2, 0),
-              "nodes[7].attrs.axis: topk: axis 2 is out of range for f32[2,5]");
-    Node *xi = input(m, "xi", DT_I32, DIMS(3));
-    infer_err(m, topk(m, xi, 1, 0, 0), "nodes[9].inputs[0]: topk needs f32 here, got i32[3]");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 5));
+    tl_infer_ok(m, topk(m, x, 3, -1, 0), "f32[2,3]");
+    tl_infer_ok(m, topk(m, x, 3, -1, 1), "i32[2,3]");
+    tl_infer_ok(m, topk(m, x, 2, 0, 0), "f32[2,5]");
+    tl_infer_ok(m, topk(m, x, 1, -2, 1), "i32[1,5]");
+    tl_infer_err(m, topk(m, x, 0, -1, 0), 1,
+                 "nodes[5].attrs.k: topk: k 0 is not in 1..5 (axis 1 of f32[2,5])");
+    tl_infer_err(m, topk(m, x, 3, 0, 1), 1,
+                 "nodes[6].attrs.k: topk: k 3 is not in 1..2 (axis 0 of f32[2,5])");
+    tl_infer_err(m, topk(m, x, 1, 2, 0), 1,
+                 "nodes[7].attrs.axis: topk: axis 2 is out of range for f32[2,5]");
+    Node *xi = tl_input(m, "xi", DT_I32, TL_DIMS(3));
+    tl_infer_err(m, topk(m, xi, 1, 0, 0), 1,
+                 "nodes[9].inputs[0]: topk needs f32 here, got i32[3]");
     tl_free(m);
 }
 
@@ -390,11 +298,11 @@ static void topk_case(int rank, const int64_t *dims, int64_t k, int64_t axis, fl
                       const float *want_v, const int32_t *want_i, int count)
 {
     Module *m = tl_module();
-    Node *in = input(m, "x", DT_F32, rank, dims);
+    Node *in = tl_input(m, "x", DT_F32, rank, dims);
     Node *outs[2] = {topk(m, in, k, axis, 0), topk(m, in, k, axis, 1)};
     void *got[2];
     run(m, 2, outs, x, got);
-    assert_near(got[0], want_v, count);
+    tl_assert_near(got[0], want_v, count);
     assert_ints(got[1], want_i, count);
     free(got[0]);
     free(got[1]);
@@ -406,14 +314,14 @@ static void topk_values(void **state)
     (void)state;
     /* row 0 (1, 3, 2, 3, 0): 3 at 1 and 3 (lower index first), then 2 at 2
      * row 1 (-1, -1, -1, 4, -1): 4 at 3, then -1 at 0 and 1 of four */
-    topk_case(DIMS(2, 5), 3, -1, (float[]){1, 3, 2, 3, 0, -1, -1, -1, 4, -1},
+    topk_case(TL_DIMS(2, 5), 3, -1, (float[]){1, 3, 2, 3, 0, -1, -1, -1, 4, -1},
               (float[]){3, 3, 2, 4, -1, -1}, (int32_t[]){1, 3, 2, 3, 0, 1}, 6);
     /* along axis 0 of [[2, 5], [7, 1], [7, 5]]: column 0 (2, 7, 7) -> 7 at 1, 7 at 2;
      * column 1 (5, 1, 5) -> 5 at 0, 5 at 2; result [[7, 5], [7, 5]] */
-    topk_case(DIMS(3, 2), 2, 0, (float[]){2, 5, 7, 1, 7, 5},
+    topk_case(TL_DIMS(3, 2), 2, 0, (float[]){2, 5, 7, 1, 7, 5},
               (float[]){7, 5, 7, 5}, (int32_t[]){1, 0, 2, 2}, 4);
     /* all equal, k = the whole axis: indices in order */
-    topk_case(DIMS(4), 4, 0, (float[]){0.5f, 0.5f, 0.5f, 0.5f},
+    topk_case(TL_DIMS(4), 4, 0, (float[]){0.5f, 0.5f, 0.5f, 0.5f},
               (float[]){0.5f, 0.5f, 0.5f, 0.5f}, (int32_t[]){0, 1, 2, 3}, 4);
 }
 
@@ -421,30 +329,30 @@ static void topk_lowering(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(3, 6));
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(3, 6));
     Node *y = topk(m, x, 2, 1, 1);
-    infer_ok(m, y, "i32[3,2]");
-    char *text = lowered(m, y);
+    tl_infer_ok(m, y, "i32[3,2]");
+    char *text = tl_lowered(m, y);
     /* element i2 goes to its rank v3 when the rank is below k */
-    assert_has(text, "  kernel k0 topk_indices_n6_k2 (%1)\n"
-                     "    for i0 in 0..3\n"
-                     "      for i1 in 0..6\n"
-                     "        let v2: i64 = 0\n"
-                     "        for i3 in 0..6 reduce\n"
-                     "          v2 += b0[i0, i3] > b0[i0, i1] || "
-                     "b0[i0, i3] == b0[i0, i1] && i3 < i1\n"
-                     "        if v2 < 2\n"
-                     "          b1[i0, v2] = i1\n");
+    tl_assert_has(text, "  kernel k0 topk_indices_n6_k2 (%1)\n"
+                        "    for i0 in 0..3\n"
+                        "      for i1 in 0..6\n"
+                        "        let v2: i64 = 0\n"
+                        "        for i3 in 0..6 reduce\n"
+                        "          v2 += b0[i0, i3] > b0[i0, i1] || "
+                        "b0[i0, i3] == b0[i0, i1] && i3 < i1\n"
+                        "        if v2 < 2\n"
+                        "          b1[i0, v2] = i1\n");
     free(text);
     tl_free(m);
 
     m = tl_module();
-    x = input(m, "x", DT_F32, DIMS(3, 6));
+    x = tl_input(m, "x", DT_F32, TL_DIMS(3, 6));
     y = topk(m, x, 2, 0, 0);
-    infer_ok(m, y, "f32[2,6]");
-    text = lowered(m, y);
-    assert_has(text, "  kernel k0 topk_values_n3_k2 (%1)\n");
-    assert_has(text, "          b1[v2, i0] = b0[i1, i0]\n");
+    tl_infer_ok(m, y, "f32[2,6]");
+    text = tl_lowered(m, y);
+    tl_assert_has(text, "  kernel k0 topk_values_n3_k2 (%1)\n");
+    tl_assert_has(text, "          b1[v2, i0] = b0[i1, i0]\n");
     free(text);
     tl_free(m);
 }
@@ -469,7 +377,7 @@ static void reduce_jit(void **state)
                     if (mask >> d & 1)
                         axes[n++] = d % 2 ? d - r : d;
                 Module *m = tl_module();
-                Node *x = input(m, "x", DT_F32, SHAPE(i));
+                Node *x = tl_input(m, "x", DT_F32, SHAPE(i));
                 check_case(m, x, reduce(m, (OpKind)op, x, n, axes, mask % 2), 0);
             }
     }
@@ -483,13 +391,13 @@ static void argmax_topk_jit(void **state)
         int r = (int)shapes[i][0];
         for (int axis = -r; axis < r; axis++) {
             Module *m = tl_module();
-            Node *x = input(m, "x", DT_F32, SHAPE(i));
+            Node *x = tl_input(m, "x", DT_F32, SHAPE(i));
             check_case(m, x, argmax(m, x, axis), 1);
             int64_t len = shapes[i][1 + (axis + r) % r];
             for (int64_t k = 1; k <= len; k += len > 2 ? len / 2 : 1)
                 for (int result = 0; result < 2; result++) {
                     m = tl_module();
-                    x = input(m, "x", DT_F32, SHAPE(i));
+                    x = tl_input(m, "x", DT_F32, SHAPE(i));
                     check_case(m, x, topk(m, x, k, axis, result), 1);
                 }
         }

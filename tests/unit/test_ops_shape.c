@@ -10,63 +10,19 @@
 
 #include "tests/unit/testlib.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A shape (or int list) as a count and an array: DIMS(2, 3). */
-#define DIMS(...)                                                         \
-    (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
-
-static Node *input(Module *m, const char *name, DType t, int rank, const int64_t *dims)
-{
-    Node *x = tl_input(m, name, t, 0);
-    x->rank = rank;
-    memcpy(x->dims, dims, sizeof *dims * (size_t)rank);
-    return x;
-}
-
-static void set_ints(Module *m, Node *n, const char *attr, int count, const int64_t *v)
-{
-    AttrVal *a = (AttrVal *)attr_v(n, attr);
-    a->ints = arena_dup(m->a, v, sizeof *v * (size_t)count + 1);
-    a->nints = count;
-    a->given = 1;
-}
-
-/* n infers without a problem to the type `want`, e.g. "f32[2,3]". */
-static void infer_ok(Module *m, Node *n, const char *want)
-{
-    char msg[512], got[128];
-    int errs = tl_infer(m, n, msg, sizeof msg);
-    if (errs)
-        fail_msg("unexpected refusal: %s", msg);
-    snprintf(got, sizeof got, "%s%s", dtype_name(n->dtype), shape_str(m->a, n->rank, n->dims));
-    assert_string_equal(got, want);
-}
-
-/* n is refused with exactly `count` problems, the first being `want`. */
-static void infer_err(Module *m, Node *n, int count, const char *want)
-{
-    char msg[512];
-    assert_int_equal(tl_infer(m, n, msg, sizeof msg), count);
-    assert_string_equal(msg, want);
-}
 
 /* Infers y, makes it the only output, runs the reference on the inputs'
  * data and checks the JIT build (exact for moved elements: tolerance 0);
  * the result is malloc'd. */
 static void *run1(Module *m, Node *y, void **in)
 {
-    char msg[512], err[256];
-    if (tl_infer(m, y, msg, sizeof msg))
-        fail_msg("unexpected refusal: %s", msg);
+    tl_infer_ok(m, y, NULL);
     tl_outputs(m, 1, y);
     void *out[1];
-    if (tl_ref(m, in, NULL, NULL, out, err, sizeof err) != 0)
-        fail_msg("reference failed: %s", err);
-    assert_int_equal(tl_check(m, in, NULL, 0.0), 0);
+    tl_ref_ok(m, in, NULL, NULL, out);
+    tl_check(m, in, NULL, 0.0);
     return out[0];
 }
 
@@ -78,27 +34,6 @@ static void assert_same(const void *got, const void *want, int count)
             if (((const int32_t *)got)[i] != ((const int32_t *)want)[i])
                 fail_msg("element %d differs (bits %08x, want %08x)", i,
                          (unsigned)((const int32_t *)got)[i], (unsigned)((const int32_t *)want)[i]);
-}
-
-/* n lowered alone into a fresh loop program, printed as .kir text
- * (malloc'd). */
-static char *lowered(Module *m, Node *n)
-{
-    m->prog = ir_prog_new(m->a);
-    LowerCx cx = {m, m->a, m->prog};
-    op_table[n->op].lower(&cx, n);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ir_print_prog(f, m);
-    fclose(f);
-    return text;
-}
-
-static void assert_has(const char *text, const char *part)
-{
-    if (!strstr(text, part))
-        fail_msg("lowered program lacks:\n%s\n--- in:\n%s", part, text);
 }
 
 /* Distinct data for leaf x: f32 i + 0.5, or i32 1000 + i, shifted by
@@ -134,7 +69,7 @@ static void check_case(Module *m, Node *y)
 static Node *reshape(Module *m, Node *x, int rank, const int64_t *shape)
 {
     Node *y = tl_op(m, OP_RESHAPE, "y", 1, x);
-    set_ints(m, y, "shape", rank, shape);
+    tl_attr_ints(m, y, "shape", rank, shape);
     return y;
 }
 
@@ -142,16 +77,16 @@ static void reshape_infer(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3));
-    infer_ok(m, reshape(m, x, DIMS(3, -1)), "f32[3,2]");
-    infer_ok(m, reshape(m, x, DIMS(-1)), "f32[6]");
-    infer_ok(m, reshape(m, x, DIMS(1, -1, 3, 1)), "f32[1,2,3,1]");
-    Node *xi = input(m, "xi", DT_I32, DIMS(4));
-    infer_ok(m, reshape(m, xi, DIMS(2, 2)), "i32[2,2]");
-    Node *one = input(m, "one", DT_F32, DIMS(1, 1));
-    infer_ok(m, reshape(m, one, 0, (int64_t[]){0}), "f32[]");
-    Node *s = input(m, "s", DT_F32, 0, NULL);
-    infer_ok(m, reshape(m, s, DIMS(1, -1)), "f32[1,1]");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3));
+    tl_infer_ok(m, reshape(m, x, TL_DIMS(3, -1)), "f32[3,2]");
+    tl_infer_ok(m, reshape(m, x, TL_DIMS(-1)), "f32[6]");
+    tl_infer_ok(m, reshape(m, x, TL_DIMS(1, -1, 3, 1)), "f32[1,2,3,1]");
+    Node *xi = tl_input(m, "xi", DT_I32, TL_DIMS(4));
+    tl_infer_ok(m, reshape(m, xi, TL_DIMS(2, 2)), "i32[2,2]");
+    Node *one = tl_input(m, "one", DT_F32, TL_DIMS(1, 1));
+    tl_infer_ok(m, reshape(m, one, 0, (int64_t[]){0}), "f32[]");
+    Node *s = tl_input(m, "s", DT_F32, 0, NULL);
+    tl_infer_ok(m, reshape(m, s, TL_DIMS(1, -1)), "f32[1,1]");
     tl_free(m);
 }
 
@@ -159,29 +94,29 @@ static void reshape_refusals(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3));
-    infer_err(m, reshape(m, x, DIMS(4, 2)), 1,
-              "nodes[1]: reshape: cannot reshape f32[2,3] (6 elements) to [4,2] (8 elements)");
-    infer_err(m, reshape(m, x, DIMS(4, -1)), 1,
-              "nodes[2]: reshape: cannot reshape f32[2,3] (6 elements) to [4,-1]");
-    infer_err(m, reshape(m, x, DIMS(12, -1)), 1,
-              "nodes[3]: reshape: cannot reshape f32[2,3] (6 elements) to [12,-1]");
-    infer_err(m, reshape(m, x, DIMS(-1, 3, -1)), 1,
-              "nodes[4].attrs.shape: reshape: shape [-1,3,-1] has more than one -1");
-    infer_err(m, reshape(m, x, DIMS(2, 0, 3)), 1,
-              "nodes[5].attrs.shape: reshape: shape [2,0,3] has entry 0; "
-              "entries must be >= 1 or -1");
-    infer_err(m, reshape(m, x, DIMS(-2, -3)), 1,
-              "nodes[6].attrs.shape: reshape: shape [-2,-3] has entry -2; "
-              "entries must be >= 1 or -1");
-    infer_err(m, reshape(m, x, DIMS(1, 1, 1, 1, 1, 1, 6)), 1,
-              "nodes[7].attrs.shape: reshape: shape [1,1,1,1,1,1,6] has rank 7, more than 6");
-    infer_err(m, reshape(m, x, DIMS(INT64_MAX, INT64_MAX, -1)), 1,
-              "nodes[8]: reshape: cannot reshape f32[2,3] (6 elements) to "
-              "[9223372036854775807,9223372036854775807,-1]");
-    infer_err(m, reshape(m, x, DIMS(1099511627776, 1099511627776)), 1,
-              "nodes[9]: reshape: cannot reshape f32[2,3] (6 elements) to "
-              "[1099511627776,1099511627776] (more than 1099511627776 elements)");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3));
+    tl_infer_err(m, reshape(m, x, TL_DIMS(4, 2)), 1,
+                 "nodes[1]: reshape: cannot reshape f32[2,3] (6 elements) to [4,2] (8 elements)");
+    tl_infer_err(m, reshape(m, x, TL_DIMS(4, -1)), 1,
+                 "nodes[2]: reshape: cannot reshape f32[2,3] (6 elements) to [4,-1]");
+    tl_infer_err(m, reshape(m, x, TL_DIMS(12, -1)), 1,
+                 "nodes[3]: reshape: cannot reshape f32[2,3] (6 elements) to [12,-1]");
+    tl_infer_err(m, reshape(m, x, TL_DIMS(-1, 3, -1)), 1,
+                 "nodes[4].attrs.shape: reshape: shape [-1,3,-1] has more than one -1");
+    tl_infer_err(m, reshape(m, x, TL_DIMS(2, 0, 3)), 1,
+                 "nodes[5].attrs.shape: reshape: shape [2,0,3] has entry 0; "
+                 "entries must be >= 1 or -1");
+    tl_infer_err(m, reshape(m, x, TL_DIMS(-2, -3)), 1,
+                 "nodes[6].attrs.shape: reshape: shape [-2,-3] has entry -2; "
+                 "entries must be >= 1 or -1");
+    tl_infer_err(m, reshape(m, x, TL_DIMS(1, 1, 1, 1, 1, 1, 6)), 1,
+                 "nodes[7].attrs.shape: reshape: shape [1,1,1,1,1,1,6] has rank 7, more than 6");
+    tl_infer_err(m, reshape(m, x, TL_DIMS(INT64_MAX, INT64_MAX, -1)), 1,
+                 "nodes[8]: reshape: cannot reshape f32[2,3] (6 elements) to "
+                 "[9223372036854775807,9223372036854775807,-1]");
+    tl_infer_err(m, reshape(m, x, TL_DIMS(1099511627776, 1099511627776)), 1,
+                 "nodes[9]: reshape: cannot reshape f32[2,3] (6 elements) to "
+                 "[1099511627776,1099511627776] (more than 1099511627776 elements)");
     tl_free(m);
 }
 
@@ -189,17 +124,17 @@ static void reshape_values(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3));
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3));
     float xv[] = {0, 1, 2, 3, 4, 5};
-    float *got = run1(m, reshape(m, x, DIMS(3, -1)), (void *[]){xv});
+    float *got = run1(m, reshape(m, x, TL_DIMS(3, -1)), (void *[]){xv});
     /* row-major both ways: [[0, 1, 2], [3, 4, 5]] -> [[0, 1], [2, 3], [4, 5]] */
     assert_same(got, (float[]){0, 1, 2, 3, 4, 5}, 6);
     free(got);
     tl_free(m);
 
     m = tl_module();
-    x = input(m, "x", DT_I32, DIMS(2, 2));
-    int32_t *gi = run1(m, reshape(m, x, DIMS(-1)), (void *[]){(int32_t[]){7, -8, 9, -10}});
+    x = tl_input(m, "x", DT_I32, TL_DIMS(2, 2));
+    int32_t *gi = run1(m, reshape(m, x, TL_DIMS(-1)), (void *[]){(int32_t[]){7, -8, 9, -10}});
     assert_same(gi, (int32_t[]){7, -8, 9, -10}, 4);
     free(gi);
     tl_free(m);
@@ -209,16 +144,16 @@ static void reshape_lowering(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3, 4));
-    Node *y = reshape(m, x, DIMS(4, -1));
-    infer_ok(m, y, "f32[4,6]");
-    char *text = lowered(m, y);
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 4));
+    Node *y = reshape(m, x, TL_DIMS(4, -1));
+    tl_infer_ok(m, y, "f32[4,6]");
+    char *text = tl_lowered(m, y);
     /* the output's flat position, split into the input's indices */
-    assert_has(text, "  kernel k0 reshape_n24 (%1)\n"
-                     "    for i0 in 0..4\n"
-                     "      for i1 in 0..6\n"
-                     "        b1[i0, i1] = b0[(i0 * 6 + i1) / 12, (i0 * 6 + i1) / 4 % 3, "
-                     "(i0 * 6 + i1) % 4]\n");
+    tl_assert_has(text, "  kernel k0 reshape_n24 (%1)\n"
+                        "    for i0 in 0..4\n"
+                        "      for i1 in 0..6\n"
+                        "        b1[i0, i1] = b0[(i0 * 6 + i1) / 12, (i0 * 6 + i1) / 4 % 3, "
+                        "(i0 * 6 + i1) % 4]\n");
     free(text);
     tl_free(m);
 }
@@ -228,7 +163,7 @@ static void reshape_lowering(void **state)
 static Node *transpose(Module *m, Node *x, int rank, const int64_t *perm)
 {
     Node *y = tl_op(m, OP_TRANSPOSE, "y", 1, x);
-    set_ints(m, y, "perm", rank, perm);
+    tl_attr_ints(m, y, "perm", rank, perm);
     return y;
 }
 
@@ -236,22 +171,22 @@ static void transpose_infer(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3, 4));
-    infer_ok(m, transpose(m, x, DIMS(2, 0, 1)), "f32[4,2,3]");
-    infer_ok(m, transpose(m, x, DIMS(-1, 0, -2)), "f32[4,2,3]");
-    infer_ok(m, transpose(m, x, DIMS(0, 1, 2)), "f32[2,3,4]");
-    Node *xi = input(m, "xi", DT_I32, DIMS(5, 6));
-    infer_ok(m, transpose(m, xi, DIMS(1, 0)), "i32[6,5]");
-    Node *s = input(m, "s", DT_F32, 0, NULL);
-    infer_ok(m, transpose(m, s, 0, (int64_t[]){0}), "f32[]");
-    infer_err(m, transpose(m, x, DIMS(0, 1)), 1,
-              "nodes[8].attrs.perm: transpose: perm [0,1] has 2 entries for f32[2,3,4]");
-    infer_err(m, transpose(m, x, DIMS(0, 1, 3)), 1,
-              "nodes[9].attrs.perm: transpose: axis 3 is out of range for f32[2,3,4]");
-    infer_err(m, transpose(m, x, DIMS(0, -4, 1)), 1,
-              "nodes[10].attrs.perm: transpose: axis -4 is out of range for f32[2,3,4]");
-    infer_err(m, transpose(m, x, DIMS(0, 2, -1)), 1,
-              "nodes[11].attrs.perm: transpose: perm [0,2,-1] names axis 2 twice");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 4));
+    tl_infer_ok(m, transpose(m, x, TL_DIMS(2, 0, 1)), "f32[4,2,3]");
+    tl_infer_ok(m, transpose(m, x, TL_DIMS(-1, 0, -2)), "f32[4,2,3]");
+    tl_infer_ok(m, transpose(m, x, TL_DIMS(0, 1, 2)), "f32[2,3,4]");
+    Node *xi = tl_input(m, "xi", DT_I32, TL_DIMS(5, 6));
+    tl_infer_ok(m, transpose(m, xi, TL_DIMS(1, 0)), "i32[6,5]");
+    Node *s = tl_input(m, "s", DT_F32, 0, NULL);
+    tl_infer_ok(m, transpose(m, s, 0, (int64_t[]){0}), "f32[]");
+    tl_infer_err(m, transpose(m, x, TL_DIMS(0, 1)), 1,
+                 "nodes[8].attrs.perm: transpose: perm [0,1] has 2 entries for f32[2,3,4]");
+    tl_infer_err(m, transpose(m, x, TL_DIMS(0, 1, 3)), 1,
+                 "nodes[9].attrs.perm: transpose: axis 3 is out of range for f32[2,3,4]");
+    tl_infer_err(m, transpose(m, x, TL_DIMS(0, -4, 1)), 1,
+                 "nodes[10].attrs.perm: transpose: axis -4 is out of range for f32[2,3,4]");
+    tl_infer_err(m, transpose(m, x, TL_DIMS(0, 2, -1)), 1,
+                 "nodes[11].attrs.perm: transpose: perm [0,2,-1] names axis 2 twice");
     tl_free(m);
 }
 
@@ -259,11 +194,11 @@ static void transpose_values(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3, 4));
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 4));
     float xv[24];                                /* x[i][j][k] = 100i + 10j + k */
     for (int i = 0; i < 24; i++)
         xv[i] = (float)(100 * (i / 12) + 10 * (i / 4 % 3) + i % 4);
-    float *got = run1(m, transpose(m, x, DIMS(-1, 0, 1)), (void *[]){xv});
+    float *got = run1(m, transpose(m, x, TL_DIMS(-1, 0, 1)), (void *[]){xv});
     /* y[a][b][c] = x[b][c][a] = 100b + 10c + a, y is [4,2,3] */
     float want[] = {0, 10, 20, 100, 110, 120,
                     1, 11, 21, 101, 111, 121,
@@ -278,16 +213,16 @@ static void transpose_lowering(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_I32, DIMS(2, 3, 4));
-    Node *y = transpose(m, x, DIMS(2, 0, 1));
-    infer_ok(m, y, "i32[4,2,3]");
-    char *text = lowered(m, y);
-    assert_has(text, "  buf b1 temp \"y\" : i32[4,2,3]\n"
-                     "  kernel k0 transpose_p201_n24 (%1)\n"
-                     "    for i0 in 0..4\n"
-                     "      for i1 in 0..2\n"
-                     "        for i2 in 0..3\n"
-                     "          b1[i0, i1, i2] = b0[i1, i2, i0]\n");
+    Node *x = tl_input(m, "x", DT_I32, TL_DIMS(2, 3, 4));
+    Node *y = transpose(m, x, TL_DIMS(2, 0, 1));
+    tl_infer_ok(m, y, "i32[4,2,3]");
+    char *text = tl_lowered(m, y);
+    tl_assert_has(text, "  buf b1 temp %1 : i32[4,2,3]\n"
+                        "  kernel k0 transpose_p201_n24 (%1)\n"
+                        "    for i0 in 0..4\n"
+                        "      for i1 in 0..2\n"
+                        "        for i2 in 0..3\n"
+                        "          b1[i0, i1, i2] = b0[i1, i2, i0]\n");
     free(text);
     tl_free(m);
 }
@@ -298,32 +233,35 @@ static void concat_infer(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *a = input(m, "a", DT_F32, DIMS(2, 1, 2)), *b = input(m, "b", DT_F32, DIMS(2, 2, 2));
-    Node *d = input(m, "d", DT_F32, DIMS(3, 1, 2)), *ai = input(m, "ai", DT_I32, DIMS(2, 1, 2));
-    Node *r2 = input(m, "r2", DT_F32, DIMS(2, 1)), *s = input(m, "s", DT_F32, 0, NULL);
+    Node *a = tl_input(m, "a", DT_F32, TL_DIMS(2, 1, 2));
+    Node *b = tl_input(m, "b", DT_F32, TL_DIMS(2, 2, 2));
+    Node *d = tl_input(m, "d", DT_F32, TL_DIMS(3, 1, 2));
+    Node *ai = tl_input(m, "ai", DT_I32, TL_DIMS(2, 1, 2));
+    Node *r2 = tl_input(m, "r2", DT_F32, TL_DIMS(2, 1)), *s = tl_input(m, "s", DT_F32, 0, NULL);
     Node *y = tl_op(m, OP_CONCAT, "y", 3, a, b, a);
     tl_attr_i(y, "axis", 1);
-    infer_ok(m, y, "f32[2,4,2]");
+    tl_infer_ok(m, y, "f32[2,4,2]");
     y = tl_op(m, OP_CONCAT, "y", 2, b, a);
     tl_attr_i(y, "axis", -2);
-    infer_ok(m, y, "f32[2,3,2]");
-    infer_ok(m, tl_op(m, OP_CONCAT, "y", 2, a, d), "f32[5,1,2]");     /* axis 0 */
-    infer_ok(m, tl_op(m, OP_CONCAT, "y", 1, a), "f32[2,1,2]");
-    infer_ok(m, tl_op(m, OP_CONCAT, "y", 2, ai, ai), "i32[4,1,2]");
+    tl_infer_ok(m, y, "f32[2,3,2]");
+    tl_infer_ok(m, tl_op(m, OP_CONCAT, "y", 2, a, d), "f32[5,1,2]");     /* axis 0 */
+    tl_infer_ok(m, tl_op(m, OP_CONCAT, "y", 1, a), "f32[2,1,2]");
+    tl_infer_ok(m, tl_op(m, OP_CONCAT, "y", 2, ai, ai), "i32[4,1,2]");
 
     y = tl_op(m, OP_CONCAT, "y", 3, a, b, d);
     tl_attr_i(y, "axis", 1);
-    infer_err(m, y, 1, "nodes[11].inputs[2]: concat: f32[3,1,2] and inputs[0] f32[2,1,2] "
-                       "differ outside axis 1");
-    infer_err(m, tl_op(m, OP_CONCAT, "y", 2, a, ai), 1,
-              "nodes[12].inputs[1]: concat: i32[2,1,2] and inputs[0] f32[2,1,2] differ in dtype");
-    infer_err(m, tl_op(m, OP_CONCAT, "y", 3, a, r2, b), 2,
-              "nodes[13].inputs[1]: concat: f32[2,1] and inputs[0] f32[2,1,2] differ in rank");
+    tl_infer_err(m, y, 1, "nodes[11].inputs[2]: concat: f32[3,1,2] and inputs[0] f32[2,1,2] "
+                 "differ outside axis 1");
+    tl_infer_err(m, tl_op(m, OP_CONCAT, "y", 2, a, ai), 1,
+                 "nodes[12].inputs[1]: concat: i32[2,1,2] and inputs[0] f32[2,1,2] "
+                 "differ in dtype");
+    tl_infer_err(m, tl_op(m, OP_CONCAT, "y", 3, a, r2, b), 2,
+                 "nodes[13].inputs[1]: concat: f32[2,1] and inputs[0] f32[2,1,2] differ in rank");
     y = tl_op(m, OP_CONCAT, "y", 2, a, a);
     tl_attr_i(y, "axis", 3);
-    infer_err(m, y, 1, "nodes[14].attrs.axis: concat: axis 3 is out of range for f32[2,1,2]");
-    infer_err(m, tl_op(m, OP_CONCAT, "y", 2, s, s), 1,
-              "nodes[15].attrs.axis: concat: axis 0 is out of range for f32[]");
+    tl_infer_err(m, y, 1, "nodes[14].attrs.axis: concat: axis 3 is out of range for f32[2,1,2]");
+    tl_infer_err(m, tl_op(m, OP_CONCAT, "y", 2, s, s), 1,
+                 "nodes[15].attrs.axis: concat: axis 0 is out of range for f32[]");
     tl_free(m);
 }
 
@@ -331,8 +269,9 @@ static void concat_values(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *a = input(m, "a", DT_F32, DIMS(2, 1, 2)), *b = input(m, "b", DT_F32, DIMS(2, 2, 2));
-    Node *c = input(m, "c", DT_F32, DIMS(2, 1, 2));
+    Node *a = tl_input(m, "a", DT_F32, TL_DIMS(2, 1, 2));
+    Node *b = tl_input(m, "b", DT_F32, TL_DIMS(2, 2, 2));
+    Node *c = tl_input(m, "c", DT_F32, TL_DIMS(2, 1, 2));
     Node *y = tl_op(m, OP_CONCAT, "y", 3, a, b, c);
     tl_attr_i(y, "axis", -2);
     float av[] = {1, 2, 3, 4}, bv[] = {5, 6, 7, 8, 9, 10, 11, 12}, cv[] = {13, 14, 15, 16};
@@ -350,25 +289,26 @@ static void concat_lowering(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *a = input(m, "a", DT_F32, DIMS(2, 1, 4)), *b = input(m, "b", DT_F32, DIMS(2, 3, 4));
+    Node *a = tl_input(m, "a", DT_F32, TL_DIMS(2, 1, 4));
+    Node *b = tl_input(m, "b", DT_F32, TL_DIMS(2, 3, 4));
     Node *y = tl_op(m, OP_CONCAT, "y", 3, a, b, a);
     tl_attr_i(y, "axis", 1);
-    infer_ok(m, y, "f32[2,5,4]");
-    char *text = lowered(m, y);
+    tl_infer_ok(m, y, "f32[2,5,4]");
+    char *text = tl_lowered(m, y);
     /* one nest per operand, each at its offset along the axis */
-    assert_has(text, "  kernel k0 concat_a1_n40 (%2)\n"
-                     "    for i0 in 0..2\n"
-                     "      for i1 in 0..1\n"
-                     "        for i2 in 0..4\n"
-                     "          b0[i0, i1, i2] = b1[i0, i1, i2]\n"
-                     "    for i3 in 0..2\n"
-                     "      for i4 in 0..3\n"
-                     "        for i5 in 0..4\n"
-                     "          b0[i3, i4 + 1, i5] = b2[i3, i4, i5]\n"
-                     "    for i6 in 0..2\n"
-                     "      for i7 in 0..1\n"
-                     "        for i8 in 0..4\n"
-                     "          b0[i6, i7 + 4, i8] = b1[i6, i7, i8]\n");
+    tl_assert_has(text, "  kernel k0 concat_a1_n40 (%2)\n"
+                        "    for i0 in 0..2\n"
+                        "      for i1 in 0..1\n"
+                        "        for i2 in 0..4\n"
+                        "          b0[i0, i1, i2] = b1[i0, i1, i2]\n"
+                        "    for i3 in 0..2\n"
+                        "      for i4 in 0..3\n"
+                        "        for i5 in 0..4\n"
+                        "          b0[i3, i4 + 1, i5] = b2[i3, i4, i5]\n"
+                        "    for i6 in 0..2\n"
+                        "      for i7 in 0..1\n"
+                        "        for i8 in 0..4\n"
+                        "          b0[i6, i7 + 4, i8] = b1[i6, i7, i8]\n");
     free(text);
     tl_free(m);
 }
@@ -390,27 +330,27 @@ static void slice_infer(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 8));
-    infer_ok(m, slice(m, x, 1, 2, 5), "f32[2,3]");
-    infer_ok(m, slice(m, x, 1, -3, INT64_MAX), "f32[2,3]");
-    infer_ok(m, slice(m, x, -1, 2, 100), "f32[2,6]");
-    infer_ok(m, slice(m, x, 1, 0, -1), "f32[2,7]");
-    infer_ok(m, slice(m, x, 1, -100, INT64_MAX), "f32[2,8]");
-    infer_ok(m, slice(m, x, -2, 1, INT64_MAX), "f32[1,8]");
-    Node *xi = input(m, "xi", DT_I32, DIMS(4));
-    infer_ok(m, slice(m, xi, 0, 1, 3), "i32[2]");
-    infer_err(m, slice(m, x, 1, 5, 3), 1,
-              "nodes[9]: slice selects no elements (start 5, end 3 on a dim of 8)");
-    infer_err(m, slice(m, x, 1, 8, INT64_MAX), 1,
-              "nodes[10]: slice selects no elements (start 8, end 8 on a dim of 8)");
-    infer_err(m, slice(m, x, 1, -1, -1), 1,
-              "nodes[11]: slice selects no elements (start 7, end 7 on a dim of 8)");
-    infer_err(m, slice(m, x, 1, 100, 200), 1,
-              "nodes[12]: slice selects no elements (start 8, end 8 on a dim of 8)");
-    infer_err(m, slice(m, x, 0, 0, -100), 1,
-              "nodes[13]: slice selects no elements (start 0, end 0 on a dim of 2)");
-    infer_err(m, slice(m, x, 2, 0, 1), 1,
-              "nodes[14].attrs.axis: slice: axis 2 is out of range for f32[2,8]");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 8));
+    tl_infer_ok(m, slice(m, x, 1, 2, 5), "f32[2,3]");
+    tl_infer_ok(m, slice(m, x, 1, -3, INT64_MAX), "f32[2,3]");
+    tl_infer_ok(m, slice(m, x, -1, 2, 100), "f32[2,6]");
+    tl_infer_ok(m, slice(m, x, 1, 0, -1), "f32[2,7]");
+    tl_infer_ok(m, slice(m, x, 1, -100, INT64_MAX), "f32[2,8]");
+    tl_infer_ok(m, slice(m, x, -2, 1, INT64_MAX), "f32[1,8]");
+    Node *xi = tl_input(m, "xi", DT_I32, TL_DIMS(4));
+    tl_infer_ok(m, slice(m, xi, 0, 1, 3), "i32[2]");
+    tl_infer_err(m, slice(m, x, 1, 5, 3), 1,
+                 "nodes[9]: slice selects no elements (start 5, end 3 on a dim of 8)");
+    tl_infer_err(m, slice(m, x, 1, 8, INT64_MAX), 1,
+                 "nodes[10]: slice selects no elements (start 8, end 8 on a dim of 8)");
+    tl_infer_err(m, slice(m, x, 1, -1, -1), 1,
+                 "nodes[11]: slice selects no elements (start 7, end 7 on a dim of 8)");
+    tl_infer_err(m, slice(m, x, 1, 100, 200), 1,
+                 "nodes[12]: slice selects no elements (start 8, end 8 on a dim of 8)");
+    tl_infer_err(m, slice(m, x, 0, 0, -100), 1,
+                 "nodes[13]: slice selects no elements (start 0, end 0 on a dim of 2)");
+    tl_infer_err(m, slice(m, x, 2, 0, 1), 1,
+                 "nodes[14].attrs.axis: slice: axis 2 is out of range for f32[2,8]");
     tl_free(m);
 }
 
@@ -418,7 +358,7 @@ static void slice_values(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 5));
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 5));
     float xv[] = {0, 1, 2, 3, 4,
                   5, 6, 7, 8, 9};
     /* start -3 + 5 = 2, end 100 clamped to 5: columns 2, 3, 4 */
@@ -428,7 +368,7 @@ static void slice_values(void **state)
     tl_free(m);
 
     m = tl_module();
-    x = input(m, "x", DT_F32, DIMS(2, 5));
+    x = tl_input(m, "x", DT_F32, TL_DIMS(2, 5));
     /* start -1 + 2 = 1, to the end: row 1 */
     got = run1(m, slice(m, x, 0, -1, INT64_MAX), (void *[]){xv});
     assert_same(got, (float[]){5, 6, 7, 8, 9}, 5);
@@ -440,15 +380,15 @@ static void slice_lowering(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = input(m, "x", DT_F32, DIMS(2, 3, 8));
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 8));
     Node *y = slice(m, x, 2, -5, -1);
-    infer_ok(m, y, "f32[2,3,4]");
-    char *text = lowered(m, y);
-    assert_has(text, "  kernel k0 slice_a2_3_7 (%1)\n"
-                     "    for i0 in 0..2\n"
-                     "      for i1 in 0..3\n"
-                     "        for i2 in 0..4\n"
-                     "          b1[i0, i1, i2] = b0[i0, i1, i2 + 3]\n");
+    tl_infer_ok(m, y, "f32[2,3,4]");
+    char *text = tl_lowered(m, y);
+    tl_assert_has(text, "  kernel k0 slice_a2_3_7 (%1)\n"
+                        "    for i0 in 0..2\n"
+                        "      for i1 in 0..3\n"
+                        "        for i2 in 0..4\n"
+                        "          b1[i0, i1, i2] = b0[i0, i1, i2 + 3]\n");
     free(text);
     tl_free(m);
 }
@@ -466,11 +406,11 @@ static void reshape_transpose_jit(void **state)
             DType dt = t ? DT_I32 : DT_F32;
             int r = (int)shapes[i][0];
             Module *m = tl_module();
-            check_case(m, reshape(m, input(m, "x", dt, SHAPE(i)), DIMS(-1)));
+            check_case(m, reshape(m, tl_input(m, "x", dt, SHAPE(i)), TL_DIMS(-1)));
             m = tl_module();
-            check_case(m, reshape(m, input(m, "x", dt, SHAPE(i)), DIMS(2, -1, 1)));
+            check_case(m, reshape(m, tl_input(m, "x", dt, SHAPE(i)), TL_DIMS(2, -1, 1)));
             m = tl_module();
-            check_case(m, reshape(m, input(m, "x", dt, SHAPE(i)), DIMS(1, 3, -1)));
+            check_case(m, reshape(m, tl_input(m, "x", dt, SHAPE(i)), TL_DIMS(1, 3, -1)));
             /* every rotation and its reverse */
             for (int s = 0; s < r; s++)
                 for (int rev = 0; rev < 2; rev++) {
@@ -478,7 +418,7 @@ static void reshape_transpose_jit(void **state)
                     for (int d = 0; d < r; d++)
                         perm[d] = rev ? (r - 1 - d + s) % r : (d + s) % r - (d % 2 ? r : 0);
                     m = tl_module();
-                    check_case(m, transpose(m, input(m, "x", dt, SHAPE(i)), r, perm));
+                    check_case(m, transpose(m, tl_input(m, "x", dt, SHAPE(i)), r, perm));
                 }
         }
 }
@@ -488,11 +428,11 @@ static void rank0_jit(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    check_case(m, reshape(m, input(m, "x", DT_F32, 0, NULL), DIMS(1, -1, 1)));
+    check_case(m, reshape(m, tl_input(m, "x", DT_F32, 0, NULL), TL_DIMS(1, -1, 1)));
     m = tl_module();
-    check_case(m, reshape(m, input(m, "x", DT_I32, DIMS(1, 1)), 0, (int64_t[]){0}));
+    check_case(m, reshape(m, tl_input(m, "x", DT_I32, TL_DIMS(1, 1)), 0, (int64_t[]){0}));
     m = tl_module();
-    check_case(m, transpose(m, input(m, "x", DT_F32, 0, NULL), 0, (int64_t[]){0}));
+    check_case(m, transpose(m, tl_input(m, "x", DT_F32, 0, NULL), 0, (int64_t[]){0}));
 }
 
 static void concat_slice_jit(void **state)
@@ -508,14 +448,14 @@ static void concat_slice_jit(void **state)
                 memcpy(wide, &shapes[i][1], sizeof wide);
                 wide[ax] += 2;
                 Module *m = tl_module();
-                Node *a = input(m, "a", dt, SHAPE(i)), *b = input(m, "b", dt, r, wide);
+                Node *a = tl_input(m, "a", dt, SHAPE(i)), *b = tl_input(m, "b", dt, r, wide);
                 Node *y = tl_op(m, OP_CONCAT, "y", 3, a, b, a);
                 tl_attr_i(y, "axis", axis);
                 check_case(m, y);
                 for (int64_t start = -len - 1; start <= len; start++)
                     for (int64_t end = -len; end <= len + 1; end += 2) {
                         m = tl_module();
-                        y = slice(m, input(m, "x", dt, SHAPE(i)), axis, start, end);
+                        y = slice(m, tl_input(m, "x", dt, SHAPE(i)), axis, start, end);
                         char msg[256];
                         if (tl_infer(m, y, msg, sizeof msg) == 0)
                             check_case(m, y);

@@ -9,57 +9,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "codegen/codegen.h"
-#include "passes/passes.h"
 #include "tests/unit/testlib.h"
 
-#include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define LN3 1.0986122886681098f     /* exp(LN3) = 3 */
-
-/* ---- helpers ---------------------------------------------------------------- */
-
-/* n infers without a problem to the type `want`, e.g. "f32[2,2,3]". */
-static void infers(Module *m, Node *n, const char *want)
-{
-    char msg[512];
-    if (tl_infer(m, n, msg, sizeof msg))
-        fail_msg("unexpected problem: %s", msg);
-    char got[128];
-    snprintf(got, sizeof got, "%s%s", dtype_name(n->dtype), shape_str(m->a, n->rank, n->dims));
-    assert_string_equal(got, want);
-}
-
-/* n's inference reports msg (JSON path included) as its first problem. */
-static void refuses(Module *m, Node *n, const char *want)
-{
-    char msg[512];
-    int k = tl_infer(m, n, msg, sizeof msg);
-    if (k == 0)
-        fail_msg("no problem reported, wanted: %s", want);
-    assert_string_equal(msg, want);
-}
-
-/* got[i] within 1e-5 of the largest |want[i]|. */
-static void assert_close(const float *got, const float *want, int count)
-{
-    double mx = 0;
-    for (int i = 0; i < count; i++)
-        mx = fmax(mx, fabs(want[i]));
-    for (int i = 0; i < count; i++)
-        if (fabs((double)got[i] - want[i]) > 1e-5 * mx)
-            fail_msg("element %d: got %.9g, want %.9g", i, got[i], want[i]);
-}
-
-/* Runs the reference, which must succeed; out[0..] are to be freed. */
-static void run_ok(Module *m, void **in, void **w, void **st, void **out)
-{
-    char err[512] = "";
-    if (tl_ref(m, in, w, st, out, err, sizeof err) != 0)
-        fail_msg("reference failed: %s", err);
-}
 
 /* Runs the reference, which must fail with exactly `want`. */
 static void run_fails(Module *m, void **in, void **w, void **st, const char *want)
@@ -73,104 +27,17 @@ static void run_fails(Module *m, void **in, void **w, void **st, const char *wan
     assert_string_equal(err, want);
 }
 
-/* The lowered program, compiled by libtcc, agrees with the reference
- * within tol of the reference's largest magnitude. */
-static void jit_agrees(Module *m, void **in, void **w, double tol)
-{
-    assert_int_equal(tl_check(m, in, w, tol), 0);
-}
-
-/* The JIT build of m (whole module lowered, no weights), open: successive
- * runs share its states, as calls of a generated program do. */
-typedef struct {
-    CgJit *j;
-    const rt_model *md;
-    void *h;
-} Jit;
-
-static void jit_open(Jit *jt, Module *m)
-{
-    PassCtx cx = {0};
-    assert_int_equal(m->nweights, 0);
-    assert_true(pass_lower(m, &cx) >= 0);
-    rt_err e = {0, ""};
-    jt->j = cg_jit_new(m, &e);
-    if (!jt->j)
-        fail_msg("JIT build failed: %s", e.msg);
-    jt->md = cg_jit_model(jt->j);
-    jt->h = jt->md->open(NULL);
-    assert_int_equal(jt->md->status(jt->h), RT_OK);
-}
-
-/* One run (outputs of at most 64 values) that fails with RT_EINVAL and
- * exactly the message `want`. */
-static void jit_fails(Jit *jt, void **in, const char *want)
-{
-    float out[64];
-    void *outs[] = {out, out};
-    assert_int_equal(jt->md->run(jt->h, (const void *const *)in, outs), RT_EINVAL);
-    assert_string_equal(jt->md->error(jt->h), want);
-}
-
-static void jit_close(Jit *jt)
-{
-    jt->md->close(jt->h);
-    cg_jit_free(jt->j);
-}
-
-/* count values uniform in [-1, 1) from seed (an LCG: the same everywhere). */
-static float *random_data(int64_t count, uint64_t seed)
-{
-    float *f = malloc(sizeof *f * (size_t)count);
-    for (int64_t i = 0; i < count; i++) {
-        seed = seed * 6364136223846793005u + 1442695040888963407u;
-        f[i] = (float)((double)(seed >> 40) / (1 << 24) * 2 - 1);
-    }
-    return f;
-}
-
-/* The loop IR of n lowered alone, as ir_print_prog prints it (free it). */
-static char *lowered(Module *m, Node *n)
-{
-    m->prog = ir_prog_new(m->a);
-    LowerCx cx = {m, m->a, m->prog};
-    op_table[n->op].lower(&cx, n);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    ir_print_prog(f, m);
-    fclose(f);
-    return text;
-}
-
-/* The number of text's first line that is `line` after its indentation;
- * fails the test when there is none. */
-static int has_line(const char *text, const char *line)
-{
-    size_t len = strlen(line);
-    int no = 0;
-    for (const char *p = text; *p; no++) {
-        p += strspn(p, " ");
-        if (strncmp(p, line, len) == 0 && (p[len] == '\n' || p[len] == 0))
-            return no;
-        p += strcspn(p, "\n");
-        p += *p == '\n';
-    }
-    fail_msg("no line \"%s\" in:\n%s", line, text);
-    return -1;
-}
-
 /* ---- embedding -------------------------------------------------------------- */
 
 static void embedding_infers(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *table = tl_weight(m, "table", 2, (int64_t)4, (int64_t)3);
-    Node *ids = tl_input(m, "ids", DT_I32, 2, (int64_t)2, (int64_t)5);
-    Node *one = tl_input(m, "one", DT_I32, 0);
-    infers(m, tl_op(m, OP_EMBEDDING, "e", 2, table, ids), "f32[2,5,3]");
-    infers(m, tl_op(m, OP_EMBEDDING, "e1", 2, table, one), "f32[3]");
+    Node *table = tl_weight(m, "table", TL_DIMS(4, 3));
+    Node *ids = tl_input(m, "ids", DT_I32, TL_DIMS(2, 5));
+    Node *one = tl_input(m, "one", DT_I32, 0, NULL);
+    tl_infer_ok(m, tl_op(m, OP_EMBEDDING, "e", 2, table, ids), "f32[2,5,3]");
+    tl_infer_ok(m, tl_op(m, OP_EMBEDDING, "e1", 2, table, one), "f32[3]");
     tl_free(m);
 }
 
@@ -178,22 +45,21 @@ static void embedding_refusals(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *table = tl_weight(m, "table", 2, (int64_t)4, (int64_t)3);
-    Node *flat = tl_weight(m, "flat", 1, (int64_t)12);
-    Node *itable = tl_input(m, "itable", DT_I32, 2, (int64_t)4, (int64_t)3);
-    Node *ids = tl_input(m, "ids", DT_I32, 1, (int64_t)2);
-    Node *fids = tl_input(m, "fids", DT_F32, 1, (int64_t)2);
-    Node *deep = tl_input(m, "deep", DT_I32, 6, (int64_t)1, (int64_t)1, (int64_t)1,
-                          (int64_t)1, (int64_t)1, (int64_t)2);
-    refuses(m, tl_op(m, OP_EMBEDDING, "e", 2, itable, ids),
-            "nodes[6].inputs[0]: embedding needs f32 here, got i32[4,3]");
-    refuses(m, tl_op(m, OP_EMBEDDING, "e", 2, flat, ids),
-            "nodes[7].inputs[0]: embedding needs rank 2 here, got f32[12]");
-    refuses(m, tl_op(m, OP_EMBEDDING, "e", 2, table, fids),
-            "nodes[8].inputs[1]: embedding needs i32 here, got f32[2]");
-    refuses(m, tl_op(m, OP_EMBEDDING, "e", 2, table, deep),
-            "nodes[9].inputs[1]: embedding: ids i32[1,1,1,1,1,2] would give a result of rank 7, "
-            "more than 6");
+    Node *table = tl_weight(m, "table", TL_DIMS(4, 3));
+    Node *flat = tl_weight(m, "flat", TL_DIMS(12));
+    Node *itable = tl_input(m, "itable", DT_I32, TL_DIMS(4, 3));
+    Node *ids = tl_input(m, "ids", DT_I32, TL_DIMS(2));
+    Node *fids = tl_input(m, "fids", DT_F32, TL_DIMS(2));
+    Node *deep = tl_input(m, "deep", DT_I32, TL_DIMS(1, 1, 1, 1, 1, 2));
+    tl_infer_err(m, tl_op(m, OP_EMBEDDING, "e", 2, itable, ids), 1,
+                 "nodes[6].inputs[0]: embedding needs f32 here, got i32[4,3]");
+    tl_infer_err(m, tl_op(m, OP_EMBEDDING, "e", 2, flat, ids), 1,
+                 "nodes[7].inputs[0]: embedding needs rank 2 here, got f32[12]");
+    tl_infer_err(m, tl_op(m, OP_EMBEDDING, "e", 2, table, fids), 1,
+                 "nodes[8].inputs[1]: embedding needs i32 here, got f32[2]");
+    tl_infer_err(m, tl_op(m, OP_EMBEDDING, "e", 2, table, deep), 1,
+                 "nodes[9].inputs[1]: embedding: ids i32[1,1,1,1,1,2] would give a result of "
+                 "rank 7, more than 6");
     tl_free(m);
 }
 
@@ -201,8 +67,8 @@ static void embedding_refusals(void **state)
 static Module *embedding_model(Node **e)
 {
     Module *m = tl_module();
-    Node *table = tl_weight(m, "table", 2, (int64_t)4, (int64_t)3);
-    Node *ids = tl_input(m, "ids", DT_I32, 2, (int64_t)2, (int64_t)2);
+    Node *table = tl_weight(m, "table", TL_DIMS(4, 3));
+    Node *ids = tl_input(m, "ids", DT_I32, TL_DIMS(2, 2));
     *e = tl_op(m, OP_EMBEDDING, "tok%emb", 2, table, ids);
     assert_int_equal(tl_infer(m, *e, NULL, 0), 0);
     tl_outputs(m, 1, *e);
@@ -218,12 +84,12 @@ static void embedding_gathers_rows(void **state)
     Module *m = embedding_model(&e);
     int32_t ids[4] = {3, 0, 1, 3};
     void *in[] = {ids}, *w[] = {emb_table}, *out[1];
-    run_ok(m, in, w, NULL, out);
+    tl_ref_ok(m, in, w, NULL, out);
     /* rows 3, 0, 1, 3 of the table */
     float want[12] = {30, 31, 32, 0, 1, 2, 10, 11, 12, 30, 31, 32};
-    assert_close(out[0], want, 12);
+    tl_assert_close(out[0], want, 12);
     free(out[0]);
-    jit_agrees(m, in, w, 1e-5);
+    tl_check(m, in, w, 1e-5);
     tl_free(m);
 }
 
@@ -232,8 +98,8 @@ static void embedding_id_out_of_range(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *table = tl_input(m, "table", DT_F32, 2, (int64_t)4, (int64_t)3);
-    Node *ids = tl_input(m, "ids", DT_I32, 2, (int64_t)2, (int64_t)2);
+    Node *table = tl_input(m, "table", DT_F32, TL_DIMS(4, 3));
+    Node *ids = tl_input(m, "ids", DT_I32, TL_DIMS(2, 2));
     Node *e = tl_op(m, OP_EMBEDDING, "tok%emb", 2, table, ids);
     assert_int_equal(tl_infer(m, e, NULL, 0), 0);
     tl_outputs(m, 1, e);
@@ -241,14 +107,14 @@ static void embedding_id_out_of_range(void **state)
     void *in[] = {emb_table, big};
     run_fails(m, in, NULL, NULL,
               "node 'tok%emb': embedding: id 4 at position 2 is out of range [0, 4)");
-    Jit jt;
-    jit_open(&jt, m);
-    jit_fails(&jt, in, "embedding 'tok%emb': id 4 at position 2 is out of range [0, 4)");
+    TlJit jt;
+    tl_jit_open(&jt, m);
+    tl_jit_fails(&jt, in, "embedding 'tok%emb': id 4 at position 2 is out of range [0, 4)");
     in[1] = neg;
     run_fails(m, in, NULL, NULL,
               "node 'tok%emb': embedding: id -1 at position 0 is out of range [0, 4)");
-    jit_fails(&jt, in, "embedding 'tok%emb': id -1 at position 0 is out of range [0, 4)");
-    jit_close(&jt);
+    tl_jit_fails(&jt, in, "embedding 'tok%emb': id -1 at position 0 is out of range [0, 4)");
+    tl_jit_close(&jt);
     tl_free(m);
 }
 
@@ -257,15 +123,15 @@ static void embedding_lowers(void **state)
     (void)state;
     Node *e;
     Module *m = embedding_model(&e);
-    char *ir = lowered(m, e);
-    has_line(ir, "kernel k0 embedding_v4_d3 (%2)");
-    has_line(ir, "let v2: i64 = b0[i0, i1]");
+    char *ir = tl_lowered(m, e);
+    tl_has_line(ir, "kernel k0 embedding_v4_d3 (%2)");
+    tl_has_line(ir, "let v2: i64 = b0[i0, i1]");
     /* the name's % is doubled so that it cannot act as a directive */
-    int check = has_line(ir, "check v2 >= 0 && v2 < 4 else \"embedding 'tok%%emb': id %lld at "
-                             "position %lld is out of range [0, 4)\", v2, i0 * 2 + i1");
+    int check = tl_has_line(ir, "check v2 >= 0 && v2 < 4 else \"embedding 'tok%%emb': id %lld at "
+                                "position %lld is out of range [0, 4)\", v2, i0 * 2 + i1");
     /* every id is checked before the first row is read */
-    has_line(ir, "let v5: i64 = b0[i3, i4]");
-    assert_true(check < has_line(ir, "b2[i3, i4, i6] = b1[v5, i6]"));
+    tl_has_line(ir, "let v5: i64 = b0[i3, i4]");
+    assert_true(check < tl_has_line(ir, "b2[i3, i4, i6] = b1[v5, i6]"));
     free(ir);
     tl_free(m);
 }
@@ -276,13 +142,13 @@ static void rope_infers(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = tl_input(m, "x", DT_F32, 3, (int64_t)2, (int64_t)3, (int64_t)8);
-    Node *pos = tl_input(m, "pos", DT_I32, 1, (int64_t)2);
-    infers(m, tl_op(m, OP_ROPE, "r", 2, x, pos), "f32[2,3,8]");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 8));
+    Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(2));
+    tl_infer_ok(m, tl_op(m, OP_ROPE, "r", 2, x, pos), "f32[2,3,8]");
     Node *r = tl_op(m, OP_ROPE, "r", 2, x, pos);
     tl_attr_i(r, "rotary_dim", 2);
     tl_attr_i(r, "style", 1);
-    infers(m, r, "f32[2,3,8]");
+    tl_infer_ok(m, r, "f32[2,3,8]");
     tl_free(m);
 }
 
@@ -290,24 +156,25 @@ static void rope_refusals(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *x = tl_input(m, "x", DT_F32, 3, (int64_t)2, (int64_t)3, (int64_t)8);
-    Node *x2 = tl_input(m, "x2", DT_F32, 2, (int64_t)2, (int64_t)8);
-    Node *odd = tl_input(m, "odd", DT_F32, 3, (int64_t)2, (int64_t)3, (int64_t)5);
-    Node *pos = tl_input(m, "pos", DT_I32, 1, (int64_t)2);
-    Node *fpos = tl_input(m, "fpos", DT_F32, 1, (int64_t)2);
-    Node *pos3 = tl_input(m, "pos3", DT_I32, 1, (int64_t)3);
-    refuses(m, tl_op(m, OP_ROPE, "r", 2, x2, pos),
-            "nodes[6].inputs[0]: rope needs rank 3 here, got f32[2,8]");
-    refuses(m, tl_op(m, OP_ROPE, "r", 2, x, fpos),
-            "nodes[7].inputs[1]: rope needs i32 here, got f32[2]");
-    refuses(m, tl_op(m, OP_ROPE, "r", 2, x, pos3),
-            "nodes[8].inputs[1]: rope: positions must be i32[2] to match x f32[2,3,8], got i32[3]");
-    refuses(m, tl_op(m, OP_ROPE, "r", 2, odd, pos),
-            "nodes[9].inputs[0]: rope: x f32[2,3,5] has an odd last dimension; give an even "
-            "rotary_dim below it");
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 3, 8));
+    Node *x2 = tl_input(m, "x2", DT_F32, TL_DIMS(2, 8));
+    Node *odd = tl_input(m, "odd", DT_F32, TL_DIMS(2, 3, 5));
+    Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(2));
+    Node *fpos = tl_input(m, "fpos", DT_F32, TL_DIMS(2));
+    Node *pos3 = tl_input(m, "pos3", DT_I32, TL_DIMS(3));
+    tl_infer_err(m, tl_op(m, OP_ROPE, "r", 2, x2, pos), 1,
+                 "nodes[6].inputs[0]: rope needs rank 3 here, got f32[2,8]");
+    tl_infer_err(m, tl_op(m, OP_ROPE, "r", 2, x, fpos), 1,
+                 "nodes[7].inputs[1]: rope needs i32 here, got f32[2]");
+    tl_infer_err(m, tl_op(m, OP_ROPE, "r", 2, x, pos3), 1,
+                 "nodes[8].inputs[1]: rope: positions must be i32[2] to match x f32[2,3,8], "
+                 "got i32[3]");
+    tl_infer_err(m, tl_op(m, OP_ROPE, "r", 2, odd, pos), 1,
+                 "nodes[9].inputs[0]: rope: x f32[2,3,5] has an odd last dimension; give an even "
+                 "rotary_dim below it");
     Node *r = tl_op(m, OP_ROPE, "r", 2, x, pos);
     tl_attr_f(r, "theta", 0);
-    refuses(m, r, "nodes[10].attrs.theta: rope: theta must be a positive number, got 0");
+    tl_infer_err(m, r, 1, "nodes[10].attrs.theta: rope: theta must be a positive number, got 0");
     static const int64_t bad_dims[] = {3, 10, -2};
     for (int i = 0; i < 3; i++) {
         r = tl_op(m, OP_ROPE, "r", 2, x, pos);
@@ -315,7 +182,7 @@ static void rope_refusals(void **state)
         char want[200];
         snprintf(want, sizeof want, "nodes[%d].attrs.rotary_dim: rope: rotary_dim must be even "
                  "and in [2, 8] for x f32[2,3,8], got %lld", r->id, (long long)bad_dims[i]);
-        refuses(m, r, want);
+        tl_infer_err(m, r, 1, want);
     }
     tl_free(m);
 }
@@ -328,8 +195,8 @@ static void rope_refusals(void **state)
 static Module *rope_model(int style, Node **r)
 {
     Module *m = tl_module();
-    Node *x = tl_input(m, "x", DT_F32, 3, (int64_t)2, (int64_t)1, (int64_t)6);
-    Node *pos = tl_input(m, "pos", DT_I32, 1, (int64_t)2);
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(2, 1, 6));
+    Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(2));
     *r = tl_op(m, OP_ROPE, "r", 2, x, pos);
     tl_attr_f(*r, "theta", 100);
     tl_attr_i(*r, "rotary_dim", 4);
@@ -348,7 +215,7 @@ static void rope_half_by_hand(void **state)
     Node *r;
     Module *m = rope_model(0, &r);
     void *in[] = {rope_x, rope_pos}, *out[1];
-    run_ok(m, in, NULL, NULL, out);
+    tl_ref_ok(m, in, NULL, NULL, out);
     float want[12] = {
         7, -8, 9, -1, 2, 3,          /* position 0: no turn */
         -3.14403912f,                /* x0 c0 - x2 s0 = -0.41614684 - 3 * 0.90929743 */
@@ -357,9 +224,9 @@ static void rope_half_by_hand(void **state)
         4.31760497f,                 /* x3 c1 + x1 s1 = 4 * 0.98006658 + 2 * 0.19866933 */
         5, 6,                        /* past rotary_dim: unchanged */
     };
-    assert_close(out[0], want, 12);
+    tl_assert_close(out[0], want, 12);
     free(out[0]);
-    jit_agrees(m, in, NULL, 1e-5);
+    tl_check(m, in, NULL, 1e-5);
     tl_free(m);
 }
 
@@ -369,7 +236,7 @@ static void rope_interleaved_by_hand(void **state)
     Node *r;
     Module *m = rope_model(1, &r);
     void *in[] = {rope_x, rope_pos}, *out[1];
-    run_ok(m, in, NULL, NULL, out);
+    tl_ref_ok(m, in, NULL, NULL, out);
     float want[12] = {
         7, -8, 9, -1, 2, 3,
         -2.23474169f,                /* x0 c0 - x1 s0 = -0.41614684 - 2 * 0.90929743 */
@@ -378,9 +245,9 @@ static void rope_interleaved_by_hand(void **state)
         4.5162743f,                  /* x3 c1 + x2 s1 = 4 * 0.98006658 + 3 * 0.19866933 */
         5, 6,
     };
-    assert_close(out[0], want, 12);
+    tl_assert_close(out[0], want, 12);
     free(out[0]);
-    jit_agrees(m, in, NULL, 1e-5);
+    tl_check(m, in, NULL, 1e-5);
     tl_free(m);
 }
 
@@ -393,18 +260,18 @@ static void rope_far_positions(void **state)
     (void)state;
     for (int style = 0; style < 2; style++) {
         Module *m = tl_module();
-        Node *x = tl_input(m, "x", DT_F32, 3, (int64_t)16, (int64_t)2, (int64_t)128);
-        Node *pos = tl_input(m, "pos", DT_I32, 1, (int64_t)16);
+        Node *x = tl_input(m, "x", DT_F32, TL_DIMS(16, 2, 128));
+        Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(16));
         Node *r = tl_op(m, OP_ROPE, "r", 2, x, pos);
         tl_attr_i(r, "style", style);
         assert_int_equal(tl_infer(m, r, NULL, 0), 0);
         tl_outputs(m, 1, r);
-        float *xd = random_data(16 * 2 * 128, 11);
+        float *xd = tl_random(16 * 2 * 128, 11);
         int32_t pd[16];
         for (int t = 0; t < 16; t++)
             pd[t] = (t < 8 ? 2000 : 4000) + 13 * t;
         void *in[] = {xd, pd};
-        jit_agrees(m, in, NULL, 1e-4);
+        tl_check(m, in, NULL, 1e-4);
         free(xd);
         tl_free(m);
     }
@@ -419,32 +286,32 @@ static void rope_lowers(void **state)
     (void)state;
     Node *r;
     Module *m = rope_model(0, &r);
-    char *ir = lowered(m, r);
-    has_line(ir, "kernel k0 rope_h1_d6 (%2)");
-    has_line(ir, "buf b0 temp : i32[2]");                       /* turns */
-    has_line(ir, "b0[0] = 341782638");
-    has_line(ir, "b0[1] = 34178264");
-    has_line(ir, "let v1: i64 = b2[i0]");
-    has_line(ir, "for i3 in 0..2");
+    char *ir = tl_lowered(m, r);
+    tl_has_line(ir, "kernel k0 rope_h1_d6 (%2)");
+    tl_has_line(ir, "buf b0 temp : i32[2]");                       /* turns */
+    tl_has_line(ir, "b0[0] = 341782638");
+    tl_has_line(ir, "b0[1] = 34178264");
+    tl_has_line(ir, "let v1: i64 = b2[i0]");
+    tl_has_line(ir, "for i3 in 0..2");
     /* 2pi / 2^31 as f32 */
-    has_line(ir, "let v4: f32 = f32(v1 * b0[i3] % 2147483648) * 2.92583624e-09");
-    has_line(ir, "let v5: f32 = cos(v4)");
-    has_line(ir, "let v6: f32 = sin(v4)");
-    has_line(ir, "let v7: f32 = b3[i0, i2, i3]");
-    has_line(ir, "let v8: f32 = b3[i0, i2, i3 + 2]");
-    has_line(ir, "b1[i0, i2, i3] = v7 * v5 - v8 * v6");
-    has_line(ir, "b1[i0, i2, i3 + 2] = v8 * v5 + v7 * v6");
-    has_line(ir, "for i9 in 4..6");
-    has_line(ir, "b1[i0, i2, i9] = b3[i0, i2, i9]");
+    tl_has_line(ir, "let v4: f32 = f32(v1 * b0[i3] % 2147483648) * 2.92583624e-09");
+    tl_has_line(ir, "let v5: f32 = cos(v4)");
+    tl_has_line(ir, "let v6: f32 = sin(v4)");
+    tl_has_line(ir, "let v7: f32 = b3[i0, i2, i3]");
+    tl_has_line(ir, "let v8: f32 = b3[i0, i2, i3 + 2]");
+    tl_has_line(ir, "b1[i0, i2, i3] = v7 * v5 - v8 * v6");
+    tl_has_line(ir, "b1[i0, i2, i3 + 2] = v8 * v5 + v7 * v6");
+    tl_has_line(ir, "for i9 in 4..6");
+    tl_has_line(ir, "b1[i0, i2, i9] = b3[i0, i2, i9]");
     free(ir);
     tl_free(m);
 
     m = rope_model(1, &r);
-    ir = lowered(m, r);
-    has_line(ir, "let v7: f32 = b3[i0, i2, 2 * i3]");
-    has_line(ir, "let v8: f32 = b3[i0, i2, 2 * i3 + 1]");
-    has_line(ir, "b1[i0, i2, 2 * i3] = v7 * v5 - v8 * v6");
-    has_line(ir, "b1[i0, i2, 2 * i3 + 1] = v8 * v5 + v7 * v6");
+    ir = tl_lowered(m, r);
+    tl_has_line(ir, "let v7: f32 = b3[i0, i2, 2 * i3]");
+    tl_has_line(ir, "let v8: f32 = b3[i0, i2, 2 * i3 + 1]");
+    tl_has_line(ir, "b1[i0, i2, 2 * i3] = v7 * v5 - v8 * v6");
+    tl_has_line(ir, "b1[i0, i2, 2 * i3 + 1] = v8 * v5 + v7 * v6");
     free(ir);
     tl_free(m);
 }
@@ -455,15 +322,15 @@ static void attention_infers(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *q = tl_input(m, "q", DT_F32, 3, (int64_t)2, (int64_t)4, (int64_t)8);
-    Node *k = tl_input(m, "k", DT_F32, 3, (int64_t)5, (int64_t)2, (int64_t)8);
-    Node *v = tl_input(m, "v", DT_F32, 3, (int64_t)5, (int64_t)2, (int64_t)8);
-    Node *pos = tl_input(m, "pos", DT_I32, 0);
-    infers(m, tl_op(m, OP_ATTENTION, "a", 3, q, k, v), "f32[2,4,8]");
+    Node *q = tl_input(m, "q", DT_F32, TL_DIMS(2, 4, 8));
+    Node *k = tl_input(m, "k", DT_F32, TL_DIMS(5, 2, 8));
+    Node *v = tl_input(m, "v", DT_F32, TL_DIMS(5, 2, 8));
+    Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
+    tl_infer_ok(m, tl_op(m, OP_ATTENTION, "a", 3, q, k, v), "f32[2,4,8]");
     Node *a = tl_op(m, OP_ATTENTION, "a", 4, q, k, v, pos);
     tl_attr_i(a, "causal", 0);
     tl_attr_f(a, "scale", 0.25);
-    infers(m, a, "f32[2,4,8]");
+    tl_infer_ok(m, a, "f32[2,4,8]");
     tl_free(m);
 }
 
@@ -471,42 +338,43 @@ static void attention_refusals(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *q = tl_input(m, "q", DT_F32, 3, (int64_t)2, (int64_t)4, (int64_t)8);   /* %0 */
-    Node *q2 = tl_input(m, "q2", DT_F32, 2, (int64_t)2, (int64_t)8);
-    Node *q3 = tl_input(m, "q3", DT_F32, 3, (int64_t)2, (int64_t)3, (int64_t)8);
-    Node *q9 = tl_input(m, "q9", DT_F32, 3, (int64_t)9, (int64_t)4, (int64_t)8);
-    Node *k = tl_input(m, "k", DT_F32, 3, (int64_t)5, (int64_t)2, (int64_t)8);
-    Node *k4 = tl_input(m, "k4", DT_F32, 3, (int64_t)5, (int64_t)2, (int64_t)4);
-    Node *v6 = tl_input(m, "v6", DT_F32, 3, (int64_t)6, (int64_t)2, (int64_t)8);
-    Node *pos = tl_input(m, "pos", DT_I32, 0);
-    Node *fpos = tl_input(m, "fpos", DT_F32, 0);
-    Node *vpos = tl_input(m, "vpos", DT_I32, 1, (int64_t)1);                     /* %9 */
-    refuses(m, tl_op(m, OP_ATTENTION, "a", 3, q2, k, k),
-            "nodes[10].inputs[0]: attention needs rank 3 here, got f32[2,8]");
-    refuses(m, tl_op(m, OP_ATTENTION, "a", 3, q, k4, k4),
-            "nodes[11].inputs[1]: attention: k must be [S, Hkv, 8] to match q f32[2,4,8], "
-            "got f32[5,2,4]");
-    refuses(m, tl_op(m, OP_ATTENTION, "a", 3, q, k, v6),
-            "nodes[12].inputs[2]: attention: v must have k's shape f32[5,2,8], got f32[6,2,8]");
-    refuses(m, tl_op(m, OP_ATTENTION, "a", 3, q3, k, k),
-            "nodes[13]: attention: the 3 query heads are not a multiple of the 2 kv heads: "
-            "q f32[2,3,8], k f32[5,2,8]");
-    refuses(m, tl_op(m, OP_ATTENTION, "a", 3, q9, k, k),
-            "nodes[14]: attention: q has 9 rows, more than the 5 rows of k: "
-            "q f32[9,4,8], k f32[5,2,8]");
-    refuses(m, tl_op(m, OP_ATTENTION, "a", 4, q9, k, k, pos),
-            "nodes[15]: attention: q has 9 rows, more than the 5 rows of k: "
-            "q f32[9,4,8], k f32[5,2,8]");
-    refuses(m, tl_op(m, OP_ATTENTION, "a", 4, q, k, k, fpos),
-            "nodes[16].inputs[3]: attention needs i32 here, got f32[]");
-    refuses(m, tl_op(m, OP_ATTENTION, "a", 4, q, k, k, vpos),
-            "nodes[17].inputs[3]: attention needs rank 0 here, got i32[1]");
+    Node *q = tl_input(m, "q", DT_F32, TL_DIMS(2, 4, 8));  /* %0 */
+    Node *q2 = tl_input(m, "q2", DT_F32, TL_DIMS(2, 8));
+    Node *q3 = tl_input(m, "q3", DT_F32, TL_DIMS(2, 3, 8));
+    Node *q9 = tl_input(m, "q9", DT_F32, TL_DIMS(9, 4, 8));
+    Node *k = tl_input(m, "k", DT_F32, TL_DIMS(5, 2, 8));
+    Node *k4 = tl_input(m, "k4", DT_F32, TL_DIMS(5, 2, 4));
+    Node *v6 = tl_input(m, "v6", DT_F32, TL_DIMS(6, 2, 8));
+    Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
+    Node *fpos = tl_input(m, "fpos", DT_F32, 0, NULL);
+    Node *vpos = tl_input(m, "vpos", DT_I32, TL_DIMS(1));  /* %9 */
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 3, q2, k, k), 1,
+                 "nodes[10].inputs[0]: attention needs rank 3 here, got f32[2,8]");
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 3, q, k4, k4), 1,
+                 "nodes[11].inputs[1]: attention: k must be [S, Hkv, 8] to match q f32[2,4,8], "
+                 "got f32[5,2,4]");
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 3, q, k, v6), 1,
+                 "nodes[12].inputs[2]: attention: v must have k's shape f32[5,2,8], "
+                 "got f32[6,2,8]");
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 3, q3, k, k), 1,
+                 "nodes[13]: attention: the 3 query heads are not a multiple of the 2 kv heads: "
+                 "q f32[2,3,8], k f32[5,2,8]");
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 3, q9, k, k), 1,
+                 "nodes[14]: attention: q has 9 rows, more than the 5 rows of k: q f32[9,4,8], "
+                 "k f32[5,2,8]");
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 4, q9, k, k, pos), 1,
+                 "nodes[15]: attention: q has 9 rows, more than the 5 rows of k: q f32[9,4,8], "
+                 "k f32[5,2,8]");
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 4, q, k, k, fpos), 1,
+                 "nodes[16].inputs[3]: attention needs i32 here, got f32[]");
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 4, q, k, k, vpos), 1,
+                 "nodes[17].inputs[3]: attention needs rank 0 here, got i32[1]");
     Node *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, k);
     tl_attr_f(a, "scale", -1);
-    refuses(m, a, "nodes[18].attrs.scale: attention: scale must be > 0, got -1");
+    tl_infer_err(m, a, 1, "nodes[18].attrs.scale: attention: scale must be > 0, got -1");
     a = tl_op(m, OP_ATTENTION, "a", 3, q, k, k);
     tl_attr_f(a, "scale", 0);                    /* 0 given is not the default */
-    refuses(m, a, "nodes[19].attrs.scale: attention: scale must be > 0, got 0");
+    tl_infer_err(m, a, 1, "nodes[19].attrs.scale: attention: scale must be > 0, got 0");
     tl_free(m);
 }
 
@@ -517,10 +385,10 @@ static void attention_gqa_heads(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *q = tl_input(m, "q", DT_F32, 3, (int64_t)1, (int64_t)4, (int64_t)2);
-    Node *k = tl_input(m, "k", DT_F32, 3, (int64_t)2, (int64_t)2, (int64_t)2);
-    Node *v = tl_input(m, "v", DT_F32, 3, (int64_t)2, (int64_t)2, (int64_t)2);
-    Node *pos = tl_input(m, "pos", DT_I32, 0);
+    Node *q = tl_input(m, "q", DT_F32, TL_DIMS(1, 4, 2));
+    Node *k = tl_input(m, "k", DT_F32, TL_DIMS(2, 2, 2));
+    Node *v = tl_input(m, "v", DT_F32, TL_DIMS(2, 2, 2));
+    Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
     Node *a = tl_op(m, OP_ATTENTION, "a", 4, q, k, v, pos);
     tl_attr_f(a, "scale", 1);
     assert_int_equal(tl_infer(m, a, NULL, 0), 0);
@@ -532,16 +400,16 @@ static void attention_gqa_heads(void **state)
                    8, 4, 0, 1000};
     int32_t p = 1;
     void *in[] = {qd, kd, vd, &p}, *out[1];
-    run_ok(m, in, NULL, NULL, out);
+    tl_ref_ok(m, in, NULL, NULL, out);
     float want[8] = {
         7, 5,          /* h0, kv 0: scores 0, ln3 -> 1/4, 3/4: [4,8]/4 + 3[8,4]/4 */
         7.6f, 4.4f,    /* h1, kv 0: scores 0, 2ln3 -> 1/10, 9/10: [0.4+7.2, 0.8+3.6] */
         750, 250,      /* h2, kv 1: scores ln3, 0 -> 3/4, 1/4 */
         900, 100,      /* h3, kv 1: scores 2ln3, 0 -> 9/10, 1/10 */
     };
-    assert_close(out[0], want, 8);
+    tl_assert_close(out[0], want, 8);
     free(out[0]);
-    jit_agrees(m, in, NULL, 1e-5);
+    tl_check(m, in, NULL, 1e-5);
     tl_free(m);
 }
 
@@ -553,21 +421,21 @@ static void attention_causal_or_not(void **state)
     (void)state;
     for (int causal = 0; causal < 2; causal++) {
         Module *m = tl_module();
-        Node *q = tl_input(m, "q", DT_F32, 3, (int64_t)2, (int64_t)1, (int64_t)1);
-        Node *k = tl_input(m, "k", DT_F32, 3, (int64_t)2, (int64_t)1, (int64_t)1);
-        Node *v = tl_input(m, "v", DT_F32, 3, (int64_t)2, (int64_t)1, (int64_t)1);
+        Node *q = tl_input(m, "q", DT_F32, TL_DIMS(2, 1, 1));
+        Node *k = tl_input(m, "k", DT_F32, TL_DIMS(2, 1, 1));
+        Node *v = tl_input(m, "v", DT_F32, TL_DIMS(2, 1, 1));
         Node *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, v);
         tl_attr_i(a, "causal", causal);
         assert_int_equal(tl_infer(m, a, NULL, 0), 0);
         tl_outputs(m, 1, a);
         float qd[2] = {1, 1}, kd[2] = {0, LN3}, vd[2] = {4, 8};
         void *in[] = {qd, kd, vd}, *out[1];
-        run_ok(m, in, NULL, NULL, out);
+        tl_ref_ok(m, in, NULL, NULL, out);
         /* both keys: 4/4 + 3 * 8/4 = 7; key 0 alone: 4 */
         float want[2][2] = {{7, 7}, {4, 7}};
-        assert_close(out[0], want[causal], 2);
+        tl_assert_close(out[0], want[causal], 2);
         free(out[0]);
-        jit_agrees(m, in, NULL, 1e-5);
+        tl_check(m, in, NULL, 1e-5);
         tl_free(m);
     }
 }
@@ -578,10 +446,10 @@ static void attention_causal_or_not(void **state)
 static Module *attention_at_pos(int64_t T, int causal, Node **a)
 {
     Module *m = tl_module();
-    Node *q = tl_input(m, "q", DT_F32, 3, T, (int64_t)1, (int64_t)4);
-    Node *k = tl_input(m, "k", DT_F32, 3, (int64_t)5, (int64_t)1, (int64_t)4);
-    Node *v = tl_input(m, "v", DT_F32, 3, (int64_t)5, (int64_t)1, (int64_t)4);
-    Node *pos = tl_input(m, "pos", DT_I32, 0);
+    Node *q = tl_input(m, "q", DT_F32, TL_DIMS(T, 1, 4));
+    Node *k = tl_input(m, "k", DT_F32, TL_DIMS(5, 1, 4));
+    Node *v = tl_input(m, "v", DT_F32, TL_DIMS(5, 1, 4));
+    Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
     *a = tl_op(m, OP_ATTENTION, "attn", 4, q, k, v, pos);
     tl_attr_i(*a, "causal", causal);
     assert_int_equal(tl_infer(m, *a, NULL, 0), 0);
@@ -602,12 +470,12 @@ static void attention_decode_at_pos(void **state)
     Module *m = attention_at_pos(1, 1, &a);
     int32_t pos = 2;
     void *in[] = {pos_q, pos_k, pos_v, &pos}, *out[1];
-    run_ok(m, in, NULL, NULL, out);
+    tl_ref_ok(m, in, NULL, NULL, out);
     /* keys 0..2: weights 1/5, 3/5, 1/5: 10/5 + 60/5 + 30/5 = 20 */
     float want[4] = {20, 0, 0, 1};
-    assert_close(out[0], want, 4);
+    tl_assert_close(out[0], want, 4);
     free(out[0]);
-    jit_agrees(m, in, NULL, 1e-5);
+    tl_check(m, in, NULL, 1e-5);
     tl_free(m);
 }
 
@@ -619,13 +487,13 @@ static void attention_prefill_at_pos(void **state)
         Module *m = attention_at_pos(2, causal, &a);
         int32_t pos = 1;
         void *in[] = {pos_q, pos_k, pos_v, &pos}, *out[1];
-        run_ok(m, in, NULL, NULL, out);
+        tl_ref_ok(m, in, NULL, NULL, out);
         /* rows at positions 1 and 2; causal: row 0 sees keys 0..1, weights
          * 1/4, 3/4: 10/4 + 60/4 = 17.5; otherwise keys 0..2 as in decode */
         float want[2][8] = {{20, 0, 0, 1, 20, 0, 0, 1}, {17.5f, 0, 0, 1, 20, 0, 0, 1}};
-        assert_close(out[0], want[causal], 8);
+        tl_assert_close(out[0], want[causal], 8);
         free(out[0]);
-        jit_agrees(m, in, NULL, 1e-5);
+        tl_check(m, in, NULL, 1e-5);
         tl_free(m);
     }
 }
@@ -638,19 +506,19 @@ static void attention_random(void **state)
     static const int64_t T[3] = {5, 5, 1};
     for (int c = 0; c < 3; c++) {
         Module *m = tl_module();
-        Node *q = tl_input(m, "q", DT_F32, 3, T[c], (int64_t)6, (int64_t)16);
-        Node *k = tl_input(m, "k", DT_F32, 3, (int64_t)9, (int64_t)2, (int64_t)16);
-        Node *v = tl_input(m, "v", DT_F32, 3, (int64_t)9, (int64_t)2, (int64_t)16);
-        Node *pos = tl_input(m, "pos", DT_I32, 0);
+        Node *q = tl_input(m, "q", DT_F32, TL_DIMS(T[c], 6, 16));
+        Node *k = tl_input(m, "k", DT_F32, TL_DIMS(9, 2, 16));
+        Node *v = tl_input(m, "v", DT_F32, TL_DIMS(9, 2, 16));
+        Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
         Node *a = tl_op(m, OP_ATTENTION, "a", 4, q, k, v, pos);
         tl_attr_i(a, "causal", c != 0);
         assert_int_equal(tl_infer(m, a, NULL, 0), 0);
         tl_outputs(m, 1, a);
-        float *qd = random_data(T[c] * 6 * 16, 1), *kd = random_data(9 * 2 * 16, 2);
-        float *vd = random_data(9 * 2 * 16, 3);
+        float *qd = tl_random(T[c] * 6 * 16, 1), *kd = tl_random(9 * 2 * 16, 2);
+        float *vd = tl_random(9 * 2 * 16, 3);
         int32_t p = 3;
         void *in[] = {qd, kd, vd, &p};
-        jit_agrees(m, in, NULL, 1e-5);
+        tl_check(m, in, NULL, 1e-5);
         free(qd);
         free(kd);
         free(vd);
@@ -667,16 +535,16 @@ static void attention_pos_out_of_range(void **state)
     void *in[] = {pos_q, pos_k, pos_v, &pos};
     run_fails(m, in, NULL, NULL,
               "node 'attn': attention: pos 4 is out of range [0, 3] (queries T = 2, keys S = 5)");
-    Jit jt;
-    jit_open(&jt, m);
-    jit_fails(&jt, in,
-              "attention 'attn': pos 4 is out of range [0, 3] (queries T = 2, keys S = 5)");
+    TlJit jt;
+    tl_jit_open(&jt, m);
+    tl_jit_fails(&jt, in,
+                 "attention 'attn': pos 4 is out of range [0, 3] (queries T = 2, keys S = 5)");
     pos = -1;
     run_fails(m, in, NULL, NULL,
               "node 'attn': attention: pos -1 is out of range [0, 3] (queries T = 2, keys S = 5)");
-    jit_fails(&jt, in,
-              "attention 'attn': pos -1 is out of range [0, 3] (queries T = 2, keys S = 5)");
-    jit_close(&jt);
+    tl_jit_fails(&jt, in,
+                 "attention 'attn': pos -1 is out of range [0, 3] (queries T = 2, keys S = 5)");
+    tl_jit_close(&jt);
     tl_free(m);
 }
 
@@ -684,8 +552,8 @@ static void attention_pos_out_of_range(void **state)
 static Module *gqa_prefill(int causal, Node **a)
 {
     Module *m = tl_module();
-    Node *q = tl_input(m, "q", DT_F32, 3, (int64_t)3, (int64_t)4, (int64_t)2);
-    Node *k = tl_input(m, "k", DT_F32, 3, (int64_t)3, (int64_t)2, (int64_t)2);
+    Node *q = tl_input(m, "q", DT_F32, TL_DIMS(3, 4, 2));
+    Node *k = tl_input(m, "k", DT_F32, TL_DIMS(3, 2, 2));
     *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, k);
     tl_attr_i(*a, "causal", causal);
     assert_int_equal(tl_infer(m, *a, NULL, 0), 0);
@@ -698,38 +566,38 @@ static void attention_lowers(void **state)
     (void)state;
     Node *a;
     Module *m = attention_at_pos(1, 1, &a);
-    char *ir = lowered(m, a);
-    has_line(ir, "kernel k0 gqa_decode_h1_kv1_d4 (%4)");
-    has_line(ir, "let v0: i64 = b0[]");
-    has_line(ir, "check v0 >= 0 && v0 <= 4 else \"attention 'attn': pos %lld is out of range "
-                 "[0, 4] (queries T = 1, keys S = 5)\", v0");
-    has_line(ir, "buf b1 temp : f32[1,1,5]");                  /* scores */
-    has_line(ir, "let v3: f32 = -inf");
-    has_line(ir, "for i4 in 0..(v0 + i1 + 1) reduce");         /* keys 0 .. pos + t */
-    has_line(ir, "v5 += b3[i1, i2, i6] * b2[i4, i2, i6]");      /* kv head h / 1 */
-    has_line(ir, "b1[i1, i2, i4] = v5 * 0.5");
-    has_line(ir, "v3 max= b1[i1, i2, i4]");
-    has_line(ir, "b1[i1, i2, i8] = exp(b1[i1, i2, i8] - v3)");
-    has_line(ir, "v7 += b1[i1, i2, i8]");
-    has_line(ir, "v10 += b1[i1, i2, i11] * b4[i11, i2, i9]");
-    has_line(ir, "b5[i1, i2, i9] = v10 / v7");
+    char *ir = tl_lowered(m, a);
+    tl_has_line(ir, "kernel k0 gqa_decode_h1_kv1_d4 (%4)");
+    tl_has_line(ir, "let v0: i64 = b0[]");
+    tl_has_line(ir, "check v0 >= 0 && v0 <= 4 else \"attention 'attn': pos %lld is out of range "
+                    "[0, 4] (queries T = 1, keys S = 5)\", v0");
+    tl_has_line(ir, "buf b1 temp : f32[1,1,5]");                  /* scores */
+    tl_has_line(ir, "let v3: f32 = -inf");
+    tl_has_line(ir, "for i4 in 0..(v0 + i1 + 1) reduce");         /* keys 0 .. pos + t */
+    tl_has_line(ir, "v5 += b3[i1, i2, i6] * b2[i4, i2, i6]");      /* kv head h / 1 */
+    tl_has_line(ir, "b1[i1, i2, i4] = v5 * 0.5");
+    tl_has_line(ir, "v3 max= b1[i1, i2, i4]");
+    tl_has_line(ir, "b1[i1, i2, i8] = exp(b1[i1, i2, i8] - v3)");
+    tl_has_line(ir, "v7 += b1[i1, i2, i8]");
+    tl_has_line(ir, "v10 += b1[i1, i2, i11] * b4[i11, i2, i9]");
+    tl_has_line(ir, "b5[i1, i2, i9] = v10 / v7");
     free(ir);
     tl_free(m);
 
     /* GQA prefill without pos: bounds over loop variables, kv head h / 2 */
     m = gqa_prefill(1, &a);
-    ir = lowered(m, a);
-    has_line(ir, "kernel k0 gqa_prefill_causal_h4_kv2_d2 (%2)");
-    has_line(ir, "for i3 in 0..(i0 + 1) reduce");
-    has_line(ir, "v4 += b2[i0, i1, i5] * b1[i3, i1 / 2, i5]");
-    has_line(ir, "b0[i0, i1, i3] = v4 * 0.707106769");        /* 1/sqrt(2) */
-    has_line(ir, "v9 += b0[i0, i1, i10] * b1[i10, i1 / 2, i8]");
+    ir = tl_lowered(m, a);
+    tl_has_line(ir, "kernel k0 gqa_prefill_causal_h4_kv2_d2 (%2)");
+    tl_has_line(ir, "for i3 in 0..(i0 + 1) reduce");
+    tl_has_line(ir, "v4 += b2[i0, i1, i5] * b1[i3, i1 / 2, i5]");
+    tl_has_line(ir, "b0[i0, i1, i3] = v4 * 0.707106769");        /* 1/sqrt(2) */
+    tl_has_line(ir, "v9 += b0[i0, i1, i10] * b1[i10, i1 / 2, i8]");
     free(ir);
     tl_free(m);
     m = gqa_prefill(0, &a);
-    ir = lowered(m, a);
-    has_line(ir, "kernel k0 gqa_prefill_h4_kv2_d2 (%2)");
-    has_line(ir, "for i3 in 0..3 reduce");
+    ir = tl_lowered(m, a);
+    tl_has_line(ir, "kernel k0 gqa_prefill_h4_kv2_d2 (%2)");
+    tl_has_line(ir, "for i3 in 0..3 reduce");
     free(ir);
     tl_free(m);
 }
@@ -740,12 +608,12 @@ static void cache_write_infers(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *kc = tl_state(m, "kc", 3, (int64_t)8, (int64_t)2, (int64_t)4);
-    Node *nw = tl_input(m, "new", DT_F32, 3, (int64_t)3, (int64_t)2, (int64_t)4);
-    Node *pos = tl_input(m, "pos", DT_I32, 0);
+    Node *kc = tl_state(m, "kc", TL_DIMS(8, 2, 4));
+    Node *nw = tl_input(m, "new", DT_F32, TL_DIMS(3, 2, 4));
+    Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
     Node *w1 = tl_op(m, OP_CACHE_WRITE, "w1", 3, kc, nw, pos);
-    infers(m, w1, "f32[8,2,4]");
-    infers(m, tl_op(m, OP_CACHE_WRITE, "w2", 3, w1, nw, pos), "f32[8,2,4]");
+    tl_infer_ok(m, w1, "f32[8,2,4]");
+    tl_infer_ok(m, tl_op(m, OP_CACHE_WRITE, "w2", 3, w1, nw, pos), "f32[8,2,4]");
     tl_free(m);
 }
 
@@ -753,27 +621,27 @@ static void cache_write_refusals(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *kc = tl_state(m, "kc", 3, (int64_t)8, (int64_t)2, (int64_t)4);
-    Node *x = tl_input(m, "x", DT_F32, 3, (int64_t)8, (int64_t)2, (int64_t)4);
-    Node *nw = tl_input(m, "new", DT_F32, 3, (int64_t)3, (int64_t)2, (int64_t)4);
-    Node *n5 = tl_input(m, "n5", DT_F32, 3, (int64_t)3, (int64_t)2, (int64_t)5);
-    Node *n9 = tl_input(m, "n9", DT_F32, 3, (int64_t)9, (int64_t)2, (int64_t)4);
-    Node *pos = tl_input(m, "pos", DT_I32, 0);
-    Node *fpos = tl_input(m, "fpos", DT_F32, 0);                 /* %6 */
-    refuses(m, tl_op(m, OP_CACHE_WRITE, "w", 3, x, nw, pos),
-            "nodes[7].inputs[0]: cache_write: cache must be a state tensor, got 'x'");
+    Node *kc = tl_state(m, "kc", TL_DIMS(8, 2, 4));
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(8, 2, 4));
+    Node *nw = tl_input(m, "new", DT_F32, TL_DIMS(3, 2, 4));
+    Node *n5 = tl_input(m, "n5", DT_F32, TL_DIMS(3, 2, 5));
+    Node *n9 = tl_input(m, "n9", DT_F32, TL_DIMS(9, 2, 4));
+    Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
+    Node *fpos = tl_input(m, "fpos", DT_F32, 0, NULL);  /* %6 */
+    tl_infer_err(m, tl_op(m, OP_CACHE_WRITE, "w", 3, x, nw, pos), 1,
+                 "nodes[7].inputs[0]: cache_write: cache must be a state tensor, got 'x'");
     Node *sum = tl_op(m, OP_ADD, "sum", 2, kc, kc);
     assert_int_equal(tl_infer(m, sum, NULL, 0), 0);
-    refuses(m, tl_op(m, OP_CACHE_WRITE, "w", 3, sum, nw, pos),
-            "nodes[9].inputs[0]: cache_write: cache must be a state tensor, got 'sum'");
-    refuses(m, tl_op(m, OP_CACHE_WRITE, "w", 3, kc, n5, pos),
-            "nodes[10].inputs[1]: cache_write: new must be [T, 2, 4] to match cache f32[8,2,4], "
-            "got f32[3,2,5]");
-    refuses(m, tl_op(m, OP_CACHE_WRITE, "w", 3, kc, n9, pos),
-            "nodes[11].inputs[1]: cache_write: new has 9 rows, more than the 8 rows of cache: "
-            "new f32[9,2,4], cache f32[8,2,4]");
-    refuses(m, tl_op(m, OP_CACHE_WRITE, "w", 3, kc, nw, fpos),
-            "nodes[12].inputs[2]: cache_write needs i32 here, got f32[]");
+    tl_infer_err(m, tl_op(m, OP_CACHE_WRITE, "w", 3, sum, nw, pos), 1,
+                 "nodes[9].inputs[0]: cache_write: cache must be a state tensor, got 'sum'");
+    tl_infer_err(m, tl_op(m, OP_CACHE_WRITE, "w", 3, kc, n5, pos), 1,
+                 "nodes[10].inputs[1]: cache_write: new must be [T, 2, 4] to match cache "
+                 "f32[8,2,4], got f32[3,2,5]");
+    tl_infer_err(m, tl_op(m, OP_CACHE_WRITE, "w", 3, kc, n9, pos), 1,
+                 "nodes[11].inputs[1]: cache_write: new has 9 rows, more than the 8 rows of "
+                 "cache: new f32[9,2,4], cache f32[8,2,4]");
+    tl_infer_err(m, tl_op(m, OP_CACHE_WRITE, "w", 3, kc, nw, fpos), 1,
+                 "nodes[12].inputs[2]: cache_write needs i32 here, got f32[]");
     tl_free(m);
 }
 
@@ -784,12 +652,12 @@ static void cache_write_refusals(void **state)
 static Module *decode_model(void)
 {
     Module *m = tl_module();
-    Node *q = tl_input(m, "q", DT_F32, 3, (int64_t)1, (int64_t)1, (int64_t)2);
-    Node *kn = tl_input(m, "k", DT_F32, 3, (int64_t)1, (int64_t)1, (int64_t)2);
-    Node *vn = tl_input(m, "v", DT_F32, 3, (int64_t)1, (int64_t)1, (int64_t)2);
-    Node *pos = tl_input(m, "pos", DT_I32, 0);
-    Node *kc = tl_state(m, "kc", 3, (int64_t)4, (int64_t)1, (int64_t)2);
-    Node *vc = tl_state(m, "vc", 3, (int64_t)4, (int64_t)1, (int64_t)2);
+    Node *q = tl_input(m, "q", DT_F32, TL_DIMS(1, 1, 2));
+    Node *kn = tl_input(m, "k", DT_F32, TL_DIMS(1, 1, 2));
+    Node *vn = tl_input(m, "v", DT_F32, TL_DIMS(1, 1, 2));
+    Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
+    Node *kc = tl_state(m, "kc", TL_DIMS(4, 1, 2));
+    Node *vc = tl_state(m, "vc", TL_DIMS(4, 1, 2));
     Node *kw = tl_op(m, OP_CACHE_WRITE, "kw", 3, kc, kn, pos);
     Node *vw = tl_op(m, OP_CACHE_WRITE, "vw", 3, vc, vn, pos);
     Node *a = tl_op(m, OP_ATTENTION, "a", 4, q, kw, vw, pos);
@@ -819,9 +687,9 @@ static void cache_write_then_attention(void **state)
     void *st[] = {kcache, vcache}, *out[2];
     for (int i = 0; i < 2; i++) {
         void *in[] = {step_q, step_k[i], step_v[i], &step_pos[i]};
-        run_ok(m, in, NULL, st, out);
-        assert_close(out[0], step_want[i], 2);
-        assert_close(out[1], step_want[i], 2);
+        tl_ref_ok(m, in, NULL, st, out);
+        tl_assert_close(out[0], step_want[i], 2);
+        tl_assert_close(out[1], step_want[i], 2);
         free(out[0]);
         free(out[1]);
     }
@@ -831,17 +699,17 @@ static void cache_write_then_attention(void **state)
     assert_memory_equal(vcache, vwant, sizeof vwant);
 
     /* the JIT build, whose states live across runs too */
-    Jit jt;
-    jit_open(&jt, m);
+    TlJit jt;
+    tl_jit_open(&jt, m);
     for (int i = 0; i < 2; i++) {
         void *in[] = {step_q, step_k[i], step_v[i], &step_pos[i]};
         float a[2], b[2];
         void *outs[] = {a, b};
         assert_int_equal(jt.md->run(jt.h, (const void *const *)in, outs), RT_OK);
-        assert_close(a, step_want[i], 2);
-        assert_close(b, step_want[i], 2);
+        tl_assert_close(a, step_want[i], 2);
+        tl_assert_close(b, step_want[i], 2);
     }
-    jit_close(&jt);
+    tl_jit_close(&jt);
     tl_free(m);
 }
 
@@ -851,7 +719,7 @@ static void cache_write_agrees(void **state)
     (void)state;
     Module *m = decode_model();
     void *in[] = {step_q, step_k[1], step_v[1], &step_pos[1]};
-    jit_agrees(m, in, NULL, 1e-5);
+    tl_check(m, in, NULL, 1e-5);
     tl_free(m);
 }
 
@@ -863,13 +731,13 @@ static void cache_write_pos_out_of_range(void **state)
     int32_t pos = 4;
     void *st[] = {kcache, vcache}, *in[] = {x, x, x, &pos};
     run_fails(m, in, NULL, st,
-              "node 'kw': cache_write: pos 4 is out of range [0, 3] "
-              "(new rows T = 1, cache rows S = 4)");
-    Jit jt;
-    jit_open(&jt, m);
-    jit_fails(&jt, in, "cache_write 'kw': pos 4 is out of range [0, 3] "
-                       "(new rows T = 1, cache rows S = 4)");
-    jit_close(&jt);
+              "node 'kw': cache_write: pos 4 is out of range [0, 3] (new rows T = 1, "
+              "cache rows S = 4)");
+    TlJit jt;
+    tl_jit_open(&jt, m);
+    tl_jit_fails(&jt, in, "cache_write 'kw': pos 4 is out of range [0, 3] "
+                 "(new rows T = 1, cache rows S = 4)");
+    tl_jit_close(&jt);
     tl_free(m);
 }
 
@@ -878,13 +746,13 @@ static void cache_write_lowers(void **state)
     (void)state;
     Module *m = decode_model();
     Node *kw = m->nodes[6];
-    char *ir = lowered(m, kw);
-    has_line(ir, "buf b2 state 0 \"kc\" : f32[4,1,2]");
-    has_line(ir, "kernel k0 cache_write_s4_h1_d2 (%6)");
-    has_line(ir, "let v0: i64 = b0[]");
-    has_line(ir, "check v0 >= 0 && v0 <= 3 else \"cache_write 'kw': pos %lld is out of range "
-                 "[0, 3] (new rows T = 1, cache rows S = 4)\", v0");
-    has_line(ir, "b2[v0 + i1, i2, i3] = b1[i1, i2, i3]");
+    char *ir = tl_lowered(m, kw);
+    tl_has_line(ir, "buf b2 state 0 %4 : f32[4,1,2]");
+    tl_has_line(ir, "kernel k0 cache_write_s4_h1_d2 (%6)");
+    tl_has_line(ir, "let v0: i64 = b0[]");
+    tl_has_line(ir, "check v0 >= 0 && v0 <= 3 else \"cache_write 'kw': pos %lld is out of range "
+                    "[0, 3] (new rows T = 1, cache rows S = 4)\", v0");
+    tl_has_line(ir, "b2[v0 + i1, i2, i3] = b1[i1, i2, i3]");
     assert_ptr_equal(kw->buf, m->nodes[4]->buf);          /* the state's own buffer */
     free(ir);
     tl_free(m);

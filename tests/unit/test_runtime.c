@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "runtime/kiln_rt.h"
+#include "tests/unit/testlib.h"
 
-#include <ftw.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,47 +21,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ---- scratch directory and files ---------------------------------------- */
-
-static char tdir[64];
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb, (void)flag, (void)f;
-    return remove(p);
-}
-
-static int group_setup(void **state)
-{
-    (void)state;
-    strcpy(tdir, "/tmp/kiln-rt-XXXXXX");
-    return mkdtemp(tdir) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return nftw(tdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* tdir/name, in one of a few rotating buffers. */
-static const char *tpath(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tdir, name);
-    return buf[k];
-}
-
-static void put_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
 
 /* A safetensors file: u64 header length, the header, dlen bytes of data
  * (copied from data, or zeros). */
@@ -75,8 +34,8 @@ static const char *st_file(const char *name, const char *header, const void *dat
     memcpy(b + 8, header, hl);
     if (data)
         memcpy(b + 8 + hl, data, dlen);
-    const char *p = tpath(name);
-    put_file(p, b, 8 + hl + dlen);
+    const char *p = tl_tmp_path(name);
+    tl_put_file(p, b, 8 + hl + dlen);
     free(b);
     return p;
 }
@@ -461,38 +420,38 @@ static void test_st_bad_lengths(void **state)
 {
     (void)state;
     unsigned char b[40] = {0};
-    const char *p = tpath("short.st");
-    put_file(p, b, 5);
+    const char *p = tl_tmp_path("short.st");
+    tl_put_file(p, b, 5);
     st_refused(p, RT_EINVAL, "header: the file has 5 bytes, too few for the 8-byte header length");
-    put_file(p, b, 0);
+    tl_put_file(p, b, 0);
     st_refused(p, RT_EINVAL, "the file has 0 bytes");
 
     b[0] = 100; /* 100 > 40 - 8 */
-    put_file(p, b, sizeof b);
+    tl_put_file(p, b, sizeof b);
     st_refused(p, RT_EINVAL, "header: length 100 runs past the end of the file (40 bytes)");
     b[0] = 33;
-    put_file(p, b, sizeof b);
+    tl_put_file(p, b, sizeof b);
     st_refused(p, RT_EINVAL, "length 33 runs past");
 
     memset(b, 0, 8);
     b[7] = 0x10; /* 2^60 */
-    put_file(p, b, sizeof b);
+    tl_put_file(p, b, sizeof b);
     st_refused(p, RT_EINVAL,
                "header: length 1152921504606846976 exceeds the limit of 100000000 bytes");
     b[7] = 0, b[3] = 0x06; /* 100663296 > 100000000 */
-    put_file(p, b, sizeof b);
+    tl_put_file(p, b, sizeof b);
     st_refused(p, RT_EINVAL, "exceeds the limit");
 
     memset(b, 0, 8); /* empty header: not an object */
-    put_file(p, b, 8);
+    tl_put_file(p, b, 8);
     st_refused(p, RT_EINVAL, "not a JSON object");
 }
 
 static void test_st_io_errors(void **state)
 {
     (void)state;
-    st_refused(tpath("nonexistent.st"), RT_EIO, "cannot open: No such file or directory");
-    st_refused(tdir, RT_EIO, "not a regular file");
+    st_refused(tl_tmp_path("nonexistent.st"), RT_EIO, "cannot open: No such file or directory");
+    st_refused(tl_tmp_dir(), RT_EIO, "not a regular file");
 }
 
 /* ---- rt_load_weights ------------------------------------------------------ */
@@ -586,7 +545,7 @@ static void test_weights_errors(void **state)
     weights_refused(p, wi, 4, "invalid JSON");
     float *w[1];
     rt_err e = {0};
-    assert_int_equal(rt_load_weights(tpath("none.st"), wi, 1, w, &e), RT_EIO);
+    assert_int_equal(rt_load_weights(tl_tmp_path("none.st"), wi, 1, w, &e), RT_EIO);
     assert_null(w[0]);
 }
 
@@ -620,5 +579,5 @@ int main(void)
         cmocka_unit_test(test_st_io_errors),      cmocka_unit_test(test_weights_load),
         cmocka_unit_test(test_weights_errors),    cmocka_unit_test(test_weights_16bit),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }

@@ -11,10 +11,10 @@
 #include <cmocka.h>
 
 #include "runtime/kiln_rt.h"
+#include "tests/unit/testlib.h"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,59 +22,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* ---- scratch directory and files ---------------------------------------- */
-
-static char tdir[64];
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb, (void)flag, (void)f;
-    return remove(p);
-}
-
-static int group_setup(void **state)
-{
-    (void)state;
-    strcpy(tdir, "/tmp/kiln-rtm-XXXXXX");
-    return mkdtemp(tdir) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return nftw(tdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tdir, name);
-    return buf[k];
-}
-
-static void put_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-/* The whole file, NUL-terminated, malloc'd; its size in *n. */
-static char *get_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    char *b = malloc(1 << 16);
-    assert_non_null(b);
-    *n = fread(b, 1, (1 << 16) - 1, f);
-    b[*n] = 0;
-    fclose(f);
-    return b;
-}
 
 /* Entries of dir other than . and .. */
 static int count_entries(const char *dir)
@@ -103,8 +50,8 @@ static const char *npy_file(const char *name, int major, const char *header, con
     memcpy(b + pre, header, hl);
     if (data)
         memcpy(b + pre + hl, data, dlen);
-    const char *p = tpath(name);
-    put_file(p, b, pre + hl + dlen);
+    const char *p = tl_tmp_path(name);
+    tl_put_file(p, b, pre + hl + dlen);
     free(b);
     return p;
 }
@@ -127,12 +74,12 @@ static void roundtrip(int dtype, int rank)
         else
             src[i] = i * 1000 - 7;
     }
-    const char *p = tpath("rt.npy");
+    const char *p = tl_tmp_path("rt.npy");
     rt_err e = {0};
     assert_int_equal(rt_npy_write(p, dtype, rank, dims, src, &e), 0);
 
     size_t n;
-    unsigned char *raw = (unsigned char *)get_file(p, &n);
+    unsigned char *raw = (unsigned char *)tl_get_file(p, &n);
     size_t hl = raw[8] | (size_t)raw[9] << 8;
     assert_memory_equal(raw, "\x93NUMPY\x01\x00", 8);
     assert_int_equal((10 + hl) % 64, 0);
@@ -175,9 +122,10 @@ static void test_npy_header_text(void **state)
     float zero[20] = {0};
     for (int i = 0; i < 3; i++) {
         rt_err e = {0};
-        assert_int_equal(rt_npy_write(tpath("h.npy"), RT_F32, c[i].rank, c[i].dims, zero, &e), 0);
+        const char *p = tl_tmp_path("h.npy");
+        assert_int_equal(rt_npy_write(p, RT_F32, c[i].rank, c[i].dims, zero, &e), 0);
         size_t n, dl = strlen(c[i].dict);
-        char *raw = get_file(tpath("h.npy"), &n);
+        char *raw = tl_get_file(p, &n);
         size_t end = 10 + ((unsigned char)raw[8] | (size_t)(unsigned char)raw[9] << 8);
         assert_int_equal(end % 64, 0);
         assert_true(end - 10 - dl - 1 < 64); /* the least padding that aligns */
@@ -283,20 +231,20 @@ static void test_npy_malformed(void **state)
 static void test_npy_bad_prefix(void **state)
 {
     (void)state;
-    const char *p = tpath("magic.npy");
-    put_file(p, "\x93NUMPZ\x01\x00\x10\x00", 10);
+    const char *p = tl_tmp_path("magic.npy");
+    tl_put_file(p, "\x93NUMPZ\x01\x00\x10\x00", 10);
     npy_refused(p, RT_EINVAL, "not a .npy file (bad magic)");
-    put_file(p, "\x93NU", 3);
+    tl_put_file(p, "\x93NU", 3);
     npy_refused(p, RT_EINVAL, "not a .npy file");
-    put_file(p, "\x93NUMPY\x04\x00\x10\x00", 10);
+    tl_put_file(p, "\x93NUMPY\x04\x00\x10\x00", 10);
     npy_refused(p, RT_EINVAL, ".npy version 4.0 is not supported");
-    put_file(p, "\x93NUMPY\x01\x00\x40", 9);
+    tl_put_file(p, "\x93NUMPY\x01\x00\x40", 9);
     npy_refused(p, RT_EINVAL, "header: truncated");
-    put_file(p, "\x93NUMPY\x01\x00\x40\x00{'descr'", 17);
+    tl_put_file(p, "\x93NUMPY\x01\x00\x40\x00{'descr'", 17);
     npy_refused(p, RT_EINVAL, "header: truncated (64 bytes declared, 7 present)");
-    put_file(p, "\x93NUMPY\x02\x00\x00\x00\x00\x01", 12);
+    tl_put_file(p, "\x93NUMPY\x02\x00\x00\x00\x00\x01", 12);
     npy_refused(p, RT_EINVAL, "header: length 16777216 exceeds the limit");
-    npy_refused(tpath("nonexistent.npy"), RT_EIO, "cannot open: No such file or directory");
+    npy_refused(tl_tmp_path("nonexistent.npy"), RT_EIO, "cannot open: No such file or directory");
 }
 
 static void test_npy_read_agree(void **state)
@@ -332,7 +280,7 @@ static void test_npy_read_agree(void **state)
 static void expect_intact(const char *p, const char *text)
 {
     size_t n;
-    char *b = get_file(p, &n);
+    char *b = tl_get_file(p, &n);
     assert_string_equal(b, text);
     free(b);
 }
@@ -340,12 +288,12 @@ static void expect_intact(const char *p, const char *text)
 static void test_npy_write_failures(void **state)
 {
     (void)state;
-    mkdir(tpath("w"), 0777);
-    const char *dir = tpath("w");
+    mkdir(tl_tmp_path("w"), 0777);
+    const char *dir = tl_tmp_path("w");
     char target[256], sub[256];
     snprintf(target, sizeof target, "%s/out.npy", dir);
     snprintf(sub, sizeof sub, "%s/sub.npy", dir);
-    put_file(target, "keep", 4);
+    tl_put_file(target, "keep", 4);
     mkdir(sub, 0777);
     int64_t dims[1] = {4096};
     float *big = calloc(4096, sizeof *big);
@@ -375,7 +323,8 @@ static void test_npy_write_failures(void **state)
 
     /* a missing directory */
     e.code = 0;
-    assert_int_equal(rt_npy_write(tpath("no/such/dir.npy"), RT_F32, 1, dims, big, &e), RT_EIO);
+    const char *nodir = tl_tmp_path("no/such/dir.npy");
+    assert_int_equal(rt_npy_write(nodir, RT_F32, 1, dims, big, &e), RT_EIO);
     assert_non_null(strstr(e.msg, "cannot write: No such file or directory"));
 
     /* an unwritable directory (only meaningful when not root) */
@@ -532,8 +481,8 @@ static run_result run_main(const char *arg, ...)
     va_end(ap);
     fflush(stdout), fflush(stderr);
     int so = dup(1), se = dup(2);
-    int fo = open(tpath("stdout.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = open(tpath("stderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fo = open(tl_tmp_path("stdout.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(tl_tmp_path("stderr.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fo, 1), dup2(fe, 2);
     close(fo), close(fe);
     ao_opened = ao_closed = 0;
@@ -542,8 +491,8 @@ static run_result run_main(const char *arg, ...)
     dup2(so, 1), dup2(se, 2);
     close(so), close(se);
     assert_int_equal(ao_opened, ao_closed); /* closed on every path */
-    r.out = get_file(tpath("stdout.txt"), &r.nout);
-    r.err = get_file(tpath("stderr.txt"), &r.nerr);
+    r.out = tl_get_file(tl_tmp_path("stdout.txt"), &r.nout);
+    r.err = tl_get_file(tl_tmp_path("stderr.txt"), &r.nerr);
     return r;
 }
 
@@ -632,7 +581,7 @@ static void test_main_input_errors(void **state)
              npy_file("x34.npy", 1, HDR("<f4", "False", "(3, 4)"), d, sizeof d));
     expect_error(run_main("--input", arg, NULL), RT_EINVAL,
                  "input 'x': shape [3,4] in the file, the model declares [2,3]");
-    snprintf(arg, sizeof arg, "x=%s", tpath("missing.npy"));
+    snprintf(arg, sizeof arg, "x=%s", tl_tmp_path("missing.npy"));
     expect_error(run_main("--input", arg, NULL), RT_EIO,
                  "missing.npy: cannot open: No such file or directory");
     expect_error(run_main("--weights", "w.safetensors", NULL), RT_EINVAL,
@@ -640,7 +589,7 @@ static void test_main_input_errors(void **state)
     snprintf(arg, sizeof arg, "x=%s", x_file("x99.npy", 99));
     expect_error(run_main("--input", arg, NULL), RT_EINVAL, "prog: id 99 is out of range [0, 10)");
     /* x is seeded, but a failure is still one line: the notes come last */
-    snprintf(arg, sizeof arg, "y=%s", tpath("no/dir/y.npy"));
+    snprintf(arg, sizeof arg, "y=%s", tl_tmp_path("no/dir/y.npy"));
     expect_error(run_main("--output", arg, NULL), RT_EIO,
                  "no/dir/y.npy: cannot write: No such file or directory");
 }
@@ -650,7 +599,7 @@ static void test_main_output(void **state)
     (void)state;
     char in[300], out[300];
     snprintf(in, sizeof in, "x=%s", x_file("x.npy", 0));
-    snprintf(out, sizeof out, "--output=y=%s", tpath("y.npy"));
+    snprintf(out, sizeof out, "--output=y=%s", tl_tmp_path("y.npy"));
     ao_runs = 0;
     run_result r = run_main("--input", in, out, "--repeat", "3", "--threads=1", NULL);
     assert_int_equal(r.rc, 0);
@@ -662,7 +611,7 @@ static void test_main_output(void **state)
     run_free(&r);
     rt_array a;
     rt_err e = {0};
-    assert_int_equal(rt_npy_load(tpath("y.npy"), &a, &e), 0);
+    assert_int_equal(rt_npy_load(tl_tmp_path("y.npy"), &a, &e), 0);
     float want[6] = {1, 2, 3, 4, 5, 6};
     assert_true(a.dtype == RT_F32 && a.rank == 2 && a.dims[0] == 2 && a.dims[1] == 3);
     assert_memory_equal(a.data, want, sizeof want);
@@ -731,5 +680,5 @@ int main(void)
         cmocka_unit_test(test_main_seeded),
         cmocka_unit_test(test_main_names_with_eq),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }
