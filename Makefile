@@ -23,7 +23,10 @@ TESTS := $(TEST_SRCS:tests/unit/%.c=$(B)/tests/%)
 
 all: $(KILN)
 
-$(KILN): $(B)/main.o $(OBJS)
+# The command line: main.c, and bench.c for `kiln bench` and `kiln machine`.
+CLI_OBJS := $(B)/main.o $(B)/bench.o
+
+$(KILN): $(CLI_OBJS) $(OBJS)
 	$(CC) $(CFLAGS) -fopenmp -o $@ $^ $(LDLIBS)
 
 $(B)/%.o: %.c

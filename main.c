@@ -1,5 +1,6 @@
 /* main.c: the kiln command line. Parses options, calls the layers, prints.
  * Nothing below this file exits or prints usage. */
+#include "cli.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -704,6 +705,10 @@ int main(int argc, char **argv)
         return cmd_passes();
     if (!strcmp(cmd, "opt"))
         return cmd_opt(argc, argv);
+    if (!strcmp(cmd, "bench"))
+        return cli_bench(argc, argv);
+    if (!strcmp(cmd, "machine"))
+        return cli_machine(argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name))
             return model_command(&commands[i], argc, argv);
