@@ -2,8 +2,11 @@
 # Several builds may share the tree: make B=build-x KILN=build-x/kiln
 #   make           build ./kiln
 #   make test      every test (unit, golden, end-to-end)
+#   make golden    the golden pass tests; UPDATE=fuse/case rewrites one's expectation
 #   make demo      the main job on the shipped examples
 #   make deps      install the Debian packages kiln needs (as root)
+#   make bench     time every example and the linear kernels vs OpenBLAS
+#   make deps-bench  install OpenBLAS, which only the benchmark uses (as root)
 CC ?= cc
 B := build
 KILN := kiln
@@ -74,8 +77,27 @@ test: need-deps
 	@$(MAKE) --no-print-directory $(KILN) $(TESTS)
 	@sh tests/run.sh $(TESTS)
 
+# Golden pass tests (tests/passes/PASS/CASE.kir, run by tests/golden.sh):
+# `make golden UPDATE=lower/mlp` (or UPDATE=lower) rewrites expectations.
+golden: $(KILN)
+	@KILN=$(KILN) sh tests/golden.sh $(if $(UPDATE),-u $(UPDATE))
+
+.PHONY: golden
+
 clean:
 	rm -rf $(B) kiln
 
-.PHONY: all deps need-deps demo test clean
+# ---- benchmarks (never part of `make test`: tests do not depend on speed) --
+# Every example, then kiln's linear kernels beside OpenBLAS, on 2 threads.
+bench: $(KILN)
+	@mkdir -p $(B)
+	./$(KILN) bench --threads 2 --json $(B)/bench.json
+
+deps-bench:
+	@if dpkg -s libopenblas-dev >/dev/null 2>&1; then echo "deps-bench: libopenblas-dev present"; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "deps-bench: run as root: apt-get install libopenblas-dev" >&2; exit 1; fi; \
+	echo "deps-bench: installing libopenblas-dev" >&2; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas-dev >&2
+
+.PHONY: all deps need-deps demo test clean bench deps-bench
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

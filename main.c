@@ -593,10 +593,12 @@ static int run_list(Module *m, const char *list)
  * machine figures, so the output is the same on every machine. */
 static int cmd_opt(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *list = "";
+    const char *in = NULL, *out = NULL, *list = NULL;
     for (int i = 2; i < argc; i++) {
         const char *v;
-        if ((v = opt_value(argc, argv, &i, "--passes")))
+        if ((v = opt_value(argc, argv, &i, "--passes")) && !*v)
+            return usage_error("%s needs a list of passes, e.g. fuse,tile", "--passes");
+        else if (v)
             list = v;
         else if ((v = opt_value(argc, argv, &i, "-o")))
             out = v;
@@ -609,6 +611,8 @@ static int cmd_opt(int argc, char **argv)
     }
     if (!in)
         return usage_error("%s needs a .kir file", "opt");
+    if (!list)
+        return usage_error("%s needs --passes a,b", "opt");
     if (out && same_file(out, in))
         return usage_error("-o %s would overwrite the input", out);
     size_t len = 0;
@@ -616,6 +620,11 @@ static int cmd_opt(int argc, char **argv)
     if (!text) {
         fprintf(stderr, "kiln: %s: %s\n", in, strerror(errno));
         return EXIT_IO;
+    }
+    if (strlen(text) != len) {
+        fprintf(stderr, "kiln: %s: a .kir file is text; this one holds a NUL byte\n", in);
+        free(text);
+        return EXIT_INVALID;
     }
     Arena *a = arena_new();
     Diags d;

@@ -226,7 +226,7 @@ void ir_verify_graph(Module *m);
 /* ---- parse.c: .kir text back to a module (ir/KIR.md) ------------------ */
 /* Parses what ir_print_module prints (a graph, and a program once
  * lowered; leading "#" lines before `graph` are skipped). Returns NULL
- * with every problem in d as "FILE:LINE: message". */
+ * with the first problem in d as "FILE: line N: message". */
 Module *ir_parse(Arena *a, const char *file, const char *text, Diags *d);
 
 /* ---- ref.c: the reference interpreter ------------------------------- */
@@ -477,6 +477,19 @@ void ir_prog_layout(Prog *p);
  * nothing stored to inputs or weights, locals declared before use, no
  * nested parallel loops, no check inside a parallel loop); KILN_BUG. */
 void ir_verify_prog(const Module *m);
+/* Structural equality of two expressions. */
+int ir_expr_equal(const Expr *x, const Expr *y);
+/* The coefficient of v in e when e is affine in v (sums, differences and
+ * constant multiples; v appears in no other part); *affine = 0 if not. */
+int64_t ir_expr_coef(const Expr *e, const Var *v, int *affine);
+/* Whether loop s's iterations may run in any order, or at once: it holds
+ * no run-time check, assigns no scalar declared outside it, and every
+ * storage it writes (but local arrays declared inside it, private to an
+ * iteration) is accessed only at elements no other iteration touches:
+ * along some dim, every access's index is a*v + c + a span of inner loop
+ * variables narrower than |a|, with the same a and the same loop-invariant
+ * c. Returns 1, or 0 with *why (if not NULL) saying why not, for notes. */
+int ir_loop_independent(Arena *a, Stmt *s, const char **why);
 
 /* ---- cost.c: what a kernel costs, for dumps and profiles ------------- */
 /* FLOPs (multiply and add count one each; exp, sqrt, ... one) and bytes

@@ -1,0 +1,493 @@
+/* ir/parse_prog.c: the program section of a .kir file (KIR.md): buffers,
+ * the arena, kernels and their statements (expressions: parse_expr.c).
+ *
+ * Contract (with parse.c's): the program read is one ir_verify_prog
+ * accepts: dense buffer and kernel ids, views of buffers that are not
+ * views, every variable and local buffer used in its scope, no store to
+ * an input or a weight, no parallel loop in a parallel loop, no check in
+ * one; and one codegen prints safely: buffer numbers within the graph's
+ * counts, a check's message a printf format for exactly its arguments.
+ * 1. Buffers and the arena, then views linked to their bases.
+ * 2. Kernels: the header, then statements by indentation, each kernel's
+ *    variables made by id as their `for` or `let` declares them.
+ * 3. Every node gets the buffer holding its value (Node.buf). */
+#include "parse.h"
+
+#include <limits.h>
+#include <string.h>
+
+#define MAX_VAR_ID 100000         /* k->nvars sizes passes' tables */
+#define MAX_DEPTH 64              /* statements nested in statements */
+
+/* The word w comes next (not taken). */
+static int at_word(Parser *ps, const char *w)
+{
+    const char *save = ps->p;
+    int yes = kir_accept(ps, w);
+    ps->p = save;
+    return yes;
+}
+
+/* ---- buffers ---------------------------------------------------------- */
+
+/* A view waiting for its base: `of bM` may name a later buffer. */
+typedef struct {
+    Buf *b;
+    int base, line;
+} Pending;
+
+static BufKind buf_kind(Parser *ps)
+{
+    for (int k = BK_INPUT; k <= BK_LOCAL; k++)
+        if (kir_accept(ps, bufkind_name((BufKind)k)))
+            return (BufKind)k;
+    kir_fail(ps, "expected a buffer kind (input, output, weight, state, temp or local), "
+                 "found %s", kir_found(ps));
+}
+
+/* The number of an input, output, weight or state buffer: one of the
+ * graph's. */
+static void buf_index(Parser *ps, const Buf *b)
+{
+    const Module *m = ps->m;
+    int count[] = {[BK_INPUT] = m->ninputs, [BK_OUTPUT] = m->noutputs,
+                   [BK_WEIGHT] = m->nweights, [BK_STATE] = m->nstates};
+    if (b->kind > BK_STATE)
+        return;
+    if (b->index < 0)
+        kir_fail(ps, "b%d needs its number among the %ss", b->id, bufkind_name(b->kind));
+    if (b->index >= count[b->kind])
+        kir_fail(ps, "b%d is %s %d, but the graph has %d %ss", b->id, bufkind_name(b->kind),
+                 b->index, count[b->kind], bufkind_name(b->kind));
+}
+
+/* view = "strides" "[" [INT {"," INT}] "]" "offset" INT ["of" bN] */
+static void view(Parser *ps, Buf *b, int *base)
+{
+    int n = 0;
+    kir_expect(ps, "[");
+    if (!kir_accept(ps, "]")) {
+        do {
+            int64_t s = kir_int(ps, "a stride");
+            if (n < b->rank)
+                b->strides[n] = s;
+            n++;
+        } while (kir_accept(ps, ","));
+        kir_expect(ps, "]");
+    }
+    if (n != b->rank)
+        kir_fail(ps, "b%d has %d dimensions but %d strides", b->id, b->rank, n);
+    kir_expect(ps, "offset");
+    b->offset = kir_int(ps, "an offset");
+    if (kir_accept(ps, "of") && (*base = kir_ref(ps, 'b')) < 0)
+        kir_fail(ps, "expected a buffer bN, found %s", kir_found(ps));
+}
+
+/* buf = "buf" bN KIND [INT] [%N] ":" type [view] ["@" INT] NL */
+static Pending buf(Parser *ps, Prog *p)
+{
+    int id = kir_ref(ps, 'b');
+    if (id != p->nbufs)
+        kir_fail(ps, "expected b%d (buffer ids count up from b0), found %s", p->nbufs,
+                 id < 0 ? kir_found(ps) : arena_printf(ps->a, "'b%d'", id));
+    BufKind kind = buf_kind(ps);
+    int64_t index = -1;
+    double f;
+    int is_float;
+    if (kir_number(ps, &index, &f, &is_float) && (is_float || index < 0 || index > INT_MAX))
+        kir_fail(ps, "a buffer's number is an integer >= 0");
+    Node *n = kir_peek(ps, '%') ? kir_node(ps) : NULL;
+    DType t;
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+    kir_expect(ps, ":");
+    kir_type(ps, &t, &rank, dims);
+    Buf *b = ir_buf_new(ps->a, p, kind, t, rank, dims);
+    b->index = (int)index;
+    b->node = n;
+    Pending v = {b, -1, ps->lineno};
+    if (kir_accept(ps, "strides"))
+        view(ps, b, &v.base);
+    if (kir_accept(ps, "@") && (b->arena_off = kir_int(ps, "an arena offset")) < 0)
+        kir_fail(ps, "an arena offset is >= 0");
+    kir_end(ps);
+    buf_index(ps, b);
+    return v;
+}
+
+/* Each view's base: a buffer that is not a view itself. */
+static void link_views(Parser *ps, Prog *p, const Pending *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int base = v[i].base;
+        ps->lineno = v[i].line;
+        if (base < 0)
+            continue;
+        if (base >= p->nbufs || base == v[i].b->id)
+            kir_fail(ps, "b%d is a view of b%d, which is not another buffer", v[i].b->id, base);
+        if (v[base].base >= 0)
+            kir_fail(ps, "b%d is a view of b%d, which is a view itself", v[i].b->id, base);
+        v[i].b->base = p->bufs[base];
+    }
+}
+
+/* arena = "arena" INT NL */
+static void arena_line(Parser *ps, Prog *p)
+{
+    p->arena_bytes = kir_int(ps, "the arena's size in bytes");
+    if (p->arena_bytes < 0)
+        kir_fail(ps, "the arena's size is >= 0");
+    kir_end(ps);
+}
+
+/* {note | buf | arena}, up to the first kernel */
+static void prog_header(Parser *ps, Prog *p)
+{
+    Pending *v = NULL;
+    int n = 0, cap = 0;
+    for (kir_next_line(ps); !ps->eof; kir_next_line(ps)) {
+        if (kir_is_note(ps)) {
+            ir_note(ps->a, &p->notes, "%s", kir_note_text(ps));
+            continue;
+        }
+        if (ps->indent == 0)
+            break;
+        kir_indent(ps, 2);
+        if (kir_accept(ps, "buf"))
+            ARR_PUSH(ps->a, v, n, cap, buf(ps, p));
+        else if (kir_accept(ps, "arena"))
+            arena_line(ps, p);
+        else if (at_word(ps, "kernel"))
+            break;
+        else
+            kir_fail(ps, "expected buf, arena or kernel, found %s", kir_found(ps));
+    }
+    int line = ps->lineno;
+    link_views(ps, p, v, n);
+    ps->lineno = line;
+}
+
+/* ---- variables ---------------------------------------------------------- */
+
+/* A new variable of the kernel, declared by a `for` or a `let`. */
+static Var *define(Parser *ps, VarKind kind, int id, EType t)
+{
+    if (id >= MAX_VAR_ID)
+        kir_fail(ps, "%c%d: variable ids are below %d", kir_var_char(kind), id, MAX_VAR_ID);
+    for (int i = 0; i < ps->nvars; i++)
+        if (ps->vars[i]->id == id)
+            kir_fail(ps, "%c%d: id %d is taken by %c%d in this kernel", kir_var_char(kind), id, id,
+                     kir_var_char(ps->vars[i]->kind), id);
+    Var *v = arena_alloc(ps->a, sizeof *v);
+    v->id = id;
+    v->kind = kind;
+    v->type = t;
+    ARR_PUSH(ps->a, ps->vars, ps->nvars, ps->capvars, v);
+    if (id >= ps->k->nvars)
+        ps->k->nvars = id + 1;
+    return v;
+}
+
+static void enter(Parser *ps, Var *v) { ARR_PUSH(ps->a, ps->scope, ps->nscope, ps->capscope, v); }
+
+/* ---- statements --------------------------------------------------------- */
+
+static void block(Parser *ps, Block *blk, int depth);
+
+static Stmt *new_stmt(Parser *ps, Block *blk, StmtKind kind)
+{
+    Stmt *s = arena_alloc(ps->a, sizeof *s);
+    s->kind = kind;
+    ir_push(ps->a, blk, s);
+    return s;
+}
+
+/* {"parallel" | "reduce" | "vector"} */
+static int loop_marks(Parser *ps)
+{
+    int marks = 0;
+    for (;;) {
+        if (kir_accept(ps, "parallel"))
+            marks |= MARK_PARALLEL;
+        else if (kir_accept(ps, "reduce"))
+            marks |= MARK_REDUCE;
+        else if (kir_accept(ps, "vector"))
+            marks |= MARK_VECTOR;
+        else
+            return marks;
+    }
+}
+
+/* for = "for" iN "in" expr ".." expr {mark} NL block */
+static Stmt *loop(Parser *ps, Block *blk, int depth)
+{
+    int id = kir_ref(ps, 'i');
+    if (id < 0)
+        kir_fail(ps, "expected a loop variable iN, found %s", kir_found(ps));
+    kir_expect(ps, "in");
+    Expr *lo = kir_integer(ps, "the loop's start");
+    kir_expect(ps, "..");
+    Expr *hi = kir_integer(ps, "the loop's end");
+    int marks = loop_marks(ps), outer = ps->parallel;
+    kir_end(ps);
+    if ((marks & MARK_PARALLEL) && outer)
+        kir_fail(ps, "a parallel loop inside a parallel loop");
+    Stmt *s = new_stmt(ps, blk, S_LOOP);
+    s->v = define(ps, VAR_LOOP, id, T_I64);
+    s->lo = lo;
+    s->hi = hi;
+    s->marks = marks;
+    kir_next_line(ps);
+    ps->parallel |= marks & MARK_PARALLEL;
+    enter(ps, s->v);
+    block(ps, &s->body, depth + 1);
+    ps->nscope--;
+    ps->parallel = outer;
+    return s;
+}
+
+/* let = "let" vN ":" ("f32" | "i32" | "i64") "=" expr NL */
+static Stmt *let(Parser *ps, Block *blk)
+{
+    static const char *const types[] = {[T_F32] = "f32", [T_I32] = "i32", [T_I64] = "i64"};
+    int id = kir_ref(ps, 'v'), t = 0;
+    if (id < 0)
+        kir_fail(ps, "expected a local vN, found %s", kir_found(ps));
+    kir_expect(ps, ":");
+    while (t < 3 && !kir_accept(ps, types[t]))
+        t++;
+    if (t == 3)
+        kir_fail(ps, "expected f32, i32 or i64, found %s", kir_found(ps));
+    kir_expect(ps, "=");
+    Expr *e = kir_expr(ps);
+    kir_end(ps);
+    Stmt *s = new_stmt(ps, blk, S_LET);
+    s->v = define(ps, VAR_LOCAL, id, (EType)t);
+    s->e = e;
+    enter(ps, s->v);
+    kir_next_line(ps);
+    return s;
+}
+
+/* if = "if" expr NL block ["else" NL block] (else: see block) */
+static Stmt *if_stmt(Parser *ps, Block *blk, int depth)
+{
+    Expr *c = kir_expr(ps);
+    kir_end(ps);
+    Stmt *s = s_if(ps->a, blk, c);
+    kir_next_line(ps);
+    block(ps, &s->body, depth + 1);
+    return s;
+}
+
+/* A check's message is a printf format: each '%' is "%%" or "%lld", one
+ * "%lld" per argument. */
+static void check_format(Parser *ps, const char *msg, int nargs)
+{
+    int n = 0;
+    for (const char *q = msg; (q = strchr(q, '%')); q += 2) {
+        if (q[1] == '%')
+            continue;
+        if (strncmp(q + 1, "lld", 3) != 0)
+            kir_fail(ps, "a check's message has '%%' only in %%%% and %%lld");
+        n++;
+        q += 2;
+    }
+    if (n != nargs)
+        kir_fail(ps, "a check's message has %d %%lld for %d argument%s", n, nargs,
+                 nargs == 1 ? "" : "s");
+}
+
+/* check = "check" expr "else" STRING {"," expr} NL */
+static Stmt *check(Parser *ps, Block *blk)
+{
+    if (ps->parallel)
+        kir_fail(ps, "a check cannot be inside a parallel loop");
+    Expr *c = kir_expr(ps), **args = NULL;
+    int n = 0, cap = 0;
+    kir_expect(ps, "else");
+    const char *msg = kir_string(ps);
+    while (kir_accept(ps, ","))
+        ARR_PUSH(ps->a, args, n, cap, kir_expr(ps));
+    kir_end(ps);
+    check_format(ps, msg, n);
+    Stmt *s = s_check(ps->a, blk, c, msg, args, n);
+    kir_next_line(ps);
+    return s;
+}
+
+/* local = "local" bN NL */
+static Stmt *local(Parser *ps, Block *blk)
+{
+    int id = kir_ref(ps, 'b');
+    if (id < 0 || id >= ps->m->prog->nbufs)
+        kir_fail(ps, "expected a buffer bN, found %s", kir_found(ps));
+    Buf *b = ps->m->prog->bufs[id];
+    if (b->kind != BK_LOCAL)
+        kir_fail(ps, "b%d is a %s buffer, not a local one", id, bufkind_name(b->kind));
+    kir_end(ps);
+    Stmt *s = new_stmt(ps, blk, S_LOCAL);
+    s->buf = b;
+    ARR_PUSH(ps->a, ps->locals, ps->nlocals, ps->caplocals, b);
+    kir_next_line(ps);
+    return s;
+}
+
+/* ASSIGN = "=" | "+=" | "max=" */
+static AsgOp assign_op(Parser *ps)
+{
+    if (kir_accept(ps, "+="))
+        return A_ADD;
+    if (kir_accept(ps, "max="))
+        return A_MAX;
+    if (!kir_accept(ps, "="))
+        kir_fail(ps, "expected =, += or max=, found %s", kir_found(ps));
+    return A_SET;
+}
+
+/* vN ASSIGN expr NL | load ASSIGN expr NL */
+static Stmt *assign(Parser *ps, Block *blk)
+{
+    int id;
+    if ((id = kir_ref(ps, 'i')) >= 0)
+        kir_fail(ps, "i%d is a loop variable: it cannot be assigned", id);
+    if ((id = kir_ref(ps, 'v')) >= 0) {
+        Var *v = kir_lookup(ps, VAR_LOCAL, id);
+        AsgOp op = assign_op(ps);
+        Expr *e = kir_expr(ps);
+        kir_end(ps);
+        Stmt *s = s_set(ps->a, blk, v, op, e);
+        kir_next_line(ps);
+        return s;
+    }
+    if ((id = kir_ref(ps, 'b')) < 0)
+        kir_fail(ps, "expected a statement, found %s", kir_found(ps));
+    Buf *b = kir_buf(ps, id);
+    BufKind k = ir_storage(b)->kind;
+    if (k == BK_INPUT || k == BK_WEIGHT)
+        kir_fail(ps, "b%d is %s storage: kernels do not store to it", id, bufkind_name(k));
+    Expr **idx = kir_indices(ps, b);
+    AsgOp op = assign_op(ps);
+    Expr *e = kir_expr(ps);
+    kir_end(ps);
+    Stmt *s = s_store(ps->a, blk, b, idx, op, e);
+    kir_next_line(ps);
+    return s;
+}
+
+/* stmt = for | let | if | check | local | assignment: one line, and the
+ * block it opens */
+static Stmt *stmt(Parser *ps, Block *blk, int depth)
+{
+    ps->nexpr = 0;
+    ps->depth = 0;
+    if (kir_accept(ps, "for"))
+        return loop(ps, blk, depth);
+    if (kir_accept(ps, "let"))
+        return let(ps, blk);
+    if (kir_accept(ps, "if"))
+        return if_stmt(ps, blk, depth);
+    if (kir_accept(ps, "check"))
+        return check(ps, blk);
+    if (kir_accept(ps, "local"))
+        return local(ps, blk);
+    return assign(ps, blk);
+}
+
+/* block = {stmt}, each line indented by 4 + 2 * depth; an "else" line
+ * there gives the `if` just above it its else block. Notes go to the
+ * kernel. */
+static void block(Parser *ps, Block *blk, int depth)
+{
+    int want = 4 + 2 * depth, nscope = ps->nscope, nlocals = ps->nlocals;
+    Stmt *open_if = NULL;
+    if (depth > MAX_DEPTH)
+        kir_fail(ps, "statements nest more than %d deep", MAX_DEPTH);
+    while (!ps->eof) {
+        if (kir_is_note(ps)) {
+            ir_note(ps->a, &ps->k->notes, "%s", kir_note_text(ps));
+            kir_next_line(ps);
+            continue;
+        }
+        if (ps->indent < want)
+            break;
+        kir_indent(ps, want);
+        if (kir_accept(ps, "else")) {
+            if (!open_if)
+                kir_fail(ps, "'else' without an 'if' just above it");
+            kir_end(ps);
+            kir_next_line(ps);
+            block(ps, &open_if->els, depth + 1);
+            open_if = NULL;
+            continue;
+        }
+        Stmt *s = stmt(ps, blk, depth);
+        open_if = s->kind == S_IF ? s : NULL;
+    }
+    ps->nscope = nscope;
+    ps->nlocals = nlocals;
+}
+
+/* ---- kernels and the program ------------------------------------------- */
+
+/* kernel = "kernel" kN NAME "(" [%N {"," %N}] ")" ["#" ANY] NL block */
+static void kernel(Parser *ps, Prog *p)
+{
+    int id = kir_ref(ps, 'k');
+    if (id != p->nkernels)
+        kir_fail(ps, "expected k%d (kernel ids count up from k0), found %s", p->nkernels,
+                 id < 0 ? kir_found(ps) : arena_printf(ps->a, "'k%d'", id));
+    const char *name = kir_name(ps);
+    if (!name)
+        kir_fail(ps, "expected the kernel's name (a C identifier), found %s", kir_found(ps));
+    Kernel *k = ir_kernel_new(ps->a, p, name);
+    kir_expect(ps, "(");
+    if (!kir_accept(ps, ")")) {
+        do
+            ARR_PUSH(ps->a, k->nodes, k->nnodes, k->capnodes, kir_node(ps));
+        while (kir_accept(ps, ","));
+        kir_expect(ps, ")");
+    }
+    if (!kir_at_end(ps) && !kir_accept(ps, "#"))
+        kir_fail(ps, "expected the end of the line or '#', found %s", kir_found(ps));
+    ps->k = k;
+    ps->nvars = ps->nscope = ps->nlocals = ps->parallel = 0;
+    kir_next_line(ps);
+    block(ps, &k->body, 0);
+}
+
+/* Node.buf: the first buffer naming the node that is not a view (the
+ * first view when there is none); a cache_write's is its state's. */
+static void link_nodes(Module *m)
+{
+    Prog *p = m->prog;
+    for (int i = 0; i < p->nbufs; i++) {
+        Buf *b = p->bufs[i];
+        Node *n = b->node;
+        if (n && (!n->buf || (n->buf->base && !b->base)))
+            n->buf = b;
+    }
+    for (int i = 0; i < m->nnodes; i++)
+        if (m->nodes[i]->op == OP_CACHE_WRITE)
+            m->nodes[i]->buf = m->nodes[i]->in[0]->buf;
+}
+
+void kir_prog(Parser *ps)
+{
+    Module *m = ps->m;
+    if (!kir_accept(ps, "prog"))
+        kir_fail(ps, "expected 'prog' or the end of the file, found %s", kir_found(ps));
+    const char *name = kir_name(ps);
+    if (!name || strcmp(name, m->name) != 0)
+        kir_fail(ps, "expected the graph's name %s, found %s", m->name,
+                 name ? arena_printf(ps->a, "'%s'", name) : kir_found(ps));
+    kir_end(ps);
+    Prog *p = m->prog = ir_prog_new(ps->a);
+    prog_header(ps, p);
+    while (!ps->eof && ps->indent > 0) {
+        kir_indent(ps, 2);
+        kir_expect(ps, "kernel");
+        kernel(ps, p);
+    }
+    link_nodes(m);
+}
