@@ -253,18 +253,28 @@ typedef struct {
     int ok;
 } Diff;
 
+/* |r - g|, where equal infinities and two NaNs agree (0) and any other
+ * disagreement involving them is infinite. */
+static double element_error(double r, double g)
+{
+    if (r == g || (isnan(r) && isnan(g)))
+        return 0;
+    double e = fabs(r - g);
+    return isnan(e) ? INFINITY : e;
+}
+
 static Diff compare(const rt_tensor_info *t, const void *ref, const void *got, double tol)
 {
     Diff d = {0, 0, 0, 0, 1};
     for (int64_t i = 0; i < t->count; i++) {
         double r = t->dtype == RT_I32 ? ((const int32_t *)ref)[i] : ((const float *)ref)[i];
         double g = t->dtype == RT_I32 ? ((const int32_t *)got)[i] : ((const float *)got)[i];
-        double e = fabs(r - g);
-        if (isnan(e) || e > d.maxabs) {
-            d.maxabs = isnan(e) ? INFINITY : e;
+        double e = element_error(r, g);
+        if (e > d.maxabs) {
+            d.maxabs = e;
             d.worst = i;
         }
-        if (fabs(r) > d.refmax)
+        if (isfinite(r) && fabs(r) > d.refmax)
             d.refmax = fabs(r);
     }
     d.rel = d.refmax > 0 ? d.maxabs / d.refmax : d.maxabs;
@@ -432,7 +442,7 @@ static void first_miss(const Check *c, int i, const void *got, const Diff *d, Cg
     for (int64_t e = 0; e < t->count; e++) {
         double r = t->dtype == RT_I32 ? ((const int32_t *)c->ref[i])[e] : ((const float *)c->ref[i])[e];
         double g = t->dtype == RT_I32 ? ((const int32_t *)got)[e] : ((const float *)got)[e];
-        if (!(fabs(r - g) <= limit)) {
+        if (!(element_error(r, g) <= limit)) {
             miss->output = i;
             miss->element = e;
             miss->got = g;
