@@ -236,6 +236,10 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
             fputs("#pragma omp parallel for schedule(static)\n", cx->f);
             in.in_parallel = 1;
         }
+        if (s->marks & MARK_VECTOR) {     /* lanes never touch one another's elements */
+            indent(cx, depth);
+            fputs("#pragma omp simd\n", cx->f);
+        }
         loop_head(cx, s, depth);
         block(&in, &s->body, depth + 1, o);
         indent(cx, depth);
@@ -358,11 +362,14 @@ static void declare_bufs(CgCx *cx, const Block *blk, int depth)
 /* ---- outlined parallel loops (JIT flavour) ----------------------------- */
 
 /* Scalars in scope at the parallel loop: enclosing loop variables and
- * locals, which the outlined body receives through its context. */
+ * locals, which the outlined body receives through its context, as it
+ * receives the local arrays in scope (a row computed before the loop). */
 struct Outline {
     const Kernel *k;
     const Var **scope;
     int nscope, cap;
+    const Buf **arrays;
+    int narrays, acap;
     int count;                    /* parallel loops outlined so far */
     FILE *fns;                    /* outlined functions, printed first */
 };
@@ -380,6 +387,9 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
         var(&in, o->scope[i]);
         fputs(";\n", f);
     }
+    for (int i = 0; i < o->narrays; i++)
+        fprintf(f, "    %s *b%d;\n", o->arrays[i]->dtype == DT_I32 ? "int32_t" : "float",
+                o->arrays[i]->id);
     fputs("};\n\n", f);
     fprintf(f, "static void k%d_p%d(void *ctx, int64_t lo, int64_t hi)\n{\n", o->k->id, j);
     fprintf(f, "    const struct k%d_p%d_ctx *c = ctx;\n    %s *m = c->m;\n",
@@ -391,11 +401,16 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
         var(&in, o->scope[i]);
         fputs(";\n", f);
     }
+    for (int i = 0; i < o->narrays; i++)
+        fprintf(f, "    %s *b%d = c->b%d;\n", o->arrays[i]->dtype == DT_I32 ? "int32_t" : "float",
+                o->arrays[i]->id, o->arrays[i]->id);
     for (int i = 0; i < o->nscope; i++) {
         fputs("    (void)", f);
         var(&in, o->scope[i]);
         fputs(";\n", f);
     }
+    for (int i = 0; i < o->narrays; i++)
+        fprintf(f, "    (void)b%d;\n", o->arrays[i]->id);
     declare_bufs(&in, &s->body, 1);
     fputs("    for (int64_t ", f);
     var(&in, s->v);
@@ -426,6 +441,8 @@ static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
         fputs(", ", cx->f);
         var(cx, o->scope[i]);
     }
+    for (int i = 0; i < o->narrays; i++)
+        fprintf(cx->f, ", b%d", o->arrays[i]->id);
     fputs("};\n", cx->f);
     indent(cx, depth + 1);
     fprintf(cx->f, "rt_parallel_for(k%d_p%d, &c, ", o->k->id, j);
@@ -439,7 +456,7 @@ static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
 
 static void block(CgCx *cx, const Block *blk, int depth, Outline *o)
 {
-    int mark = o ? o->nscope : 0;
+    int mark = o ? o->nscope : 0, marka = o ? o->narrays : 0;
     for (int i = 0; i < blk->n; i++) {
         const Stmt *s = blk->s[i];
         if (o && s->kind == S_LOOP && !(s->marks & MARK_PARALLEL)) {
@@ -451,9 +468,13 @@ static void block(CgCx *cx, const Block *blk, int depth, Outline *o)
         stmt(cx, s, depth, o);
         if (o && s->kind == S_LET)
             ARR_PUSH(cx->m->a, o->scope, o->nscope, o->cap, s->v);
+        if (o && s->kind == S_LOCAL)
+            ARR_PUSH(cx->m->a, o->arrays, o->narrays, o->acap, s->buf);
     }
-    if (o)
+    if (o) {
         o->nscope = mark;
+        o->narrays = marka;
+    }
 }
 
 /* ---- the kernel function ---------------------------------------------- */
@@ -474,7 +495,7 @@ void cg_kernel(CgCx *cx, const Kernel *k)
     FILE *bf = open_memstream(&body, &blen), *ff = open_memstream(&fns, &flen);
     if (!bf || !ff)
         KILN_BUG("open_memstream failed");
-    Outline o = {k, NULL, 0, 0, 0, ff};
+    Outline o = {k, NULL, 0, 0, NULL, 0, 0, 0, ff};
     CgCx in = *cx;
     in.f = bf;
     declare_bufs(&in, &k->body, 1);

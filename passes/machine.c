@@ -68,17 +68,25 @@ static void caches(Machine *mc)
     }
 }
 
+/* The widest vectors of the CPU kiln runs on, which `cc -march=native`
+ * targets too: asked of the CPU, not of the flags kiln was built with. */
+static int vector_bytes(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return 64;
+    if (__builtin_cpu_supports("avx2"))
+        return 32;
+#endif
+    return 16;
+}
+
 void machine_detect(Machine *mc)
 {
     machine_default(mc);
     caches(mc);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     mc->cores = n > 0 ? (int)n : 1;
-#if defined(__AVX512F__)
-    mc->vector_bytes = 64;
-#elif defined(__AVX__)
-    mc->vector_bytes = 32;
-#else
-    mc->vector_bytes = 16;
-#endif
+    mc->vector_bytes = vector_bytes();
 }

@@ -1,0 +1,194 @@
+/* tests/unit/test_parallelize.c: ir_loop_independent, the legality test
+ * parallelize and tile share, on kernels written as .kir text: which loops
+ * may run their iterations at once, and the reason given when not. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "passes/passes.h"
+#include "tests/unit/testlib.h"
+
+#include <stdio.h>
+
+/* A graph with x f32[8,64] in and y f32[8,64] out; the program's buffers
+ * b0 (x), b1 (y), b2 (a temp of 600 floats), b3 a local f32[64]; then the
+ * kernel body given, indented one level below "kernel". */
+static const char head[] =
+    "graph t\n"
+    "  input  %0 \"x\" : f32[8,64]\n"
+    "  %1 \"y\" = exp %0 : f32[8,64]\n"
+    "  output %1\n"
+    "prog t\n"
+    "  buf b0 input 0 %0 : f32[8,64]\n"
+    "  buf b1 output 0 %1 : f32[8,64]\n"
+    "  buf b2 temp : f32[600] @0\n"
+    "  buf b3 local : f32[64]\n"
+    "  arena 2432\n"
+    "  kernel k0 t (%1)\n";
+
+/* Whether the kernel's first top-level loop is independent; the reason
+ * (or "") goes to why. */
+static int independent(const char *body, char *why, size_t len)
+{
+    Arena *a = arena_new();
+    char text[4096];
+    snprintf(text, sizeof text, "%s%s", head, body);
+    Diags d;
+    diag_init(&d, a, "t.kir");
+    Module *m = ir_parse(a, "t.kir", text, &d);
+    if (!m) {
+        diag_print(&d, stderr);
+        fail_msg("the test's kernel does not parse");
+    }
+    Block *blk = &m->prog->kernels[0]->body;
+    int at = 0;
+    while (at < blk->n - 1 && blk->s[at]->kind != S_LOOP)
+        at++;
+    const char *reason = NULL;
+    int ok = ir_loop_independent(a, blk->s[at], &reason);
+    snprintf(why, len, "%s", reason ? reason : "");
+    arena_free(a);
+    return ok;
+}
+
+static void yes(const char *body)
+{
+    char why[256];
+    if (!independent(body, why, sizeof why))
+        fail_msg("refused (%s):\n%s", why, body);
+}
+
+static void no(const char *body, const char *want)
+{
+    char why[256];
+    if (independent(body, why, sizeof why))
+        fail_msg("accepted:\n%s", body);
+    assert_string_equal(why, want);
+}
+
+/* Rows of an element-wise op, the row loop and the element loop. */
+static void rows_and_elements(void **state)
+{
+    (void)state;
+    const char *body = "    for i0 in 0..8\n"
+                       "      for i1 in 0..64\n"
+                       "        b1[i0, i1] = exp(b0[i0, i1])\n";
+    yes(body);
+}
+
+/* A reduction into one element: every iteration writes it. */
+static void reduction_into_one_element(void **state)
+{
+    (void)state;
+    no("    for i0 in 0..8\n"
+       "      for i1 in 0..64\n"
+       "        b1[0, i1] += b0[i0, i1]\n",
+       "its iterations may touch the same elements of b1");
+}
+
+/* Blocks of 64 columns written through jo * 64 + ji, ji in 0..64: the
+ * windows of two blocks are disjoint; with ji in 0..65 they overlap. */
+static void blocks_disjoint_or_overlapping(void **state)
+{
+    (void)state;
+    yes("    for i0 in 0..9\n"
+        "      for i1 in 0..64\n"
+        "        b2[i0 * 64 + i1] = 1.0\n");
+    no("    for i0 in 0..9\n"
+       "      for i1 in 0..65\n"
+       "        b2[i0 * 64 + i1] = 1.0\n",
+       "its iterations may touch the same elements of b2");
+}
+
+/* Reading what the iteration wrote is fine; reading the next row, which
+ * another iteration writes, is not. */
+static void read_after_write(void **state)
+{
+    (void)state;
+    yes("    for i0 in 0..8\n"
+        "      for i1 in 0..64\n"
+        "        b1[i0, i1] = b0[i0, i1]\n"
+        "        b1[i0, i1] = b1[i0, i1] * 2.0\n");
+    no("    for i0 in 0..7\n"
+       "      for i1 in 0..64\n"
+       "        b1[i0, i1] = b1[i0 + 1, i1]\n",
+       "its iterations may touch the same elements of b1");
+}
+
+/* A data-dependent index in a dim other than the one the loop owns is
+ * fine (topk's scatter); in that dim it is not. */
+static void data_dependent_indices(void **state)
+{
+    (void)state;
+    yes("    for i0 in 0..8\n"
+        "      let v1: i64 = b0[i0, 0] > 0.0\n"
+        "      b1[i0, v1] = 1.0\n");
+    no("    for i0 in 0..8\n"
+       "      let v1: i64 = b0[i0, 0] > 0.0\n"
+       "      b1[v1, i0] = 1.0\n"
+       "      b1[v1, 0] = 2.0\n",
+       "its iterations may touch the same elements of b1");
+}
+
+/* Scalars: one declared inside is private; one declared outside is
+ * shared. */
+static void scalars(void **state)
+{
+    (void)state;
+    yes("    for i0 in 0..8\n"
+        "      let v1: f32 = 0.0\n"
+        "      for i2 in 0..64 reduce\n"
+        "        v1 += b0[i0, i2]\n"
+        "      b1[i0, 0] = v1\n");
+    no("    let v0: f32 = 0.0\n"
+       "    for i1 in 0..8\n"
+       "      v0 += b0[i1, 0]\n"
+       "    b1[0, 0] = v0\n",
+       "it assigns v0, declared outside it");
+}
+
+/* A check anywhere inside refuses the loop: it returns from the kernel. */
+static void check_inside(void **state)
+{
+    (void)state;
+    no("    for i0 in 0..8\n"
+       "      check b0[i0, 0] > 0.0 else \"negative\"\n"
+       "      b1[i0, 0] = 1.0\n",
+       "it holds a run-time check");
+}
+
+/* A local array declared inside is private to the iteration; one
+ * declared outside and written by every iteration at the same elements is
+ * shared. */
+static void local_arrays(void **state)
+{
+    (void)state;
+    yes("    for i0 in 0..8\n"
+        "      local b3\n"
+        "      for i1 in 0..64\n"
+        "        b3[i1] = b0[i0, i1]\n"
+        "      for i2 in 0..64\n"
+        "        b1[i0, i2] = b3[i2]\n");
+    no("    local b3\n"
+       "    for i0 in 0..8\n"
+       "      for i1 in 0..64\n"
+       "        b3[i1] = b0[i0, i1]\n",
+       "its iterations may touch the same elements of b3");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(rows_and_elements),
+        cmocka_unit_test(reduction_into_one_element),
+        cmocka_unit_test(blocks_disjoint_or_overlapping),
+        cmocka_unit_test(read_after_write),
+        cmocka_unit_test(data_dependent_indices),
+        cmocka_unit_test(scalars),
+        cmocka_unit_test(check_inside),
+        cmocka_unit_test(local_arrays),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
