@@ -28,6 +28,7 @@ static const char usage_text[] =
     "  dump MODEL --dump-dir DIR     write every stage: DIR/00-frontend.kir ... 08-codegen.c\n"
     "  dump MODEL --after PASS       print one stage\n"
     "  opt FILE.kir --passes a,b     run passes on a dumped stage [-o OUT.kir]\n"
+    "                                [--machine SPEC] (default: fixed figures)\n"
     "  passes                        list the pass pipeline\n"
     "  help, version                 this text; the version\n"
     "\n"
@@ -35,6 +36,9 @@ static const char usage_text[] =
     "  --stop-after PASS             run the pipeline up to PASS only\n"
     "  --disable-pass PASS           skip PASS (repeatable; not frontend, lower, codegen)\n"
     "  --max-memory BYTES            fail when the intermediates need more (plan-memory)\n"
+    "  --machine SPEC                the figures tile and parallelize use, instead of\n"
+    "                                this machine's: l1d=48K,l2=2M,l3=32M,vector=64,cores=2\n"
+    "                                (any subset), or default (fixed figures, as kiln opt)\n"
     "  -v, --verbose                 say what is done and how long it took\n"
     "\n"
     "RUN OPTIONS (the same as a built executable's):\n"
@@ -62,6 +66,7 @@ typedef struct {
     int ndisabled;
     int lib, verbose, no_cc, no_jit, bisect;
     int64_t max_memory;             /* 0: no limit */
+    const char *machine;            /* --machine SPEC; NULL: detect */
     uint64_t seed;
     double tol;
     char **rest;                    /* run: options for rt_main */
@@ -185,6 +190,11 @@ static int parse_opts(Opts *o, int argc, char **argv)
         } else if ((v = opt_value(argc, argv, &i, "--tolerance"))) {
             if (!parse_number(v, &o->tol) || o->tol < 0)
                 return usage_error("--tolerance takes a number >= 0, got '%s'", v);
+        } else if ((v = opt_value(argc, argv, &i, "--machine"))) {
+            Machine mc;
+            if (machine_parse(&mc, v) != 0)
+                return usage_error("--machine takes default or l1d=48K,l2=2M,l3=32M,vector=64,cores=2; got '%s'", v);
+            o->machine = v;
         } else if (strcmp(a, "--bisect") == 0) {
             o->bisect = 1;
         } else if ((v = opt_value(argc, argv, &i, "--max-memory"))) {
@@ -237,6 +247,8 @@ static int run_passes(Module *m, const Opts *o, int need_loops,
                   .ndisabled = o->ndisabled, .verify = 1, .after = after, .user = user,
                   .max_memory = o->max_memory};
     machine_detect(&cx.machine);
+    if (o->machine)
+        machine_parse(&cx.machine, o->machine);
     double t0 = rt_now();
     if (pass_pipeline(m, &cx) != 0) {
         diag_print(&d, stderr);
@@ -561,12 +573,14 @@ static char *read_all(const char *path, size_t *len)
 }
 
 /* Runs the comma-separated passes in order on m; 0, or an exit status. */
-static int run_list(Module *m, const char *list)
+static int run_list(Module *m, const char *list, const char *machine)
 {
     Diags d;
     diag_init(&d, m->a, m->file);
     PassCtx cx = {.d = &d, .verify = 1};
     machine_default(&cx.machine);
+    if (machine && machine_parse(&cx.machine, machine) != 0)
+        return usage_error("--machine: cannot read '%s'", machine);
     char *names = arena_strdup(m->a, list);
     for (char *name = strtok(names, ","); name; name = strtok(NULL, ",")) {
         int i = pass_index(name);
@@ -593,7 +607,7 @@ static int run_list(Module *m, const char *list)
  * machine figures, so the output is the same on every machine. */
 static int cmd_opt(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *list = NULL;
+    const char *in = NULL, *out = NULL, *list = NULL, *machine = NULL;
     for (int i = 2; i < argc; i++) {
         const char *v;
         if ((v = opt_value(argc, argv, &i, "--passes")) && !*v)
@@ -602,6 +616,8 @@ static int cmd_opt(int argc, char **argv)
             list = v;
         else if ((v = opt_value(argc, argv, &i, "-o")))
             out = v;
+        else if ((v = opt_value(argc, argv, &i, "--machine")))
+            machine = v;
         else if (argv[i][0] == '-' && argv[i][1])
             return usage_error("unknown option '%s'", argv[i]);
         else if (!in)
@@ -631,7 +647,7 @@ static int cmd_opt(int argc, char **argv)
     diag_init(&d, a, in);
     Module *m = ir_parse(a, in, text, &d);
     free(text);
-    int rc = m ? run_list(m, list) : (diag_print(&d, stderr), EXIT_INVALID);
+    int rc = m ? run_list(m, list, machine) : (diag_print(&d, stderr), EXIT_INVALID);
     if (!rc) {
         char *t = module_text(m);
         rt_err err = {0, ""};

@@ -90,3 +90,50 @@ void machine_detect(Machine *mc)
     mc->cores = n > 0 ? (int)n : 1;
     mc->vector_bytes = vector_bytes();
 }
+
+/* Sets field `key` (of length len) to v; -1 when there is no such field. */
+static int set_field(Machine *mc, const char *key, size_t len, int64_t v)
+{
+    static const char *const keys[] = {"l1d", "l2", "l3", "vector", "cores"};
+    int i = 0;
+    while (i < 5 && !(strlen(keys[i]) == len && strncmp(key, keys[i], len) == 0))
+        i++;
+    switch (i) {
+    case 0: mc->l1d = v; return 0;
+    case 1: mc->l2 = v; return 0;
+    case 2: mc->l3 = v; return 0;
+    case 3: mc->vector_bytes = (int)v; return 0;
+    case 4: mc->cores = (int)v; return 0;
+    default: return -1;
+    }
+}
+
+/* "48K", "2M", "64": bytes or a count; -1 when malformed; *end after it. */
+static int64_t parse_size(const char *s, const char **end)
+{
+    char *e;
+    long long v = strtoll(s, &e, 10);
+    if (e == s || v <= 0 || v > (1LL << 40))
+        return -1;
+    if (*e == 'K' || *e == 'M')
+        v *= *e++ == 'K' ? 1024 : 1024 * 1024;
+    *end = e;
+    return v;
+}
+
+int machine_parse(Machine *mc, const char *spec)
+{
+    if (strcmp(spec, "default") == 0) {
+        machine_default(mc);
+        return 0;
+    }
+    for (const char *p = spec; *p;) {
+        size_t klen = strcspn(p, "=,");
+        const char *end;
+        int64_t v = p[klen] == '=' ? parse_size(p + klen + 1, &end) : -1;
+        if (v < 0 || (*end && *end != ',') || set_field(mc, p, klen, v) != 0)
+            return -1;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}

@@ -21,6 +21,10 @@ typedef struct {
 void machine_detect(Machine *mc);
 /* Fixed figures for golden tests and reproducible dumps. */
 void machine_default(Machine *mc);
+/* Overrides from "l1d=48K,l2=2M,l3=32M,vector=64,cores=2" (any subset;
+ * K and M suffixes), or "default" for machine_default's figures. Returns
+ * 0, or -1 for a malformed spec. */
+int machine_parse(Machine *mc, const char *spec);
 
 typedef struct PassCtx PassCtx;
 struct PassCtx {

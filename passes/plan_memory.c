@@ -121,13 +121,22 @@ static void match_idx(Match *mt, Expr **idx, int rank)
         mt->ok &= same_expr(mt->idx[i], idx[i]);
 }
 
+/* A view that is the storage itself under another name (an earlier
+ * in-place result): same dims, strides and offset. */
+static int alias_of(const Buf *v, const Buf *a)
+{
+    return v == a || (v->base == a && v->rank == a->rank && v->offset == 0 &&
+                      !memcmp(v->dims, a->dims, sizeof v->dims[0] * (size_t)v->rank) &&
+                      !memcmp(v->strides, a->strides, sizeof v->strides[0] * (size_t)v->rank));
+}
+
 static void match_expr(Expr *e, void *ctx)
 {
     Match *mt = ctx;
     if (e->kind == E_LOAD) {
-        if (e->buf == mt->b || (ir_storage(e->buf) == mt->a && e->buf != mt->a))
-            mt->ok = 0;           /* B read back, or A read through a view */
-        if (e->buf == mt->a)
+        if (e->buf == mt->b || (ir_storage(e->buf) == mt->a && !alias_of(e->buf, mt->a)))
+            mt->ok = 0;           /* B read back, or A read through a reshaping view */
+        if (alias_of(e->buf, mt->a))
             match_idx(mt, e->idx, e->buf->rank);
         for (int i = 0; i < e->buf->rank; i++)
             match_expr(e->idx[i], ctx);
@@ -236,8 +245,8 @@ static void print_tenant(Module *m, const Life *l, char **line)
 static void plan_notes(Module *m, Life **order, int n, Slot *slot, int nslots, int64_t sum)
 {
     Prog *p = m->prog;
-    ir_note(m->a, &p->notes, "plan-memory: %d intermediates in %d slots; peak %lld bytes, "
-            "%lld without sharing", n, nslots, (long long)p->arena_bytes, (long long)sum);
+    ir_note(m->a, &p->notes, "plan-memory: peak %lld bytes in %d slots for %d storages; "
+            "%lld bytes without sharing", (long long)p->arena_bytes, nslots, n, (long long)sum);
     for (int s = 0; s < nslots; s++) {
         char *line = arena_printf(m->a, "slot %d @%lld %lld bytes:", s,
                                   (long long)slot[s].off, (long long)slot[s].size);
@@ -249,13 +258,22 @@ static void plan_notes(Module *m, Life **order, int n, Slot *slot, int nslots, i
     }
 }
 
-static void assign(Module *m, Life *life)
+/* The bytes every intermediate would take in a place of its own. */
+static int64_t unshared(const Prog *p, const Life *life)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < p->nbufs; i++)
+        if (is_storage(p->bufs[i]) && life[i].first >= 0)
+            sum += life[i].bytes;
+    return sum;
+}
+
+static void assign(Module *m, Life *life, int64_t sum)
 {
     Prog *p = m->prog;
     Life **order = arena_alloc(m->a, sizeof *order * (size_t)(p->nbufs + 1));
     Slot *slot = arena_alloc(m->a, sizeof *slot * (size_t)(p->nbufs + 1));
     int n = 0, nslots = 0;
-    int64_t sum = 0;
     for (int i = 0; i < p->nbufs; i++)
         if (is_storage(p->bufs[i]) && life[i].first >= 0)
             order[n++] = &life[i];
@@ -269,7 +287,6 @@ static void assign(Module *m, Life *life)
             slot[s].size = l->bytes;
         slot[s].free_after = l->last;
         l->slot = s;
-        sum += l->bytes;
     }
     int64_t off = 0;
     for (int s = 0; s < nslots; s++) {
@@ -289,11 +306,12 @@ int pass_plan_memory(Module *m, PassCtx *cx)
     for (int i = 0; i < p->nbufs; i++)
         before[i] = p->bufs[i]->arena_off;
     Life *life = lifetimes(m);
+    int64_t sum = unshared(p, life);
     int changed = in_place(m, life) > 0;
     for (int i = 0; i < p->nbufs; i++)
         if (is_storage(p->bufs[i]) && life[i].first < 0)
             p->bufs[i]->arena_off = -1;          /* never touched: no place */
-    assign(m, life);
+    assign(m, life, sum);
     if (cx->max_memory && p->arena_bytes > cx->max_memory) {
         diag(cx->d, NULL, "plan-memory: the intermediates need %lld bytes at the peak, "
              "more than --max-memory %lld", (long long)p->arena_bytes,

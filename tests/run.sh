@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/run.sh: every test `make test` runs, with one line per test.
 #   1. the cmocka unit tests given as arguments;
-#   2. the command-line contract (tests/cli.sh), the golden pass tests
-#      (tests/golden.sh);
+#   2. the command-line contract (tests/cli.sh), the pass pipeline's
+#      numbers (tests/pipeline.sh), the golden pass tests (tests/golden.sh);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -24,6 +24,12 @@ if sh tests/cli.sh >"$log/cli.out" 2>&1; then
     echo "ok    cli ($(grep -c '^ok' "$log/cli.out") checks)"
 else
     echo "FAIL  cli"; cat "$log/cli.out"; failed=1
+fi
+
+if sh tests/pipeline.sh >"$log/pipeline.out" 2>&1; then
+    echo "ok    pipeline ($(grep -c '^ok' "$log/pipeline.out") checks: bisect, each pass off, threads)"
+else
+    echo "FAIL  pipeline"; cat "$log/pipeline.out"; failed=1
 fi
 
 if sh tests/golden.sh >"$log/golden.out" 2>&1; then
