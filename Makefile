@@ -7,8 +7,13 @@
 #   make deps      install the Debian packages kiln needs (as root)
 #   make bench     time every example and the linear kernels vs OpenBLAS
 #   make deps-bench  install OpenBLAS, which only the benchmark uses (as root)
+#   make test-asan every test again under ASan and UBSan, then kiln under valgrind
+#   make deps-asan   install valgrind, which only test-asan uses (as root)
+#   make fuzz      build the libFuzzer harnesses and run each FUZZ_SECONDS (60)
+#   make deps-fuzz   install clang 14 and its libFuzzer runtime (as root)
 CC ?= cc
 B := build
+FUZZ_B := build-fuzz
 KILN := kiln
 WARN := -Wall -Wextra
 ifeq ($(WERROR),1)
@@ -39,8 +44,8 @@ $(B)/%.o: %.c
 # The runtime as C text for generated programs: the header, then every
 # runtime/*.c without its include of the header.
 RT_QUOTE = sed -e '/^\#include "kiln_rt.h"/d' -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'
-$(B)/rt_text.c: runtime/kiln_rt.h $(RT_SRCS) Makefile
-	@mkdir -p $(B)
+$(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: runtime/kiln_rt.h $(RT_SRCS) Makefile
+	@mkdir -p $(@D)
 	{ echo '/* generated from runtime/ by the Makefile */'; \
 	  echo 'const char cg_rt_header[] ='; $(RT_QUOTE) runtime/kiln_rt.h; echo ';'; \
 	  echo 'const char cg_rt_body[] ='; for f in $(RT_SRCS); do $(RT_QUOTE) $$f; done; echo ';'; } > $@.tmp
@@ -75,7 +80,7 @@ demo: need-deps
 
 test: need-deps
 	@$(MAKE) --no-print-directory $(KILN) $(TESTS)
-	@sh tests/run.sh $(TESTS)
+	@KILN=$(abspath $(KILN)) sh tests/run.sh $(TESTS)
 
 # Golden pass tests (tests/passes/PASS/CASE.kir, run by tests/golden.sh):
 # `make golden UPDATE=lower/mlp` (or UPDATE=lower) rewrites expectations.
@@ -84,8 +89,36 @@ golden: $(KILN)
 
 .PHONY: golden
 
+# ---- sanitizers ------------------------------------------------------------
+# `make test-asan`: tests/run.sh, as `make test` runs it, with kiln and the
+# unit tests built with ASan and UBSan in $(ASAN_B), and every executable
+# kiln builds too (KILN_CFLAGS_EXTRA, which cg_build_exe appends). A report
+# exits 99, which no test expects; malloc may return NULL (kiln checks)
+# rather than abort on a huge request. Then tests/valgrind.sh on ./kiln.
+ASAN_B := build-asan
+SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_TESTS := $(TEST_SRCS:tests/unit/%.c=$(ASAN_B)/tests/%)
+ASAN_ENV := KILN=$(CURDIR)/$(ASAN_B)/kiln KILN_CFLAGS_EXTRA='$(SANITIZE)' \
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:detect_stack_use_after_return=1:strict_string_checks=1:exitcode=99 \
+	UBSAN_OPTIONS=print_stacktrace=1:exitcode=99
+
+test-asan: need-deps deps-asan
+	@$(MAKE) --no-print-directory B=$(ASAN_B) KILN=$(ASAN_B)/kiln CFLAGS='-O1 -g $(SANITIZE)' \
+		$(ASAN_B)/kiln $(ASAN_TESTS)
+	@$(ASAN_ENV) sh tests/run.sh $(ASAN_TESTS)
+	@$(MAKE) --no-print-directory $(KILN)
+	@KILN=$(abspath $(KILN)) sh tests/valgrind.sh
+
+deps-asan:
+	@if command -v valgrind >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "deps-asan: run as root: apt-get install valgrind" >&2; exit 1; fi; \
+	echo "deps-asan: installing valgrind" >&2; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >&2
+
+.PHONY: test-asan deps-asan
+
 clean:
-	rm -rf $(B) kiln
+	rm -rf $(B) kiln build-asan build-fuzz
 
 # ---- benchmarks (never part of `make test`: tests do not depend on speed) --
 # Every example, then kiln's linear kernels beside OpenBLAS, on 2 threads.
@@ -99,5 +132,42 @@ deps-bench:
 	echo "deps-bench: installing libopenblas-dev" >&2; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas-dev >&2
 
-.PHONY: all deps need-deps demo test clean bench deps-bench
+# ---- fuzzing (tests/fuzz/README.md; never part of `make test`) -------------
+# libFuzzer harnesses, clang 14 with ASan and UBSan, built in $(FUZZ_B):
+# kiln's sources with coverage into one archive, a harness per reader.
+FUZZ_CC := clang-14
+FUZZ_SECONDS := 60
+FUZZERS := model safetensors npy kir
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -std=c11 -I. $(WARN) -D_XOPEN_SOURCE=700
+FUZZ_OBJS := $(SRCS:%.c=$(FUZZ_B)/obj/%.o) $(FUZZ_B)/obj/rt_text.o
+FUZZ_BINS := $(FUZZERS:%=$(FUZZ_B)/fuzz_%)
+
+fuzz: need-deps
+	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: no $(FUZZ_CC); run make deps-fuzz (as root)" >&2; exit 1; }
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_B) $(FUZZERS)
+
+$(FUZZ_B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_B)/obj/rt_text.o: $(FUZZ_B)/obj/rt_text.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_B)/libkiln.a: $(FUZZ_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_B)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.c tests/fuzz/fuzz.h $(FUZZ_B)/libkiln.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $(filter %.c %.a,$^) $(LDLIBS)
+
+deps-fuzz:
+	@if dpkg -s clang-14 libclang-rt-14-dev >/dev/null 2>&1; then echo "deps-fuzz: clang-14 and libclang-rt-14-dev present"; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "deps-fuzz: run as root: apt-get install clang-14 libclang-rt-14-dev" >&2; exit 1; fi; \
+	echo "deps-fuzz: installing clang-14 libclang-rt-14-dev" >&2; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-14 libclang-rt-14-dev >&2
+
+.PHONY: all deps need-deps demo test clean bench deps-bench fuzz deps-fuzz
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find $(FUZZ_B)/obj -name '*.d' 2>/dev/null)

@@ -73,6 +73,12 @@ typedef struct {
     int nrest;
 } Opts;
 
+static int out_of_memory(void)
+{
+    fprintf(stderr, "kiln: out of memory\n");
+    return EXIT_INTERNAL;
+}
+
 static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "kiln: ");
@@ -118,6 +124,8 @@ static int add_input(Opts *o, const char *spec)
     if (!eq || eq == spec)
         return usage_error("--input takes NAME=FILE.npy, got '%s'", spec);
     char *name = strndup(spec, (size_t)(eq - spec));
+    if (!name)
+        return out_of_memory();
     o->given_names[o->ngiven] = name;
     o->given_files[o->ngiven++] = eq + 1;
     return 0;
@@ -141,6 +149,8 @@ static int parse_opts(Opts *o, int argc, char **argv)
     o->given_files = calloc((size_t)argc, sizeof *o->given_files);
     o->disabled = calloc((size_t)argc, sizeof *o->disabled);
     o->rest = calloc((size_t)argc + 2, sizeof *o->rest);
+    if (!o->given_names || !o->given_files || !o->disabled || !o->rest)
+        return out_of_memory();
     o->tol = 1e-4;
     o->seed = 1;
     for (int i = 2; i < argc; i++) {
@@ -180,10 +190,13 @@ static int parse_opts(Opts *o, int argc, char **argv)
         } else if ((v = opt_value(argc, argv, &i, "--weights"))) {
             if (!*v)
                 return usage_error("%s needs a file", "--weights");
+            if (o->weights)
+                return usage_error("option '%s' given twice", "--weights");
             o->weights = v;
         } else if ((v = opt_value(argc, argv, &i, "--input"))) {
-            if (add_input(o, v))
-                return EXIT_USAGE;
+            int rc = add_input(o, v);
+            if (rc)
+                return rc;
         } else if ((v = opt_value(argc, argv, &i, "--seed"))) {
             if (!parse_seed(v, &o->seed))
                 return usage_error("--seed takes a non-negative integer, got '%s'", v);
@@ -295,8 +308,8 @@ static int cmd_emit(Module *m, const Opts *o)
         return rc;
     const char *c = cg_emit_string(m, CG_CC);
     if (!o->out || strcmp(o->out, "-") == 0) {
-        fputs(c, stdout);
-        return fflush(stdout) == 0 ? 0 : EXIT_IO;
+        fputs(c, stdout);             /* checked by main */
+        return 0;
     }
     rt_err err = {0, ""};
     return cg_write_file(o->out, c, &err) ? report(&err) : 0;
@@ -471,26 +484,18 @@ typedef struct {
     int rc;
 } Dump;
 
+/* The module as .kir text, in its arena. */
 static char *module_text(const Module *m)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
+    FILE *f = arena_stream(m->a);
     ir_print_module(f, m);
-    fclose(f);
-    return buf;
+    return arena_stream_text(m->a, f);
 }
 
 static void dump_stage(PassCtx *cx, Module *m, int pass, int changed)
 {
     Dump *dp = cx->user;
     char *text = module_text(m);
-    if (!text) {
-        dp->rc = EXIT_INTERNAL;
-        return;
-    }
     int same = dp->prev && strcmp(dp->prev, text) == 0;
     const char *state = changed < 0 ? "disabled" : pass == 0 ? "parsed"
                         : same ? "unchanged" : "changed";
@@ -504,7 +509,6 @@ static void dump_stage(PassCtx *cx, Module *m, int pass, int changed)
         if (cg_write_file(path, file, &err))
             dp->rc = report(&err);
     }
-    free(dp->prev);
     dp->prev = text;
 }
 
@@ -513,12 +517,17 @@ static int cmd_dump(Module *m, const Opts *o)
     Dump dp = {o, NULL, o->dump_after ? pass_index(o->dump_after) : -1, 0};
     if (dp.after < 0 && !o->out)
         return usage_error("%s needs --dump-dir DIR or --after PASS", "dump");
-    if (dp.after < 0 && mkdir(o->out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "kiln: %s: %s\n", o->out, strerror(errno));
-        return EXIT_IO;
+    if (dp.after < 0 && mkdir(o->out, 0777) != 0) {
+        struct stat st;
+        int e = errno;
+        if (e == EEXIST && stat(o->out, &st) == 0 && !S_ISDIR(st.st_mode))
+            e = ENOTDIR;              /* a file of that name */
+        if (e != EEXIST) {
+            fprintf(stderr, "kiln: %s: %s\n", o->out, strerror(e));
+            return EXIT_IO;
+        }
     }
     int rc = run_passes(m, o, 0, dump_stage, &dp);
-    free(dp.prev);
     if (rc || dp.rc)
         return rc ? rc : dp.rc;
     int last = o->stop_after ? pass_index(o->stop_after) : pass_count - 1;
@@ -643,6 +652,10 @@ static int cmd_opt(int argc, char **argv)
         return EXIT_INVALID;
     }
     Arena *a = arena_new();
+    if (!a) {
+        free(text);
+        return out_of_memory();
+    }
     Diags d;
     diag_init(&d, a, in);
     Module *m = ir_parse(a, in, text, &d);
@@ -651,13 +664,10 @@ static int cmd_opt(int argc, char **argv)
     if (!rc) {
         char *t = module_text(m);
         rt_err err = {0, ""};
-        if (!t)
-            rc = EXIT_INTERNAL;
-        else if (!out)
+        if (!out)
             fputs(t, stdout);
         else if (cg_write_file(out, t, &err))
             rc = report(&err);
-        free(t);
     }
     arena_free(a);
     return rc;
@@ -682,28 +692,38 @@ static const Command commands[] = {
     {"check", cmd_check}, {"print", cmd_print}, {"dump", cmd_dump},
 };
 
+/* Loads the model and runs the command in one arena. Out of memory
+ * anywhere below comes back here, with nothing held but the arena. */
+static int compile(const Command *c, const Opts *o)
+{
+    Arena *a = arena_new();
+    if (!a)
+        return out_of_memory();
+    int rc = 0;
+    jmp_buf oom;
+    if (setjmp(oom)) {
+        rc = out_of_memory();
+    } else {
+        arena_set_oom(a, &oom);
+        Module *m = load(a, o->model, &rc);
+        if (m)
+            rc = c->run(m, o);
+    }
+    arena_free(a);
+    return rc;
+}
+
 static int model_command(const Command *c, int argc, char **argv)
 {
     Opts o = {.cmd = c->name};
     int rc = parse_opts(&o, argc, argv);
-    if (rc)
-        return rc;
-    if (o.out && same_file(o.out, o.model))
-        return usage_error("-o %s would overwrite the model file", o.out);
-    Arena *a = arena_new();
-    jmp_buf oom;
-    if (!a)
-        rc = EXIT_INTERNAL;
-    else if (setjmp(oom)) {
-        fprintf(stderr, "kiln: out of memory\n");
-        rc = EXIT_INTERNAL;
-    } else {
-        arena_set_oom(a, &oom);
-        Module *m = load(a, o.model, &rc);
-        if (m)
-            rc = c->run(m, &o);
-    }
-    arena_free(a);
+    if (!rc && o.out && same_file(o.out, o.model))
+        rc = usage_error("-o %s would overwrite the model file", o.out);
+    const char *fail = getenv("KILN_TEST_ALLOC_FAIL");  /* tests/unit/test_alloc.c */
+    if (fail)
+        ir_alloc_fail_at(strtoul(fail, NULL, 10));
+    if (!rc)
+        rc = compile(c, &o);
     for (int i = 0; i < o.ngiven; i++)
         free((char *)o.given_names[i]);
     free(o.given_names);
@@ -713,7 +733,7 @@ static int model_command(const Command *c, int argc, char **argv)
     return rc;
 }
 
-int main(int argc, char **argv)
+static int command(int argc, char **argv)
 {
     if (argc < 2)
         return usage_error("%s", "missing command");
@@ -738,4 +758,20 @@ int main(int argc, char **argv)
         if (!strcmp(cmd, commands[i].name))
             return model_command(&commands[i], argc, argv);
     return usage_error("unknown command '%s'", cmd);
+}
+
+/* What a command printed must have reached stdout (not a full disk or a
+ * closed pipe): otherwise an I/O error, said once. */
+static int flushed(int rc)
+{
+    int e = fflush(stdout) != 0 ? errno : ferror(stdout) ? -1 : 0;
+    if (rc || !e)
+        return rc;
+    fprintf(stderr, "kiln: cannot write to stdout%s%s\n", e > 0 ? ": " : "", e > 0 ? strerror(e) : "");
+    return EXIT_IO;
+}
+
+int main(int argc, char **argv)
+{
+    return flushed(command(argc, argv));
 }

@@ -3,10 +3,15 @@
  * The C goes to a private temporary directory; cc writes its result to a
  * temporary name beside the destination, which is renamed into place only
  * when everything succeeded, so a failed build never leaves a half-written
- * file and an older one at the destination stays intact. */
+ * file and an older one at the destination stays intact. A destination
+ * that is a symbolic link has its target replaced, never the link; one
+ * that is no regular file (/dev/null, a pipe) is written through by
+ * cg_write_file and refused by the builds: renaming over it would replace
+ * the device itself. */
 #include "codegen.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,6 +22,14 @@ const char *cg_cc(void)
 {
     const char *cc = getenv("CC");
     return cc && *cc ? cc : "cc";
+}
+
+/* $KILN_CFLAGS_EXTRA, or "": more flags for executables, e.g. sanitizers
+ * (make test-asan). Split into words by the shell, as $CC is. */
+static const char *cflags_extra(void)
+{
+    const char *x = getenv("KILN_CFLAGS_EXTRA");
+    return x ? x : "";
 }
 
 /* A private directory for one build's files. */
@@ -66,16 +79,18 @@ static char *shell_quote(Arena *a, const char *s)
     return q;
 }
 
-static int write_text(const char *path, const char *text, rt_err *err)
+/* Writes text to path; a message names shown (the file the user asked
+ * for, when path is its temporary). */
+static int write_text(const char *path, const char *shown, const char *text, rt_err *err)
 {
     FILE *f = fopen(path, "w");
     if (!f)
-        return rt_errf(err, RT_EIO, "%s: %s", path, strerror(errno));
+        return rt_errf(err, RT_EIO, "%s: cannot write: %s", shown, strerror(errno));
     size_t len = strlen(text);
     int bad = fwrite(text, 1, len, f) != len;
     bad |= fclose(f) != 0;
     if (bad)
-        return rt_errf(err, RT_EIO, "%s: %s", path, strerror(errno));
+        return rt_errf(err, RT_EIO, "%s: cannot write: %s", shown, strerror(errno));
     return 0;
 }
 
@@ -100,6 +115,40 @@ static int run(Arena *a, const char *cmd, const char *log, rt_err *err)
     return rt_errf(err, RT_EINTERNAL, "the C compiler failed (status %d): %s", code, line);
 }
 
+/* Where a result for path goes. A symbolic link is followed to the file
+ * it names, which is replaced while the link stays. *through is set when
+ * that is no regular file (/dev/null, /dev/stdout, a pipe, a dangling
+ * link): such a file is written through, never replaced, which for root
+ * would mean replacing /dev/null. Returns path or the resolved name. */
+static const char *dest_of(Arena *a, const char *path, int *through)
+{
+    struct stat ln, st;
+    *through = 0;
+    if (lstat(path, &ln) != 0)
+        return path;                  /* a new file */
+    if (stat(path, &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
+        *through = 1;
+        return path;
+    }
+    char *real = S_ISLNK(ln.st_mode) ? realpath(path, NULL) : NULL;
+    if (!real)
+        return path;
+    const char *r = arena_strdup(a, real);
+    free(real);
+    return r;
+}
+
+/* dest_of for what only a rename can put in place (an executable, a
+ * library): NULL with err set when that is no regular file. */
+static const char *regular_dest(Arena *a, const char *path, rt_err *err)
+{
+    int through;
+    const char *dest = dest_of(a, path, &through);
+    if (through)
+        rt_errf(err, RT_EIO, "%s: not a regular file; kiln replaces only regular files", path);
+    return through ? NULL : dest;
+}
+
 /* A destination must be a writable place in an existing directory. */
 static int check_dest(const char *path, rt_err *err)
 {
@@ -122,10 +171,23 @@ static int check_dest(const char *path, rt_err *err)
     return 0;
 }
 
-static char *temp_beside(Arena *a, const char *path)
+/* A new empty file beside path, created exclusively, for the result to be
+ * renamed from: so a destination where nothing can be created is found
+ * before any work, and named (access(2) lets root pass where creating a
+ * file still fails, as in /sys). */
+static int temp_beside(Arena *a, const char *path, char **tmp, rt_err *err)
 {
     static int seq;
-    return arena_printf(a, "%s.kiln-tmp%ld-%d", path, (long)getpid(), seq++);
+    for (int tries = 0; tries < 100; tries++) {
+        *tmp = arena_printf(a, "%s.kiln-tmp%ld-%d", path, (long)getpid(), seq++);
+        int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0)
+            return close(fd), 0;
+        if (errno != EEXIST)
+            break;
+    }
+    *tmp = NULL;
+    return rt_errf(err, RT_EIO, "%s: cannot write: %s", path, strerror(errno));
 }
 
 static int commit(const char *tmp, const char *path, rt_err *err)
@@ -140,21 +202,26 @@ static int commit(const char *tmp, const char *path, rt_err *err)
 int cg_build_exe(const Module *m, const char *out, int quiet, rt_err *err)
 {
     Arena *a = m->a;
-    if (check_dest(out, err))
+    char *tmp;
+    const char *dest = regular_dest(a, out, err);
+    if (!dest || check_dest(dest, err) || temp_beside(a, dest, &tmp, err))
         return err->code;
     Scratch s;
-    if (scratch_open(&s, err))
+    if (scratch_open(&s, err)) {
+        unlink(tmp);
         return err->code;
+    }
     double t0 = rt_now();
-    const char *src = scratch_path(&s, a, "model.c"), *tmp = temp_beside(a, out);
-    int rc = write_text(src, cg_emit_string(m, CG_CC), err);
+    const char *src = scratch_path(&s, a, "model.c");
+    int rc = write_text(src, src, cg_emit_string(m, CG_CC), err);
     if (!quiet && !rc)
         fprintf(stderr, "kiln: cc: building %s (%d kernels)...\n", out, m->prog->nkernels);
     if (!rc)
-        rc = run(a, arena_printf(a, "%s " CG_CFLAGS " -o %s %s -lm", cg_cc(), shell_quote(a, tmp),
-                                 shell_quote(a, src)), scratch_path(&s, a, "cc.log"), err);
+        rc = run(a, arena_printf(a, "%s " CG_CFLAGS " %s -o %s %s -lm", cg_cc(), cflags_extra(),
+                                 shell_quote(a, tmp), shell_quote(a, src)),
+                 scratch_path(&s, a, "cc.log"), err);
     if (!rc)
-        rc = commit(tmp, out, err);
+        rc = commit(tmp, dest, err);
     else
         unlink(tmp);
     scratch_close(&s, a);
@@ -174,50 +241,62 @@ static int make_dir(const char *dir, rt_err *err)
     return rt_errf(err, RT_EIO, "%s: %s", dir, strerror(errno));
 }
 
+/* text to dest through a temporary beside it, renamed over it; messages
+ * name shown. */
+static int write_atomic(Arena *a, const char *dest, const char *shown, const char *text,
+                        rt_err *err)
+{
+    char *tmp;
+    if (check_dest(dest, err) || temp_beside(a, dest, &tmp, err))
+        return err->code;
+    if (write_text(tmp, shown, text, err)) {
+        unlink(tmp);
+        return err->code;
+    }
+    return commit(tmp, dest, err);
+}
+
 int cg_write_file(const char *path, const char *text, rt_err *err)
 {
-    if (check_dest(path, err))
-        return err->code;
     Arena *a = arena_new();
     if (!a)
         return rt_errf(err, RT_EINTERNAL, "out of memory");
-    char *tmp = temp_beside(a, path);
-    int rc = write_text(tmp, text, err);
-    rc = rc ? (unlink(tmp), rc) : commit(tmp, path, err);
+    int through;
+    const char *dest = dest_of(a, path, &through);
+    int rc = through ? write_text(path, path, text, err) : write_atomic(a, dest, path, text, err);
     arena_free(a);
     return rc;
 }
 
 static int write_header(const Module *m, const char *path, rt_err *err)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return rt_errf(err, RT_EINTERNAL, "out of memory");
+    FILE *f = arena_stream(m->a);
     cg_emit_header(f, m);
-    fclose(f);
-    char *tmp = temp_beside(m->a, path);
-    int rc = write_text(tmp, buf, err);
-    free(buf);
-    return rc ? (unlink(tmp), rc) : commit(tmp, path, err);
+    return cg_write_file(path, arena_stream_text(m->a, f), err);
 }
 
 int cg_build_lib(const Module *m, const char *dir, int quiet, rt_err *err)
 {
     Arena *a = m->a;
-    if (make_dir(dir, err))
+    const char *so = arena_printf(a, "%s/lib%s.so", dir, m->name);
+    const char *ar = arena_printf(a, "%s/lib%s.a", dir, m->name);
+    char *so_tmp = NULL, *ar_tmp = NULL;
+    if (make_dir(dir, err) || !(so = regular_dest(a, so, err)) || !(ar = regular_dest(a, ar, err)) ||
+        temp_beside(a, so, &so_tmp, err) || temp_beside(a, ar, &ar_tmp, err)) {
+        if (so_tmp)
+            unlink(so_tmp);
         return err->code;
+    }
+    unlink(ar_tmp);                   /* ar makes an archive only where there is no file */
     Scratch s;
-    if (scratch_open(&s, err))
+    if (scratch_open(&s, err)) {
+        unlink(so_tmp);
         return err->code;
+    }
     double t0 = rt_now();
     const char *src = scratch_path(&s, a, "model.c"), *obj = scratch_path(&s, a, "model.o");
     const char *log = scratch_path(&s, a, "cc.log");
-    const char *so = arena_printf(a, "%s/lib%s.so", dir, m->name);
-    const char *ar = arena_printf(a, "%s/lib%s.a", dir, m->name);
-    const char *so_tmp = temp_beside(a, so), *ar_tmp = temp_beside(a, ar);
-    int rc = write_text(src, cg_emit_string(m, CG_CC), err);
+    int rc = write_text(src, src, cg_emit_string(m, CG_CC), err);
     if (!quiet && !rc)
         fprintf(stderr, "kiln: cc: building lib%s.so and lib%s.a in %s...\n", m->name, m->name, dir);
     if (!rc)

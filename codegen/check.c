@@ -2,6 +2,10 @@
  * and the JIT build run on the same weights and inputs; every output is
  * compared with the reference.
  *
+ * 0. --input NAME=FILE pairs are bound to the model's inputs first, as the
+ *    generated program binds them (after the longest declared name, so a
+ *    name may hold '='; each input once): a usage error comes before any
+ *    file is opened.
  * 1. Weights: rt_load_weights, as the generated program loads them.
  * 2. Inputs: the given .npy files, or seeded by rt_seed_input exactly as
  *    the generated program seeds them.
@@ -28,6 +32,7 @@ struct CgCheck {
     CgInfos info;
     float **weights;
     void **inputs;           /* by input index */
+    const char **in_file;    /* by input index: its --input file, or NULL */
     void **ref;              /* reference outputs */
     char dir[4096];          /* scratch for the cc build's files */
     char **files;            /* made in dir, removed at the end */
@@ -41,33 +46,48 @@ static void *alloc_tensor(const rt_tensor_info *t)
     return rt_alloc((size_t)(t->count ? t->count : 1) * 4);
 }
 
-static int given_input(const Check *c, int i)
+/* One --input, given split at its first '=' (NAME=FILE): the input whose
+ * name, then '=', starts it, the longest such name. */
+static int bind_input(Check *c, int j, rt_err *err)
 {
+    const Module *m = c->m;
+    const char *spec = arena_printf(m->a, "%s=%s", c->o->given_names[j], c->o->given_files[j]);
+    int best = -1;
+    size_t blen = 0;
+    for (int i = 0; i < m->ninputs; i++) {
+        size_t len = strlen(m->inputs[i]->name);
+        if (!strncmp(spec, m->inputs[i]->name, len) && spec[len] == '=' && (best < 0 || len > blen))
+            best = i, blen = len;
+    }
+    if (best < 0)
+        return rt_errf(err, RT_EUSAGE, "--input: the model has no input '%s'",
+                       c->o->given_names[j]);
+    if (c->in_file[best])
+        return rt_errf(err, RT_EUSAGE, "--input: input '%s' given twice", m->inputs[best]->name);
+    if (!spec[blen + 1])
+        return rt_errf(err, RT_EUSAGE, "--input: no file name after '%s='", m->inputs[best]->name);
+    c->in_file[best] = spec + blen + 1;
+    return 0;
+}
+
+static int bind_inputs(Check *c, rt_err *err)
+{
+    c->in_file = arena_alloc(c->m->a, sizeof *c->in_file * (size_t)(c->m->ninputs + 1));
     for (int j = 0; j < c->o->ngiven; j++)
-        if (strcmp(c->o->given_names[j], c->m->inputs[i]->name) == 0)
-            return j;
-    return -1;
+        if (bind_input(c, j, err))
+            return err->code;
+    return 0;
 }
 
 static int load_inputs(Check *c, rt_err *err)
 {
-    const Module *m = c->m;
-    for (int j = 0; j < c->o->ngiven; j++) {
-        int found = 0;
-        for (int i = 0; i < m->ninputs; i++)
-            found |= strcmp(c->o->given_names[j], m->inputs[i]->name) == 0;
-        if (!found)
-            return rt_errf(err, RT_EUSAGE, "--input: the model has no input '%s'",
-                           c->o->given_names[j]);
-    }
-    for (int i = 0; i < m->ninputs; i++) {
+    for (int i = 0; i < c->m->ninputs; i++) {
         const rt_tensor_info *t = &c->info.inputs[i];
         if (!(c->inputs[i] = alloc_tensor(t)))
             return rt_errf(err, RT_EINTERNAL, "out of memory");
-        int j = given_input(c, i);
-        if (j < 0)
+        if (!c->in_file[i])
             rt_seed_input(t, i, c->o->seed, c->inputs[i]);
-        else if (rt_npy_read(c->o->given_files[j], t, c->inputs[i], err))
+        else if (rt_npy_read(c->in_file[i], t, c->inputs[i], err))
             return err->code;
     }
     return 0;
@@ -337,6 +357,8 @@ static int setup(Check *c, rt_err *err)
     c->weights = arena_alloc(m->a, sizeof *c->weights * (size_t)(m->nweights + 1));
     c->inputs = arena_alloc(m->a, sizeof *c->inputs * (size_t)(m->ninputs + 1));
     c->ref = arena_alloc(m->a, sizeof *c->ref * (size_t)(m->noutputs + 1));
+    if (bind_inputs(c, err))
+        return err->code;
     if (rt_load_weights(c->o->weights, c->info.weights, m->nweights, c->weights, err))
         return err->code;
     if (load_inputs(c, err))

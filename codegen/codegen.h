@@ -50,10 +50,11 @@ void cg_infos(const Module *m, CgInfos *t);
 const char *cg_cc(void);
 #define CG_CFLAGS "-O3 -march=native -fopenmp"
 /* Builds an executable at out (written to a temporary beside it, then
- * renamed). Progress and timing on stderr unless quiet. Returns an RT_*
- * status with err set. */
+ * renamed) with CG_CFLAGS, then $KILN_CFLAGS_EXTRA. Progress and timing
+ * on stderr unless quiet. Returns an RT_* status with err set. */
 int cg_build_exe(const Module *m, const char *out, int quiet, rt_err *err);
-/* Writes text to path atomically (a temporary beside it, then rename). */
+/* Writes text to path atomically (a temporary beside it, then rename);
+ * a link's target is replaced, a device or pipe written through. */
 int cg_write_file(const char *path, const char *text, rt_err *err);
 /* Builds DIR/lib<name>.so, DIR/lib<name>.a and DIR/<name>.h. */
 int cg_build_lib(const Module *m, const char *dir, int quiet, rt_err *err);
@@ -69,8 +70,8 @@ void cg_jit_free(CgJit *j);
 /* ---- check.c: reference vs cc build vs JIT ---------------------------- */
 typedef struct {
     const char *weights;               /* safetensors file; NULL: inits */
-    const char *const *given_names;    /* --input NAME=FILE pairs */
-    const char *const *given_files;
+    const char *const *given_names;    /* --input NAME=FILE, split at the first */
+    const char *const *given_files;    /* '='; bound after the longest input name */
     int ngiven;
     uint64_t seed;                     /* for inputs not given */
     double tol;                        /* relative to the reference's max |x| */

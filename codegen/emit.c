@@ -222,16 +222,9 @@ void cg_emit(FILE *f, const Module *m, CgFlavour fl)
 
 char *cg_emit_string(const Module *m, CgFlavour fl)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        KILN_BUG("open_memstream failed");
+    FILE *f = arena_stream(m->a);
     cg_emit(f, m, fl);
-    fclose(f);
-    char *s = arena_dup(m->a, buf, len + 1);
-    free(buf);
-    return s;
+    return arena_stream_text(m->a, f);
 }
 
 void cg_emit_header(FILE *f, const Module *m)

@@ -31,6 +31,19 @@ static void operand(CgCx *cx, const Expr *e, int p, int right)
         fputc(')', cx->f);
 }
 
+/* An integer operand of 64-bit arithmetic (an index above all): an i32
+ * value (a load from an i32 buffer) is widened before the arithmetic, as
+ * the loop IR's types say; C would compute `ids[t] * 4096` in int. */
+static void wide(CgCx *cx, const Expr *e, int p, int right)
+{
+    if (e->type != T_I32) {
+        operand(cx, e, p, right);
+        return;
+    }
+    fputs("(int64_t)", cx->f);
+    operand(cx, e, 9, 0);
+}
+
 void cg_print_float(FILE *f, double v)
 {
     if (isinf(v)) {
@@ -52,9 +65,9 @@ static void offset(CgCx *cx, const Buf *b, Expr *const *idx)
         if (terms++)
             fputs(" + ", cx->f);
         if (b->strides[i] == 1) {
-            operand(cx, idx[i], 5, 0);
+            wide(cx, idx[i], 5, 0);
         } else {
-            operand(cx, idx[i], 6, 0);
+            wide(cx, idx[i], 6, 0);
             fprintf(cx->f, " * %lld", (long long)b->strides[i]);
         }
     }
@@ -131,6 +144,12 @@ static void expr(CgCx *cx, const Expr *e)
             fputs(", ", f);
             expr(cx, e->b);
             fputc(')', f);
+            return;
+        }
+        if (e->type == T_I64 && e->op <= B_MOD) {   /* arithmetic in 64 bits */
+            wide(cx, e->a, ir_expr_prec(e), 0);
+            fprintf(f, " %s ", c_binop[e->op]);
+            wide(cx, e->b, ir_expr_prec(e), 1);
             return;
         }
         operand(cx, e->a, ir_expr_prec(e), 0);
@@ -339,7 +358,8 @@ static void declare_bufs(CgCx *cx, const Block *blk, int depth)
     Arena *a = cx->m->a;
     BufSet u = {NULL, 0, 0, a};
     uses_block(&u, blk);
-    qsort(u.v, (size_t)u.n, sizeof *u.v, by_id);
+    if (u.n)                          /* qsort(NULL, 0) is undefined */
+        qsort(u.v, (size_t)u.n, sizeof *u.v, by_id);
     for (int i = 0; i < u.n; i++) {
         const Buf *b = u.v[i];
         const char *t = b->dtype == DT_I32 ? "int32_t" : "float";
@@ -490,23 +510,17 @@ static void comment(CgCx *cx, const Kernel *k)
 
 void cg_kernel(CgCx *cx, const Kernel *k)
 {
-    char *body = NULL, *fns = NULL;
-    size_t blen = 0, flen = 0;
-    FILE *bf = open_memstream(&body, &blen), *ff = open_memstream(&fns, &flen);
-    if (!bf || !ff)
-        KILN_BUG("open_memstream failed");
+    Arena *a = cx->m->a;
+    FILE *bf = arena_stream(a), *ff = arena_stream(a);
     Outline o = {k, NULL, 0, 0, NULL, 0, 0, 0, ff};
     CgCx in = *cx;
     in.f = bf;
     declare_bufs(&in, &k->body, 1);
     block(&in, &k->body, 1, cx->fl == CG_JIT ? &o : NULL);
-    fclose(bf);
-    fclose(ff);
+    char *body = arena_stream_text(a, bf), *fns = arena_stream_text(a, ff);
     fputs(fns, cx->f);
     comment(cx, k);
     fprintf(cx->f, "static int k%d(%s *m)\n{\n", k->id, cx->model_type);
     fputs(body, cx->f);
     fputs("    return 0;\n}\n\n", cx->f);
-    free(body);
-    free(fns);
 }

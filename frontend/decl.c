@@ -26,16 +26,10 @@ static int dim(FeCx *cx, json_t *j, const char *where, int64_t *d)
 
 static int count_ok(FeCx *cx, const char *where, const Node *t)
 {
-    int64_t c = 1;
-    for (int i = 0; i < t->rank; i++) {
-        if (t->dims[i] > KILN_MAX_ELEMS / c) {
-            diag(cx->d, where, "shape %s has more than 2^40 elements",
-                 shape_str(cx->a, t->rank, t->dims));
-            return -1;
-        }
-        c *= t->dims[i];
-    }
-    return 0;
+    if (shape_fits(t->rank, t->dims))
+        return 0;
+    diag(cx->d, where, "shape %s has more than 2^40 elements", shape_str(cx->a, t->rank, t->dims));
+    return -1;
 }
 
 /* shape := [dim, ...]   0 to KILN_MAX_RANK of them; [] is a scalar */

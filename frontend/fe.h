@@ -89,6 +89,12 @@ void fe_define(Sym *s, Node *n);
 int fe_use(FeCx *cx, const char *name, const char *where, const char *undef,
            Node **n);
 
+/* ---- jansson.c: jansson on kiln's allocator ------------------------ */
+/* json_loadb (duplicate keys refused, any value at the top) with every
+ * block from ir_malloc; out of memory takes arena_oom(a) with nothing of
+ * jansson's left allocated. */
+json_t *fe_json_load(Arena *a, const char *text, size_t len, json_error_t *err);
+
 /* ---- decl.c: inputs, weights, state ---------------------------------- */
 /* section := [decl, ...]; op is OP_INPUT, OP_WEIGHT or OP_STATE. */
 void fe_decls(FeCx *cx, json_t *j, const char *section, OpKind op);

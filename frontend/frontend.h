@@ -13,9 +13,11 @@
 
 /* Loads a model file: parse, validate, infer shapes. Returns the module,
  * or NULL when any problem was found (every problem is in d, one line each
- * "FILE: JSON-PATH: message"). I/O failure (cannot open or read, out of
- * memory): one line "FILE: cannot read: why", *io = 1; otherwise *io = 0
- * (a file over 256 MiB is refused as bad input). io may be NULL. */
+ * "FILE: JSON-PATH: message"). I/O failure (cannot open or read): one line
+ * "FILE: cannot read: why", *io = 1; otherwise *io = 0 (a file over
+ * 256 MiB is refused as bad input). io may be NULL. Out of memory, here
+ * or in jansson, takes arena_oom(a), leaving nothing allocated but the
+ * arena. */
 Module *fe_load(Arena *a, const char *path, Diags *d, int *io);
 /* The same for text already in memory; file names the model in messages
  * and becomes m->file. */

@@ -36,7 +36,34 @@ static int is_ident(const char *s)
     return *s && strchr(ALPHA, *s) && s[strspn(s, ALPHA "0123456789")] == 0;
 }
 
-/* name := [A-Za-z_][A-Za-z0-9_]*, at most FE_MAX_MODEL_NAME characters */
+/* Model names whose C symbols (NAME_model, NAME_open, NAME_status,
+ * NAME_error, NAME_run, NAME_reset, NAME_close, NAME_input_names,
+ * NAME_output_names) would clash with others in the same program: names
+ * with a leading '_' (C11 7.1.3 reserves such identifiers at file scope,
+ * and glibc exports __open and _IO_file_open), kiln's own prefixes in
+ * generated C (kiln_model, rt_model, rt_st_open), and the C library's
+ * functions of that form, which the generated file's headers declare
+ * (shm_open, omp_proc_bind_close) or glibc, libm and libgomp export: a
+ * library named sem would replace sem_open in every program it is linked
+ * into. tests/names.sh checks this on the machine at hand. */
+static const char *const libc_names[] = {
+    "GOMP", "GOMP_PLUGIN", "aio", "argp", "argp_err_exit", "fts", "fts64", "gai",
+    "iconv", "mq", "omp_proc_bind", "pidfd", "sem", "shm", "svc", NULL,
+};
+
+static int is_reserved(const char *s)
+{
+    if (s[0] == '_' || !strcmp(s, "kiln") || !strcmp(s, "rt") || !strncmp(s, "kiln_", 5) ||
+        !strncmp(s, "rt_", 3))
+        return 1;
+    for (int i = 0; libc_names[i]; i++)
+        if (!strcmp(s, libc_names[i]))
+            return 1;
+    return 0;
+}
+
+/* name := [A-Za-z_][A-Za-z0-9_]*, at most FE_MAX_MODEL_NAME characters,
+ * not reserved */
 static void model_name(FeCx *cx, json_t *j)
 {
     const char *s = json_string_value(j);   /* NULL unless a string */
@@ -50,6 +77,9 @@ static void model_name(FeCx *cx, json_t *j)
     else if (strlen(s) > FE_MAX_MODEL_NAME)
         diag(cx->d, "name", "name has %zu characters, more than %d", strlen(s),
              FE_MAX_MODEL_NAME);
+    else if (is_reserved(s))
+        diag(cx->d, "name", "name \"%s\" is reserved: its C symbols (%s_open, ...) would "
+             "clash with kiln's or the C library's", s, s);
     else
         cx->m->name = arena_strdup(cx->a, s);
 }
@@ -115,20 +145,23 @@ static void model(FeCx *cx, json_t *j)
     outputs(cx, fe_get(cx, j, NULL, "outputs", 1));
 }
 
+static void release_json(void *root) { json_decref(root); }
+
 Module *fe_parse(Arena *a, const char *file, const char *text, size_t len, Diags *d)
 {
     int before = d->n;
     FeCx cx = {.a = a, .d = d, .m = ir_module_new(a, arena_strdup(a, file), NULL)};
     json_error_t err;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
-    if (!root && err.line < 0)        /* no position: out of memory */
+    json_t *root = fe_json_load(a, text, len, &err);
+    if (!root && err.line < 0)        /* no position */
         diag(d, NULL, "%s", fe_escape(&cx, err.text));
     else if (!root)
         diag(d, NULL, "line %d, column %d: %s", err.line, err.column, fe_escape(&cx, err.text));
     if (!root)
         return NULL;
+    arena_hold(a, root, release_json);  /* model() may run out of memory */
     model(&cx, root);
-    json_decref(root);
+    arena_release(a, root);
     if (d->n > before)
         return NULL;
     ir_module_renumber(cx.m);
@@ -136,31 +169,33 @@ Module *fe_parse(Arena *a, const char *file, const char *text, size_t len, Diags
 }
 
 static const char too_large[] = "file is larger than 256 MiB";
+static const char no_memory[] = "out of memory";
 
-/* The whole of f in a malloc'd buffer (*len bytes); NULL with *why set
- * when it cannot be read or is larger than FE_MAX_FILE. */
+/* The whole of f in an ir_malloc'd buffer (*len bytes); NULL with *why
+ * set when it cannot be read, is larger than FE_MAX_FILE, or memory ran
+ * out (no_memory). */
 static char *slurp(FILE *f, size_t *len, const char **why)
 {
     size_t n = 0, cap = (size_t)1 << 16;
-    char *buf = malloc(cap);
+    char *buf = ir_malloc(cap);
     while (buf) {
         n += fread(buf + n, 1, cap - n, f);
         if (n < cap)
             break;                    /* end of file, or an error */
         if (cap > FE_MAX_FILE) {      /* read one byte past the limit */
-            free(buf);
+            ir_free(buf);
             *why = too_large;
             return NULL;
         }
         cap = 2 * cap > FE_MAX_FILE ? FE_MAX_FILE + 1 : 2 * cap;
-        char *nb = realloc(buf, cap);
+        char *nb = ir_realloc(buf, cap);
         if (!nb)
-            free(buf);
+            ir_free(buf);
         buf = nb;
     }
-    *why = !buf ? "out of memory" : ferror(f) ? strerror(errno) : NULL;
+    *why = !buf ? no_memory : ferror(f) ? strerror(errno) : NULL;
     if (*why) {
-        free(buf);
+        ir_free(buf);
         return NULL;
     }
     *len = n;
@@ -175,13 +210,16 @@ Module *fe_load(Arena *a, const char *path, Diags *d, int *io)
     char *text = f ? slurp(f, &len, &why) : NULL;
     if (f)
         fclose(f);
+    if (why == no_memory)
+        arena_oom(a);
     if (io)
         *io = !text && why != too_large;  /* too large: the input's fault */
     if (!text) {
         diag(d, NULL, "%s%s", why == too_large ? "" : "cannot read: ", why);
         return NULL;
     }
+    arena_hold(a, text, ir_free);
     Module *m = fe_parse(a, path, text, len, d);
-    free(text);
+    arena_release(a, text);
     return m;
 }

@@ -5,7 +5,9 @@
  * attributes; only when all of that holds and every operand is a usable
  * value is op_table[op].infer called, which reports its own problems. So
  * an infer function only ever sees a node of the right arity, operands
- * that exist and attributes of the right kinds.
+ * that exist and attributes of the right kinds. A result of more than
+ * 2^40 elements (a broadcast, a concat, a batched matmul) is refused after
+ * inference, as a declaration of that size is.
  *
  * What becomes of a node: one IR node named by "name", where = "nodes[i]".
  * An operand that is a JSON number becomes an OP_CONST node (f32, rank 0,
@@ -144,6 +146,11 @@ static Node *make(FeCx *cx, Nd *nd, int r)
     int before = cx->d->n;
     if (op_table[n->op].infer(&icx, n) != 0 || cx->d->n > before)
         return NULL;
+    if (!shape_fits(n->rank, n->dims)) {  /* e.g. [2^40, 1] + [1, 2^40] */
+        diag(cx->d, nd->where, "%s: the result %s would have more than 2^40 elements",
+             op_table[n->op].name, shape_str(cx->a, n->rank, n->dims));
+        return NULL;
+    }
     return n;
 }
 

@@ -1,5 +1,7 @@
 /* ir/arena.c: one region per compilation (QBE util.c alloc/freeall).
- * Memory comes in chunks that double in size; nothing is freed alone. */
+ * Memory comes in chunks that double in size; nothing is freed alone.
+ * What a compilation holds outside the arena is recorded in it, so that
+ * arena_free releases it too (APR's pool cleanups). */
 #include "ir.h"
 
 #include <stdlib.h>
@@ -12,8 +14,16 @@ struct Chunk {
     _Alignas(16) unsigned char data[];
 };
 
+typedef struct Hold Hold;
+struct Hold {
+    Hold *next;
+    void *p;
+    void (*release)(void *);
+};
+
 struct Arena {
     Chunk *head;
+    Hold *held;                   /* newest first */
     jmp_buf *oom;
 };
 
@@ -28,7 +38,7 @@ _Noreturn void ir_bug(const char *file, int line, const char *fmt, ...)
     abort();
 }
 
-static _Noreturn void out_of_memory(Arena *a)
+_Noreturn void arena_oom(Arena *a)
 {
     if (a->oom)
         longjmp(*a->oom, 1);
@@ -38,9 +48,9 @@ static _Noreturn void out_of_memory(Arena *a)
 
 Arena *arena_new(void)
 {
-    Arena *a = calloc(1, sizeof *a);
-    if (!a)
-        return NULL;
+    Arena *a = ir_malloc(sizeof *a);
+    if (a)
+        *a = (Arena){0};
     return a;
 }
 
@@ -50,19 +60,93 @@ void arena_free(Arena *a)
 {
     if (!a)
         return;
+    while (a->held)
+        arena_release(a, a->held->p);
     for (Chunk *c = a->head, *next; c; c = next) {
         next = c->next;
-        free(c);
+        ir_free(c);
     }
-    free(a);
+    ir_free(a);
 }
+
+void arena_hold(Arena *a, void *p, void (*release)(void *))
+{
+    Hold *h = ir_malloc(sizeof *h);
+    if (!h) {
+        release(p);
+        arena_oom(a);
+    }
+    *h = (Hold){a->held, p, release};
+    a->held = h;
+}
+
+void arena_release(Arena *a, void *p)
+{
+    for (Hold **hp = &a->held, *h; (h = *hp); hp = &h->next)
+        if (h->p == p) {
+            *hp = h->next;
+            h->release(p);
+            ir_free(h);
+            return;
+        }
+    KILN_BUG("arena_release: %p is not held", p);
+}
+
+/* ---- memory streams ------------------------------------------------ */
+
+typedef struct {
+    FILE *f;                      /* NULL once closed */
+    char *buf;                    /* open_memstream's, from libc's malloc */
+    size_t len;
+} Stream;
+
+static void stream_release(void *p)
+{
+    Stream *s = p;
+    if (s->f)
+        fclose(s->f);
+    free(s->buf);
+    ir_free(s);
+}
+
+FILE *arena_stream(Arena *a)
+{
+    Stream *s = ir_malloc(sizeof *s);
+    if (!s)
+        arena_oom(a);
+    *s = (Stream){0};
+    arena_hold(a, s, stream_release);
+    s->f = open_memstream(&s->buf, &s->len);
+    if (!s->f)
+        arena_oom(a);
+    return s->f;
+}
+
+char *arena_stream_text(Arena *a, FILE *f)
+{
+    Hold *h = a->held;
+    while (h && !(h->release == stream_release && ((Stream *)h->p)->f == f))
+        h = h->next;
+    if (!h)
+        KILN_BUG("arena_stream_text: not a stream of this arena");
+    Stream *s = h->p;
+    int bad = ferror(f);
+    s->f = NULL;
+    if (fclose(f) != 0 || bad)   /* a write or the final flush failed */
+        arena_oom(a);
+    char *text = arena_dup(a, s->buf, s->len + 1);
+    arena_release(a, s);
+    return text;
+}
+
+/* ---- allocation ------------------------------------------------------ */
 
 #define ARENA_MAX ((size_t)1 << 40)    /* no single compilation needs more */
 
 void *arena_alloc(Arena *a, size_t size)
 {
     if (size > ARENA_MAX)                 /* before rounding: no wrap-around */
-        out_of_memory(a);
+        arena_oom(a);
     size = (size + 15) & ~(size_t)15;
     Chunk *c = a->head;
     if (!c || c->size - c->used < size) {
@@ -70,10 +154,10 @@ void *arena_alloc(Arena *a, size_t size)
         while (want < size)
             want *= 2;                    /* size <= 2^40: cannot wrap */
         if (want > ARENA_MAX)
-            out_of_memory(a);
-        Chunk *nc = malloc(sizeof *nc + want);
+            arena_oom(a);
+        Chunk *nc = ir_malloc(sizeof *nc + want);
         if (!nc)
-            out_of_memory(a);
+            arena_oom(a);
         nc->next = c;
         nc->used = 0;
         nc->size = want;

@@ -1,6 +1,7 @@
 /* ir/graph.c: the graph IR: module, nodes, printing, verification. */
 #include "ir.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 Module *ir_module_new(Arena *a, const char *file, const char *name)
@@ -92,6 +93,20 @@ static void print_choice(FILE *f, const char *choices, int64_t k)
     fprintf(f, "%.*s", (int)strcspn(p, "|"), p);
 }
 
+/* A double the model gave (a FLOAT attribute, a random init's scale): %.9g
+ * as f32 values print, with more digits only when needed to read back the
+ * same double, so that a .kir file compiles to the same C as its model. */
+static void print_double(FILE *f, double v)
+{
+    char buf[32];
+    for (int digits = 9; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    fputs(buf, f);
+}
+
 static void print_attrs(FILE *f, const Node *n)
 {
     const AttrSpec *s = op_table[n->op].attrs;
@@ -103,7 +118,7 @@ static void print_attrs(FILE *f, const Node *n)
         fprintf(f, "%s%s=", i ? ", " : "", s[i].name);
         switch (s[i].kind) {
         case AT_INT: fprintf(f, "%lld", (long long)v->i); break;
-        case AT_FLOAT: fprintf(f, "%.9g", v->f); break;
+        case AT_FLOAT: print_double(f, v->f); break;
         case AT_BOOL: fputs(v->i ? "true" : "false", f); break;
         case AT_ENUM: print_choice(f, s[i].choices, v->i); break;
         case AT_INTS:
@@ -123,8 +138,9 @@ static void print_init(FILE *f, const Node *n)
     case INIT_NONE: break;
     case INIT_FILL: fprintf(f, " init fill(%.9g)", n->init.fill); break;
     case INIT_RANDOM:
-        fprintf(f, " init random(seed=%llu, scale=%.9g)",
-                (unsigned long long)n->init.seed, n->init.scale);
+        fprintf(f, " init random(seed=%llu, scale=", (unsigned long long)n->init.seed);
+        print_double(f, n->init.scale);
+        fputc(')', f);
         break;
     case INIT_DATA:
         fputs(" init data(", f);

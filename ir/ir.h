@@ -42,9 +42,23 @@ typedef struct Tensor Tensor;
 #define KILN_BUG(...) ir_bug(__FILE__, __LINE__, __VA_ARGS__)
 _Noreturn void ir_bug(const char *file, int line, const char *fmt, ...);
 
+/* ---- alloc.c: the allocator under the memory kiln owns ---------------- */
+/* malloc, realloc and free for arena chunks, jansson's trees (see
+ * frontend/jansson.c) and a model file's text. */
+void *ir_malloc(size_t size);
+void *ir_realloc(void *p, size_t size);
+void ir_free(void *p);
+/* Tests: the n-th allocation from now fails, once (0: none); the count of
+ * allocations since; blocks allocated and not yet freed. */
+void ir_alloc_fail_at(unsigned long n);
+unsigned long ir_alloc_count(void);
+long ir_alloc_live(void);
+
 /* ---- arena.c: one region per compilation ---------------------------- */
-/* arena_alloc never returns NULL: on exhaustion it longjmps to a->oom when
- * set (the driver's recovery point), otherwise it is a kiln bug. */
+/* arena_alloc never returns NULL: out of memory, it longjmps to a->oom
+ * when set (the driver's recovery point, which frees the arena), else
+ * prints "kiln: out of memory" and exits 4. arena_new returns NULL when
+ * out of memory. */
 Arena *arena_new(void);
 void arena_free(Arena *a);
 void *arena_alloc(Arena *a, size_t size);          /* zeroed, 16-aligned */
@@ -52,6 +66,20 @@ void *arena_dup(Arena *a, const void *p, size_t size);
 char *arena_strdup(Arena *a, const char *s);
 char *arena_printf(Arena *a, const char *fmt, ...);
 void arena_set_oom(Arena *a, jmp_buf *oom);
+/* Takes the out-of-memory exit above, for memory outside the arena. */
+_Noreturn void arena_oom(Arena *a);
+/* Memory held outside the arena for a while (a model file's text, a
+ * jansson tree): arena_hold records it with the function that releases
+ * it; arena_release(a, p) releases it now; arena_free releases what is
+ * still held, so that leaving by the out-of-memory exit leaks nothing.
+ * When the record itself cannot be made, p is released, then arena_oom. */
+void arena_hold(Arena *a, void *p, void (*release)(void *));
+void arena_release(Arena *a, void *p);
+/* A memory stream (open_memstream) held by the arena; arena_stream_text
+ * closes it and returns what was written, copied into the arena. Either
+ * takes arena_oom when memory runs out, a write that failed included. */
+FILE *arena_stream(Arena *a);
+char *arena_stream_text(Arena *a, FILE *f);
 /* Growable array of pointers in an arena: ARR_PUSH(a, arr, n, cap, x). */
 void *arena_grow(Arena *a, void *arr, int n, int *cap, size_t elem);
 #define ARR_PUSH(a, arr, n, cap, x)                                         \
@@ -87,6 +115,9 @@ void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
 typedef enum { DT_F32, DT_I32 } DType;
 const char *dtype_name(DType t);                 /* "f32", "i32" */
 int64_t shape_count(int rank, const int64_t *dims);
+/* 1 when a shape of dims >= 0 holds at most KILN_MAX_ELEMS elements, found
+ * without overflow: every buffer kiln makes must be addressable. */
+int shape_fits(int rank, const int64_t *dims);
 /* "[40,1536]" in the arena; "[]" for a scalar. */
 char *shape_str(Arena *a, int rank, const int64_t *dims);
 /* NumPy broadcast of two shapes; -1 when they do not broadcast. */

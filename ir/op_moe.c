@@ -60,6 +60,19 @@ int infer_moe(InferCx *cx, Node *n)
              (long long)E, (long long)top_k);
         return -1;
     }
+    /* The lowering keeps the chosen experts as i32 and scratch rows of
+     * probabilities [T, E] and hidden activations [T, I]. */
+    int64_t te[2] = {x->dims[0], E}, ti[2] = {x->dims[0], I};
+    if (E > INT32_MAX) {
+        diag(cx->d, n->where, "moe: %lld experts are more than i32 expert indices can count",
+             (long long)E);
+        return -1;
+    }
+    if (!shape_fits(2, te) || !shape_fits(2, ti)) {
+        diag(cx->d, n->where, "moe: the scratch %s (router) or %s (experts) would have more "
+             "than 2^40 elements", shape_str(cx->m->a, 2, te), shape_str(cx->m->a, 2, ti));
+        return -1;
+    }
     set_like(n, x);
     return 0;
 }

@@ -32,6 +32,17 @@ static int need_axis(InferCx *cx, Node *n, int64_t axis)
     return ax;
 }
 
+/* argmax and topk give i32 indices along the axis: they must fit. */
+static int need_i32_axis(InferCx *cx, Node *n, int ax)
+{
+    Node *x = n->in[0];
+    if (x->dims[ax] <= INT32_MAX)
+        return 0;
+    diag(cx->d, attr_where(cx, n, "axis"), "%s: axis %d of %s has more elements than i32 "
+         "indices can count", op_table[n->op].name, ax, shp(cx, x));
+    return -1;
+}
+
 static Stmt *loop(LowerCx *cx, Kernel *k, Block *blk, int64_t len, int marks)
 {
     return s_loop(cx->a, k, blk, e_int(cx->a, 0), e_int(cx->a, len), marks);
@@ -168,7 +179,7 @@ int infer_argmax(InferCx *cx, Node *n)
     Node *x = n->in[0];
     int bad = need_dtype(cx, n, 0, DT_F32);
     int ax = need_axis(cx, n, attr_i(n, "axis"));
-    if (ax < 0)
+    if (ax < 0 || need_i32_axis(cx, n, ax))
         return -1;
     int64_t dims[KILN_MAX_RANK];
     for (int d = 0, r = 0; d < x->rank; d++)
@@ -231,7 +242,7 @@ int infer_topk(InferCx *cx, Node *n)
     Node *x = n->in[0];
     int bad = need_dtype(cx, n, 0, DT_F32);
     int ax = need_axis(cx, n, attr_i(n, "axis"));
-    if (ax < 0)
+    if (ax < 0 || need_i32_axis(cx, n, ax))
         return -1;
     int64_t kk = attr_i(n, "k");
     if (kk < 1 || kk > x->dims[ax]) {

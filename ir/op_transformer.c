@@ -306,6 +306,12 @@ static int attn_shapes(InferCx *cx, Node *n)
              (long long)q->dims[0], (long long)k->dims[0], shp(cx, q), shp(cx, k));
         return -1;
     }
+    int64_t scores[3] = {q->dims[0], q->dims[1], k->dims[0]};   /* the lowering's scratch */
+    if (!shape_fits(3, scores)) {
+        diag(cx->d, n->where, "attention: the scores %s of q %s and k %s would have more "
+             "than 2^40 elements", shape_str(cx->m->a, 3, scores), shp(cx, q), shp(cx, k));
+        return -1;
+    }
     return 0;
 }
 

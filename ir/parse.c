@@ -114,7 +114,7 @@ static void init(Parser *ps, Node *n)
     } else if (kir_accept(ps, "fill")) {
         n->init.kind = INIT_FILL;
         kir_expect(ps, "(");
-        n->init.fill = kir_float(ps, "a number");
+        n->init.fill = (float)kir_float(ps, "a number"); /* as the frontend keeps it */
         kir_expect(ps, ")");
     } else {
         kir_fail(ps, "expected fill, random or data, found %s", kir_found(ps));
@@ -267,6 +267,7 @@ static void infer(Parser *ps, Node *n, DType t, int rank, const int64_t *dims)
     if (op_table[n->op].infer(&cx, n) != 0 || ps->d->n > before) {
         if (ps->d->n == before)
             kir_fail(ps, "%s refuses its operands", op_table[n->op].name);
+        ps->d->n = before + 1;        /* the first problem, as ir_parse promises */
         longjmp(ps->fail, 1);
     }
     if (n->dtype != t || n->rank != rank ||

@@ -220,7 +220,7 @@ int kir_number(Parser *ps, int64_t *i, double *f, int *is_float)
         *i = strtoll(buf, NULL, 10);
         if (errno == ERANGE)
             kir_fail(ps, "%s is out of range for a 64-bit integer", buf);
-        *f = (double)*i;
+        *f = strtod(buf, NULL);       /* as (double)*i, but "-0" keeps its sign */
     }
     ps->p += n;
     return 1;

@@ -13,6 +13,17 @@ int64_t shape_count(int rank, const int64_t *dims)
     return c;
 }
 
+int shape_fits(int rank, const int64_t *dims)
+{
+    int64_t c = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0 || (dims[i] && c > KILN_MAX_ELEMS / dims[i]))
+            return 0;
+        c *= dims[i];
+    }
+    return 1;
+}
+
 char *shape_str(Arena *a, int rank, const int64_t *dims)
 {
     char buf[KILN_MAX_RANK * 24 + 4];

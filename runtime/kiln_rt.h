@@ -6,7 +6,11 @@
  * `cc -O3 -march=native -fopenmp model.c -lm`. So: libc, POSIX and OpenMP
  * (under #ifdef _OPENMP) only; every file compiles in one translation unit
  * with the others (static names unique across files); RT_API is `static`
- * when pasted, so two models link into one program without clashes.
+ * when pasted, so two models link into one program without clashes. A
+ * model named P declares P_model, P_open, P_status, P_error, P_run,
+ * P_reset, P_close, P_input_names and P_output_names beside this code, so
+ * no name here may end that way unless it starts with rt_ or kiln_ (model
+ * names the frontend reserves).
  *
  * Status codes are the exit codes of kiln and of generated executables:
  * 0 ok, 1 invalid model/weights/inputs, 2 usage, 3 I/O, 4 internal. */

@@ -75,7 +75,7 @@ static int rm_fail(const rm_ctx *c, int code, const char *fmt, ...)
 }
 
 /* The model's own message; a status outside 1..4 counts as internal. */
-static int rm_model_error(const rm_ctx *c, int status)
+static int rm_model_fail(const rm_ctx *c, int status)
 {
     const char *msg = c->md->error(c->h);
     if (status < RT_EINVAL || status > RT_EINTERNAL)
@@ -253,7 +253,7 @@ static void rm_help(const rm_ctx *c)
 
 /* ---- running ------------------------------------------------------------ */
 
-static int rm_open(rm_ctx *c)
+static int rm_load(rm_ctx *c)
 {
     if (c->threads)
         rt_set_threads(c->threads);
@@ -261,7 +261,7 @@ static int rm_open(rm_ctx *c)
     if (!c->h)
         return rm_fail(c, RT_EINTERNAL, "out of memory opening the model");
     int status = c->md->status(c->h);
-    return status ? rm_model_error(c, status) : 0;
+    return status ? rm_model_fail(c, status) : 0;
 }
 
 /* Every input and output buffer (both dtypes are 4 bytes), and the times. */
@@ -298,7 +298,7 @@ static int rm_cmp_ms(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int rm_run(rm_ctx *c)
+static int rm_runs(rm_ctx *c)
 {
     uint64_t n = c->repeat;
     for (uint64_t r = 0; r < n; r++) {
@@ -306,7 +306,7 @@ static int rm_run(rm_ctx *c)
         int rc = c->md->run(c->h, (const void *const *)c->in, (void *const *)c->out);
         c->ms[r] = (rt_now() - t0) * 1e3;
         if (rc)
-            return rm_model_error(c, rc);
+            return rm_model_fail(c, rc);
     }
     return 0;
 }
@@ -448,13 +448,13 @@ int rt_main(int argc, char **argv, const rt_model *md)
     if (!rc && c.help) {
         rm_help(&c);
     } else if (!rc) {
-        rc = rm_open(&c);
+        rc = rm_load(&c);
         if (!rc)
             rc = rm_buffers(&c);
         if (!rc)
             rc = rm_inputs(&c);
         if (!rc)
-            rc = rm_run(&c);
+            rc = rm_runs(&c);
         if (!rc)
             rc = rm_outputs(&c);
         if (!rc)

@@ -235,7 +235,7 @@ static int64_t npy_read_full(int fd, void *buf, size_t n)
     return (int64_t)got;
 }
 
-static int npy_open(const char *path, int *fd, rt_err *e)
+static int npy_open_file(const char *path, int *fd, rt_err *e)
 {
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     return *fd < 0 ? rt_errf(e, RT_EIO, "%s: cannot open: %s", path, strerror(errno)) : 0;
@@ -280,33 +280,59 @@ static int npy_head(int fd, const char *path, rt_array *a, rt_err *e)
     return rc;
 }
 
+/* The message for got bytes of data where the shape needs another count. */
+static int npy_bad_size(const char *path, const rt_array *a, uint64_t got, rt_err *e)
+{
+    char sh[160];
+    size_t want = (size_t)a->count * 4;
+    const char *dt = a->dtype == RT_F32 ? "<f4" : "<i4";
+    rt_fmt_shape(sh, sizeof sh, a->rank, a->dims);
+    if (got > want)
+        return rt_errf(e, RT_EINVAL, "%s: data runs past the %zu bytes that shape %s of %s needs",
+                       path, want, sh, dt);
+    return rt_errf(e, RT_EINVAL, "%s: data is %llu bytes, shape %s of %s needs %zu", path,
+                   (unsigned long long)got, sh, dt, want);
+}
+
 /* Exactly count x 4 bytes of data, then the end of the file. */
 static int npy_data(int fd, const char *path, const rt_array *a, void *dst, rt_err *e)
 {
-    char sh[160], extra;
+    char extra;
     size_t want = (size_t)a->count * 4;
-    const char *dt = a->dtype == RT_F32 ? "<f4" : "<i4";
     int64_t got = npy_read_full(fd, dst, want);
     if (got >= 0 && (size_t)got == want)
         got = npy_read_full(fd, &extra, 1) == 0 ? (int64_t)want : -2;
     if (got == -1)
         return rt_errf(e, RT_EIO, "%s: cannot read: %s", path, strerror(errno));
     if (got == -2)
-        return rt_errf(e, RT_EINVAL, "%s: data runs past the %zu bytes that shape %s of %s needs",
-                       path, want, rt_fmt_shape(sh, sizeof sh, a->rank, a->dims), dt);
+        return npy_bad_size(path, a, (uint64_t)want + 1, e);
     if ((size_t)got < want)
-        return rt_errf(e, RT_EINVAL, "%s: data is %lld bytes, shape %s of %s needs %zu", path,
-                       (long long)got, rt_fmt_shape(sh, sizeof sh, a->rank, a->dims), dt, want);
+        return npy_bad_size(path, a, (uint64_t)got, e);
     return 0;
+}
+
+/* A regular file holds exactly the data its header declares: checked
+ * before allocating, so that a small file cannot ask for a huge buffer.
+ * Pipes are left to npy_data. */
+static int npy_size_agrees(int fd, const char *path, const rt_array *a, rt_err *e)
+{
+    struct stat sb;
+    off_t at = lseek(fd, 0, SEEK_CUR);
+    if (at < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return 0;
+    uint64_t left = sb.st_size > at ? (uint64_t)(sb.st_size - at) : 0;
+    return left == (uint64_t)a->count * 4 ? 0 : npy_bad_size(path, a, left, e);
 }
 
 int rt_npy_load(const char *path, rt_array *out, rt_err *e)
 {
-    int fd, rc = npy_open(path, &fd, e);
+    int fd, rc = npy_open_file(path, &fd, e);
     memset(out, 0, sizeof *out);
     if (rc)
         return rc;
     rc = npy_head(fd, path, out, e);
+    if (!rc)
+        rc = npy_size_agrees(fd, path, out, e);
     if (!rc && !(out->data = malloc(out->count ? (size_t)out->count * 4 : 1)))
         rc = rt_errf(e, RT_EINTERNAL, "%s: out of memory", path);
     if (!rc)
@@ -340,7 +366,7 @@ int rt_npy_read(const char *path, const rt_tensor_info *t, void *dst, rt_err *e)
 {
     rt_array a;
     memset(&a, 0, sizeof a);
-    int fd, rc = npy_open(path, &fd, e);
+    int fd, rc = npy_open_file(path, &fd, e);
     if (rc)
         return rc;
     rc = npy_head(fd, path, &a, e);

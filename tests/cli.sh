@@ -2,8 +2,10 @@
 # tests/cli.sh: the command-line contract of kiln and of the programs it
 # builds: exit statuses, one-line messages, nothing half-written. Data
 # files (.npy, safetensors) are written here byte by byte with printf.
+# KILN names the binary (default ./kiln).
 set -u
 cd "$(dirname "$0")/.." || exit 2
+KILN=${KILN:-./kiln}
 T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-cli-XXXXXX") || exit 3
 trap 'rm -rf "$T"' EXIT
 fails=0
@@ -59,20 +61,20 @@ safetensors() {
 F1=1065353216 F2=1073741824    # the bits of 1.0f and 2.0f
 
 # ---- kiln itself ------------------------------------------------------------
-expect 0 "kiln --help" ./kiln --help
+expect 0 "kiln --help" "$KILN" --help
 grep -q "exit status" "$T/out" && ok "  --help documents exit statuses" || bad "  --help documents exit statuses"
-expect 0 "kiln --version" ./kiln --version
-expect 2 "kiln with no command" ./kiln
-expect 2 "kiln with an unknown command" ./kiln frobnicate
-expect 2 "kiln build without a model" ./kiln build
-expect 2 "kiln build with an unknown option" ./kiln build examples/mlp.json --frob
-expect 2 "kiln build -o without a path" ./kiln build examples/mlp.json -o
-expect 2 "kiln check --disable-pass lower" ./kiln check examples/mlp.json --disable-pass lower
-expect 3 "a model file that does not exist" ./kiln emit-c "$T/missing.json"
+expect 0 "kiln --version" "$KILN" --version
+expect 2 "kiln with no command" "$KILN"
+expect 2 "kiln with an unknown command" "$KILN" frobnicate
+expect 2 "kiln build without a model" "$KILN" build
+expect 2 "kiln build with an unknown option" "$KILN" build examples/mlp.json --frob
+expect 2 "kiln build -o without a path" "$KILN" build examples/mlp.json -o
+expect 2 "kiln check --disable-pass lower" "$KILN" check examples/mlp.json --disable-pass lower
+expect 3 "a model file that does not exist" "$KILN" emit-c "$T/missing.json"
 says "missing.json"
 
 printf '{"format": "kiln/1", "name": "m", "inputs": [{"name": "x", "shape": [2, 0]}],\n "nodes": [{"name": "y", "op": "relu", "inputs": ["nope"]}], "outputs": ["y"]}\n' >"$T/bad.json"
-./kiln emit-c "$T/bad.json" -o "$T/bad.c" 2>"$T/err"
+"$KILN" emit-c "$T/bad.json" -o "$T/bad.c" 2>"$T/err"
 st=$?
 [ "$st" = 1 ] && ok "an invalid model exits 1" || bad "an invalid model exits 1 (got $st)"
 [ "$(wc -l <"$T/err")" = 2 ] && ok "  every problem reported, one line each" || bad "  every problem reported, one line each"
@@ -80,32 +82,32 @@ grep -q "^$T/bad.json: inputs\[0\].shape\[1\]: " "$T/err" && ok "  FILE: JSON-PA
 [ ! -e "$T/bad.c" ] && ok "  nothing written" || bad "  nothing written"
 
 cp examples/mlp.json "$T/m.json"
-expect 2 "-o naming the model file" ./kiln emit-c "$T/m.json" -o "$T/m.json"
+expect 2 "-o naming the model file" "$KILN" emit-c "$T/m.json" -o "$T/m.json"
 cmp -s examples/mlp.json "$T/m.json" && ok "  the model is intact" || bad "  the model is intact"
-expect 3 "-o in a directory that does not exist" ./kiln build examples/mlp.json -o "$T/no/such/dir/exe"
+expect 3 "-o in a directory that does not exist" "$KILN" build examples/mlp.json -o "$T/no/such/dir/exe"
 echo "old" >"$T/keep.c"
 sed 's/2, 0/2, 3/' "$T/bad.json" >"$T/bad1.json"
-expect 1 "a failed emit-c leaves an older file intact" ./kiln emit-c "$T/bad1.json" -o "$T/keep.c"
+expect 1 "a failed emit-c leaves an older file intact" "$KILN" emit-c "$T/bad1.json" -o "$T/keep.c"
 [ "$(cat "$T/keep.c")" = old ] && ok "  older file intact" || bad "  older file intact"
 
 # ---- the pass pipeline ----------------------------------------------------------
-expect 0 "kiln passes" ./kiln passes
-expect 0 "kiln dump --dump-dir" ./kiln dump tests/models/linear.json --dump-dir "$T/dump"
+expect 0 "kiln passes" "$KILN" passes
+expect 0 "kiln dump --dump-dir" "$KILN" dump tests/models/linear.json --dump-dir "$T/dump"
 n=$(ls "$T/dump" | wc -l)
 [ "$n" = 9 ] && [ -f "$T/dump/00-frontend.kir" ] && [ -f "$T/dump/08-codegen.c" ] &&
     ok "  00-frontend.kir ... 08-codegen.c" || bad "  00-frontend.kir ... 08-codegen.c ($n files)"
-expect 0 "kiln dump --after lower" ./kiln dump tests/models/linear.json --after lower
+expect 0 "kiln dump --after lower" "$KILN" dump tests/models/linear.json --after lower
 grep -q "^prog linear" "$T/out" && ok "  prints the loop IR" || bad "  prints the loop IR"
-expect 1 "--max-memory below the plan's peak" ./kiln build examples/mlp.json --max-memory 1000 -o "$T/never"
+expect 1 "--max-memory below the plan's peak" "$KILN" build examples/mlp.json --max-memory 1000 -o "$T/never"
 says "more than --max-memory 1000"
 [ ! -e "$T/never" ] && ok "  nothing built" || bad "  nothing built"
-expect 0 "check --bisect" ./kiln check tests/models/norms.json --bisect
-expect 1 "check --bisect names a broken pass" env KILN_TEST_BREAK=fuse ./kiln check tests/models/norms.json --bisect
+expect 0 "check --bisect" "$KILN" check tests/models/norms.json --bisect
+expect 1 "check --bisect names a broken pass" env KILN_TEST_BREAK=fuse "$KILN" check tests/models/norms.json --bisect
 says "first pass off the reference: fuse: output 'bn' element [0,0,0,0]"
 
 # ---- generated C: deterministic, self-contained, warning-free ---------------
 for m in examples/*.json; do
-    ./kiln emit-c "$m" -o "$T/a.c" && ./kiln emit-c "$m" -o "$T/b.c"
+    "$KILN" emit-c "$m" -o "$T/a.c" && "$KILN" emit-c "$m" -o "$T/b.c"
     cmp -s "$T/a.c" "$T/b.c" && ok "emit-c $m is deterministic" || bad "emit-c $m is deterministic"
     if cc -std=c11 -Wall -Wextra -Werror -fopenmp -fsyntax-only "$T/a.c" 2>"$T/err"; then
         ok "  compiles warning-free with -std=c11 -Wall -Wextra"
@@ -116,11 +118,11 @@ done
 
 # ---- a built executable -------------------------------------------------------
 E=$T/emb
-expect 0 "kiln build tests/models/embedding.json" ./kiln build tests/models/embedding.json -o "$E"
+expect 0 "kiln build tests/models/embedding.json" "$KILN" build tests/models/embedding.json -o "$E"
 npy "$T/ids.npy" '<i4' '(2, 3)' 0 1 2 9 8 7
 expect 0 "run with --input and --output" "$E" --input "ids=$T/ids.npy" --output "e=$T/e.npy"
 [ -s "$T/e.npy" ] && ok "  the output file is written" || bad "  the output file is written"
-expect 0 "kiln run writes the same output" ./kiln run tests/models/embedding.json --input "ids=$T/ids.npy" --output "e=$T/e_jit.npy"
+expect 0 "kiln run writes the same output" "$KILN" run tests/models/embedding.json --input "ids=$T/ids.npy" --output "e=$T/e_jit.npy"
 cmp -s "$T/e.npy" "$T/e_jit.npy" && ok "  JIT and cc outputs are identical" || bad "  JIT and cc outputs are identical"
 
 npy "$T/ids_bad.npy" '<i4' '(2, 3)' 0 1 2 10 8 7
@@ -128,7 +130,7 @@ cp "$T/e.npy" "$T/e_keep.npy"
 expect 1 "an id out of range" "$E" --input "ids=$T/ids_bad.npy" --output "e=$T/e_keep.npy"
 says "out of range"
 cmp -s "$T/e.npy" "$T/e_keep.npy" && ok "  the older output stays intact" || bad "  the older output stays intact"
-expect 1 "an id out of range under the JIT" ./kiln run tests/models/embedding.json --input "ids=$T/ids_bad.npy"
+expect 1 "an id out of range under the JIT" "$KILN" run tests/models/embedding.json --input "ids=$T/ids_bad.npy"
 says "out of range"
 npy "$T/ids_neg.npy" '<i4' '(2, 3)' 0 -1 2 3 4 5
 expect 1 "a negative id" "$E" --input "ids=$T/ids_neg.npy"
@@ -164,11 +166,11 @@ expect 1 "a weights file without the weight" "$E" --weights "$T/w_extra.st"
 printf 'xx' >"$T/w_short.st"
 expect 1 "a truncated weights file" "$E" --weights "$T/w_short.st"
 expect 3 "a weights file that does not exist" "$E" --weights "$T/none.st"
-expect 1 "the same through kiln run" ./kiln run tests/models/embedding.json --weights "$T/w_shape.st"
+expect 1 "the same through kiln run" "$KILN" run tests/models/embedding.json --weights "$T/w_shape.st"
 
 # positions past a KV cache of 6 rows, T = 2: pos may be 0..4
 K=$T/kv
-./kiln build tests/models/kv-cache.json -o "$K" 2>/dev/null
+"$KILN" build tests/models/kv-cache.json -o "$K" 2>/dev/null
 npy "$T/pos4.npy" '<i4' '()' 4
 npy "$T/pos5.npy" '<i4' '()' 5
 expect 0 "pos + T = S is accepted" "$K" --input "pos=$T/pos4.npy"
@@ -177,7 +179,7 @@ npy "$T/posneg.npy" '<i4' '()' -1
 expect 1 "a negative pos is refused" "$K" --input "pos=$T/posneg.npy"
 
 # ---- --lib: a library and a header, used from C ------------------------------
-expect 0 "kiln build --lib" ./kiln build tests/models/init-data.json --lib -o "$T/lib"
+expect 0 "kiln build --lib" "$KILN" build tests/models/init-data.json --lib -o "$T/lib"
 [ -f "$T/lib/libinit_data.so" ] && [ -f "$T/lib/libinit_data.a" ] && [ -f "$T/lib/init_data.h" ] &&
     ok "  .so, .a and .h written" || bad "  .so, .a and .h written"
 cat >"$T/use.c" <<'EOF'

@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/run.sh: every test `make test` runs, with one line per test.
 #   1. the cmocka unit tests given as arguments;
-#   2. the command-line contract (tests/cli.sh), the pass pipeline's
+#   2. the command-line contract (tests/cli.sh), the bad-input corpus
+#      (tests/bad.sh), hostile names (tests/names.sh), the pass pipeline's
 #      numbers (tests/pipeline.sh), the golden pass tests (tests/golden.sh);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
@@ -24,6 +25,18 @@ if sh tests/cli.sh >"$log/cli.out" 2>&1; then
     echo "ok    cli ($(grep -c '^ok' "$log/cli.out") checks)"
 else
     echo "FAIL  cli"; cat "$log/cli.out"; failed=1
+fi
+
+if sh tests/bad.sh >"$log/bad.out" 2>&1; then
+    echo "ok    bad ($(grep -c '^ok' "$log/bad.out") bad inputs, each one line and nothing written)"
+else
+    echo "FAIL  bad"; grep -v '^ok' "$log/bad.out"; failed=1
+fi
+
+if sh tests/names.sh >"$log/names.out" 2>&1; then
+    echo "ok    names ($(grep -c '^ok' "$log/names.out") checks: hostile names are data, never code)"
+else
+    echo "FAIL  names"; cat "$log/names.out"; failed=1
 fi
 
 if sh tests/pipeline.sh >"$log/pipeline.out" 2>&1; then

@@ -445,7 +445,7 @@ static void concat_slice_jit(void **state)
             for (int axis = -r; axis < r; axis++) {
                 int ax = axis < 0 ? axis + r : axis;
                 int64_t wide[KILN_MAX_RANK], len = shapes[i][1 + ax];
-                memcpy(wide, &shapes[i][1], sizeof wide);
+                memcpy(wide, &shapes[i][1], (size_t)r * sizeof *wide);
                 wide[ax] += 2;
                 Module *m = tl_module();
                 Node *a = tl_input(m, "a", dt, SHAPE(i)), *b = tl_input(m, "b", dt, r, wide);

@@ -1,0 +1,2 @@
+# --input needs NAME=FILE
+kiln check m.json --input ids.npy

@@ -1,0 +1,2 @@
+# lower cannot be disabled
+kiln build m.json --disable-pass lower

@@ -1,0 +1,2 @@
+# dump needs --dump-dir or --after
+kiln dump m.json

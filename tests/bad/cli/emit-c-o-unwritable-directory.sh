@@ -1,0 +1,3 @@
+# emit-c -o in a directory where nothing can be created
+unwritable ro
+kiln emit-c m.json -o ro/m.c

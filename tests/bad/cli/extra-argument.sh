@@ -1,0 +1,2 @@
+# two model files
+kiln emit-c m.json m.json

@@ -1,0 +1,2 @@
+# build --lib needs -o DIR
+kiln build m.json --lib

@@ -1,0 +1,3 @@
+# a directory given as the model
+mkdir dir.json
+kiln check dir.json

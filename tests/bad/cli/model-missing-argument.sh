@@ -1,0 +1,2 @@
+# a command without its model
+kiln build

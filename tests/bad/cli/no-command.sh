@@ -1,0 +1,2 @@
+# kiln alone
+kiln

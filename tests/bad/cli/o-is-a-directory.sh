@@ -1,0 +1,3 @@
+# -o names a directory
+mkdir out
+kiln emit-c m.json -o out

@@ -1,0 +1,2 @@
+# build --lib -o naming the model file
+kiln build m.json --lib -o m.json

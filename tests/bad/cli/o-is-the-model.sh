@@ -1,0 +1,2 @@
+# -o names the model file itself
+kiln emit-c m.json -o m.json

@@ -1,0 +1,2 @@
+# --seed takes a whole number
+kiln check m.json --seed one

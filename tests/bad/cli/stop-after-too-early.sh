@@ -1,0 +1,2 @@
+# C needs the loop IR
+kiln emit-c m.json --stop-after simplify

@@ -1,0 +1,2 @@
+# a pass kiln does not have
+kiln emit-c m.json --stop-after vectorize

@@ -1,0 +1,2 @@
+# a command kiln does not have
+kiln compile m.json

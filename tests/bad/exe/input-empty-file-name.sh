@@ -1,0 +1,2 @@
+# NAME= with no file
+run --weights w.st --input ids=

@@ -1,0 +1,2 @@
+# --input needs NAME=FILE
+run --weights w.st --input ids.npy

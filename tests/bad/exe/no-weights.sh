@@ -1,0 +1,2 @@
+# w has no init, so --weights is needed
+run

@@ -1,0 +1,2 @@
+# --input at the end, without its value
+run --weights w.st --input

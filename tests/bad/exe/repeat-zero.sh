@@ -1,0 +1,2 @@
+# --repeat 0
+run --weights w.st --repeat 0

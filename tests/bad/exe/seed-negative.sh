@@ -1,0 +1,2 @@
+# --seed takes a whole number
+run --weights w.st --seed -1

@@ -1,0 +1,2 @@
+# --threads beyond the limit
+run --weights w.st --threads 5000

@@ -1,0 +1,2 @@
+# a bare argument
+run --weights w.st ids.npy

@@ -1,0 +1,2 @@
+# an option the executable does not have
+run --weights w.st --frobnicate

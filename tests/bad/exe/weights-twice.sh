@@ -1,0 +1,2 @@
+# --weights twice
+run --weights w.st --weights w.st

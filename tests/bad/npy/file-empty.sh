@@ -1,0 +1,3 @@
+# an empty file
+: >ids.npy
+run --weights w.st --input ids=ids.npy

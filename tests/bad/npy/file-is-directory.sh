@@ -1,0 +1,3 @@
+# a directory where the file should be
+mkdir ids.npy
+run --weights w.st --input ids=ids.npy

@@ -1,0 +1,3 @@
+# an empty file
+: >bad.st
+run --weights bad.st

@@ -1,0 +1,3 @@
+# a directory where the file should be
+mkdir dir.st
+run --weights dir.st

@@ -1,0 +1,3 @@
+# the header is a JSON array
+safetensors bad.st '[]'
+run --weights bad.st

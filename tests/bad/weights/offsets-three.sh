@@ -1,0 +1,3 @@
+# data_offsets with three entries
+safetensors bad.st '{"w":{"dtype":"F32","shape":[8,8],"data_offsets":[0,128,256]}}' $(words 64)
+run --weights bad.st

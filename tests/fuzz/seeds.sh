@@ -1,0 +1,90 @@
+#!/bin/sh
+# tests/fuzz/seeds.sh: (re)writes the generated seed corpora under
+# tests/fuzz/corpus/. Files named regress-* are inputs that once crashed a
+# harness; they are kept as they are. Needs a built kiln ($KILN, ./kiln).
+#   model/        the examples and the test models
+#   kir/          stages 00 (graph), 02 (lowered), 07 (planned) of every
+#                 test model, as `kiln dump` writes them, and the input IR
+#                 of every golden pass test
+#   safetensors/  small valid files for the harness's weight table (F32,
+#                 F16, BF16, metadata, escapes, scalars, empty tensors)
+#   npy/          small valid files of versions 1.0, 2.0 and 3.0
+# Binary files are written byte by byte with printf, as tests/cli.sh does.
+set -eu
+cd "$(dirname "$0")/../.."
+KILN=${KILN:-./kiln}
+C=tests/fuzz/corpus
+mkdir -p $C/model $C/kir $C/safetensors $C/npy
+for d in model kir safetensors npy; do
+    find $C/$d -type f ! -name 'regress-*' -exec rm -f {} +
+done
+
+# ---- model -------------------------------------------------------------------
+for f in examples/*.json tests/models/*.json; do
+    cp "$f" $C/model/
+done
+
+# ---- kir -----------------------------------------------------------------------
+T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-seeds-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+for f in tests/models/*.json; do
+    n=$(basename "$f" .json)
+    "$KILN" dump "$f" --dump-dir "$T/$n" >/dev/null
+    for s in 00-frontend 02-lower 07-plan-memory; do
+        cp "$T/$n/$s.kir" "$C/kir/$n-$s.kir"
+    done
+done
+for f in tests/passes/*/*.kir; do
+    p=$(basename "$(dirname "$f")")
+    sed -n '/^# >>> input/,/^# >>> expect/p' "$f" | sed '1d;$d' >"$C/kir/golden-$p-$(basename "$f")"
+done
+
+# ---- binary helpers ------------------------------------------------------------
+byte() { printf "\\$(printf %03o "$1")"; }
+le16() { byte $(($1 & 255)); byte $(($1 >> 8 & 255)); }
+le32() { le16 $(($1 & 65535)); le16 $(($1 >> 16 & 65535)); }
+le64() { le32 "$1"; le32 0; }
+# words N: N little-endian 32-bit words 0x3f800000 + i (1.0f and up)
+words() { i=0; while [ $i -lt "$1" ]; do le32 $((0x3f800000 + i * 4096)); i=$((i + 1)); done; }
+# halves N: N 16-bit words (F16 or BF16 bit patterns)
+halves() { i=0; while [ $i -lt "$1" ]; do le16 $((0x3c00 + i * 64)); i=$((i + 1)); done; }
+
+# ---- safetensors: u64 header length, JSON header, data -------------------------
+# st FILE HEADER DATA-COMMAND...
+st() {
+    f=$1 j=$2
+    shift 2
+    { le64 ${#j}; printf '%s' "$j"; "$@"; } >"$C/safetensors/$f"
+}
+# t NAME DTYPE SHAPE BEGIN END: one tensor entry of a header
+t() { printf '"%s":{"dtype":"%s","shape":[%s],"data_offsets":[%s,%s]}' "$@"; }
+st all.safetensors "{$(t w F32 2,3 0 24),$(t b F32 3 24 36),$(t s F32 '' 36 40),\
+$(t d F32 1,2,2 40 56),$(t emb.weight F32 4,2 56 88)}" words 22
+st required.safetensors "{$(t emb.weight F32 4,2 24 56),$(t w F32 2,3 0 24)}" words 14
+st half.safetensors "{\"__metadata__\":{\"format\":\"pt\"},$(t w F16 2,3 0 12),\
+$(t emb.weight BF16 4,2 12 28)}" halves 14
+st empty.safetensors '{}'
+# whitespace everywhere, keys in another order, escapes, an empty tensor
+st spaced.safetensors ' { "__metadata__" : { "k\u00e9\/" : "line\nbreak \ud83d\ude00" } ,
+ "w" : { "shape" : [ 2 , 3 ] , "data_offsets" : [ 0 , 24 ] , "dtype" : "F32" } ,
+ '"$(t emb.weight F32 4,2 24 56), $(t zero F32 0,5 56 56)"' }   ' words 14
+
+# ---- npy: magic, version, header length, dict, data ------------------------------
+# npy FILE VERSION DICT DATA-COMMAND...: the header padded to 64 bytes as numpy does
+npy() {
+    f=$1 v=$2 h=$3
+    shift 3
+    lb=$([ "$v" = 1 ] && echo 2 || echo 4)
+    pad=$(( (64 - (8 + lb + ${#h} + 1) % 64) % 64 ))
+    n=$(( ${#h} + pad + 1 ))
+    { printf '\223NUMPY'; byte "$v"; byte 0
+      if [ "$lb" = 2 ]; then le16 $n; else le32 $n; fi
+      printf '%s' "$h"; printf "%${pad}s" ''; printf '\n'; "$@"; } >"$C/npy/$f"
+}
+npy x.npy 1 "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" words 6
+npy ids.npy 1 "{'descr': '<i4', 'fortran_order': False, 'shape': (4,), }" words 4
+npy pos.npy 1 "{'descr': '<i4', 'fortran_order': False, 'shape': (), }" words 1
+npy h-v2.npy 2 "{'shape': (1, 2, 1, 2), 'descr': '<f4', 'fortran_order': False}" words 4
+npy x-v3.npy 3 "{\"fortran_order\":False,\"descr\":\"<f4\",\"shape\":(2,3,)}" words 6
+npy empty.npy 1 "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }" true
+npy rank6.npy 1 "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 1, 2, 1, 1, 1), }" words 2
