@@ -31,8 +31,11 @@ TESTS := $(TEST_SRCS:tests/unit/%.c=$(B)/tests/%)
 
 all: $(KILN)
 
-# The command line: main.c, and bench.c for `kiln bench` and `kiln machine`.
-CLI_OBJS := $(B)/main.o $(B)/bench.o
+# The command line: main.c, bench.c for `kiln bench` and `kiln machine`,
+# profile.c for `kiln profile`'s table.
+CLI_OBJS := $(B)/main.o $(B)/bench.o $(B)/profile.o
+# import.c: `kiln import` and model folders.
+CLI_OBJS += $(B)/import.o
 
 $(KILN): $(CLI_OBJS) $(OBJS)
 	$(CC) $(CFLAGS) -fopenmp -o $@ $^ $(LDLIBS)
@@ -40,6 +43,10 @@ $(KILN): $(CLI_OBJS) $(OBJS)
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
+
+# The micro-kernels JIT code calls are built as generated programs are
+# (runtime/rt_kernels.c): vectorised for this CPU, multiply-adds fused.
+$(B)/runtime/rt_kernels.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
 
 # The runtime as C text for generated programs: the header, then every
 # runtime/*.c without its include of the header.
@@ -58,6 +65,24 @@ $(B)/tests/%: tests/unit/%.c $(B)/tests/testlib.o $(OBJS)
 $(B)/tests/testlib.o: tests/unit/testlib.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -I. -c -o $@ $<
+
+# The import tests' checkpoints (tests/import/): ckpt.c writes them and
+# runs their hand-written forward passes; mkckpt is its command line, for
+# tests/import.sh and for big checkpoints on demand.
+$(B)/tests/ckpt.o: tests/import/ckpt.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
+
+$(B)/tests/test_import: $(B)/tests/ckpt.o
+
+$(B)/tests/mkckpt: tests/import/mkckpt.c $(B)/tests/ckpt.o $(OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
+# A stories110M-shaped llama2.c checkpoint (440 MB, random weights)
+# imported, built and run: on demand, never part of `make test`.
+test-import-big: $(KILN) $(B)/tests/mkckpt
+	@KILN=$(abspath $(KILN)) MKCKPT=$(abspath $(B)/tests/mkckpt) sh tests/import.sh --big
 
 # ---- set-up -------------------------------------------------------------
 DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev
@@ -79,8 +104,8 @@ demo: need-deps
 	@sh examples/demo.sh
 
 test: need-deps
-	@$(MAKE) --no-print-directory $(KILN) $(TESTS)
-	@KILN=$(abspath $(KILN)) sh tests/run.sh $(TESTS)
+	@$(MAKE) --no-print-directory $(KILN) $(TESTS) $(B)/tests/mkckpt
+	@KILN=$(abspath $(KILN)) MKCKPT=$(abspath $(B)/tests/mkckpt) sh tests/run.sh $(TESTS)
 
 # Golden pass tests (tests/passes/PASS/CASE.kir, run by tests/golden.sh):
 # `make golden UPDATE=lower/mlp` (or UPDATE=lower) rewrites expectations.
@@ -98,13 +123,14 @@ golden: $(KILN)
 ASAN_B := build-asan
 SANITIZE := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ASAN_TESTS := $(TEST_SRCS:tests/unit/%.c=$(ASAN_B)/tests/%)
-ASAN_ENV := KILN=$(CURDIR)/$(ASAN_B)/kiln KILN_CFLAGS_EXTRA='$(SANITIZE)' \
+ASAN_ENV := KILN=$(CURDIR)/$(ASAN_B)/kiln MKCKPT=$(CURDIR)/$(ASAN_B)/tests/mkckpt \
+	KILN_CFLAGS_EXTRA='$(SANITIZE)' \
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:detect_stack_use_after_return=1:strict_string_checks=1:exitcode=99 \
 	UBSAN_OPTIONS=print_stacktrace=1:exitcode=99
 
 test-asan: need-deps deps-asan
 	@$(MAKE) --no-print-directory B=$(ASAN_B) KILN=$(ASAN_B)/kiln CFLAGS='-O1 -g $(SANITIZE)' \
-		$(ASAN_B)/kiln $(ASAN_TESTS)
+		$(ASAN_B)/kiln $(ASAN_TESTS) $(ASAN_B)/tests/mkckpt
 	@$(ASAN_ENV) sh tests/run.sh $(ASAN_TESTS)
 	@$(MAKE) --no-print-directory $(KILN)
 	@KILN=$(abspath $(KILN)) sh tests/valgrind.sh
@@ -115,7 +141,7 @@ deps-asan:
 	echo "deps-asan: installing valgrind" >&2; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >&2
 
-.PHONY: test-asan deps-asan
+.PHONY: test-asan deps-asan test-import-big
 
 clean:
 	rm -rf $(B) kiln build-asan build-fuzz

@@ -204,6 +204,18 @@ static int host_get(int refresh, Host *h, int *fresh, char **where, rt_err *err)
     return rc;
 }
 
+int cli_machine_figures(rt_machine *mc)
+{
+    Host now, h;
+    host_detect(&now);
+    char *path = cache_path();
+    int rc = cache_load(path, &now, &h);
+    free(path);
+    if (!rc)
+        *mc = (rt_machine){h.m.peak, h.m.peak1, h.m.read, h.cores};
+    return rc;
+}
+
 /* Peak GFLOP/s on `threads` threads: one core's times the threads, at
  * most every core's. */
 static double host_peak(const Host *h, int threads)
@@ -432,7 +444,7 @@ static int build_case(const BenchLinear *c, const char *dir, rt_err *err)
     } else {
         arena_set_oom(a, &oom);
         Module *m = compile_model(a, c->name, cg_bench_linear_model(a, c), err);
-        rc = m ? cg_build_lib(m, dir, 1, err) : err->code;
+        rc = m ? cg_build_lib(m, dir, &(CgBuild){.quiet = 1}, err) : err->code;
     }
     arena_free(a);
     return rc;

@@ -1,14 +1,19 @@
 /* main.c: the kiln command line. Parses options, calls the layers, prints.
  * Nothing below this file exits or prints usage. */
 #include "cli.h"
+#include "codegen/bench.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 
 #include <errno.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+
+extern char **environ;
 
 enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };
 
@@ -16,12 +21,16 @@ static const char usage_text[] =
     "usage: kiln COMMAND MODEL.json [options]\n"
     "\n"
     "Compiles a model (a kiln/1 JSON graph) to C specialised to its shapes.\n"
+    "MODEL may also be a Hugging Face folder, imported first (as kiln import hf).\n"
     "\n"
     "commands:\n"
     "  emit-c MODEL [-o FILE.c]      write the generated C (stdout without -o)\n"
     "  build MODEL [-o EXE]          build an executable with $CC (default cc; -o default: NAME)\n"
     "  build MODEL --lib -o DIR      build DIR/libNAME.so, DIR/libNAME.a and DIR/NAME.h\n"
+    "                                (builds are cached: --no-cache builds anew)\n"
     "  run MODEL [RUN OPTIONS]       compile in memory with libtcc and run\n"
+    "  profile MODEL [RUN OPTIONS]   build with cc, run with --profile (--repeat 10 unless\n"
+    "                                given); each kernel's time and rates, slowest first\n"
     "  check MODEL [CHECK OPTIONS]   run the reference, the cc build and the JIT on the\n"
     "                                same inputs; compare every output\n"
     "  print MODEL                   print the IR (.kir) after the last pass run\n"
@@ -33,6 +42,10 @@ static const char usage_text[] =
     "  bench [MODEL ...]             time every example (reference, cc, JIT) and the\n"
     "                                linear kernels vs OpenBLAS (kiln bench --help)\n"
     "  machine [--refresh]           this machine's FMA peak and read bandwidth, cached\n"
+    "  import hf DIR [-o MODEL.json] a Hugging Face folder's decoder graph (llama, qwen2,\n"
+    "                                gpt2, qwen3_moe); stdout without -o\n"
+    "  import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]\n"
+    "                                a llama2.c checkpoint's graph, its weights converted\n"
     "  help, version                 this text; the version\n"
     "\n"
     "options of every model command:\n"
@@ -43,12 +56,15 @@ static const char usage_text[] =
     "                                this machine's: l1d=48K,l2=2M,l3=32M,vector=64,cores=2\n"
     "                                (any subset), or default (fixed figures, as kiln opt)\n"
     "  -v, --verbose                 say what is done and how long it took\n"
+    "  --tokens T  --max-seq S       a folder's or checkpoint's graph: T tokens a call\n"
+    "                                (default 1), a KV cache of S rows (see README)\n"
     "\n"
     "RUN OPTIONS (the same as a built executable's):\n"
     "  --weights FILE.safetensors    weights (default: each weight's init)\n"
     "  --input NAME=FILE.npy         an input (repeatable; inputs not given are seeded)\n"
     "  --output NAME=FILE.npy        write an output (repeatable; others are summarised)\n"
     "  --repeat N  --threads N  --seed S\n"
+    "  --profile FILE                time every kernel; one JSON line per kernel name\n"
     "\n"
     "CHECK OPTIONS:\n"
     "  --weights FILE  --input NAME=FILE.npy  --seed S\n"
@@ -67,13 +83,15 @@ typedef struct {
     const char *stop_after, *dump_after;
     const char **disabled;
     int ndisabled;
-    int lib, verbose, no_cc, no_jit, bisect;
+    int lib, verbose, no_cc, no_jit, bisect, no_cache;
     int64_t max_memory;             /* 0: no limit */
+    ImportOpts import;              /* MODEL a folder: --tokens, --max-seq */
     const char *machine;            /* --machine SPEC; NULL: detect */
     uint64_t seed;
     double tol;
-    char **rest;                    /* run: options for rt_main */
+    char **rest;                    /* run, profile: options for rt_main */
     int nrest;
+    rt_machine figures;             /* kiln machine's, for profiles; zeros: none */
 } Opts;
 
 static int out_of_memory(void)
@@ -138,7 +156,7 @@ static int add_input(Opts *o, const char *spec)
 static int takes_value(const char *a)
 {
     static const char *const v[] = {"--weights", "--input", "--output", "--repeat",
-                                    "--threads", "--seed"};
+                                    "--threads", "--seed",  "--profile"};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         if (strcmp(a, v[i]) == 0)
             return 1;
@@ -158,7 +176,9 @@ static int parse_opts(Opts *o, int argc, char **argv)
     o->seed = 1;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
-        int is_run = strcmp(o->cmd, "run") == 0;
+        int bad = 0;
+        int is_run = !strcmp(o->cmd, "run") || !strcmp(o->cmd, "profile");
+        int builds = !strcmp(o->cmd, "build") || !strcmp(o->cmd, "profile");
         if ((v = opt_value(argc, argv, &i, "--stop-after")) || (v = opt_value(argc, argv, &i, "--disable-pass"))) {
             if (!*v)
                 return usage_error("%s needs a pass name (see 'kiln passes')", a);
@@ -172,6 +192,11 @@ static int parse_opts(Opts *o, int argc, char **argv)
                 o->disabled[o->ndisabled++] = v;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             o->verbose = 1;
+        } else if (cli_import_opt(argc, argv, &i, &o->import, &bad)) {
+            if (bad)
+                return bad;
+        } else if (builds && strcmp(a, "--no-cache") == 0) {
+            o->no_cache = 1;
         } else if (is_run && a[0] == '-') {
             o->rest[o->nrest++] = argv[i];
             if (takes_value(a) && i + 1 < argc)
@@ -235,13 +260,18 @@ static int parse_opts(Opts *o, int argc, char **argv)
     }
     if (!o->model)
         return usage_error("%s needs a model file", o->cmd);
+    if ((o->import.tokens || o->import.max_seq) && !cli_is_dir(o->model))
+        return usage_error("--tokens and --max-seq apply to a model folder, not '%s'", o->model);
     return 0;
 }
 
 /* ---- loading and the pipeline ------------------------------------------- */
 
-static Module *load(Arena *a, const char *path, int *status)
+static Module *load(Arena *a, const Opts *o, int *status)
 {
+    const char *path = o->model;
+    if (cli_is_dir(path))
+        return cli_import_dir(a, path, &o->import, status);
     Diags d;
     diag_init(&d, a, path);
     int io = 0;
@@ -324,13 +354,14 @@ static int cmd_build(Module *m, const Opts *o)
     if (rc)
         return rc;
     rt_err err = {0, ""};
+    CgBuild b = {.cache = !o->no_cache, .machine = &o->figures};
     if (o->lib) {
         if (!o->out)
             return usage_error("%s needs -o DIR", "build --lib");
-        return cg_build_lib(m, o->out, 0, &err) ? report(&err) : 0;
+        return cg_build_lib(m, o->out, &b, &err) ? report(&err) : 0;
     }
     const char *out = o->out ? o->out : m->name;
-    return cg_build_exe(m, out, 0, &err) ? report(&err) : 0;
+    return cg_build_exe(m, out, &b, &err) ? report(&err) : 0;
 }
 
 static int cmd_run(Module *m, const Opts *o)
@@ -349,8 +380,85 @@ static int cmd_run(Module *m, const Opts *o)
     for (int i = 0; i < o->nrest; i++)
         args[i + 1] = o->rest[i];
     args[o->nrest + 1] = NULL;
-    rc = rt_main(o->nrest + 1, args, cg_jit_model(j));
+    rt_model md = *cg_jit_model(j);
+    md.machine = o->figures;
+    rc = rt_main(o->nrest + 1, args, &md);
     cg_jit_free(j);
+    return rc;
+}
+
+/* ---- kiln profile: the cc build run with --profile, as a table ----------- */
+
+/* 1 when args hold option opt (--opt or --opt=value). */
+static int has_option(char *const *args, int n, const char *opt)
+{
+    size_t len = strlen(opt);
+    for (int i = 0; i < n; i++)
+        if (!strncmp(args[i], opt, len) && (!args[i][len] || args[i][len] == '='))
+            return 1;
+    return 0;
+}
+
+/* The executable with the run options, --profile lines and --repeat 10
+ * unless given; argv[0] is "kiln", so its messages read as kiln's, and
+ * its stdout (the outputs' summaries) goes to stderr: stdout is the
+ * table's. */
+static int run_profiled(const char *exe, const char *lines, const Opts *o)
+{
+    char *argv[o->nrest + 6];
+    int n = 0;
+    argv[n++] = "kiln";
+    for (int i = 0; i < o->nrest; i++)
+        argv[n++] = o->rest[i];
+    argv[n++] = "--profile";
+    argv[n++] = (char *)lines;
+    if (!has_option(o->rest, o->nrest, "--repeat")) {
+        argv[n++] = "--repeat";
+        argv[n++] = "10";
+    }
+    argv[n] = NULL;
+    fflush(stdout);
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int st, e = posix_spawn_file_actions_init(&fa);
+    if (!e && !(e = posix_spawn_file_actions_adddup2(&fa, 2, 1)))
+        e = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e) {
+        fprintf(stderr, "kiln: profile: cannot run %s: %s\n", exe, strerror(e));
+        return EXIT_IO;
+    }
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) {
+            fprintf(stderr, "kiln: profile: %s: %s\n", exe, strerror(errno));
+            return EXIT_INTERNAL;
+        }
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);   /* which said what went wrong */
+    fprintf(stderr, "kiln: profile: the model's program died (signal %d)\n", WTERMSIG(st));
+    return EXIT_INTERNAL;
+}
+
+/* kiln profile MODEL [RUN OPTIONS]: the cc build (from the build cache
+ * when it is there; quiet, as kiln run's compile, unless -v) in a
+ * temporary directory, run with --profile; its lines as a table, the
+ * slowest kernel first. */
+static int cmd_profile(Module *m, const Opts *o)
+{
+    int rc = pipeline(m, o, 1);
+    if (rc)
+        return rc;
+    char dir[4096];
+    rt_err err = {0, ""};
+    if (cg_bench_dir_open(dir, &err))
+        return report(&err);
+    const char *exe = arena_printf(m->a, "%s/%s", dir, m->name);
+    const char *lines = arena_printf(m->a, "%s/profile.jsonl", dir);
+    CgBuild b = {.quiet = !o->verbose, .cache = !o->no_cache, .machine = &o->figures};
+    rc = cg_build_exe(m, exe, &b, &err) ? report(&err) : run_profiled(exe, lines, o);
+    if (!rc)
+        rc = cli_profile_table(lines, m->name, &o->figures, stdout);
+    cg_bench_dir_remove(dir);
     return rc;
 }
 
@@ -693,6 +801,7 @@ typedef struct {
 static const Command commands[] = {
     {"emit-c", cmd_emit}, {"build", cmd_build}, {"run", cmd_run},
     {"check", cmd_check}, {"print", cmd_print}, {"dump", cmd_dump},
+    {"profile", cmd_profile},
 };
 
 /* Loads the model and runs the command in one arena. Out of memory
@@ -708,12 +817,20 @@ static int compile(const Command *c, const Opts *o)
         rc = out_of_memory();
     } else {
         arena_set_oom(a, &oom);
-        Module *m = load(a, o->model, &rc);
+        Module *m = load(a, o, &rc);
         if (m)
             rc = c->run(m, o);
     }
     arena_free(a);
     return rc;
+}
+
+/* The commands that time kernels read kiln machine's figures: builds of
+ * executables (their --profile), profile, and run --profile. */
+static int wants_machine(const Opts *o)
+{
+    return (!strcmp(o->cmd, "build") && !o->lib) || !strcmp(o->cmd, "profile") ||
+           (!strcmp(o->cmd, "run") && has_option(o->rest, o->nrest, "--profile"));
 }
 
 static int model_command(const Command *c, int argc, char **argv)
@@ -722,6 +839,16 @@ static int model_command(const Command *c, int argc, char **argv)
     int rc = parse_opts(&o, argc, argv);
     if (!rc && o.out && same_file(o.out, o.model))
         rc = usage_error("-o %s would overwrite the model file", o.out);
+    char *dir_weights = !rc && cli_is_dir(o.model) ? cli_import_weights(o.model) : NULL;
+    if (dir_weights && !o.weights)          /* a folder's model loads its own weights */
+        o.weights = dir_weights;
+    if (dir_weights && !has_option(o.rest, o.nrest, "--weights") &&
+        (!strcmp(o.cmd, "run") || !strcmp(o.cmd, "profile"))) {
+        o.rest[o.nrest++] = "--weights";
+        o.rest[o.nrest++] = dir_weights;
+    }
+    if (!rc && wants_machine(&o))
+        cli_machine_figures(&o.figures);      /* none: no percentages, said then */
     const char *fail = getenv("KILN_TEST_ALLOC_FAIL");  /* tests/unit/test_alloc.c */
     if (fail)
         ir_alloc_fail_at(strtoul(fail, NULL, 10));
@@ -733,6 +860,7 @@ static int model_command(const Command *c, int argc, char **argv)
     free(o.given_files);
     free(o.disabled);
     free(o.rest);
+    free(dir_weights);
     return rc;
 }
 
@@ -755,6 +883,8 @@ static int command(int argc, char **argv)
         return cmd_opt(argc, argv);
     if (!strcmp(cmd, "bench"))
         return cli_bench(argc, argv);
+    if (!strcmp(cmd, "import"))
+        return cli_import(argc, argv);
     if (!strcmp(cmd, "machine"))
         return cli_machine(argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -134,7 +134,7 @@ static int bench_cc(const Module *m, const BenchModelOpts *o, const char *dir, B
     const char *exe = arena_printf(m->a, "%s/%s", dir, m->name);
     cg_bench_progress("building %s (cc)...", m->name);
     double t0 = rt_now();
-    if (cg_build_exe(m, exe, 1, &r->err))
+    if (cg_build_exe(m, exe, &(CgBuild){.quiet = 1}, &r->err))
         return r->err.code;
     r->build = rt_now() - t0;
     BenchTime probe = {0, 0, 0, 0};

@@ -7,7 +7,17 @@
  * that is a symbolic link has its target replaced, never the link; one
  * that is no regular file (/dev/null, a pipe) is written through by
  * cg_write_file and refused by the builds: renaming over it would replace
- * the device itself. */
+ * the device itself.
+ *
+ * With CgBuild.cache, a build is first looked up in the build cache
+ * (cache.c) under a key that is the SHA-256 of everything its result
+ * depends on: the generated C, the command lines (flags, the machine's
+ * figures, $KILN_CFLAGS_EXTRA, $CC; not the temporary paths), who the
+ * compiler is (what `$CC --version` prints, and the path, size and time
+ * of its program) and the CPU (for -march=native: /proc/cpuinfo's first
+ * processor but its clock). A hit copies the files out; a miss builds
+ * and keeps a copy. Either way the result reaches the destination
+ * through the same temporary and rename. */
 #include "codegen.h"
 
 #include <errno.h>
@@ -199,33 +209,165 @@ static int commit(const char *tmp, const char *path, rt_err *err)
     return rt_errf(err, RT_EIO, "%s: %s", path, strerror(e));
 }
 
-int cg_build_exe(const Module *m, const char *out, int quiet, rt_err *err)
+/* ---- the cache key ------------------------------------------------------ */
+
+/* Where the shell finds cmd (a first word without '/' is looked up in
+ * $PATH); NULL when nowhere. */
+static const char *program_path(Arena *a, const char *cmd)
 {
+    const char *word = arena_printf(a, "%.*s", (int)strcspn(cmd, " \t"), cmd);
+    if (strchr(word, '/'))
+        return word;
+    const char *path = getenv("PATH");
+    for (const char *d = path ? path : ""; *d;) {
+        size_t n = strcspn(d, ":");
+        const char *p = arena_printf(a, "%.*s/%s", (int)n, n ? d : ".", word);
+        if (access(p, X_OK) == 0)
+            return p;
+        d += n + (d[n] == ':');
+    }
+    return NULL;
+}
+
+/* Who cc is: what `$CC --version` prints, and the path, size and time of
+ * its program (a compiler rebuilt in place may keep its version). */
+static const char *cc_identity(Arena *a)
+{
+    FILE *out = arena_stream(a), *p = popen(arena_printf(a, "%s --version 2>&1", cg_cc()), "r");
+    char buf[4096];
+    size_t n;
+    while (p && (n = fread(buf, 1, sizeof buf, p)) > 0)
+        fwrite(buf, 1, n, out);
+    if (p)
+        fprintf(out, "status %d\n", pclose(p));
+    const char *prog = program_path(a, cg_cc());
+    struct stat st;
+    if (prog && stat(prog, &st) == 0)
+        fprintf(out, "%s %lld %lld.%09ld\n", prog, (long long)st.st_size,
+                (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+    return arena_stream_text(a, out);
+}
+
+/* What -march=native sees: the first processor of /proc/cpuinfo, but its
+ * clock, which changes from one moment to the next. */
+static const char *cpu_identity(Arena *a)
+{
+    FILE *out = arena_stream(a), *f = fopen("/proc/cpuinfo", "r");
+    char line[8192];
+    while (f && fgets(line, sizeof line, f) && line[0] != '\n')
+        if (strncmp(line, "cpu MHz", 7) != 0)
+            fputs(line, out);
+    if (f)
+        fclose(f);
+    return arena_stream_text(a, out);
+}
+
+/* A build's place in the cache: dir NULL when it goes without. */
+typedef struct {
+    const char *dir;
+    char key[65];
+} Slot;
+
+static Slot slot(Arena *a, const CgBuild *b, const char *commands, const char *c)
+{
+    Slot s = {b->cache ? cg_cache_dir(a) : NULL, ""};
+    if (!s.dir)
+        return s;
+    const char *parts[] = {"kiln build cache 1", commands, cc_identity(a), cpu_identity(a), c};
+    CgSha256 h;
+    cg_sha256_init(&h);
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        char len[32];                 /* length-prefixed: no two lists hash alike */
+        snprintf(len, sizeof len, "%zu:", strlen(parts[i]));
+        cg_sha256_add(&h, len, strlen(len));
+        cg_sha256_add(&h, parts[i], strlen(parts[i]));
+    }
+    cg_sha256_hex(&h, s.key);
+    return s;
+}
+
+/* 1 when the files came from the cache. */
+static int lookup(Arena *a, const Slot *s, const CgBuild *b, int n, const char *const *names,
+                  const char *const *dests)
+{
+    int got = s->dir ? cg_cache_get(a, s->dir, s->key, n, names, dests) : 0;
+    if (got < 0 && !b->quiet)
+        fprintf(stderr, "kiln: cache: removed a damaged entry (%s/%s); building again\n", s->dir,
+                s->key);
+    return got > 0;
+}
+
+/* Keeps the built files; failing to is only said. */
+static void keep(Arena *a, const Slot *s, const CgBuild *b, int n, const char *const *names,
+                 const char *const *srcs)
+{
+    rt_err e = {0, ""};
+    if (s->dir && cg_cache_put(a, s->dir, s->key, n, names, srcs, &e) && !b->quiet)
+        fprintf(stderr, "kiln: cache: not kept: %s\n", e.msg);
+}
+
+/* ---- executables ---------------------------------------------------------- */
+
+/* -DKILN_MACHINE={peak,peak1,read,cores} as one shell word with a space
+ * before it; "" without figures. */
+static const char *machine_flag(Arena *a, const rt_machine *mc)
+{
+    if (!mc || mc->peak <= 0)
+        return "";
+    const char *d = arena_printf(a, "-DKILN_MACHINE={%.9g,%.9g,%.9g,%d}", mc->peak, mc->peak1,
+                                 mc->read, mc->cores);
+    return arena_printf(a, " %s", shell_quote(a, d));
+}
+
+/* The command that builds the executable out from src (both shell words). */
+static const char *exe_command(Arena *a, const CgBuild *b, const char *out, const char *src)
+{
+    return arena_printf(a, "%s " CG_CFLAGS "%s %s -o %s %s -lm", cg_cc(),
+                        machine_flag(a, b->machine), cflags_extra(), out, src);
+}
+
+/* C text c compiled into the file tmp. */
+static int compile_exe(const Module *m, const CgBuild *b, const char *c, const char *out,
+                       const char *tmp, rt_err *err)
+{
+    Arena *a = m->a;
+    Scratch sc;
+    if (scratch_open(&sc, err))
+        return err->code;
+    const char *src = scratch_path(&sc, a, "model.c");
+    int rc = write_text(src, src, c, err);
+    if (!b->quiet && !rc)
+        fprintf(stderr, "kiln: cc: building %s (%d kernels)...\n", out, m->prog->nkernels);
+    if (!rc)
+        rc = run(a, exe_command(a, b, shell_quote(a, tmp), shell_quote(a, src)),
+                 scratch_path(&sc, a, "cc.log"), err);
+    scratch_close(&sc, a);
+    return rc;
+}
+
+int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err)
+{
+    static const char *const names[] = {"exe"};
     Arena *a = m->a;
     char *tmp;
     const char *dest = regular_dest(a, out, err);
     if (!dest || check_dest(dest, err) || temp_beside(a, dest, &tmp, err))
         return err->code;
-    Scratch s;
-    if (scratch_open(&s, err)) {
-        unlink(tmp);
-        return err->code;
-    }
     double t0 = rt_now();
-    const char *src = scratch_path(&s, a, "model.c");
-    int rc = write_text(src, src, cg_emit_string(m, CG_CC), err);
-    if (!quiet && !rc)
-        fprintf(stderr, "kiln: cc: building %s (%d kernels)...\n", out, m->prog->nkernels);
-    if (!rc)
-        rc = run(a, arena_printf(a, "%s " CG_CFLAGS " %s -o %s %s -lm", cg_cc(), cflags_extra(),
-                                 shell_quote(a, tmp), shell_quote(a, src)),
-                 scratch_path(&s, a, "cc.log"), err);
+    const char *c = cg_emit_string(m, CG_CC);
+    const char *const tmps[] = {tmp};
+    Slot s = slot(a, b, exe_command(a, b, "OUT", "SRC"), c);
+    int hit = lookup(a, &s, b, 1, names, tmps);
+    int rc = hit ? 0 : compile_exe(m, b, c, out, tmp, err);
+    if (!rc && !hit)
+        keep(a, &s, b, 1, names, tmps);
     if (!rc)
         rc = commit(tmp, dest, err);
     else
         unlink(tmp);
-    scratch_close(&s, a);
-    if (!quiet && !rc)
+    if (!b->quiet && !rc && hit)
+        fprintf(stderr, "kiln: built %s in %.1f ms (cache hit)\n", out, (rt_now() - t0) * 1e3);
+    else if (!b->quiet && !rc)
         fprintf(stderr, "kiln: built %s in %.2f s\n", out, rt_now() - t0);
     return rc;
 }
@@ -275,8 +417,41 @@ static int write_header(const Module *m, const char *path, rt_err *err)
     return cg_write_file(path, arena_stream_text(m->a, f), err);
 }
 
-int cg_build_lib(const Module *m, const char *dir, int quiet, rt_err *err)
+/* The commands that build the library's object, .so and .a from src. */
+static void lib_commands(Arena *a, const char *cmd[3], const char *obj, const char *so,
+                         const char *ar, const char *src)
 {
+    cmd[0] = arena_printf(a, "%s " CG_CFLAGS " -fPIC -DKILN_NO_MAIN -c -o %s %s", cg_cc(), obj,
+                          src);
+    cmd[1] = arena_printf(a, "%s -fopenmp -shared -o %s %s -lm", cg_cc(), so, obj);
+    cmd[2] = arena_printf(a, "ar rcs %s %s", ar, obj);
+}
+
+/* C text c compiled into the files so and ar (which does not exist). */
+static int compile_lib(const Module *m, const CgBuild *b, const char *c, const char *dir,
+                       const char *so, const char *ar, rt_err *err)
+{
+    Arena *a = m->a;
+    Scratch sc;
+    if (scratch_open(&sc, err))
+        return err->code;
+    const char *src = scratch_path(&sc, a, "model.c"), *obj = scratch_path(&sc, a, "model.o");
+    const char *log = scratch_path(&sc, a, "cc.log"), *cmd[3];
+    lib_commands(a, cmd, shell_quote(a, obj), shell_quote(a, so), shell_quote(a, ar),
+                 shell_quote(a, src));
+    int rc = write_text(src, src, c, err);
+    if (!b->quiet && !rc)
+        fprintf(stderr, "kiln: cc: building lib%s.so and lib%s.a in %s...\n", m->name, m->name,
+                dir);
+    for (int i = 0; i < 3 && !rc; i++)
+        rc = run(a, cmd[i], log, err);
+    scratch_close(&sc, a);
+    return rc;
+}
+
+int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err)
+{
+    static const char *const names[] = {"lib.so", "lib.a"};
     Arena *a = m->a;
     const char *so = arena_printf(a, "%s/lib%s.so", dir, m->name);
     const char *ar = arena_printf(a, "%s/lib%s.a", dir, m->name);
@@ -287,27 +462,17 @@ int cg_build_lib(const Module *m, const char *dir, int quiet, rt_err *err)
             unlink(so_tmp);
         return err->code;
     }
-    unlink(ar_tmp);                   /* ar makes an archive only where there is no file */
-    Scratch s;
-    if (scratch_open(&s, err)) {
-        unlink(so_tmp);
-        return err->code;
-    }
     double t0 = rt_now();
-    const char *src = scratch_path(&s, a, "model.c"), *obj = scratch_path(&s, a, "model.o");
-    const char *log = scratch_path(&s, a, "cc.log");
-    int rc = write_text(src, src, cg_emit_string(m, CG_CC), err);
-    if (!quiet && !rc)
-        fprintf(stderr, "kiln: cc: building lib%s.so and lib%s.a in %s...\n", m->name, m->name, dir);
-    if (!rc)
-        rc = run(a, arena_printf(a, "%s " CG_CFLAGS " -fPIC -DKILN_NO_MAIN -c -o %s %s", cg_cc(),
-                                 shell_quote(a, obj), shell_quote(a, src)), log, err);
-    if (!rc)
-        rc = run(a, arena_printf(a, "%s -fopenmp -shared -o %s %s -lm", cg_cc(),
-                                 shell_quote(a, so_tmp), shell_quote(a, obj)), log, err);
-    if (!rc)
-        rc = run(a, arena_printf(a, "ar rcs %s %s", shell_quote(a, ar_tmp), shell_quote(a, obj)),
-                 log, err);
+    const char *c = cg_emit_string(m, CG_CC), *cmd[3];
+    const char *const tmps[] = {so_tmp, ar_tmp};
+    lib_commands(a, cmd, "OBJ", "SO", "AR", "SRC");
+    Slot s = slot(a, b, arena_printf(a, "%s\n%s\n%s", cmd[0], cmd[1], cmd[2]), c);
+    int hit = lookup(a, &s, b, 2, names, tmps);
+    if (!hit)
+        unlink(ar_tmp);               /* ar makes an archive only where there is no file */
+    int rc = hit ? 0 : compile_lib(m, b, c, dir, so_tmp, ar_tmp, err);
+    if (!rc && !hit)
+        keep(a, &s, b, 2, names, tmps);
     if (!rc)
         rc = write_header(m, arena_printf(a, "%s/%s.h", dir, m->name), err);
     if (!rc)
@@ -316,8 +481,10 @@ int cg_build_lib(const Module *m, const char *dir, int quiet, rt_err *err)
         rc = commit(ar_tmp, ar, err);
     unlink(so_tmp);
     unlink(ar_tmp);
-    scratch_close(&s, a);
-    if (!quiet && !rc)
+    if (!b->quiet && !rc && hit)
+        fprintf(stderr, "kiln: built %s, %s and %s/%s.h in %.1f ms (cache hit)\n", so, ar, dir,
+                m->name, (rt_now() - t0) * 1e3);
+    else if (!b->quiet && !rc)
         fprintf(stderr, "kiln: built %s, %s and %s/%s.h in %.2f s\n", so, ar, dir, m->name,
                 rt_now() - t0);
     return rc;

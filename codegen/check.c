@@ -207,7 +207,7 @@ static int run_cc(Check *c, void **out, rt_err *err)
     char *exe = arena_printf(a, "%s/model", c->dir), *log = arena_printf(a, "%s/run.log", c->dir);
     ARR_PUSH(a, c->files, c->nfiles, c->capfiles, exe);
     ARR_PUSH(a, c->files, c->nfiles, c->capfiles, log);
-    if (cg_build_exe(m, exe, 1, err))
+    if (cg_build_exe(m, exe, &(CgBuild){.quiet = 1}, err))
         return err->code;
     char **argv = arena_alloc(a, sizeof *argv * (size_t)(4 + 2 * (m->ninputs + m->noutputs) + 2));
     char **outf = arena_alloc(a, sizeof *outf * (size_t)(m->noutputs + 1));

@@ -49,15 +49,55 @@ void cg_infos(const Module *m, CgInfos *t);
 /* `$CC` or "cc", and the flags every build uses. */
 const char *cg_cc(void);
 #define CG_CFLAGS "-O3 -march=native -fopenmp"
+/* How a build goes. */
+typedef struct {
+    int quiet;                   /* no progress or timing on stderr */
+    int cache;                   /* from the build cache when there; kept there */
+    const rt_machine *machine;   /* figures for profiles' percentages
+                                    (-DKILN_MACHINE); NULL or zeros: none */
+} CgBuild;
 /* Builds an executable at out (written to a temporary beside it, then
- * renamed) with CG_CFLAGS, then $KILN_CFLAGS_EXTRA. Progress and timing
- * on stderr unless quiet. Returns an RT_* status with err set. */
-int cg_build_exe(const Module *m, const char *out, int quiet, rt_err *err);
+ * renamed) with CG_CFLAGS, the machine's figures, then
+ * $KILN_CFLAGS_EXTRA. From the cache, "(cache hit)" ends the timing line.
+ * Returns an RT_* status with err set. */
+int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err);
 /* Writes text to path atomically (a temporary beside it, then rename);
  * a link's target is replaced, a device or pipe written through. */
 int cg_write_file(const char *path, const char *text, rt_err *err);
-/* Builds DIR/lib<name>.so, DIR/lib<name>.a and DIR/<name>.h. */
-int cg_build_lib(const Module *m, const char *dir, int quiet, rt_err *err);
+/* Builds DIR/lib<name>.so, DIR/lib<name>.a and DIR/<name>.h (no machine
+ * figures: a library has no profiles). */
+int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err);
+
+/* ---- cache.c: the build cache ---------------------------------------- */
+/* SHA-256, fed piece by piece; hex is 64 digits and a NUL. */
+typedef struct {
+    uint32_t h[8];
+    uint64_t bytes;
+    unsigned char buf[64];
+} CgSha256;
+void cg_sha256_init(CgSha256 *s);
+void cg_sha256_add(CgSha256 *s, const void *data, size_t n);
+void cg_sha256_hex(CgSha256 *s, char hex[65]);
+/* $XDG_CACHE_HOME/kiln/builds, else ~/.cache/kiln/builds; NULL when
+ * neither variable is set (no cache). */
+const char *cg_cache_dir(Arena *a);
+#define CG_CACHE_MAX_BYTES ((int64_t)1 << 30)
+#define CG_CACHE_MAX_ENTRIES 200
+/* Entry key (64 hex digits) of dir: its files names[i] copied to
+ * dests[i], each checked against the entry's manifest (size, SHA-256).
+ * 1: a hit; 0: a miss; -1: the entry was damaged and is removed (a miss
+ * too). */
+int cg_cache_get(Arena *a, const char *dir, const char *key, int n, const char *const *names,
+                 const char *const *dests);
+/* Keeps copies of the files srcs[i] as entry key's names[i] (made whole,
+ * then renamed into place), then trims the cache to its bounds. Returns
+ * 0, or an RT_* status with err set: the build stands, only uncached. */
+int cg_cache_put(Arena *a, const char *dir, const char *key, int n, const char *const *names,
+                 const char *const *srcs, rt_err *err);
+/* Removes the least recently used entries while there are more than
+ * max_entries or they hold more than max_bytes (the newest stays), and
+ * temporaries over an hour old. */
+void cg_cache_trim(Arena *a, const char *dir, int64_t max_bytes, int max_entries);
 
 /* ---- jit.c: libtcc in memory ----------------------------------------- */
 typedef struct CgJit CgJit;

@@ -6,7 +6,8 @@
  *      hands its own runtime to libtcc as symbols);
  *   3. the tensor tables (rt_tensor_info) and weights' inline init data;
  *   4. the handle struct, one function per kernel (kernel.c);
- *   5. the public API: NAME_open/status/error/run/reset/close;
+ *   5. the kernel table (names and costs, for profiles) and the public
+ *      API: NAME_open/status/error/run/reset/close;
  *   6. the rt_model descriptor and a thin main (cc only, unless
  *      KILN_NO_MAIN is defined, as for --lib).
  * User names appear only inside escaped string literals. */
@@ -88,7 +89,26 @@ static void handle(FILE *f, const Module *m)
     fprintf(f, "    float *w[%d];                /* weights */\n", count_nonzero(m->nweights));
     fprintf(f, "    float *s[%d];                /* state */\n", count_nonzero(m->nstates));
     fputs("    const void *const *in;       /* this call's inputs */\n", f);
-    fputs("    void *const *out;            /* this call's outputs */\n};\n\n", f);
+    fputs("    void *const *out;            /* this call's outputs */\n", f);
+    fputs("    rt_profile *prof;            /* kernel timers (--profile); NULL: off */\n};\n\n", f);
+}
+
+/* Weights the tile pass packed (Buf.packed) change layout once loaded:
+ * [.., N, K] into panels [.., N/P, K, P]. */
+static void pack_weights(FILE *f, const Module *m)
+{
+    for (int i = 0; i < m->prog->nbufs; i++) {
+        const Buf *b = m->prog->bufs[i];
+        if (!b->packed)
+            continue;
+        int r = b->rank;
+        long long batch = shape_count(r - 3, b->dims), panels = b->dims[r - 3],
+                  k = b->dims[r - 2], p = b->dims[r - 1];
+        fprintf(f, "    /* b%d: [%lld, %lld] as %lld panels [%lld, %lld] */\n", b->id, panels * p, k,
+                panels, k, p);
+        fprintf(f, "    m->opened = m->opened && rt_pack_panels(&m->w[%d], %lld, %lld, %lld, %lld, "
+                "&m->err) == 0;\n", b->index, batch, panels * p, k, p);
+    }
 }
 
 static void api_open(FILE *f, const Module *m)
@@ -105,7 +125,42 @@ static void api_open(FILE *f, const Module *m)
           "        return m;\n    }\n", f);
     fprintf(f, "    m->opened = rt_load_weights(weights_path, kiln_weights, %d, m->w, &m->err) == 0;\n",
             m->nweights);
+    pack_weights(f, m);
     fputs("    return m;\n}\n\n", f);
+}
+
+/* Every kernel in order, called directly: a run without a profile costs
+ * what it did before profiles. */
+static void run_kernels(FILE *f, const Module *m)
+{
+    fprintf(f, "static int kiln_run_kernels(%s_model *m)\n{\n    int rc = 0;\n", m->name);
+    for (int i = 0; i < m->prog->nkernels; i++)
+        fprintf(f, "    if (rc == 0)\n        rc = k%d(m);\n", i);
+    fputs("    return rc;\n}\n\n", f);
+}
+
+/* Every kernel's name and cost, and the kernels as a table for the timed
+ * run, which calls rt_profile_add after each. */
+static void run_timed(FILE *f, const Module *m)
+{
+    int nk = m->prog->nkernels;
+    fprintf(f, "static const rt_kernel_info kiln_kernels[%d] = {\n", count_nonzero(nk));
+    for (int i = 0; i < nk; i++) {
+        double flops, bytes;
+        ir_kernel_cost(m->prog->kernels[i], &flops, &bytes);
+        fputs("    {", f);
+        cg_print_cstring(f, m->prog->kernels[i]->name);
+        fprintf(f, ", %.17g, %.17g},\n", flops, bytes);
+    }
+    fputs(nk ? "};\n" : "    {0},\n};\n", f);
+    fprintf(f, "static int (*const kiln_kernel_fns[%d])(%s_model *) = {", count_nonzero(nk), m->name);
+    for (int i = 0; i < nk; i++)
+        fprintf(f, "%sk%d,", i % 10 ? " " : "\n    ", i);
+    fputs(nk ? "\n};\n\n" : "NULL};\n\n", f);
+    fprintf(f, "static int kiln_run_timed(%s_model *m)\n{\n    int rc = 0;\n", m->name);
+    fprintf(f, "    for (int i = 0; rc == 0 && i < %d; i++) {\n", nk);
+    fputs("        double t0 = rt_now();\n        rc = kiln_kernel_fns[i](m);\n"
+          "        rt_profile_add(m->prof, i, rt_now() - t0);\n    }\n    return rc;\n}\n\n", f);
 }
 
 static void api_rest(FILE *f, const Module *m)
@@ -117,9 +172,8 @@ static void api_rest(FILE *f, const Module *m)
           "    return m->err.code ? m->err.msg : NULL;\n}\n\n", f);
     fprintf(f, "int %s_run(%s_model *m, const void *const *inputs, void *const *outputs)\n{\n", n, n);
     fputs("    if (!m->opened)\n        return m->err.code;\n", f);
-    fputs("    m->err.code = 0;\n    m->in = inputs;\n    m->out = outputs;\n    int rc = 0;\n", f);
-    for (int i = 0; i < m->prog->nkernels; i++)
-        fprintf(f, "    if (rc == 0)\n        rc = k%d(m);\n", i);
+    fputs("    m->err.code = 0;\n    m->in = inputs;\n    m->out = outputs;\n", f);
+    fputs("    int rc = m->prof ? kiln_run_timed(m) : kiln_run_kernels(m);\n", f);
     fputs("    m->in = NULL;\n    m->out = NULL;\n    return rc;\n}\n\n", f);
     fprintf(f, "void %s_reset(%s_model *m)\n{\n", n, n);
     for (int i = 0; i < m->nstates; i++)
@@ -140,12 +194,18 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
     fprintf(f, "static const char *kiln_error(const void *h) { return %s_error(h); }\n", n);
     fprintf(f, "static int kiln_run(void *h, const void *const *in, void *const *out)\n"
                "{\n    return %s_run(h, in, out);\n}\n", n);
-    fprintf(f, "static void kiln_close(void *h) { %s_close(h); }\n\n", n);
+    fprintf(f, "static void kiln_close(void *h) { %s_close(h); }\n", n);
+    fprintf(f, "static void kiln_profile(void *h, rt_profile *p) "
+               "{ ((%s_model *)h)->prof = p; }\n\n", n);
+    fputs("/* The machine's figures for profiles' percentages (rt_machine): kiln build\n"
+          " * passes -DKILN_MACHINE={peak,peak1,read,cores} from `kiln machine`. */\n"
+          "#ifndef KILN_MACHINE\n#define KILN_MACHINE {0, 0, 0, 0}\n#endif\n", f);
     fprintf(f, "%sconst rt_model kiln_model = {\n    ", fl == CG_CC ? "static " : "");
     cg_print_cstring(f, n);
     fprintf(f, ", %d, %d, %d, %d,\n", m->ninputs, m->noutputs, m->nweights, m->nstates);
     fputs("    kiln_inputs, kiln_outputs, kiln_weights, kiln_states,\n"
-          "    kiln_open, kiln_status, kiln_error, kiln_run, kiln_close,\n};\n", f);
+          "    kiln_open, kiln_status, kiln_error, kiln_run, kiln_close,\n", f);
+    fprintf(f, "    %d, kiln_kernels, kiln_profile, KILN_MACHINE,\n};\n", m->prog->nkernels);
     if (fl == CG_CC)
         fputs("\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
               "    return rt_main(argc, argv, &kiln_model);\n}\n#endif\n", f);
@@ -215,6 +275,8 @@ void cg_emit(FILE *f, const Module *m, CgFlavour fl)
     CgCx cx = {f, m, fl, type, 0};
     for (int i = 0; i < m->prog->nkernels; i++)
         cg_kernel(&cx, m->prog->kernels[i]);
+    run_kernels(f, m);
+    run_timed(f, m);
     api_open(f, m);
     api_rest(f, m);
     descriptor(f, m, fl);

@@ -60,7 +60,7 @@ static void offset(CgCx *cx, const Buf *b, Expr *const *idx)
 {
     int terms = 0;
     for (int i = 0; i < b->rank; i++) {
-        if (b->dims[i] == 1 && idx[i]->kind == E_INT && idx[i]->i == 0)
+        if (idx[i]->kind == E_INT && idx[i]->i == 0)
             continue;
         if (terms++)
             fputs(" + ", cx->f);
@@ -223,6 +223,28 @@ static void local(CgCx *cx, const Buf *b, int depth)
             b->id, (long long)shape_count(b->rank, b->dims));
 }
 
+/* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
+ * micro-kernel (pasted, so cc inlines it; a symbol for libtcc). */
+static void call(CgCx *cx, const Stmt *s, int depth)
+{
+    static const int order[CALL_COUNT][3] = {[CALL_GEMM] = {1, 2, 0}};   /* A, B, C */
+    int64_t m, n, k, ld;
+    ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
+    ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
+    indent(cx, depth);
+    fprintf(cx->f, "rt_%s(%lld, %lld, %lld", call_table[s->call].name, (long long)m,
+            (long long)n, (long long)k);
+    for (int i = 0; i < s->ntiles; i++) {
+        const Tile *t = &s->tiles[order[s->call][i]];
+        int64_t rows, cols;
+        ir_tile_matrix(t, &rows, &cols, &ld);
+        fputs(", &", cx->f);
+        access(cx, t->buf, t->idx);
+        fprintf(cx->f, ", %lld", (long long)ld);
+    }
+    fputs(");\n", cx->f);
+}
+
 static void loop_head(CgCx *cx, const Stmt *s, int depth)
 {
     indent(cx, depth);
@@ -290,6 +312,7 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
         return;
     case S_CHECK: check(cx, s, depth); return;
     case S_LOCAL: local(cx, s->buf, depth); return;
+    case S_CALL: call(cx, s, depth); return;
     }
 }
 
@@ -341,6 +364,11 @@ static void uses_block(BufSet *u, const Block *blk)
         }
         for (int j = 0; j < s->nargs; j++)
             uses_expr(u, s->args[j]);
+        for (int j = 0; j < s->ntiles; j++) {
+            use_buf(u, s->tiles[j].buf);
+            for (int d = 0; d < s->tiles[j].buf->rank; d++)
+                uses_expr(u, s->tiles[j].idx[d]);
+        }
         uses_block(u, &s->body);
         uses_block(u, &s->els);
     }

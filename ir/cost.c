@@ -1,7 +1,8 @@
 /* ir/cost.c: what a kernel costs, for dumps and profiles.
  *
  * FLOPs: every arithmetic operator in a statement counts one (an
- * accumulation's + too), times the trip counts of the loops around it.
+ * accumulation's + too), a call what its kernel does (gemm: 2mnk), times
+ * the trip counts of the loops around it.
  * A loop whose bounds are known only at run time (attention's keys up to
  * pos + t) counts at its largest extent: the size of the buffer dimension
  * its variable indexes. Bytes: every storage the kernel loads from or
@@ -79,6 +80,7 @@ static double block_flops(const Block *blk)
             f += expr_flops(s->e) + (s->op != A_SET && s->e->type == T_F32);
             break;
         case S_LET: f += expr_flops(s->e); break;
+        case S_CALL: f += ir_call_flops(s); break;
         case S_CHECK:
         case S_LOCAL: break;
         }
@@ -120,6 +122,8 @@ static void touch_stmt(Stmt *s, void *ctx)
 {
     if (s->kind == S_STORE)
         touch(ctx, s->buf);
+    for (int i = 0; i < s->ntiles; i++)
+        touch(ctx, s->tiles[i].buf);
     ir_stmt_exprs(s, touch_expr, ctx);
 }
 

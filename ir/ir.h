@@ -319,6 +319,10 @@ struct Buf {
     Node *node;                   /* the value it holds, for dumps */
     int index;                    /* input/output/weight/state number */
     int64_t arena_off;            /* TEMP: byte offset in the arena; -1 */
+    /* WEIGHT packed in panels at load (rt_pack_panels): the node's
+     * [..., N, K] held as [..., N/P, K, P], P = dims[rank-1]; element
+     * [..., p, k, c] is the weight's [..., p*P + c, k]. */
+    int packed;
 };
 
 typedef enum {
@@ -381,10 +385,34 @@ typedef enum {
     S_IF,         /* if e: body else els */
     S_CHECK,      /* run-time error `msg` unless e; args printed as %lld */
     S_LOCAL,      /* declares the BK_LOCAL buf (contents undefined) */
+    S_CALL,       /* a micro-kernel over tiles of buffers (CallKind) */
 } StmtKind;
 
 /* Assignment operators of S_SET / S_STORE. */
 typedef enum { A_SET, A_ADD, A_MAX } AsgOp;
+
+/* A rectangular region of a buffer, operand of a call: from the element
+ * at idx, ext[d] elements along each dim d. As a matrix (what kernels
+ * see): its last two dims, rows of ext[rank-2] (1 for rank 1) by
+ * columns of ext[rank-1], contiguous; every other extent is 1. */
+typedef struct {
+    Buf *buf;
+    Expr **idx;                   /* one per buf dim */
+    int64_t ext[KILN_MAX_RANK];
+} Tile;
+
+/* The micro-kernels of S_CALL (runtime/rt_kernels.c: rt_NAME), and the
+ * meaning of their tiles (loop.c: call_table):
+ *   gemm(C, A, B)  C[m,n] += A[m,k] B[k,n]: each element of C adds its k
+ *                  products to itself in k order (fused multiply-adds),
+ *                  so calls over consecutive k ranges continue one sum. */
+typedef enum { CALL_GEMM, CALL_COUNT } CallKind;
+typedef struct {
+    const char *name;             /* in .kir, and the runtime's rt_NAME */
+    int ntiles;
+    int written;                  /* the tile it updates (also read) */
+} CallDesc;
+extern const CallDesc call_table[CALL_COUNT];
 
 /* Loop marks: the schedule. They change speed, never numbers. */
 enum {
@@ -406,6 +434,9 @@ struct Stmt {
     const char *msg;              /* CHECK: printf format, %lld per arg */
     Expr **args;
     int nargs;
+    CallKind call;                /* CALL */
+    Tile *tiles;                  /* CALL: call_table[call].ntiles */
+    int ntiles;
 };
 
 struct Kernel {
@@ -456,6 +487,17 @@ Stmt *s_check(Arena *a, Block *blk, Expr *cond, const char *msg,
               Expr **args, int nargs);
 /* Declares a new kernel-local array in blk (a BK_LOCAL buf of p). */
 Stmt *s_local(Arena *a, Prog *p, Block *blk, DType t, int rank, const int64_t *dims);
+/* A call; tiles (and their indices) are copied. */
+Stmt *s_call(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles);
+/* A tile as a matrix: rows, columns and the row stride; 0 when it is not
+ * one (an extent other than the last two above 1, columns not contiguous). */
+int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld);
+/* Why call s is malformed (tile count, shapes that do not agree, an
+ * extent past its dim, a written tile in read-only storage or sharing
+ * storage with another tile), or NULL. */
+const char *ir_call_refusal(Arena *a, const Stmt *s);
+/* FLOPs of one run of call s (gemm: 2mnk). */
+double ir_call_flops(const Stmt *s);
 
 /* Row-major strides for a fresh buffer. */
 void ir_buf_contiguous(Buf *b);
@@ -508,6 +550,10 @@ void ir_prog_layout(Prog *p);
  * nothing stored to inputs or weights, locals declared before use, no
  * nested parallel loops, no check inside a parallel loop); KILN_BUG. */
 void ir_verify_prog(const Module *m);
+/* Whether packed buffer b is its weight node's panels (Buf.packed):
+ * a weight, no view, row-major, [..., N/P, K, P] of the node's [..., N, K],
+ * and nothing views it. */
+int ir_packed_ok(const Prog *p, const Buf *b);
 /* Structural equality of two expressions. */
 int ir_expr_equal(const Expr *x, const Expr *y);
 /* The coefficient of v in e when e is affine in v (sums, differences and

@@ -251,6 +251,88 @@ void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
     ARR_PUSH(a, ns->v, ns->n, ns->cap, (const char *)s);
 }
 
+/* ---- calls ------------------------------------------------------------ */
+
+const CallDesc call_table[CALL_COUNT] = {
+    [CALL_GEMM] = {"gemm", 3, 0},
+};
+
+Stmt *s_call(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles)
+{
+    Stmt *s = new_stmt(a, blk, S_CALL);
+    s->call = call;
+    s->ntiles = ntiles;
+    s->tiles = arena_dup(a, tiles, sizeof *tiles * (size_t)ntiles);
+    for (int i = 0; i < ntiles; i++)
+        s->tiles[i].idx = tiles[i].buf->rank
+                              ? arena_dup(a, tiles[i].idx, sizeof *tiles[i].idx * (size_t)tiles[i].buf->rank)
+                              : NULL;
+    return s;
+}
+
+int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld)
+{
+    const Buf *b = t->buf;
+    int r = b->rank;
+    if (r < 1 || b->strides[r - 1] != 1)
+        return 0;
+    for (int d = 0; d < r - 2; d++)
+        if (t->ext[d] != 1)
+            return 0;
+    *cols = t->ext[r - 1];
+    *rows = r >= 2 ? t->ext[r - 2] : 1;
+    *ld = r >= 2 ? b->strides[r - 2] : *cols;
+    return 1;
+}
+
+/* gemm(C, A, B): C [m,n], A [m,k], B [k,n]. */
+static const char *gemm_refusal(Arena *a, const Tile *t)
+{
+    int64_t r[3], c[3], ld;
+    for (int i = 0; i < 3; i++)
+        if (!ir_tile_matrix(&t[i], &r[i], &c[i], &ld))
+            return arena_printf(a, "tile %d of gemm (b%d) is not a matrix with contiguous rows",
+                                i, t[i].buf->id);
+    if (r[1] != r[0] || c[2] != c[0] || r[2] != c[1])
+        return arena_printf(a, "gemm of [%lld,%lld] += [%lld,%lld] x [%lld,%lld]: the shapes "
+                            "do not agree", (long long)r[0], (long long)c[0], (long long)r[1],
+                            (long long)c[1], (long long)r[2], (long long)c[2]);
+    return NULL;
+}
+
+const char *ir_call_refusal(Arena *a, const Stmt *s)
+{
+    const CallDesc *d = &call_table[s->call];
+    if (s->ntiles != d->ntiles)
+        return arena_printf(a, "%s takes %d tiles, not %d", d->name, d->ntiles, s->ntiles);
+    for (int i = 0; i < s->ntiles; i++) {
+        const Tile *t = &s->tiles[i];
+        if (t->buf->dtype != DT_F32)
+            return arena_printf(a, "b%d is not f32", t->buf->id);
+        for (int j = 0; j < t->buf->rank; j++)
+            if (t->ext[j] < 1 || t->ext[j] > t->buf->dims[j])
+                return arena_printf(a, "extent %lld of b%d is not in 1..%lld", (long long)t->ext[j],
+                                    t->buf->id, (long long)t->buf->dims[j]);
+    }
+    Buf *w = ir_storage(s->tiles[d->written].buf);
+    if (w->kind == BK_INPUT || w->kind == BK_WEIGHT)
+        return arena_printf(a, "%s writes b%d, %s storage", d->name,
+                            s->tiles[d->written].buf->id, bufkind_name(w->kind));
+    for (int i = 0; i < s->ntiles; i++)
+        if (i != d->written && ir_storage(s->tiles[i].buf) == w)
+            return arena_printf(a, "%s writes b%d, which tile %d reads", d->name,
+                                s->tiles[d->written].buf->id, i);
+    return gemm_refusal(a, s->tiles);
+}
+
+double ir_call_flops(const Stmt *s)
+{
+    int64_t m, n, k, ld;
+    if (!ir_tile_matrix(&s->tiles[1], &m, &k, &ld) || !ir_tile_matrix(&s->tiles[0], &m, &n, &ld))
+        return 0;
+    return 2.0 * (double)m * (double)n * (double)k;
+}
+
 Stmt *s_check(Arena *a, Block *blk, Expr *cond, const char *msg,
               Expr **args, int nargs)
 {
@@ -328,6 +410,19 @@ static void print_index(FILE *f, const Buf *b, Expr *const *idx)
         if (i)
             fputs(", ", f);
         print_expr(f, idx[i]);
+    }
+    fputc(']', f);
+}
+
+/* bN[i0 * 8 +: 8, 0 +: 32]: a tile's first element and extents */
+static void print_tile(FILE *f, const Tile *t)
+{
+    fprintf(f, "b%d[", t->buf->id);
+    for (int i = 0; i < t->buf->rank; i++) {
+        if (i)
+            fputs(", ", f);
+        print_expr(f, t->idx[i]);
+        fprintf(f, " +: %lld", (long long)t->ext[i]);
     }
     fputc(']', f);
 }
@@ -425,6 +520,14 @@ static void print_stmt(FILE *f, const Stmt *s, int depth)
     case S_LOCAL:
         fprintf(f, "local b%d\n", s->buf->id);
         return;
+    case S_CALL:
+        fprintf(f, "call %s(", call_table[s->call].name);
+        for (int i = 0; i < s->ntiles; i++) {
+            fputs(i ? ", " : "", f);
+            print_tile(f, &s->tiles[i]);
+        }
+        fputs(")\n", f);
+        return;
     case S_CHECK:
         fputs("check ", f);
         print_expr(f, s->e);
@@ -467,6 +570,8 @@ static void print_buf(FILE *f, const Buf *b)
     for (int i = 0; i < b->rank; i++)
         fprintf(f, "%s%lld", i ? "," : "", (long long)b->dims[i]);
     fputc(']', f);
+    if (b->packed)
+        fputs(" packed", f);
     if (!is_contiguous(b)) {
         fputs(" strides [", f);
         for (int i = 0; i < b->rank; i++)

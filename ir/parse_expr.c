@@ -162,9 +162,15 @@ static const struct {
     {"+", B_ADD, 5}, {"-", B_SUB, 5}, {"*", B_MUL, 6}, {"/", B_DIV, 6}, {"%", B_MOD, 6},
 };
 
-/* Takes an operator of level prec: its index in binops, or -1. */
+/* Takes an operator of level prec: its index in binops, or -1. A "+:"
+ * (a tile's extent, after its index) is not a "+". */
 static int binop(Parser *ps, int prec)
 {
+    const char *save = ps->p;
+    if (kir_accept(ps, "+:")) {
+        ps->p = save;
+        return -1;
+    }
     for (int i = 0; i < (int)(sizeof binops / sizeof binops[0]); i++)
         if (binops[i].prec == prec && kir_accept(ps, binops[i].tok))
             return i;

@@ -83,7 +83,7 @@ static void view(Parser *ps, Buf *b, int *base)
         kir_fail(ps, "expected a buffer bN, found %s", kir_found(ps));
 }
 
-/* buf = "buf" bN KIND [INT] [%N] ":" type [view] ["@" INT] NL */
+/* buf = "buf" bN KIND [INT] [%N] ":" type ["packed"] [view] ["@" INT] NL */
 static Pending buf(Parser *ps, Prog *p)
 {
     int id = kir_ref(ps, 'b');
@@ -106,6 +106,7 @@ static Pending buf(Parser *ps, Prog *p)
     b->index = (int)index;
     b->node = n;
     Pending v = {b, -1, ps->lineno};
+    b->packed = kir_accept(ps, "packed");
     if (kir_accept(ps, "strides"))
         view(ps, b, &v.base);
     if (kir_accept(ps, "@") && (b->arena_off = kir_int(ps, "an arena offset")) < 0)
@@ -115,7 +116,8 @@ static Pending buf(Parser *ps, Prog *p)
     return v;
 }
 
-/* Each view's base: a buffer that is not a view itself. */
+/* Each view's base: a buffer that is not a view itself; packed buffers
+ * checked once views are known. */
 static void link_views(Parser *ps, Prog *p, const Pending *v, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -128,6 +130,12 @@ static void link_views(Parser *ps, Prog *p, const Pending *v, int n)
         if (v[base].base >= 0)
             kir_fail(ps, "b%d is a view of b%d, which is a view itself", v[i].b->id, base);
         v[i].b->base = p->bufs[base];
+    }
+    for (int i = 0; i < n; i++) {
+        ps->lineno = v[i].line;
+        if (v[i].b->packed && !ir_packed_ok(p, v[i].b))
+            kir_fail(ps, "b%d is packed, but not a weight's [..., N, K] as panels "
+                     "[..., N/P, K, P] that no buffer views", v[i].b->id);
     }
 }
 
@@ -333,6 +341,57 @@ static Stmt *local(Parser *ps, Block *blk)
     return s;
 }
 
+/* tile = bN "[" [expr "+:" INT {"," expr "+:" INT}] "]" */
+static Tile tile(Parser *ps)
+{
+    Tile t;
+    memset(&t, 0, sizeof t);
+    int id = kir_ref(ps, 'b'), n = 0, cap = 0;
+    if (id < 0)
+        kir_fail(ps, "expected a tile bN[...], found %s", kir_found(ps));
+    t.buf = kir_buf(ps, id);
+    kir_expect(ps, "[");
+    if (!kir_accept(ps, "]")) {
+        do {
+            Expr *e = kir_integer(ps, arena_printf(ps->a, "index %d of b%d", n, id));
+            kir_expect(ps, "+:");
+            int64_t ext = kir_int(ps, "a tile's extent");
+            if (n < KILN_MAX_RANK)
+                t.ext[n] = ext;
+            ARR_PUSH(ps->a, t.idx, n, cap, e);
+        } while (kir_accept(ps, ","));
+        kir_expect(ps, "]");
+    }
+    if (n != t.buf->rank)
+        kir_fail(ps, "b%d has rank %d; %d ind%s given", id, t.buf->rank, n, n == 1 ? "ex" : "ices");
+    return t;
+}
+
+/* call = "call" NAME "(" tile {"," tile} ")" NL */
+static Stmt *call(Parser *ps, Block *blk)
+{
+    const char *name = kir_name(ps);
+    int c = 0, n = 0, cap = 0;
+    while (c < CALL_COUNT && !(name && strcmp(name, call_table[c].name) == 0))
+        c++;
+    if (c == CALL_COUNT)
+        kir_fail(ps, "expected a micro-kernel (gemm), found %s",
+                 name ? arena_printf(ps->a, "'%s'", name) : kir_found(ps));
+    Tile *tiles = NULL;
+    kir_expect(ps, "(");
+    do
+        ARR_PUSH(ps->a, tiles, n, cap, tile(ps));
+    while (kir_accept(ps, ","));
+    kir_expect(ps, ")");
+    kir_end(ps);
+    Stmt *s = s_call(ps->a, blk, (CallKind)c, tiles, n);
+    const char *why = ir_call_refusal(ps->a, s);
+    if (why)
+        kir_fail(ps, "%s", why);
+    kir_next_line(ps);
+    return s;
+}
+
 /* ASSIGN = "=" | "+=" | "max=" */
 static AsgOp assign_op(Parser *ps)
 {
@@ -375,7 +434,7 @@ static Stmt *assign(Parser *ps, Block *blk)
     return s;
 }
 
-/* stmt = for | let | if | check | local | assignment: one line, and the
+/* stmt = for | let | if | check | local | call | assignment: one line, and the
  * block it opens */
 static Stmt *stmt(Parser *ps, Block *blk, int depth)
 {
@@ -391,6 +450,8 @@ static Stmt *stmt(Parser *ps, Block *blk, int depth)
         return check(ps, blk);
     if (kir_accept(ps, "local"))
         return local(ps, blk);
+    if (kir_accept(ps, "call"))
+        return call(ps, blk);
     return assign(ps, blk);
 }
 

@@ -19,6 +19,9 @@ void ir_stmt_exprs(Stmt *s, ExprFn fn, void *ctx)
             fn(s->idx[i], ctx);
     for (int i = 0; i < s->nargs; i++)
         fn(s->args[i], ctx);
+    for (int i = 0; i < s->ntiles; i++)
+        for (int d = 0; d < s->tiles[i].buf->rank; d++)
+            fn(s->tiles[i].idx[d], ctx);
 }
 
 void ir_block_walk(Block *blk, StmtFn fn, void *ctx)
@@ -100,6 +103,12 @@ static void map_stmt_exprs(const Map *mp, Stmt *s)
     }
     for (int i = 0; i < s->nargs; i++)
         s->args[i] = map_expr(mp, s->args[i]);
+    for (int i = 0; i < s->ntiles; i++) {
+        Tile *t = &s->tiles[i];
+        t->buf = lookup_buf(mp, t->buf);
+        for (int d = 0; d < t->buf->rank; d++)
+            t->idx[d] = map_expr(mp, t->idx[d]);
+    }
 }
 
 static void map_block(const Map *mp, Block *blk)
@@ -137,6 +146,13 @@ static Stmt *clone_stmt(Map *mp, Prog *p, Kernel *k, const Stmt *s)
                      ? arena_dup(a, s->idx, sizeof *s->idx * (size_t)s->buf->rank) : NULL;
     if (s->nargs)
         c->args = arena_dup(a, s->args, sizeof *s->args * (size_t)s->nargs);
+    if (s->ntiles) {
+        c->tiles = arena_dup(a, s->tiles, sizeof *s->tiles * (size_t)s->ntiles);
+        for (int i = 0; i < s->ntiles; i++)
+            if (s->tiles[i].buf->rank)
+                c->tiles[i].idx = arena_dup(a, s->tiles[i].idx,
+                                            sizeof *s->tiles[i].idx * (size_t)s->tiles[i].buf->rank);
+    }
     map_stmt_exprs(mp, c);
     if (s->kind == S_LOCAL) {
         Buf *b = ir_buf_new(a, p, BK_LOCAL, s->buf->dtype, s->buf->rank, s->buf->dims);
@@ -242,12 +258,21 @@ static void reads_in(Expr *e, void *ctx)
     q->found |= expr_reads(e, q->b);
 }
 
-static void stmt_reads(Stmt *s, void *ctx) { ir_stmt_exprs(s, reads_in, ctx); }
+/* A call reads every tile (the written one too: it accumulates). */
+static void stmt_reads(Stmt *s, void *ctx)
+{
+    Query *q = ctx;
+    ir_stmt_exprs(s, reads_in, ctx);
+    for (int i = 0; i < s->ntiles; i++)
+        q->found |= ir_storage(s->tiles[i].buf) == q->b;
+}
 
 static void stmt_writes(Stmt *s, void *ctx)
 {
     Query *q = ctx;
     q->found |= s->kind == S_STORE && ir_storage(s->buf) == q->b;
+    q->found |= s->kind == S_CALL &&
+                ir_storage(s->tiles[call_table[s->call].written].buf) == q->b;
 }
 
 int ir_block_reads(const Block *blk, Buf *b)
@@ -300,6 +325,10 @@ static void mark_stmt(Stmt *s, void *ctx)
     if (s->buf) {
         used[s->buf->id] = 1;
         used[ir_storage(s->buf)->id] = 1;
+    }
+    for (int i = 0; i < s->ntiles; i++) {
+        used[s->tiles[i].buf->id] = 1;
+        used[ir_storage(s->tiles[i].buf)->id] = 1;
     }
     ir_stmt_exprs(s, mark_expr, ctx);
 }
@@ -409,6 +438,16 @@ static void verify_stmt(Verify *vf, const Stmt *s)
     }
     if (s->kind == S_SET && !in_scope(vf, s->v))
         KILN_BUG("k%d assigns v%d out of its scope", vf->k->id, s->v->id);
+    if (s->kind == S_CALL) {
+        const char *why = s->call < CALL_COUNT ? ir_call_refusal(vf->a, s) : "unknown kernel";
+        if (why)
+            KILN_BUG("k%d: call: %s", vf->k->id, why);
+        for (int i = 0; i < s->ntiles; i++) {
+            verify_buf(vf, s->tiles[i].buf);
+            for (int d = 0; d < s->tiles[i].buf->rank; d++)
+                verify_expr(vf, s->tiles[i].idx[d]);
+        }
+    }
     if (s->kind == S_CHECK && vf->parallel)
         KILN_BUG("k%d has a check inside a parallel loop", vf->k->id);
     if (s->kind == S_LOCAL)
@@ -440,6 +479,29 @@ static void verify_block(Verify *vf, const Block *blk)
     vf->nlocals = nlocals;
 }
 
+int ir_packed_ok(const Prog *p, const Buf *b)
+{
+    const Node *n = b->node;
+    int r = b->rank;
+    if (b->kind != BK_WEIGHT || b->base || !n || n->rank < 2 || r != n->rank + 1 ||
+        b->dims[r - 1] < 1 || b->dims[r - 3] * b->dims[r - 1] != n->dims[r - 3] ||
+        b->dims[r - 2] != n->dims[r - 2] || b->offset)
+        return 0;
+    for (int d = 0; d < r - 3; d++)
+        if (b->dims[d] != n->dims[d])
+            return 0;
+    for (int i = 0; i < p->nbufs; i++)
+        if (p->bufs[i]->base == b)
+            return 0;
+    int64_t stride = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        if (b->strides[d] != stride)
+            return 0;
+        stride *= b->dims[d];
+    }
+    return 1;
+}
+
 void ir_verify_prog(const Module *m)
 {
     const Prog *p = m->prog;
@@ -449,6 +511,8 @@ void ir_verify_prog(const Module *m)
             KILN_BUG("buffer %d has id %d", i, b->id);
         if (b->base && (b->base->base || b->base->id >= p->nbufs || p->bufs[b->base->id] != b->base))
             KILN_BUG("b%d is a view of something that is not a buffer", i);
+        if (b->packed && !ir_packed_ok(p, b))
+            KILN_BUG("b%d is packed, but not a weight's panels", i);
     }
     for (int i = 0; i < p->nkernels; i++) {
         Verify vf = {p, p->kernels[i], NULL, 0, 0, NULL, 0, 0, 0, m->a};
@@ -558,6 +622,7 @@ typedef struct {
     Buf *buf;
     Expr **idx;
     int store;
+    const int64_t *ext;           /* a call's tile: elements per dim from idx */
 } Access;
 
 typedef struct {
@@ -580,16 +645,16 @@ static const Stmt *inner_decl(const Indep *in, const Var *v)
     return NULL;
 }
 
-static void indep_access(Indep *in, Buf *b, Expr **idx, int store)
+static void indep_access(Indep *in, Buf *b, Expr **idx, int store, const int64_t *ext)
 {
-    Access x = {b, idx, store};
+    Access x = {b, idx, store, ext};
     ARR_PUSH(in->a, in->acc, in->nacc, in->capacc, x);
 }
 
 static void indep_expr(Expr *e, void *ctx)
 {
     if (e->kind == E_LOAD) {
-        indep_access(ctx, e->buf, e->idx, 0);
+        indep_access(ctx, e->buf, e->idx, 0, NULL);
         for (int i = 0; i < e->buf->rank; i++)
             indep_expr(e->idx[i], ctx);
     }
@@ -607,7 +672,10 @@ static void indep_stmt(Stmt *s, void *ctx)
     if (s->kind == S_LOCAL)
         ARR_PUSH(in->a, in->locals, in->nlocals, in->caplocals, s->buf);
     if (s->kind == S_STORE)
-        indep_access(in, s->buf, s->idx, 1);
+        indep_access(in, s->buf, s->idx, 1, NULL);
+    for (int i = 0; i < s->ntiles; i++)
+        indep_access(in, s->tiles[i].buf, s->tiles[i].idx, i == call_table[s->call].written,
+                     s->tiles[i].ext);
     if (s->kind == S_CHECK && !in->why)
         in->why = "it holds a run-time check";
     if (s->kind == S_SET && !inner_decl(in, s->v) && !in->why)
@@ -626,7 +694,8 @@ static int uses_inner(const Indep *in, const Expr *e)
 
 /* Index d of access x as a*v + c + inner + outer: a is v's coefficient,
  * c + inner lies in [*lo, *hi] (inner: loop variables of constant range
- * declared inside), outer the terms fixed during the loop, left in *out.
+ * declared inside; a tile's extent widens it), outer the terms fixed
+ * during the loop, left in *out.
  * 0 when d's index is not of that form. */
 static int window(const Indep *in, const Access *x, int d, int64_t *a, int64_t *lo,
                   int64_t *hi, Lin *out)
@@ -635,7 +704,8 @@ static int window(const Indep *in, const Access *x, int d, int64_t *a, int64_t *
     if (!l.ok)
         return 0;
     *a = 0;
-    *lo = *hi = l.c;
+    *lo = l.c;
+    *hi = l.c + (x->ext ? x->ext[d] - 1 : 0);
     memset(out, 0, sizeof *out);
     out->ok = 1;
     for (int i = 0; i < l.n; i++) {

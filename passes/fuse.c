@@ -189,6 +189,8 @@ static void find_writer(Fuse *f, int b)
         f->why[b] = arena_printf(f->a, "b%d is a state, written in place by %s", b, kname(f, w));
     else if (fuse_traits(k).check)
         f->why[b] = arena_printf(f->a, "%s has run-time checks", kname(f, w));
+    else if (fuse_traits(k).call)
+        f->why[b] = arena_printf(f->a, "%s calls micro-kernels (tiled already)", kname(f, w));
     else if (fuse_chain(k, L) == 0)
         f->why[b] = arena_printf(f->a, "%s is not a single loop nest", kname(f, w));
     else if (fuse_row_depth(k, f->p->bufs[b], &via) == 0)
@@ -207,6 +209,8 @@ static const char *unfit(Fuse *f, Kernel *k)
         return arena_printf(f->a, "%s writes state b%d in place", kname(f, k->id), t.state->id);
     if (t.check)
         return arena_printf(f->a, "%s has run-time checks", kname(f, k->id));
+    if (t.call)
+        return arena_printf(f->a, "%s calls micro-kernels (tiled already)", kname(f, k->id));
     if (fuse_chain(k, L) == 0)
         return arena_printf(f->a, "%s is not a single loop nest", kname(f, k->id));
     return NULL;

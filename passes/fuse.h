@@ -26,6 +26,7 @@ char *fuse_touch(Arena *a, Prog *p, Kernel *k);
 
 typedef struct {
     int check;                    /* has run-time checks */
+    int call;                     /* has micro-kernel calls (tile ran) */
     int reduce;                   /* has a reduction loop */
     Buf *state;                   /* a state it writes, or NULL */
 } FuseTraits;

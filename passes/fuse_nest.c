@@ -85,9 +85,14 @@ static void touch_expr(Expr *e, void *ctx)
 
 static void touch_stmt(Stmt *s, void *ctx)
 {
+    char *t = ctx;
     ir_stmt_exprs(s, touch_expr, ctx);
     if (s->kind == S_STORE && s->buf->kind != BK_LOCAL)
-        ((char *)ctx)[ir_storage(s->buf)->id] |= FUSE_WR;
+        t[ir_storage(s->buf)->id] |= FUSE_WR;
+    for (int i = 0; i < s->ntiles; i++)
+        if (s->tiles[i].buf->kind != BK_LOCAL)
+            t[ir_storage(s->tiles[i].buf)->id] |=
+                i == call_table[s->call].written ? FUSE_RD | FUSE_WR : FUSE_RD;
 }
 
 char *fuse_touch(Arena *a, Prog *p, Kernel *k)
@@ -101,6 +106,7 @@ static void trait_stmt(Stmt *s, void *ctx)
 {
     FuseTraits *t = ctx;
     t->check |= s->kind == S_CHECK;
+    t->call |= s->kind == S_CALL;
     t->reduce |= s->kind == S_LOOP && (s->marks & MARK_REDUCE);
     if (s->kind == S_STORE && ir_storage(s->buf)->kind == BK_STATE)
         t->state = ir_storage(s->buf);
@@ -108,7 +114,7 @@ static void trait_stmt(Stmt *s, void *ctx)
 
 FuseTraits fuse_traits(Kernel *k)
 {
-    FuseTraits t = {0, 0, NULL};
+    FuseTraits t = {0, 0, 0, NULL};
     ir_block_walk(&k->body, trait_stmt, &t);
     return t;
 }

@@ -115,6 +115,11 @@ static Work block_work(const Block *blk)
         }
         if ((s->kind == S_STORE || s->kind == S_SET) && s->op != A_SET && s->e->type == T_F32)
             w.flops += 1;
+        if (s->kind == S_CALL) {          /* gemm: 2mnk FLOP, each operand element once */
+            w.flops += ir_call_flops(s);
+            for (int t = 0; t < s->ntiles; t++)
+                w.mem += (double)shape_count(s->tiles[t].buf->rank, s->tiles[t].ext);
+        }
         if (s->kind == S_IF) {
             Work b = block_work(&s->body), e = block_work(&s->els);
             w.flops += b.flops + e.flops;

@@ -71,6 +71,8 @@ static void touch_stmt(Stmt *s, void *ctx)
 {
     if (s->kind == S_STORE)
         touch(ctx, s->buf);
+    for (int i = 0; i < s->ntiles; i++)
+        touch(ctx, s->tiles[i].buf);
     ir_stmt_exprs(s, touch_expr, ctx);
 }
 
@@ -157,6 +159,9 @@ static void match_stmt(Stmt *s, void *ctx)
     }
     if (s->kind == S_STORE && ir_storage(s->buf) == mt->a)
         mt->ok = 0;
+    for (int i = 0; i < s->ntiles; i++)   /* a call reads or writes a whole tile */
+        if (ir_storage(s->tiles[i].buf) == mt->a || ir_storage(s->tiles[i].buf) == mt->b)
+            mt->ok = 0;
     ir_stmt_exprs(s, match_expr, ctx);
 }
 

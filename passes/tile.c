@@ -66,7 +66,7 @@
  *    many vector accumulations are in flight.
  * 6. Renumber the kernel's variables and write the notes, which name
  *    loops by their variables after renumbering. */
-#include "passes.h"
+#include "tile.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -74,31 +74,10 @@
 
 #define MAX_R 8                          /* rows jammed at most */
 #define MAX_ACC 16                       /* accumulators of one loop */
-#define MAX_NOTE_VARS 3
-
-/* A note waiting for renumbering: '@' in text stands for vars[i]. */
-typedef struct {
-    const char *text;
-    const Var *vars[MAX_NOTE_VARS];
-} Pending;
-
-typedef struct {
-    Arena *a;
-    Prog *p;
-    Kernel *k;
-    int V, L, R;                         /* lanes per vector, per accumulator; rows */
-    int64_t l2, cores;
-    Pending *notes;
-    int nnotes, capnotes;
-    int changed;
-} Tile;
 
 /* ---- notes -------------------------------------------------------------- */
 
-static void note(Tile *t, const Var *v0, const Var *v1, const Var *v2, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static void note(Tile *t, const Var *v0, const Var *v1, const Var *v2, const char *fmt, ...)
+void tile_note(Tiler *t, const Var *v0, const Var *v1, const Var *v2, const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
@@ -106,18 +85,22 @@ static void note(Tile *t, const Var *v0, const Var *v1, const Var *v2, const cha
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     Pending n = {arena_strdup(t->a, buf), {v0, v1, v2}};
-    ARR_PUSH(t->a, t->notes, t->nnotes, t->capnotes, n);
+    KernelNotes *kn = &t->kn[t->k->id];
+    ARR_PUSH(t->a, kn->v, kn->n, kn->cap, n);
 }
 
-static void flush_notes(Tile *t)
+#define note tile_note
+
+static void flush_notes(Tiler *t)
 {
-    for (int i = 0; i < t->nnotes; i++) {
-        const Pending *n = &t->notes[i];
+    const KernelNotes *kn = &t->kn[t->k->id];
+    for (int i = 0; i < kn->n; i++) {
+        const Pending *n = &kn->v[i];
         char buf[640];
         size_t len = 0;
         int nv = 0;
         for (const char *c = n->text; *c && len + 24 < sizeof buf; c++) {
-            const Var *v = *c == '@' && nv < MAX_NOTE_VARS ? n->vars[nv++] : NULL;
+            const Var *v = *c == '@' && nv < TILE_NOTE_VARS ? n->vars[nv++] : NULL;
             if (v)
                 len += (size_t)snprintf(buf + len, sizeof buf - len, "%c%d",
                                         v->kind == VAR_LOOP ? 'i' : 'v', v->id);
@@ -131,16 +114,9 @@ static void flush_notes(Tile *t)
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static int const_loop(const Stmt *s)
-{
-    return s->kind == S_LOOP && s->lo->kind == E_INT && s->hi->kind == E_INT &&
-           s->hi->i > s->lo->i;
-}
-
-static int64_t trip(const Stmt *s) { return s->hi->i - s->lo->i; }
 
 /* A new loop statement not yet in any block. */
-static Stmt *new_loop(Tile *t, int64_t lo, int64_t hi, int marks)
+static Stmt *new_loop(Tiler *t, int64_t lo, int64_t hi, int marks)
 {
     Block tmp = {NULL, 0, 0};
     return s_loop(t->a, t->k, &tmp, e_int(t->a, lo), e_int(t->a, hi), marks);
@@ -164,7 +140,7 @@ static int64_t block_size(int64_t n, int64_t most, int64_t lanes)
     return largest_divisor(n, most);
 }
 
-static const char *kib(Tile *t, int64_t bytes)
+const char *tile_kib(Tiler *t, int64_t bytes)
 {
     if (bytes % (1024 * 1024) == 0)
         return arena_printf(t->a, "%lld MiB", (long long)(bytes >> 20));
@@ -209,24 +185,24 @@ static void weight_loads(Expr *e, void *ctx)
 static void weight_stmt(Stmt *s, void *ctx) { ir_stmt_exprs(s, weight_loads, ctx); }
 
 /* Whether s is the i loop of a matmul-like nest (step 1). */
-static int matmul_nest(Tile *t, Stmt *s, Nest *n)
+static int matmul_nest(Tiler *t, Stmt *s, Nest *n)
 {
-    if (!const_loop(s) || (s->marks & (MARK_REDUCE | MARK_VECTOR | MARK_PARALLEL)) ||
+    if (!tile_const_loop(s) || (s->marks & (MARK_REDUCE | MARK_VECTOR | MARK_PARALLEL)) ||
         s->body.n != 1)
         return 0;
     Stmt *j = s->body.s[0];
-    if (!const_loop(j) || (j->marks & (MARK_REDUCE | MARK_VECTOR | MARK_PARALLEL)))
+    if (!tile_const_loop(j) || (j->marks & (MARK_REDUCE | MARK_VECTOR | MARK_PARALLEL)))
         return 0;
     n->i = s, n->j = j, n->row_bytes = 0;
     for (int q = 0; q < j->body.n; q++) {
         Stmt *r = j->body.s[q];
         if (r->kind != S_LOOP || !(r->marks & MARK_REDUCE))
             continue;
-        if (!const_loop(r))
+        if (!tile_const_loop(r))
             return 0;
         WeightScan w = {s->v, j->v, {0}, 0};
         ir_block_walk(&r->body, weight_stmt, &w);
-        n->row_bytes += trip(r) * 4 * w.nseen;
+        n->row_bytes += tile_trip(r) * 4 * w.nseen;
     }
     return n->row_bytes > 0 && ir_loop_independent(t->a, s, NULL);
 }
@@ -235,11 +211,11 @@ static int matmul_nest(Tile *t, Stmt *s, Nest *n)
 
 /* for i: for j in lo..hi  ->  for jo: for i: for ji in 0..NB, j = lo + jo*NB + ji.
  * Returns the jo loop, which replaces i in its block. */
-static Stmt *block_features(Tile *t, Nest *n, int64_t nb)
+static Stmt *block_features(Tiler *t, Nest *n, int64_t nb)
 {
     Arena *a = t->a;
     Stmt *i = n->i, *j = n->j;
-    int64_t lo = j->lo->i, N = trip(j);
+    int64_t lo = j->lo->i, N = tile_trip(j);
     Stmt *jo = new_loop(t, 0, N / nb, 0);
     Var *old = j->v;
     j->v = ir_var(a, t->k, VAR_LOOP, T_I64);
@@ -267,7 +243,7 @@ static int same_bounds(Block *c, int r, int q)
 
 /* Zips r copies of a block: statement q of every copy in turn; loops of
  * equal bounds become one loop whose body is their zipped bodies. */
-static Block zip(Tile *t, Block *c, int r)
+static Block zip(Tiler *t, Block *c, int r)
 {
     Block out = {NULL, 0, 0};
     for (int q = 0; q < c[0].n; q++) {
@@ -291,10 +267,10 @@ static Block zip(Tile *t, Block *c, int r)
 }
 
 /* for i in lo..hi: B(i)  ->  for io in 0..M/r: zip(B(lo + io*r + x), x < r). */
-static void jam_rows(Tile *t, Stmt *i, int r)
+static void jam_rows(Tiler *t, Stmt *i, int r)
 {
     Arena *a = t->a;
-    int64_t lo = i->lo->i, M = trip(i);
+    int64_t lo = i->lo->i, M = tile_trip(i);
     Block copies[MAX_R];
     for (int x = 0; x < r; x++) {
         Expr *row = e_add(a, e_mul(a, e_var(a, i->v), e_int(a, r)), e_int(a, lo + x));
@@ -305,9 +281,9 @@ static void jam_rows(Tile *t, Stmt *i, int r)
     i->body = zip(t, copies, r);
 }
 
-static Stmt *tile_nest(Tile *t, Nest *n)
+static Stmt *tile_nest(Tiler *t, Nest *n)
 {
-    int64_t M = trip(n->i), N = trip(n->j), K4 = n->row_bytes, half = t->l2 / 2;
+    int64_t M = tile_trip(n->i), N = tile_trip(n->j), K4 = n->row_bytes, half = t->l2 / 2;
     int64_t most = half / K4 < N / t->cores ? half / K4 : N / t->cores;
     int64_t nb = M > 1 && N * K4 > half ? block_size(N, most, t->L) : 1;
     int64_t r = largest_divisor(M, t->R);
@@ -320,22 +296,22 @@ static Stmt *tile_nest(Tile *t, Nest *n)
              "N %lld blocked by %lld: %lld rows x %lld B = %s <= L2/2 = %s; loop order "
              "@, @, @, then the reduction: each weight block comes from memory once "
              "and serves all %lld rows",
-             (long long)N, (long long)nb, (long long)nb, (long long)K4, kib(t, nb * K4),
-             kib(t, half), (long long)M);
+             (long long)N, (long long)nb, (long long)nb, (long long)K4, tile_kib(t, nb * K4),
+             tile_kib(t, half), (long long)M);
     else if (M > 1 && N * K4 > half)
         note(t, j, NULL, NULL, "@ not blocked: one row of weights (%s) exceeds L2/2 = %s",
-             kib(t, K4), kib(t, half));
+             tile_kib(t, K4), tile_kib(t, half));
     if (r >= 2)
         note(t, n->i->v, NULL, NULL,
              "rows @ unrolled by %lld and jammed: each weight vector loaded feeds %lld "
              "accumulators (%lld x %d = %lld vector chains in flight)",
              (long long)r, (long long)r, (long long)r, t->L / t->V,
              (long long)(r * t->L / t->V));
-    t->changed |= nb >= 2 || r >= 2;
+    t->kn[t->k->id].changed |= nb >= 2 || r >= 2;
     return top;
 }
 
-static void tile_nests(Tile *t, Block *blk)
+static void tile_nests(Tiler *t, Block *blk)
 {
     for (int q = 0; q < blk->n; q++) {
         Stmt *s = blk->s[q];
@@ -358,7 +334,7 @@ typedef struct {
 } Acc;
 
 typedef struct {
-    Tile *t;
+    Tiler *t;
     Stmt *loop;
     Acc acc[MAX_ACC];
     int nacc;
@@ -480,9 +456,9 @@ static const char *split_refusal(Split *sp)
     Stmt *s = sp->loop;
     if (s->lo->kind != E_INT || s->hi->kind != E_INT)
         return "its bound is known only at run time";
-    if (trip(s) < 2 * sp->t->L)
+    if (tile_trip(s) < 2 * sp->t->L)
         return arena_printf(sp->t->a, "%lld iterations, fewer than 2 x %d lanes",
-                            (long long)trip(s), sp->t->L);
+                            (long long)tile_trip(s), sp->t->L);
     for (int q = 0; q < s->body.n; q++) {
         Stmt *b = s->body.s[q];
         if (b->kind == S_LET && sp->ninner == 64)
@@ -528,10 +504,10 @@ static Expr **idx1(Arena *a, Expr *e)
 /* Emits the lane split of sp->loop into out (step 4). */
 static void lane_split(Split *sp, Block *out)
 {
-    Tile *t = sp->t;
+    Tiler *t = sp->t;
     Arena *a = t->a;
     Stmt *s = sp->loop;
-    int64_t lo = s->lo->i, T = trip(s), L = t->L, nko = T / L;
+    int64_t lo = s->lo->i, T = tile_trip(s), L = t->L, nko = T / L;
     for (int q = 0; q < sp->nacc; q++)
         sp->acc[q].lanes = s_local(a, t->p, out, DT_F32, 1, &L)->buf;
     Stmt *init = s_loop(a, t->k, out, e_int(a, 0), e_int(a, L), MARK_VECTOR);
@@ -569,7 +545,7 @@ static void lane_split(Split *sp, Block *out)
          (long long)T, (long long)nko, (long long)L,
          T % L ? arena_printf(a, " + %lld", (long long)(T % L)) : "", t->V * 4,
          (long long)(L / t->V), T % L ? ", then the tail @" : "");
-    t->changed = 1;
+    t->kn[t->k->id].changed = 1;
 }
 
 /* ---- 5. lanes across outputs -------------------------------------------------- */
@@ -633,9 +609,9 @@ static int uses_lets(const Block *blk, const Expr *e)
 
 /* Whether step 5 is for j: an outputs loop whose reductions cannot be
  * lane split themselves (strided, or short). */
-static int cols_wanted(Tile *t, Stmt *j)
+static int cols_wanted(Tiler *t, Stmt *j)
 {
-    if (!const_loop(j) || (j->marks & (MARK_REDUCE | MARK_VECTOR | MARK_PARALLEL)))
+    if (!tile_const_loop(j) || (j->marks & (MARK_REDUCE | MARK_VECTOR | MARK_PARALLEL)))
         return 0;
     int strided = 0;
     for (int q = 0; q < j->body.n; q++) {
@@ -654,10 +630,10 @@ static int cols_wanted(Tile *t, Stmt *j)
 }
 
 /* Why j's body cannot be distributed over lane loops, or NULL. */
-static const char *cols_refusal(Tile *t, Stmt *j)
+static const char *cols_refusal(Tiler *t, Stmt *j)
 {
-    if (trip(j) < t->L)
-        return arena_printf(t->a, "%lld outputs, fewer than %d lanes", (long long)trip(j), t->L);
+    if (tile_trip(j) < t->L)
+        return arena_printf(t->a, "%lld outputs, fewer than %d lanes", (long long)tile_trip(j), t->L);
     for (int q = 0; q < j->body.n; q++) {
         Stmt *b = j->body.s[q];
         if (b->kind == S_LET && b->v->type != T_F32)
@@ -687,12 +663,12 @@ static const char *cols_refusal(Tile *t, Stmt *j)
 /* Lanes for j: L, doubled while the body's accumulators times the
  * doubling stay within R (as many vector accumulations in flight as R
  * jammed rows give) and whole lane groups still cover j. */
-static int64_t cols_lanes(Tile *t, Stmt *j)
+static int64_t cols_lanes(Tiler *t, Stmt *j)
 {
     int64_t accs = 0, m = 1;
     for (int q = 0; q < j->body.n; q++)
         accs += j->body.s[q]->kind == S_LET;
-    while (2 * m * (accs ? accs : 1) <= t->R && trip(j) % (2 * m * t->L) == 0)
+    while (2 * m * (accs ? accs : 1) <= t->R && tile_trip(j) % (2 * m * t->L) == 0)
         m *= 2;
     return m * t->L;
 }
@@ -717,7 +693,7 @@ static void set_to_store(Stmt *s, void *ctx)
 
 /* Each let x of j's body becomes a local array of L declared in jo's
  * body: `let x = e` a store to x[lane], uses of x loads of x[lane]. */
-static void scalars_to_lanes(Tile *t, Stmt *j, Stmt *jo, Var *lane, int64_t L)
+static void scalars_to_lanes(Tiler *t, Stmt *j, Stmt *jo, Var *lane, int64_t L)
 {
     Arena *a = t->a;
     for (int q = 0; q < j->body.n; q++) {
@@ -739,10 +715,10 @@ static void scalars_to_lanes(Tile *t, Stmt *j, Stmt *jo, Var *lane, int64_t L)
 /* for j in lo..hi: B  ->  for jo in 0..N/L: locals for B's scalars; B's
  * statements distributed over loops `for jl in 0..L vector` (inside each
  * reduction loop, for those), j = jo*L + jl + lo; then the tail j loop. */
-static void col_lanes(Tile *t, Stmt *j, int64_t L, Block *out)
+static void col_lanes(Tiler *t, Stmt *j, int64_t L, Block *out)
 {
     Arena *a = t->a;
-    int64_t lo = j->lo->i, N = trip(j), nb = N / L;
+    int64_t lo = j->lo->i, N = tile_trip(j), nb = N / L;
     Stmt *tail = NULL;
     if (N % L) {
         Block one = {&j, 1, 1};
@@ -783,12 +759,12 @@ static void col_lanes(Tile *t, Stmt *j, int64_t L, Block *out)
          (long long)N, (long long)nb, (long long)L,
          tail ? arena_printf(a, " + %lld", (long long)(N % L)) : "", (long long)L,
          (long long)L, tail ? "; then the tail @" : "");
-    t->changed = 1;
+    t->kn[t->k->id].changed = 1;
 }
 
 /* Step 4 for a reduction loop s: appends its lane split to out, or notes
  * why not and returns 0. */
-static int try_lane_split(Tile *t, Stmt *s, Block *out)
+static int try_lane_split(Tiler *t, Stmt *s, Block *out)
 {
     Split sp;
     memset(&sp, 0, sizeof sp);
@@ -804,7 +780,7 @@ static int try_lane_split(Tile *t, Stmt *s, Block *out)
 }
 
 /* Steps 4 and 5 over a block, outermost loops first. */
-static void split_block(Tile *t, Block *blk)
+static void split_block(Tiler *t, Block *blk)
 {
     Block out = {NULL, 0, 0};
     for (int q = 0; q < blk->n; q++) {
@@ -832,7 +808,7 @@ int pass_tile(Module *m, PassCtx *cx)
 {
     if (!m->prog)
         return 0;
-    Tile t;
+    Tiler t;
     memset(&t, 0, sizeof t);
     t.a = m->a;
     t.p = m->prog;
@@ -841,19 +817,21 @@ int pass_tile(Module *m, PassCtx *cx)
     t.R = 8 * t.V / t.L > 1 ? 8 * t.V / t.L : 1;
     if (t.R > MAX_R)
         t.R = MAX_R;
+    t.accs = cx->machine.vector_bytes >= 64 ? 16 : 8;     /* of 32 registers, of 16 */
+    t.l1 = cx->machine.l1d;
     t.l2 = cx->machine.l2;
     t.cores = cx->machine.cores > 1 ? cx->machine.cores : 1;
+    t.kn = arena_alloc(m->a, sizeof *t.kn * (size_t)(m->prog->nkernels + 1));
+    tile_gemms(&t);
     int changed = 0;
     for (int i = 0; i < m->prog->nkernels; i++) {
         t.k = m->prog->kernels[i];
-        t.nnotes = 0;
-        t.changed = 0;
         tile_nests(&t, &t.k->body);
         split_block(&t, &t.k->body);
-        if (t.changed)
+        if (t.kn[i].changed)
             ir_kernel_renumber(t.k);
         flush_notes(&t);
-        changed |= t.changed;
+        changed |= t.kn[i].changed;
     }
     return changed;
 }

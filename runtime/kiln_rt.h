@@ -90,17 +90,25 @@ typedef struct {
     const unsigned char *data;  /* inside the mapping */
     size_t nbytes;
 } rt_st_tensor;
-typedef struct {
+typedef struct rt_safetensors rt_safetensors;
+struct rt_safetensors {
     void *map;
     size_t size;
     int n;
     rt_st_tensor *t;
     const char *path;
-} rt_safetensors;
+    rt_safetensors *shards;     /* an index: its shards, open; t lists all
+                                   their tensors (map is NULL) */
+    int nshards;
+};
 /* Maps and validates the whole file: header length bounded and within the
  * file, strict JSON, duplicate names refused, known dtypes, offsets inside
  * the data section, no overlaps, bytes = shape x dtype size. Messages are
- * "PATH: TENSOR-OR-FIELD: what is wrong". */
+ * "PATH: TENSOR-OR-FIELD: what is wrong". A path ending in ".json" is an
+ * index of shards (model.safetensors.index.json): every shard its
+ * weight_map names (files in the index's folder) is opened so, and each
+ * must hold exactly the tensors the weight_map gives it; st then lists
+ * the tensors of all of them. */
 RT_API int rt_st_open(rt_safetensors *st, const char *path, rt_err *e);
 RT_API void rt_st_close(rt_safetensors *st);
 RT_API const rt_st_tensor *rt_st_find(const rt_safetensors *st, const char *name);
@@ -131,6 +139,8 @@ RT_API int rt_npy_read(const char *path, const rt_tensor_info *t, void *dst, rt_
 /* Writes atomically: a temporary file beside path, then rename. */
 RT_API int rt_npy_write(const char *path, int dtype, int rank, const int64_t *dims,
                         const void *data, rt_err *e);
+/* Writes n bytes to path as rt_npy_write writes a file. */
+RT_API int rt_write_file(const char *path, const void *data, size_t n, rt_err *e);
 
 /* ---- threads and time (rt_parallel.c) ---------------------------------- */
 /* Calls fn(ctx, lo, hi) on disjoint ranges covering [0, n), one static
@@ -140,6 +150,49 @@ RT_API void rt_parallel_for(void (*fn)(void *ctx, int64_t lo, int64_t hi),
 RT_API void rt_set_threads(int n);
 RT_API int rt_get_threads(void);
 RT_API double rt_now(void);                    /* seconds, monotonic */
+
+/* ---- per-kernel profiles (rt_profile.c) -------------------------------- */
+/* A kernel of a generated program, as kiln named and costed it. */
+typedef struct {
+    const char *name;           /* from its ops and shapes: gemm_n8960_k1536 */
+    double flops, bytes;        /* per call, as the dumps count them */
+} rt_kernel_info;
+/* The machine's ceilings as `kiln machine` measured them where kiln built
+ * the program; zeros when it had none (a profile then has no percentages). */
+typedef struct {
+    double peak, peak1;         /* fp32 FMA GFLOP/s: every core, one core */
+    double read;                /* read bandwidth, GB/s, every core */
+    int cores;
+} rt_machine;
+/* Timers of a profiled run: per kernel its calls, their total time and
+ * the last RT_PROFILE_SAMPLES of them (for the median). */
+typedef struct rt_profile rt_profile;
+#define RT_PROFILE_SAMPLES 1024
+/* NULL when out of memory. */
+RT_API rt_profile *rt_profile_new(int nkernels, const rt_kernel_info *kernels);
+RT_API void rt_profile_free(rt_profile *p);
+/* One call of kernel k took `seconds`. */
+RT_API void rt_profile_add(rt_profile *p, int k, double seconds);
+/* Writes one JSON line per kernel name (kernels that share a name are
+ * summed: calls, times, FLOPs, bytes), in program order, to path as
+ * rt_write_file does; percentages of mc's figures on `threads` threads,
+ * null when mc has none. */
+RT_API int rt_profile_write(const rt_profile *p, const rt_machine *mc, int threads,
+                            const char *path, rt_err *e);
+
+/* ---- micro-kernels (rt_kernels.c) -------------------------------------- */
+/* C[m][n] += A[m][k] B[k][n]: row-major, row strides lda, ldb, ldc in
+ * elements, columns contiguous. Each element of C adds its k products in
+ * k order, whatever the shape: callers may split rows, columns and k
+ * ranges into calls without changing a bit. Fast for n a multiple of 16
+ * and m * n <= 256. What `call gemm(...)` statements print as. */
+RT_API void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                    const float *b, int64_t ldb, float *c, int64_t ldc);
+/* Packs a weight of [batch][n][k] into panels [batch][n/nr][k][nr] (nr
+ * divides n): *w is replaced by a new rt_alloc'd buffer and the old one
+ * freed; on failure (out of memory) *w is kept and e set. */
+RT_API int rt_pack_panels(float **w, int64_t batch, int64_t n, int64_t k, int64_t nr,
+                          rt_err *e);
 
 /* ---- a model, as generated code describes it (rt_main.c) --------------- */
 typedef struct {
@@ -152,13 +205,21 @@ typedef struct {
     const char *(*error)(const void *h);       /* its message, or NULL */
     int (*run)(void *h, const void *const *in, void *const *out);
     void (*close)(void *h);
+    /* profiles: the kernels in the order run calls them; profile attaches
+     * timers to an open model (NULL detaches them), which run then fills;
+     * machine: the figures the percentages are of */
+    int nkernels;
+    const rt_kernel_info *kernels;
+    void (*profile)(void *h, rt_profile *p);
+    rt_machine machine;
 } rt_model;
 
 /* The thin main of every generated executable, and of `kiln run`:
  *   PROG [--weights W.safetensors] [--input NAME=F.npy]... [--output NAME=F.npy]...
- *        [--repeat N] [--threads N] [--seed S] [--help]
+ *        [--repeat N] [--threads N] [--seed S] [--profile FILE] [--help]
  * Inputs not given are seeded (said on stderr). Outputs not written to a
- * file are summarised on stdout. Returns an RT_* status. */
+ * file are summarised on stdout. --profile times every kernel call and
+ * writes rt_profile_write's lines. Returns an RT_* status. */
 RT_API int rt_main(int argc, char **argv, const rt_model *md);
 
 /* Every runtime symbol generated code may call: the JIT hands these to
@@ -168,6 +229,6 @@ RT_API int rt_main(int argc, char **argv, const rt_model *md);
     X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
     X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
-    X(rt_now) X(rt_main)
+    X(rt_now) X(rt_main) X(rt_gemm) X(rt_pack_panels) X(rt_profile_add)
 
 #endif

@@ -5,7 +5,8 @@
  * is opened; then the thread count is set, the model opened (which loads
  * its weights), each input read from its .npy file or seeded, the model
  * run --repeat times with each call timed, each requested output written
- * atomically to its .npy file, and the others summarised on stdout. Only
+ * atomically to its .npy file (and the profile to its file), and the
+ * others summarised on stdout. Only
  * then come the notes on stderr (which inputs were seeded, the times), so
  * that a failure is one line alone: "PROG: message" on stderr, with its
  * RT_* status returned (2 usage, 1 invalid inputs or weights, 3 I/O,
@@ -24,14 +25,17 @@
 #define RM_MAX_REPEAT 1000000 /* keeps the times array small */
 #define RM_MAX_THREADS 4096
 
-enum { RM_WEIGHTS, RM_INPUT, RM_OUTPUT, RM_REPEAT, RM_THREADS, RM_SEED, RM_HELP, RM_NOPTS };
-static const char *const rm_opt_names[RM_NOPTS] = {"weights", "input", "output", "repeat",
-                                                   "threads", "seed",  "help"};
+enum {
+    RM_WEIGHTS, RM_INPUT, RM_OUTPUT, RM_REPEAT, RM_THREADS, RM_SEED, RM_PROFILE, RM_HELP, RM_NOPTS
+};
+static const char *const rm_opt_names[RM_NOPTS] = {"weights", "input",   "output", "repeat",
+                                                   "threads", "seed",    "profile", "help"};
 
 typedef struct {
     const rt_model *md;
     const char *prog;                 /* message prefix: argv[0] */
     const char *weights;              /* NULL: inits only */
+    const char *profile;              /* --profile FILE; NULL: no timers */
     const char **in_file, **out_file; /* [ninputs], [noutputs]; NULL: not given */
     uint64_t repeat, seed;
     int threads;    /* 0: OpenMP's default */
@@ -40,6 +44,7 @@ typedef struct {
     void *h;          /* the open model */
     void **in, **out; /* rt_alloc'd, as the model declares */
     double *ms;       /* [repeat] milliseconds per run */
+    rt_profile *prof; /* the kernels' timers, with --profile */
 } rm_ctx;
 
 /* ---- messages ------------------------------------------------------- */
@@ -165,6 +170,12 @@ static int rm_apply(rm_ctx *c, int opt, const char *v)
         c->weights = v;
         return 0;
     }
+    if (opt == RM_PROFILE && !md->profile)
+        return rm_fail(c, RT_EUSAGE, "--profile: this program has no kernel timers");
+    if (opt == RM_PROFILE) {
+        c->profile = v;
+        return 0;
+    }
     if (opt == RM_SEED && !rm_u64(v, &c->seed))
         return rm_fail(c, RT_EUSAGE, "--seed: '%s' is not a whole number from 0 to %llu", v,
                        (unsigned long long)UINT64_MAX);
@@ -228,7 +239,7 @@ static void rm_help(const rm_ctx *c)
     const rt_model *md = c->md;
     char sh[160];
     printf("usage: %s [--weights W.safetensors] [--input NAME=F.npy]... [--output NAME=F.npy]...\n"
-           "       [--repeat N] [--threads N] [--seed S]\n"
+           "       [--repeat N] [--threads N] [--seed S] [--profile FILE]\n"
            "Runs model '%s'.\n"
            "  --weights FILE      weights from safetensors (F32, F16, BF16); a weight with an\n"
            "                      init may be absent; without the option inits are used\n"
@@ -238,6 +249,8 @@ static void rm_help(const rm_ctx *c)
            "  --repeat N          run N times and print the median, min and max time (default 1)\n"
            "  --threads N         threads to use (default: OMP_NUM_THREADS, else every core)\n"
            "  --seed S            seed for inputs not given (default 1)\n"
+           "  --profile FILE      time every kernel call; write one JSON line per kernel\n"
+           "                      name to FILE (calls, times, FLOPs, bytes, rates)\n"
            "  -h, --help          print this and exit\n",
            c->prog, md->name ? md->name : "");
     printf("inputs:\n");
@@ -261,7 +274,14 @@ static int rm_load(rm_ctx *c)
     if (!c->h)
         return rm_fail(c, RT_EINTERNAL, "out of memory opening the model");
     int status = c->md->status(c->h);
-    return status ? rm_model_fail(c, status) : 0;
+    if (status)
+        return rm_model_fail(c, status);
+    if (c->profile) {
+        if (!(c->prof = rt_profile_new(c->md->nkernels, c->md->kernels)))
+            return rm_fail(c, RT_EINTERNAL, "out of memory");
+        c->md->profile(c->h, c->prof);
+    }
+    return 0;
 }
 
 /* Every input and output buffer (both dtypes are 4 bytes), and the times. */
@@ -382,6 +402,9 @@ static int rm_outputs(rm_ctx *c)
             rt_npy_write(c->out_file[i], t->dtype, t->rank, t->dims, c->out[i], &e))
             return rm_fail(c, e.code, "%s", e.msg);
     }
+    rt_err e = {0};
+    if (c->prof && rt_profile_write(c->prof, &c->md->machine, rt_get_threads(), c->profile, &e))
+        return rm_fail(c, e.code, "%s", e.msg);
     for (int i = 0; i < c->md->noutputs; i++)
         if (!c->out_file[i])
             rm_summary(&c->md->outputs[i], c->out[i]);
@@ -404,6 +427,9 @@ static void rm_notes(rm_ctx *c)
         rm_note(c, "%llu runs: median %.3f ms, min %.3f ms, max %.3f ms", (unsigned long long)n,
                 med, c->ms[0], c->ms[n - 1]);
     }
+    if (c->prof && c->md->machine.peak <= 0)
+        rm_note(c, "--profile: percentages of peak are null: kiln knew no machine figures "
+                   "when it built this (`kiln machine` measures them once)");
 }
 
 /* ---- the whole run ----------------------------------------------------- */
@@ -428,6 +454,7 @@ static void rm_cleanup(rm_ctx *c)
 {
     if (c->h)
         c->md->close(c->h);
+    rt_profile_free(c->prof);
     for (int i = 0; c->in && i < c->md->ninputs; i++)
         rt_free(c->in[i]);
     for (int i = 0; c->out && i < c->md->noutputs; i++)

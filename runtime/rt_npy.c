@@ -17,7 +17,8 @@
  * 0666 less the umask, like any new file), which rename() then puts in
  * place at once: on any failure the temporary is removed and a file
  * already at the path is left intact. A symlink, device or pipe at the
- * path is written through instead: replacing it would be wrong. */
+ * path is written through instead: replacing it would be wrong.
+ * rt_write_file writes any bytes (a profile) the same way. */
 #include "kiln_rt.h"
 
 #include <errno.h>
@@ -460,18 +461,16 @@ static int npy_target(const char *path, char **tmp, int *fd, rt_err *e)
     return *fd < 0 ? rt_errf(e, RT_EIO, "%s: cannot write: %s", path, strerror(errno)) : 0;
 }
 
-int rt_npy_write(const char *path, int dtype, int rank, const int64_t *dims, const void *data,
-                 rt_err *e)
+/* a, then b, to path: into a new temporary renamed over it, or written
+ * through (npy_target); on failure the temporary is removed. */
+static int npy_put(const char *path, const void *a, size_t na, const void *b, size_t nb,
+                   rt_err *e)
 {
-    char h[320], *tmp = NULL;
-    int64_t count;
-    int hlen = npy_header(dtype, rank, dims, h, &count);
-    if (hlen < 0)
-        return rt_errf(e, RT_EINTERNAL, "%s: cannot write: bad dtype or shape", path);
+    char *tmp = NULL;
     int fd = -1, rc = npy_target(path, &tmp, &fd, e);
     if (rc)
         return rc;
-    if (npy_write_full(fd, h, (size_t)hlen) || npy_write_full(fd, data, (size_t)count * 4))
+    if (npy_write_full(fd, a, na) || npy_write_full(fd, b, nb))
         rc = rt_errf(e, RT_EIO, "%s: cannot write: %s", path, strerror(errno));
     if (close(fd) != 0 && !rc)
         rc = rt_errf(e, RT_EIO, "%s: cannot write: %s", path, strerror(errno));
@@ -481,4 +480,20 @@ int rt_npy_write(const char *path, int dtype, int rank, const int64_t *dims, con
         unlink(tmp);
     free(tmp);
     return rc;
+}
+
+int rt_npy_write(const char *path, int dtype, int rank, const int64_t *dims, const void *data,
+                 rt_err *e)
+{
+    char h[320];
+    int64_t count;
+    int hlen = npy_header(dtype, rank, dims, h, &count);
+    if (hlen < 0)
+        return rt_errf(e, RT_EINTERNAL, "%s: cannot write: bad dtype or shape", path);
+    return npy_put(path, h, (size_t)hlen, data, (size_t)count * 4, e);
+}
+
+int rt_write_file(const char *path, const void *data, size_t n, rt_err *e)
+{
+    return npy_put(path, data, n, NULL, 0, e);
 }

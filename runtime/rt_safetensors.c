@@ -42,6 +42,7 @@ typedef struct {
     const unsigned char *data;            /* data section */
     uint64_t dlen;                        /* its bytes */
     const char *path, *name;              /* name: tensor being read */
+    const char *part;                     /* what the text is: "header" (NULL), "index" */
     rt_safetensors *st;
     int cap; /* of st->t */
     rt_err *e;
@@ -54,8 +55,8 @@ static const int st_dtype_size[] = {4, 2, 2};
 
 static int st_syntax(st_parser *P, const char *what)
 {
-    return rt_errf(P->e, RT_EINVAL, "%s: header: invalid JSON at byte %zu: %s", P->path,
-                   (size_t)(P->p - P->start), what);
+    return rt_errf(P->e, RT_EINVAL, "%s: %s: invalid JSON at byte %zu: %s", P->path,
+                   P->part ? P->part : "header", (size_t)(P->p - P->start), what);
 }
 
 static int st_oom(st_parser *P)
@@ -639,7 +640,7 @@ static int st_parse(rt_safetensors *st, rt_err *e)
     return rc ? rc : st_tiles(&P);
 }
 
-int rt_st_open(rt_safetensors *st, const char *path, rt_err *e)
+static int st_open_file(rt_safetensors *st, const char *path, rt_err *e)
 {
     memset(st, 0, sizeof *st);
     st->path = path;
@@ -651,8 +652,307 @@ int rt_st_open(rt_safetensors *st, const char *path, rt_err *e)
     return rc;
 }
 
+/* ---- an index of shards (model.safetensors.index.json) ------------------- */
+/* index  = '{' member (',' member)* '}'
+ * member = "metadata" ':' value | "weight_map" ':' map   (each at most once)
+ * map    = '{' (string ':' string (',' string ':' string)*)? '}'
+ * value  = any JSON value, skipped, nested at most ST_MAX_DEPTH deep */
+
+#define ST_MAX_DEPTH 32
+
+typedef struct {
+    char *name, *file;          /* a weight_map entry: tensor, shard file */
+} st_mapping;
+
+static int st_skip(st_parser *P, int depth);
+
+/* number = '-'? [0-9]+ ('.' [0-9]+)? ([eE] [+-]? [0-9]+)? */
+static int st_skip_number(st_parser *P)
+{
+    const unsigned char *p = P->p;
+    p += p < P->end && *p == '-';
+    int rc = st_digits(P, &p, "expected a value");
+    if (!rc && p < P->end && *p == '.') {
+        p++;
+        rc = st_digits(P, &p, "expected a digit after '.'");
+    }
+    if (!rc && p < P->end && (*p == 'e' || *p == 'E')) {
+        p++;
+        p += p < P->end && (*p == '+' || *p == '-');
+        rc = st_digits(P, &p, "expected a digit in the exponent");
+    }
+    if (!rc)
+        P->p = p;
+    return rc;
+}
+
+/* The items of an object or array, its opening bracket at P->p. */
+static int st_skip_items(st_parser *P, int depth)
+{
+    int close = *P->p++ == '{' ? '}' : ']';
+    for (int first = 1, more; (more = st_next(P, close, first)) != 0; first = 0) {
+        char *key = NULL;
+        int rc = more < 0 ? RT_EINVAL : close == '}' ? st_string(P, &key) : 0;
+        free(key);
+        if (!rc && close == '}' && st_eat(P, ':'))
+            rc = st_syntax(P, "expected ':'");
+        if (!rc)
+            rc = st_skip(P, depth + 1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int st_skip(st_parser *P, int depth)
+{
+    static const char *const words[] = {"true", "false", "null"};
+    st_ws(P);
+    if (depth > ST_MAX_DEPTH)
+        return st_syntax(P, "nested too deeply");
+    if (P->p < P->end && (*P->p == '{' || *P->p == '['))
+        return st_skip_items(P, depth);
+    if (P->p < P->end && *P->p == '"') {
+        char *s;
+        int rc = st_string(P, &s);
+        free(s);
+        return rc;
+    }
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(words[i]);
+        if ((size_t)(P->end - P->p) >= n && !memcmp(P->p, words[i], n)) {
+            P->p += n;
+            return 0;
+        }
+    }
+    return st_skip_number(P);
+}
+
+static int st_cmp_mapping(const void *a, const void *b)
+{
+    return strcmp(((const st_mapping *)a)->name, ((const st_mapping *)b)->name);
+}
+
+static int st_push_mapping(st_parser *P, st_mapping **v, int *n, int *cap, st_mapping x)
+{
+    if (*n == *cap) {
+        int more = *cap ? 2 * *cap : 64;
+        st_mapping *nv = *cap < INT32_MAX / 4 ? realloc(*v, sizeof *nv * (size_t)more) : NULL;
+        if (!nv)
+            return st_oom(P);
+        *v = nv;
+        *cap = more;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+/* map: the entries into *v (malloc'd, sorted by name, names unique). */
+static int st_weight_map(st_parser *P, st_mapping **v, int *n)
+{
+    int cap = 0, rc = st_eat(P, '{') ? st_syntax(P, "weight_map is not an object") : 0;
+    for (int first = 1, more; !rc && (more = st_next(P, '}', first)) != 0; first = 0) {
+        st_mapping x = {NULL, NULL};
+        rc = more < 0 ? RT_EINVAL : st_string(P, &x.name);
+        if (!rc && st_eat(P, ':'))
+            rc = st_syntax(P, "expected ':'");
+        if (!rc)
+            rc = st_string(P, &x.file);
+        if (!rc)
+            rc = st_push_mapping(P, v, n, &cap, x);
+        if (rc) {
+            free(x.name);
+            free(x.file);
+        }
+    }
+    if (!rc && *n > 1)
+        qsort(*v, (size_t)*n, sizeof **v, st_cmp_mapping);
+    for (int i = 1; !rc && i < *n; i++)
+        if (!strcmp((*v)[i - 1].name, (*v)[i].name))
+            rc = rt_errf(P->e, RT_EINVAL, "%s: weight_map: '%s' given twice", P->path,
+                         (*v)[i].name);
+    return rc;
+}
+
+/* index: the weight_map's entries; metadata is skipped. */
+static int st_index(st_parser *P, st_mapping **v, int *n)
+{
+    int seen = 0, rc = st_eat(P, '{') ? st_syntax(P, "not a JSON object") : 0;
+    for (int first = 1, more; !rc && (more = st_next(P, '}', first)) != 0; first = 0) {
+        char *key = NULL;
+        rc = more < 0 ? RT_EINVAL : st_string(P, &key);
+        int bit = rc ? 0 : !strcmp(key, "weight_map") ? 1 : !strcmp(key, "metadata") ? 2 : 0;
+        if (!rc && !bit)
+            rc = rt_errf(P->e, RT_EINVAL, "%s: unknown key '%s' (an index has metadata and "
+                         "weight_map)", P->path, key);
+        else if (!rc && seen & bit)
+            rc = rt_errf(P->e, RT_EINVAL, "%s: '%s' given twice", P->path, key);
+        else if (!rc && st_eat(P, ':'))
+            rc = st_syntax(P, "expected ':'");
+        free(key);
+        seen |= bit;
+        if (!rc)
+            rc = bit == 1 ? st_weight_map(P, v, n) : st_skip(P, 0);
+    }
+    st_ws(P);
+    if (!rc && P->p != P->end)
+        rc = st_syntax(P, "unexpected text after the index object");
+    if (!rc && !(seen & 1))
+        rc = rt_errf(P->e, RT_EINVAL, "%s: no weight_map", P->path);
+    return rc;
+}
+
+/* The index file's text into *text (malloc'd, *len bytes, valid UTF-8). */
+static int st_index_text(const char *path, char **text, size_t *len, rt_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat sb;
+    size_t bad = 0;
+    int rc = 0;
+    *text = NULL;
+    if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
+        rc = rt_errf(e, RT_EIO, "%s: cannot read: %s", path,
+                     f ? "not a regular file" : strerror(errno));
+    else if ((uint64_t)sb.st_size > ST_MAX_HEADER)
+        rc = rt_errf(e, RT_EINVAL, "%s: larger than the limit of %llu bytes", path,
+                     (unsigned long long)ST_MAX_HEADER);
+    else if (!(*text = malloc((size_t)sb.st_size + 1)))
+        rc = rt_errf(e, RT_EINTERNAL, "%s: out of memory", path);
+    else if (fread(*text, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size)
+        rc = rt_errf(e, RT_EIO, "%s: cannot read: %s", path, strerror(errno));
+    else if ((bad = st_utf8_bad((unsigned char *)*text, (size_t)sb.st_size)) < (size_t)sb.st_size)
+        rc = rt_errf(e, RT_EINVAL, "%s: not valid UTF-8 at byte %zu", path, bad);
+    if (f)
+        fclose(f);
+    if (rc) {
+        free(*text);
+        *text = NULL;
+    }
+    *len = bad;
+    return rc;
+}
+
+/* The shard file's index in st->shards, or -1. */
+static int st_find_shard(const rt_safetensors *st, const char *file)
+{
+    for (int k = 0; k < st->nshards; k++)
+        if (!strcmp(strrchr(st->shards[k].path, '/') + 1, file))
+            return k;
+    return -1;
+}
+
+/* The shard a weight_map entry names, opened once. A shard is a plain
+ * file name in the index's folder. */
+static int st_open_shard(rt_safetensors *st, const char *file, rt_err *e)
+{
+    if (st_find_shard(st, file) >= 0)
+        return 0;
+    if (!*file || strchr(file, '/') || !strcmp(file, ".") || !strcmp(file, ".."))
+        return rt_errf(e, RT_EINVAL,
+                       "%s: weight_map: '%s' is not a file name in the index's folder", st->path,
+                       file);
+    const char *slash = strrchr(st->path, '/');
+    int dir = slash ? (int)(slash - st->path) : 1;
+    char *path = malloc((size_t)dir + strlen(file) + 2);
+    rt_safetensors *sh = realloc(st->shards, sizeof *sh * (size_t)(st->nshards + 1));
+    if (sh)
+        st->shards = sh;
+    if (!path || !sh) {
+        free(path);
+        return rt_errf(e, RT_EINTERNAL, "%s: out of memory", st->path);
+    }
+    sprintf(path, "%.*s/%s", dir, slash ? st->path : ".", file);
+    int rc = st_open_file(&st->shards[st->nshards], path, e);
+    if (rc)
+        free(path);
+    else
+        st->nshards++;
+    return rc;
+}
+
+/* Every tensor of every shard is where the weight_map puts it, and every
+ * entry is found; then st->t takes them all over, sorted by name. */
+static int st_merge(rt_safetensors *st, const st_mapping *v, int n, rt_err *e)
+{
+    int total = 0;
+    for (int s = 0; s < st->nshards; s++) {
+        const rt_safetensors *sh = &st->shards[s];
+        const char *file = strrchr(sh->path, '/') + 1;
+        for (int i = 0; i < sh->n; i++) {
+            st_mapping key = {sh->t[i].name, NULL};
+            const st_mapping *x = bsearch(&key, v, (size_t)n, sizeof *v, st_cmp_mapping);
+            if (!x)
+                return rt_errf(e, RT_EINVAL, "%s: '%s': in %s, but the weight_map does not list it",
+                               st->path, key.name, file);
+            if (strcmp(x->file, file))
+                return rt_errf(e, RT_EINVAL, "%s: '%s': in %s, but the weight_map puts it in %s",
+                               st->path, key.name, file, x->file);
+        }
+        total += sh->n;
+    }
+    for (int i = 0; total < n && i < n; i++)      /* names are unique: one is missing */
+        if (!rt_st_find(&st->shards[st_find_shard(st, v[i].file)], v[i].name))
+            return rt_errf(e, RT_EINVAL, "%s: '%s': the weight_map puts it in %s, which does "
+                           "not hold it", st->path, v[i].name, v[i].file);
+    if (!(st->t = malloc(sizeof *st->t * (size_t)(total ? total : 1))))
+        return rt_errf(e, RT_EINTERNAL, "%s: out of memory", st->path);
+    for (int s = 0; s < st->nshards; s++) {
+        rt_safetensors *sh = &st->shards[s];
+        memcpy(st->t + st->n, sh->t, sizeof *sh->t * (size_t)sh->n);
+        st->n += sh->n;
+        free(sh->t);                      /* its names now belong to st */
+        sh->t = NULL;
+        sh->n = 0;
+    }
+    if (st->n > 1)
+        qsort(st->t, (size_t)st->n, sizeof *st->t, st_cmp_name);
+    return 0;
+}
+
+static int st_open_index(rt_safetensors *st, const char *path, rt_err *e)
+{
+    memset(st, 0, sizeof *st);
+    st->path = path;
+    char *text;
+    size_t len;
+    st_mapping *v = NULL;
+    int n = 0, rc = st_index_text(path, &text, &len, e);
+    if (!rc) {
+        const unsigned char *t = (const unsigned char *)text;
+        st_parser P = {.p = t, .start = t, .end = t + len, .path = path, .name = "",
+                       .part = "index", .e = e};
+        rc = st_index(&P, &v, &n);
+    }
+    for (int i = 0; !rc && i < n; i++)
+        rc = st_open_shard(st, v[i].file, e);
+    if (!rc)
+        rc = st_merge(st, v, n, e);
+    for (int i = 0; i < n; i++) {
+        free(v[i].name);
+        free(v[i].file);
+    }
+    free(v);
+    free(text);
+    if (rc)
+        rt_st_close(st);
+    return rc;
+}
+
+int rt_st_open(rt_safetensors *st, const char *path, rt_err *e)
+{
+    size_t n = strlen(path);
+    return n >= 5 && !strcmp(path + n - 5, ".json") ? st_open_index(st, path, e)
+                                                    : st_open_file(st, path, e);
+}
+
 void rt_st_close(rt_safetensors *st)
 {
+    for (int i = 0; i < st->nshards; i++) {
+        char *path = (char *)st->shards[i].path;   /* the index's own copy */
+        rt_st_close(&st->shards[i]);
+        free(path);
+    }
+    free(st->shards);
     for (int i = 0; i < st->n; i++)
         free(st->t[i].name);
     free(st->t);

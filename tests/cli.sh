@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
 T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-cli-XXXXXX") || exit 3
 trap 'rm -rf "$T"' EXIT
+export XDG_CACHE_HOME="$T/cache"    # kiln's caches of this run only, never the user's
 fails=0
 
 ok() { echo "ok    $1"; }
@@ -206,6 +207,85 @@ if cc -std=c11 -Wall -Wextra -Werror -I"$T/lib" -o "$T/use" "$T/use.c" "$T/lib/l
 else
     bad "  a C program links the .a and computes the right numbers"; cat "$T/err"
 fi
+
+# ---- the build cache ---------------------------------------------------------
+# A fresh $XDG_CACHE_HOME: the user's cache is neither read nor written.
+# Hits are told by the note on stderr, never by time.
+hit() { grep -q "(cache hit)" "$T/err"; }
+C=$XDG_CACHE_HOME/kiln/builds
+rm -rf "$XDG_CACHE_HOME"
+expect 0 "a first build misses the cache" "$KILN" build tests/models/linear.json -o "$T/lin1"
+hit && bad "  no cache hit" || ok "  no cache hit"
+[ "$(ls "$C" | wc -l)" = 1 ] && [ -f "$C"/*/manifest ] && ok "  one entry kept" || bad "  one entry kept"
+expect 0 "the same build again is a hit" "$KILN" build tests/models/linear.json -o "$T/lin2"
+says "(cache hit)"
+cmp -s "$T/lin1" "$T/lin2" && [ -x "$T/lin2" ] && ok "  the same executable" || bad "  the same executable"
+"$T/lin2" >"$T/out" 2>/dev/null && grep -q "^z f32\[2,3,4\]" "$T/out" && ok "  which runs" || bad "  which runs"
+expect 0 "--no-cache builds anew" "$KILN" build tests/models/linear.json -o "$T/lin3" --no-cache
+hit && bad "  no cache hit" || ok "  no cache hit"
+sed 's/"seed": 103/"seed": 104/' tests/models/linear.json >"$T/lin-changed.json"
+expect 0 "a changed model misses" "$KILN" build "$T/lin-changed.json" -o "$T/lin4"
+hit && bad "  no cache hit" || ok "  no cache hit"
+[ "$(ls "$C" | wc -l)" = 2 ] && ok "  a second entry kept" || bad "  a second entry kept ($(ls "$C" | wc -l))"
+expect 0 "other flags miss" env KILN_CFLAGS_EXTRA=-DKILN_TEST_FLAG "$KILN" build tests/models/linear.json -o "$T/lin5"
+hit && bad "  no cache hit" || ok "  no cache hit"
+for f in "$C"/*/exe; do printf 'X' | dd of="$f" bs=1 seek=1000 conv=notrunc 2>/dev/null; done
+expect 0 "a damaged entry is not used" "$KILN" build tests/models/linear.json -o "$T/lin6"
+hit && bad "  no cache hit" || ok "  no cache hit"
+says "removed a damaged entry"
+cmp -s "$T/lin1" "$T/lin6" && ok "  cc built it again" || bad "  cc built it again"
+expect 0 "...and was replaced" "$KILN" build tests/models/linear.json -o "$T/lin7"
+says "(cache hit)"
+cmp -s "$T/lin1" "$T/lin7" && ok "  by a whole one" || bad "  by a whole one"
+rm -f "$C"/*/manifest
+expect 0 "an entry without its manifest is not used" "$KILN" build tests/models/linear.json -o "$T/lin8"
+hit && bad "  no cache hit" || ok "  no cache hit"
+"$KILN" build tests/models/init-data.json --lib -o "$T/lib2" 2>/dev/null
+expect 0 "--lib is cached too" "$KILN" build tests/models/init-data.json --lib -o "$T/lib3"
+says "(cache hit)"
+cmp -s "$T/lib2/libinit_data.so" "$T/lib3/libinit_data.so" && cmp -s "$T/lib2/libinit_data.a" "$T/lib3/libinit_data.a" &&
+    cmp -s "$T/lib/init_data.h" "$T/lib3/init_data.h" && ok "  the same .so, .a and .h" || bad "  the same .so, .a and .h"
+echo "old" >"$T/keep.exe"
+expect 1 "a failed build leaves the output alone" "$KILN" build "$T/bad1.json" -o "$T/keep.exe"
+[ "$(cat "$T/keep.exe")" = old ] && ok "  older file intact" || bad "  older file intact"
+printf 'not a directory' >"$T/plain"
+expect 0 "an unusable cache does not stop a build" env XDG_CACHE_HOME="$T/plain" "$KILN" build tests/models/linear.json -o "$T/lin9"
+says "kiln: cache: not kept"
+
+# ---- profiles ---------------------------------------------------------------------
+expect 0 "an executable's --profile" "$T/lin1" --repeat 3 --profile "$T/prof.jsonl"
+n=$(wc -l <"$T/prof.jsonl")
+[ "$n" -ge 1 ] && ! grep -qv '^{"name": "[a-z0-9_]*", "kernels": \["k[0-9]' "$T/prof.jsonl" &&
+    ok "  one JSON line per kernel name" || bad "  one JSON line per kernel name"
+grep -q '"calls": 3,' "$T/prof.jsonl" && ok "  every call counted" || bad "  every call counted"
+grep -q '"peak_percent": null' "$T/prof.jsonl" && ok "  no percentages without kiln machine's figures" ||
+    bad "  no percentages without kiln machine's figures"
+says "percentages of peak are null"
+expect 2 "--profile without a file" "$T/lin1" --profile
+expect 3 "--profile into a missing directory" "$T/lin1" --profile "$T/no/dir/p.jsonl"
+expect 0 "kiln run --profile" "$KILN" run tests/models/linear.json --repeat 2 --profile "$T/jit.jsonl"
+grep -q '"calls": 2,' "$T/jit.jsonl" && [ "$(wc -l <"$T/jit.jsonl")" = "$n" ] && ok "  the same kernels" || bad "  the same kernels"
+expect 0 "kiln profile" "$KILN" profile examples/deepseek-r1-block.json --repeat 2
+head -1 "$T/out" | grep -q "^kiln profile: deepseek_r1_block, cc build, 2 runs" && ok "  the run" || bad "  the run"
+grep -q "^gqa_prefill_causal_h12_kv2_d128 " "$T/out" && grep -q "^kernel .*GFLOP/s  %peak" "$T/out" &&
+    ok "  a table of kernels" || bad "  a table of kernels"
+sed -n '/^kernel/,$p' "$T/out" | awk 'NR > 2 && $4 > prev { exit 1 } NR > 1 { prev = $4 }' &&
+    ok "  the slowest first" || bad "  the slowest first"
+expect 2 "kiln profile with an unknown run option" "$KILN" profile tests/models/linear.json --frob
+expect 2 "--no-cache is for builds" "$KILN" run tests/models/linear.json --no-cache
+# kiln machine's figures, as if measured here: percentages in the build
+mkdir -p "$XDG_CACHE_HOME/kiln"
+cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1 | tr -s ' \t' '  ' | sed 's/ *$//')
+printf '{"cpu": "%s", "cores": %d, "date": "2026-01-01T00:00:00Z", "fma_peak_gflops": 100,
+ "fma_peak_1core_gflops": 50, "read_gbs": 10, "read_bytes": 268435456}\n' "${cpu:-unknown}" "$(getconf _NPROCESSORS_ONLN)" \
+    >"$XDG_CACHE_HOME/kiln/machine.json"
+expect 0 "kiln build with kiln machine's figures" "$KILN" build tests/models/linear.json -o "$T/linm"
+hit && bad "  no cache hit (other figures)" || ok "  no cache hit (other figures)"
+"$T/linm" --profile "$T/m.jsonl" 2>/dev/null >/dev/null
+grep -q '"peak_percent": [0-9]' "$T/m.jsonl" && ok "  percentages of peak" || bad "  percentages of peak"
+expect 0 "kiln profile with kiln machine's figures" "$KILN" profile tests/models/linear.json -v
+says "(cache hit)"
+grep -q "fp32 FMA peak 100.0 GFLOP/s (50.0 on 1 core), read 10.0 GB/s" "$T/out" && ok "  says of what" || bad "  says of what"
 
 echo "$fails failed"
 [ "$fails" = 0 ]

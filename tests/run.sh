@@ -3,7 +3,8 @@
 #   1. the cmocka unit tests given as arguments;
 #   2. the command-line contract (tests/cli.sh), the bad-input corpus
 #      (tests/bad.sh), hostile names (tests/names.sh), the pass pipeline's
-#      numbers (tests/pipeline.sh), the golden pass tests (tests/golden.sh);
+#      numbers (tests/pipeline.sh), the golden pass tests (tests/golden.sh),
+#      checkpoints imported (tests/import.sh, with $MKCKPT);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -11,6 +12,9 @@ cd "$(dirname "$0")/.." || exit 2
 failed=0
 log=$(mktemp -d "${TMPDIR:-/tmp}/kiln-test-XXXXXX") || exit 3
 trap 'rm -rf "$log"' EXIT
+# kiln's caches (builds, kiln machine's figures) of this run only: the
+# user's are neither read nor written, and no test depends on them.
+export XDG_CACHE_HOME="$log/cache"
 
 for t in "$@"; do
     name=$(basename "$t")
@@ -49,6 +53,12 @@ if sh tests/golden.sh >"$log/golden.out" 2>&1; then
     echo "ok    golden ($(grep -c '^ok' "$log/golden.out") cases)"
 else
     echo "FAIL  golden"; grep -v '^ok' "$log/golden.out"; failed=1
+fi
+
+if sh tests/import.sh >"$log/import.out" 2>&1; then
+    echo "ok    import ($(grep -c '^ok' "$log/import.out") checks: checkpoints imported, checked, built, run, refused)"
+else
+    echo "FAIL  import"; grep -v '^ok' "$log/import.out"; failed=1
 fi
 
 ls tests/models/*.json examples/*.json |

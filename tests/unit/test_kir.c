@@ -542,6 +542,24 @@ static const char *const bad_progs[][2] = {
     {PROG_HEAD "  buf b2 temp : f32[1]\n", "t.kir: line 9: expected 'kernel', found 'buf'"},
     {PROG_HEAD "  kernel k2 x ()\n", "t.kir: line 9: expected k1 (kernel ids count up from k0), "
                                      "found 'k2'"},
+    {PROG_HEAD "    call frob(b1[0 +: 2, 0 +: 3])\n",
+     "t.kir: line 9: expected a micro-kernel (gemm), found 'frob'"},
+    {PROG_HEAD "    call gemm(b1[0, 0 +: 3], b0[0 +: 2, 0 +: 3], b0[0 +: 3, 0 +: 3])\n",
+     "t.kir: line 9: expected '+:', found ','"},
+    {PROG_HEAD "    call gemm(b1[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3])\n",
+     "t.kir: line 9: gemm takes 3 tiles, not 2"},
+    {PROG_HEAD "    call gemm(b1[0 +: 2, 0 +: 4], b0[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3])\n",
+     "t.kir: line 9: extent 4 of b1 is not in 1..3"},
+    {PROG_HEAD "    call gemm(b1[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3])\n",
+     "t.kir: line 9: gemm of [2,3] += [2,3] x [2,3]: the shapes do not agree"},
+    {PROG_HEAD "    call gemm(b0[0 +: 2, 0 +: 3], b1[0 +: 2, 0 +: 2], b1[0 +: 2, 0 +: 3])\n",
+     "t.kir: line 9: gemm writes b0, input storage"},
+    {PROG_HEAD "    call gemm(b1[0 +: 2, 0 +: 3], b1[0 +: 2, 0 +: 2], b0[0 +: 2, 0 +: 3])\n",
+     "t.kir: line 9: gemm writes b1, which tile 1 reads"},
+    {"graph x\n  weight %0 \"w\" : f32[4,3] init fill(1)\nprog x\n"
+     "  buf b0 weight 0 %0 : f32[2,3,3] packed\n",
+     "t.kir: line 4: b0 is packed, but not a weight's [..., N, K] as panels [..., N/P, K, P] "
+     "that no buffer views"},
 };
 
 static void expect_refusal(const char *text, const char *want)

@@ -11,7 +11,9 @@
 
 #include "tests/unit/testlib.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define LN3 1.0986122886681098f     /* exp(LN3) = 3 */
 
@@ -561,6 +563,152 @@ static Module *gqa_prefill(int causal, Node **a)
     return m;
 }
 
+/* q [T, Hq, D], k and v [S, Hkv, D], and pos: one attention, causal or
+ * not. */
+static Module *gqa_model(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, int causal,
+                         Node **a)
+{
+    Module *m = tl_module();
+    Node *q = tl_input(m, "q", DT_F32, TL_DIMS(T, Hq, D));
+    Node *k = tl_input(m, "k", DT_F32, TL_DIMS(S, Hkv, D));
+    Node *v = tl_input(m, "v", DT_F32, TL_DIMS(S, Hkv, D));
+    Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
+    *a = tl_op(m, OP_ATTENTION, "a", 4, q, k, v, pos);
+    tl_attr_i(*a, "causal", causal);
+    assert_int_equal(tl_infer(m, *a, NULL, 0), 0);
+    tl_outputs(m, 1, *a);
+    return m;
+}
+
+/* The lowered attention (libtcc) against the reference at pos, on
+ * pseudo-random q, k and v whose rows past the last key any query sees
+ * (pos + T - 1) are NaN: reading one would poison the output. */
+static void gqa_check(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, int causal,
+                      int32_t pos)
+{
+    Node *a;
+    Module *m = gqa_model(T, S, Hq, Hkv, D, causal, &a);
+    float *qd = tl_random(T * Hq * D, 1), *kd = tl_random(S * Hkv * D, 2);
+    float *vd = tl_random(S * Hkv * D, 3);
+    for (int64_t i = (pos + T) * Hkv * D; i < S * Hkv * D; i++)
+        kd[i] = vd[i] = NAN;
+    void *in[] = {qd, kd, vd, &pos};
+    tl_check(m, in, NULL, 1e-5);
+    free(qd);
+    free(kd);
+    free(vd);
+    tl_free(m);
+}
+
+/* A long causal prefill: 300 rows over 300 keys, 5 blocks of keys (the
+ * last of 44), 8 query heads over 2 kv heads, D = 64. */
+static void attention_long_causal_prefill(void **state)
+{
+    (void)state;
+    gqa_check(300, 300, 8, 2, 64, 1, 0);
+}
+
+/* Decode at the cache's last position: the query sees every row. GQA 8
+ * over 2, and llama2.c's shape (6 heads, one per kv head, D = 48). */
+static void attention_decode_last_position(void **state)
+{
+    (void)state;
+    gqa_check(1, 300, 8, 2, 64, 1, 299);
+    gqa_check(1, 256, 6, 6, 48, 1, 255);
+}
+
+/* Rows at an offset: 5 queries at pos 125 see keys 0..129 (not causal),
+ * or 0..125+t (causal: the first three end in the second block of keys,
+ * the last two in the third); rows from 130 on are NaN. */
+static void attention_offset_not_causal(void **state)
+{
+    (void)state;
+    gqa_check(5, 200, 6, 2, 48, 0, 125);
+    gqa_check(5, 200, 6, 2, 48, 1, 125);
+}
+
+/* Scores far beyond what exp takes in f32 (exp(89) is inf): q holds
+ * multiples of 64 and k integers, so every dot product is exact and
+ * scores reach +-2048 (D = 64, scale 1/8); softmax must subtract the
+ * running max, and rescale as it grows over the 3 blocks of keys. */
+static void attention_large_scores(void **state)
+{
+    (void)state;
+    Node *a;
+    Module *m = gqa_model(150, 150, 4, 2, 64, 1, &a);
+    unsigned seed = 7;
+    float *qd = tl_fill(150 * 4 * 64, &seed, 1), *kd = tl_fill(150 * 2 * 64, &seed, 1);
+    float *vd = tl_random(150 * 2 * 64, 3);
+    for (int i = 0; i < 150 * 4 * 64; i++)
+        qd[i] *= 64;
+    int32_t pos = 0;
+    void *in[] = {qd, kd, vd, &pos};
+    tl_check(m, in, NULL, 1e-5);
+    free(qd);
+    free(kd);
+    free(vd);
+    tl_free(m);
+}
+
+/* The running max across blocks, by hand: one query (q = 1, D = 1,
+ * scale 1) at pos 129 over keys k_j = j or -j, values v_j = j, 130 keys in
+ * blocks of 64, 64, 2. Weights go as e^(j - 129) or e^-j: out = 129 - c
+ * or c, c = sum i e^-i / sum e^-i = 1 / (e - 1) = 0.5819767. With k_j = j
+ * the max grows in every block and each rescales what came before. */
+static void attention_online_rescale(void **state)
+{
+    (void)state;
+    for (int up = 0; up < 2; up++) {
+        Node *a;
+        Module *m = gqa_model(1, 130, 1, 1, 1, 1, &a);
+        tl_attr_f(a, "scale", 1);
+        float q = 1, kd[130], vd[130];
+        for (int j = 0; j < 130; j++) {
+            kd[j] = up ? (float)j : (float)-j;
+            vd[j] = (float)j;
+        }
+        int32_t pos = 129;
+        void *in[] = {&q, kd, vd, &pos}, *out[1];
+        tl_ref_ok(m, in, NULL, NULL, out);
+        float want = up ? 128.418023f : 0.581976707f;
+        tl_assert_near(out[0], &want, 1);
+        free(out[0]);
+        tl_check(m, in, NULL, 1e-6);
+        tl_free(m);
+    }
+}
+
+/* State past ATT_STATE floats a row (64 KiB of stack) is bounded: 300
+ * query heads over one kv head go in 3 passes of 100 (100 x (64 keys + 2
+ * + D = 64) floats fit, 150 x 130 do not); D = 16384 keeps the sums of
+ * weighted values in the output rows, not on the stack. */
+static void attention_state_bounds(void **state)
+{
+    (void)state;
+    gqa_check(1, 64, 300, 1, 64, 1, 63);
+    gqa_check(2, 3, 2, 1, 16384, 1, 1);
+    Node *a;
+    Module *m = gqa_model(1, 64, 300, 1, 64, 1, &a);
+    char *ir = tl_lowered(m, a);
+    tl_has_line(ir, "for i1 in 0..3");
+    tl_has_line(ir, "buf b3 local : f32[100,64]");
+    tl_has_line(ir, "b5[i9] += b6[0, i1 * 100 + i6, i8 * 32 + i9] * b7[i5, 0, i8 * 32 + i9]");
+    free(ir);
+    tl_free(m);
+    m = gqa_model(2, 3, 2, 1, 16384, 1, &a);
+    ir = tl_lowered(m, a);
+    tl_has_line(ir, "# online softmax over blocks of 3 keys; per query head a running max and "
+                    "sum, the weighted values summed in its output row; the 2 query heads of a "
+                    "kv head share each k and v row read");
+    tl_has_line(ir, "b3[i1, i23, i25] += v24 * b8[i22, 0, i25]");
+    tl_has_line(ir, "b3[i1, i26, i27] = b3[i1, i26, i27] / b2[i26]");
+    free(ir);
+    tl_free(m);
+}
+
+/* Decode, one head: pos checked first; keys 0 .. pos in one block (S = 5);
+ * running max b1, sum b2, accumulator b3, the block's scores b4, the dot
+ * product's lanes b5 (D = 4); no scratch of S per row. */
 static void attention_lowers(void **state)
 {
     (void)state;
@@ -568,36 +716,70 @@ static void attention_lowers(void **state)
     Module *m = attention_at_pos(1, 1, &a);
     char *ir = tl_lowered(m, a);
     tl_has_line(ir, "kernel k0 gqa_decode_h1_kv1_d4 (%4)");
+    tl_has_line(ir, "# online softmax over blocks of 5 keys; per query head a running max, sum "
+                    "and accumulator [4]");
+    tl_has_line(ir, "buf b3 local : f32[1,4]");
+    tl_has_line(ir, "buf b4 local : f32[1,5]");
+    assert_null(strstr(ir, "temp :"));                             /* no scratch buffer */
     tl_has_line(ir, "let v0: i64 = b0[]");
-    tl_has_line(ir, "check v0 >= 0 && v0 <= 4 else \"attention 'attn': pos %lld is out of range "
-                    "[0, 4] (queries T = 1, keys S = 5)\", v0");
-    tl_has_line(ir, "buf b1 temp : f32[1,1,5]");                  /* scores */
-    tl_has_line(ir, "let v3: f32 = -inf");
-    tl_has_line(ir, "for i4 in 0..(v0 + i1 + 1) reduce");         /* keys 0 .. pos + t */
-    tl_has_line(ir, "v5 += b3[i1, i2, i6] * b2[i4, i2, i6]");      /* kv head h / 1 */
-    tl_has_line(ir, "b1[i1, i2, i4] = v5 * 0.5");
-    tl_has_line(ir, "v3 max= b1[i1, i2, i4]");
-    tl_has_line(ir, "b1[i1, i2, i8] = exp(b1[i1, i2, i8] - v3)");
-    tl_has_line(ir, "v7 += b1[i1, i2, i8]");
-    tl_has_line(ir, "v10 += b1[i1, i2, i11] * b4[i11, i2, i9]");
-    tl_has_line(ir, "b5[i1, i2, i9] = v10 / v7");
+    int check = tl_has_line(ir, "check v0 >= 0 && v0 <= 4 else \"attention 'attn': pos %lld is "
+                                "out of range [0, 4] (queries T = 1, keys S = 5)\", v0");
+    assert_true(check < tl_has_line(ir, "let v1: i64 = v0 + 1"));  /* keys 0 .. pos + t */
+    tl_has_line(ir, "b1[0] = -inf");
+    tl_has_line(ir, "b3[0, i2] = 0.0");
+    tl_has_line(ir, "for i3 in 0..v1");
+    tl_has_line(ir, "b5[i5] += b6[0, 0, i5] * b7[i3, 0, i5]");    /* q . k in 4 lanes */
+    tl_has_line(ir, "b5[i6] += b5[i6 + 2]");                       /* summed by halving */
+    tl_has_line(ir, "b4[0, i3] = (b5[0] + b5[1]) * 0.5");
+    tl_has_line(ir, "v7 max= b4[0, i8]");                          /* the block's max */
+    tl_has_line(ir, "let v9: f32 = exp(b1[0] - v7)");             /* rescale by exp(mx - m) */
+    tl_has_line(ir, "let v12: f32 = exp(b4[0, i11] - v7)");
+    tl_has_line(ir, "b2[0] = b2[0] * v9 + v10");
+    tl_has_line(ir, "b1[0] = v7");
+    tl_has_line(ir, "b3[0, i13] = b3[0, i13] * v9");
+    tl_has_line(ir, "b3[0, i16] += v15 * b8[i14, 0, i16]");       /* acc += w v */
+    tl_has_line(ir, "b9[0, 0, i17] = b3[0, i17] / b2[0]");
     free(ir);
     tl_free(m);
 
-    /* GQA prefill without pos: bounds over loop variables, kv head h / 2 */
+    /* GQA prefill without pos: kv heads, then rows; query head 2g + r
+     * reads kv head g; keys 0 .. t when causal, 0 .. T - 1 otherwise */
     m = gqa_prefill(1, &a);
     ir = tl_lowered(m, a);
     tl_has_line(ir, "kernel k0 gqa_prefill_causal_h4_kv2_d2 (%2)");
-    tl_has_line(ir, "for i3 in 0..(i0 + 1) reduce");
-    tl_has_line(ir, "v4 += b2[i0, i1, i5] * b1[i3, i1 / 2, i5]");
-    tl_has_line(ir, "b0[i0, i1, i3] = v4 * 0.707106769");        /* 1/sqrt(2) */
-    tl_has_line(ir, "v9 += b0[i0, i1, i10] * b1[i10, i1 / 2, i8]");
+    tl_has_line(ir, "# online softmax over blocks of 3 keys; per query head a running max, sum "
+                    "and accumulator [2]; the 2 query heads of a kv head share each k and v row "
+                    "read");
+    tl_has_line(ir, "for i0 in 0..2");
+    tl_has_line(ir, "for i1 in 0..3");
+    tl_has_line(ir, "let v2: i64 = i1 + 1");
+    tl_has_line(ir, "for i5 in 0..v2");
+    tl_has_line(ir, "b4[i8] += b5[i1, i0 * 2 + i6, i8] * b6[i5, i0, i8]");
+    tl_has_line(ir, "b3[i6, i5] = (b4[0] + b4[1]) * 0.707106769"); /* 1/sqrt(2) */
+    tl_has_line(ir, "b2[i18, i20] += v19 * b6[i17, i0, i20]");
+    tl_has_line(ir, "b7[i1, i0 * 2 + i21, i22] = b2[i21, i22] / b1[i21]");
     free(ir);
     tl_free(m);
     m = gqa_prefill(0, &a);
     ir = tl_lowered(m, a);
     tl_has_line(ir, "kernel k0 gqa_prefill_h4_kv2_d2 (%2)");
-    tl_has_line(ir, "for i3 in 0..3 reduce");
+    tl_has_line(ir, "for i4 in 0..3");
+    tl_has_line(ir, "for i10 in 0..3 reduce");
+    free(ir);
+    tl_free(m);
+
+    /* S = 200 at pos: 4 blocks of 64 keys, those past the row's last key
+     * skipped, the last block's keys cut at it */
+    m = gqa_model(2, 200, 4, 2, 8, 1, &a);
+    ir = tl_lowered(m, a);
+    tl_has_line(ir, "buf b4 local : f32[2,64]");
+    tl_has_line(ir, "let v3: i64 = v0 + i2 + 1");
+    tl_has_line(ir, "for i6 in 0..4 reduce");
+    tl_has_line(ir, "if i6 * 64 < v3");
+    tl_has_line(ir, "let v7: i64 = min(64, v3 - i6 * 64)");
+    tl_has_line(ir, "for i8 in 0..v7");
+    tl_has_line(ir, "b5[i11] += b6[i2, i1 * 2 + i9, i11] * b7[i6 * 64 + i8, i1, i11]");
+    tl_has_line(ir, "b3[i23, i25] += v24 * b8[i6 * 64 + i22, i1, i25]");
     free(ir);
     tl_free(m);
 }
@@ -780,6 +962,12 @@ int main(void)
         cmocka_unit_test(attention_prefill_at_pos),
         cmocka_unit_test(attention_random),
         cmocka_unit_test(attention_pos_out_of_range),
+        cmocka_unit_test(attention_long_causal_prefill),
+        cmocka_unit_test(attention_decode_last_position),
+        cmocka_unit_test(attention_offset_not_causal),
+        cmocka_unit_test(attention_large_scores),
+        cmocka_unit_test(attention_online_rescale),
+        cmocka_unit_test(attention_state_bounds),
         cmocka_unit_test(attention_lowers),
         cmocka_unit_test(cache_write_infers),
         cmocka_unit_test(cache_write_refusals),

@@ -178,6 +178,18 @@ static void local_arrays(void **state)
        "its iterations may touch the same elements of b3");
 }
 
+/* A call writes a whole tile: rows i0 * 2 +: 2 are disjoint across
+ * iterations, rows i0 +: 2 overlap the next iteration's. */
+static void call_tiles(void **state)
+{
+    (void)state;
+    yes("    for i0 in 0..4\n"
+        "      call gemm(b1[i0 * 2 +: 2, 0 +: 64], b0[i0 * 2 +: 2, 0 +: 8], b0[0 +: 8, 0 +: 64])\n");
+    no("    for i0 in 0..7\n"
+       "      call gemm(b1[i0 +: 2, 0 +: 64], b0[i0 +: 2, 0 +: 8], b0[0 +: 8, 0 +: 64])\n",
+       "its iterations may touch the same elements of b1");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +201,7 @@ int main(void)
         cmocka_unit_test(scalars),
         cmocka_unit_test(check_inside),
         cmocka_unit_test(local_arrays),
+        cmocka_unit_test(call_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

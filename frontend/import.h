@@ -1,0 +1,127 @@
+/* frontend/import.h: checkpoints people already have (a Hugging Face
+ * folder, a llama2.c .bin) to kiln/1 model text, a section per file.
+ *
+ * Every import writes the same decoder graph (README "Importing models"):
+ *   inputs   tokens     i32[T]     token ids
+ *            positions  i32[T]     absolute positions, consecutive: the
+ *                                  KV cache rows written are positions[0]
+ *                                  .. positions[0] + T - 1
+ *   state    layers.L.k_cache, layers.L.v_cache  f32[S, kv_heads, head_dim]
+ *   output   logits     f32[T, vocab]
+ * with the checkpoint's own tensor names for the weights, so its file
+ * loads as it is. Problems are reported in d (d->file is the file at
+ * fault: DIR/config.json, model.bin), one line each, never ignored. */
+#ifndef KILN_IMPORT_H
+#define KILN_IMPORT_H
+
+#include "ir/ir.h"
+
+typedef struct {
+    int64_t tokens;             /* T: tokens per call; 0: 1 (a decode step) */
+    int64_t max_seq;            /* S: KV cache rows; 0: the checkpoint's
+                                   (capped at IMP_DEFAULT_SEQ for HF) */
+} ImportOpts;
+
+#define IMP_DEFAULT_SEQ 2048    /* HF default S: max_position_embeddings, capped */
+
+/* ---- import_hf.c: a Hugging Face folder -------------------------------- */
+/* The graph for DIR/config.json (model_type llama, qwen2, gpt2, qwen3_moe).
+ * NULL when refused (problems in d, which the caller set to name
+ * DIR/config.json; *io = 1 when a file could not be read). */
+char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io);
+/* The weights of DIR as kiln loads them: DIR/model.safetensors.index.json
+ * when it exists (the shards it names), else DIR/model.safetensors. */
+char *imp_hf_weights(Arena *a, const char *dir);
+
+/* ---- import_llama2c.c: a llama2.c checkpoint --------------------------- */
+/* The graph for a version-0 or version-1 (fp32) llama2.c checkpoint; with
+ * weights_out, its weights converted to a safetensors file there (written
+ * beside it, then renamed into place). NULL when refused (d names bin;
+ * *io = 1 for a file that cannot be read or written). */
+char *imp_llama2c(Arena *a, const char *bin, const ImportOpts *o, const char *weights_out,
+                  Diags *d, int *io);
+
+/* ---- import_st.c: safetensors written, and names read -------------------- */
+typedef struct {
+    const char *name;
+    const char *dtype;          /* "F32", "F16" or "BF16" */
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+    const void *data;           /* the bytes as they go in the file (little-endian) */
+} ImpTensor;
+/* Writes the tensors, in this order, to a temporary file beside path, then
+ * renames it over path (a symbolic link's target is replaced, not the
+ * link). Returns 0, or -1 with a one-line reason in why. */
+int imp_st_write(const char *path, const ImpTensor *t, int n, char *why, size_t whylen);
+
+typedef struct {
+    int n;
+    ImpTensor *t;               /* sorted by name; no data; in the arena */
+} ImpNames;
+/* The tensors a weights file holds (a safetensors file, or an index and
+ * every shard it names), read from the headers only. -1 after reporting
+ * in d (*io = 1 when unreadable). */
+int imp_st_names(Arena *a, const char *path, ImpNames *out, Diags *d, int *io);
+/* The entry named name, or NULL. */
+const ImpTensor *imp_st_find(const ImpNames *names, const char *name);
+
+/* ---- import_graph.c: kiln/1 text, one declaration or node per line ----- */
+typedef struct ImpGraph ImpGraph;
+ImpGraph *ig_new(Arena *a, const char *model_name);
+/* Declarations; each returns its name. */
+const char *ig_input(ImpGraph *g, const char *name, const char *dtype, int rank,
+                     const int64_t *dims);
+const char *ig_weight(ImpGraph *g, const char *name, int rank, const int64_t *dims);
+const char *ig_state(ImpGraph *g, const char *name, int rank, const int64_t *dims);
+/* A node `op` over nin operand names (at most 8 for ig_node); attrs is
+ * the text of a JSON object or NULL. Returns name. */
+const char *ig_node(ImpGraph *g, const char *name, const char *op, const char *attrs, int nin,
+                    ...);
+const char *ig_nodev(ImpGraph *g, const char *name, const char *op, const char *attrs, int nin,
+                     const char *const *in);
+/* A number as JSON: the shortest text that reads back as the same double. */
+const char *ig_num(ImpGraph *g, double v);
+/* The whole model text, with `output` as its one output. */
+char *ig_text(ImpGraph *g, const char *output);
+/* An int list as count, array: IG_DIMS(2, 3) is 2, (int64_t[]){2, 3}. */
+#define IG_DIMS(...) \
+    (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+/* ---- import_decoder.c: the decoder graphs -------------------------------- */
+/* A llama-family decoder (llama2.c, llama, qwen2, qwen3_moe): pre-norm
+ * blocks of rmsnorm, rotary attention with a KV cache, SwiGLU or a
+ * mixture of experts, and the weight names of its checkpoint. */
+typedef struct {
+    const char *model_name;     /* the kiln/1 name */
+    int64_t vocab, dim, hidden, layers, heads, kv_heads, head_dim;
+    int64_t tokens, max_seq;    /* T, S */
+    double eps, theta;
+    const char *rope_style;     /* "half" or "interleaved" */
+    int hf_names;               /* model.layers.L.self_attn.q_proj.weight, else
+                                   llama2.c's layers.L.attention.wq.weight */
+    int tied;                   /* logits use the embedding table */
+    int qkv_bias;               /* q, k, v projections have biases (qwen2) */
+    int qk_norm;                /* rmsnorm of each q and k head (qwen3_moe) */
+    /* mixture of experts (qwen3_moe): a layer is sparse when moe[L] */
+    const unsigned char *moe;
+    int64_t experts, top_k, moe_hidden;
+    int norm_topk;
+} ImpLlama;
+char *imp_llama_graph(Arena *a, const ImpLlama *c);
+
+/* GPT-2: learned positions, pre-layernorm blocks, Conv1D weights ([in,
+ * out]) with biases, one fused qkv projection, gelu. */
+typedef struct {
+    int64_t vocab, dim, hidden, layers, heads, n_positions;
+    int64_t tokens, max_seq;
+    double eps;
+    const char *gelu;           /* the gelu op's approximate: "tanh" or "none" */
+    const char *prefix;         /* "" or "transformer." */
+    int tied;
+    const ImpNames *buffers;    /* the file's tensors: attn.bias and
+                                   attn.masked_bias buffers found there are
+                                   declared (and unused) so the file loads */
+} ImpGpt2;
+char *imp_gpt2_graph(Arena *a, const ImpGpt2 *c);
+
+#endif

@@ -1,0 +1,333 @@
+/* frontend/import_decoder.c: the decoder graphs every import writes.
+ *
+ * One call of the graph is T tokens at positions p .. p + T - 1
+ * (positions[0] = p): their embeddings go through every layer, each
+ * layer's keys and values are written into rows p .. p + T - 1 of its
+ * KV cache (state) and attention reads rows 0 .. p + t for token t; the
+ * result is the logits of every token. Node names follow
+ * examples/llama2-step.json: layers.L.q, layers.L.att, ...; weights keep
+ * the checkpoint's names. */
+#include "import.h"
+
+#include <string.h>
+
+/* What a layer's builder needs at hand. */
+typedef struct {
+    Arena *a;
+    ImpGraph *g;
+    int64_t T;
+    int l;                      /* the layer being built */
+    const char *wprefix;        /* its weights' prefix: "model.layers.3." */
+    const char *positions, *pos;
+} Dec;
+
+/* "layers.L.what", a node of the current layer. */
+static const char *nd(Dec *x, const char *what)
+{
+    return arena_printf(x->a, "layers.%d.%s", x->l, what);
+}
+
+/* A weight of the current layer: prefix + stem + suffix. */
+static const char *lw(Dec *x, const char *stem, const char *suffix, int rank, const int64_t *dims)
+{
+    return ig_weight(x->g, arena_printf(x->a, "%s%s%s", x->wprefix, stem, suffix), rank, dims);
+}
+
+static const char *reshape(Dec *x, const char *name, const char *in, int rank, const int64_t *dims)
+{
+    FILE *f = arena_stream(x->a);
+    fputs("{\"shape\": [", f);
+    for (int i = 0; i < rank; i++)
+        fprintf(f, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    fputs("]}", f);
+    return ig_node(x->g, name, "reshape", arena_stream_text(x->a, f), 1, in);
+}
+
+/* tokens i32[T], positions i32[T], and pos, the scalar positions[0] that
+ * cache_write and attention take. */
+static void io(Dec *x)
+{
+    ig_input(x->g, "tokens", "i32", IG_DIMS(x->T));
+    x->positions = ig_input(x->g, "positions", "i32", IG_DIMS(x->T));
+    const char *first = x->positions;
+    if (x->T > 1)
+        first = ig_node(x->g, "first_position", "slice", "{\"axis\": 0, \"start\": 0, \"end\": 1}",
+                        1, x->positions);
+    x->pos = reshape(x, "pos", first, 0, NULL);
+}
+
+/* k or v of the current layer, [T, H, D], written into its cache
+ * layers.L.{k,v}_cache [S, H, D] at pos; the whole cache after. */
+static const char *cache(Dec *x, const char *kv, const char *in, int64_t S, int64_t H, int64_t D)
+{
+    const char *st = ig_state(x->g, nd(x, arena_printf(x->a, "%s_cache", kv)), IG_DIMS(S, H, D));
+    return ig_node(x->g, nd(x, arena_printf(x->a, "%s_all", kv)), "cache_write", NULL, 3, st, in,
+                   x->pos);
+}
+
+/* ---- the llama family ---------------------------------------------------- */
+
+/* Weight names: the whole-model ones, then stems within a layer (".weight"
+ * or ".bias" follows). */
+typedef struct {
+    const char *embed, *norm, *head, *layer;
+    const char *attn_norm, *q, *k, *v, *o, *q_norm, *k_norm, *ffn_norm, *gate, *up, *down;
+    const char *router, *expert;
+} LlamaNames;
+
+static const LlamaNames llama2c_names = {
+    "tok_embeddings.weight", "norm.weight", "output.weight", "layers.%d.",
+    "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
+    NULL, NULL, "ffn_norm", "feed_forward.w1", "feed_forward.w3", "feed_forward.w2",
+    NULL, NULL,
+};
+
+static const LlamaNames hf_names = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.%d.",
+    "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+    "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "post_attention_layernorm",
+    "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate", "mlp.experts.%d.",
+};
+
+typedef struct {
+    Dec x;
+    const ImpLlama *c;
+    const LlamaNames *n;
+} Llama;
+
+static const char *rmsnorm(Llama *L, const char *name, const char *in, const char *w)
+{
+    const char *at = arena_printf(L->x.a, "{\"eps\": %s}", ig_num(L->x.g, L->c->eps));
+    return ig_node(L->x.g, name, "rmsnorm", at, 2, in, w);
+}
+
+/* in [T, dim] @ stem.weight [rows, dim]^T (+ stem.bias), then split into
+ * heads: [T, heads, head_dim]. */
+static const char *project(Llama *L, const char *what, const char *in, const char *stem,
+                           int64_t heads, int bias)
+{
+    Dec *x = &L->x;
+    int64_t rows = heads * L->c->head_dim;
+    const char *w = lw(x, stem, ".weight", IG_DIMS(rows, L->c->dim));
+    const char *y = bias ? ig_node(x->g, nd(x, what), "linear", NULL, 3, in, w,
+                                   lw(x, stem, ".bias", IG_DIMS(rows)))
+                         : ig_node(x->g, nd(x, what), "linear", NULL, 2, in, w);
+    return reshape(x, nd(x, arena_printf(x->a, "%s_heads", what)), y,
+                   IG_DIMS(x->T, heads, L->c->head_dim));
+}
+
+static const char *rope(Llama *L, const char *name, const char *in)
+{
+    const char *at = arena_printf(L->x.a, "{\"theta\": %s, \"style\": \"%s\"}",
+                                  ig_num(L->x.g, L->c->theta), L->c->rope_style);
+    return ig_node(L->x.g, name, "rope", at, 2, in, L->x.positions);
+}
+
+/* x + o_proj(attention(rope(q), cache(rope(k)), cache(v))) */
+static const char *llama_attention(Llama *L, const char *in)
+{
+    Dec *x = &L->x;
+    const ImpLlama *c = L->c;
+    const LlamaNames *n = L->n;
+    int64_t D = c->head_dim, S = c->max_seq;
+    const char *h = rmsnorm(L, nd(x, "h"), in, lw(x, n->attn_norm, ".weight", IG_DIMS(c->dim)));
+    const char *q = project(L, "q", h, n->q, c->heads, c->qkv_bias);
+    const char *k = project(L, "k", h, n->k, c->kv_heads, c->qkv_bias);
+    const char *v = project(L, "v", h, n->v, c->kv_heads, c->qkv_bias);
+    if (c->qk_norm) {
+        q = rmsnorm(L, nd(x, "q_normed"), q, lw(x, n->q_norm, ".weight", IG_DIMS(D)));
+        k = rmsnorm(L, nd(x, "k_normed"), k, lw(x, n->k_norm, ".weight", IG_DIMS(D)));
+    }
+    q = rope(L, nd(x, "q_rot"), q);
+    k = rope(L, nd(x, "k_rot"), k);
+    const char *k_all = cache(x, "k", k, S, c->kv_heads, D);
+    const char *v_all = cache(x, "v", v, S, c->kv_heads, D);
+    const char *att = ig_node(x->g, nd(x, "att"), "attention", NULL, 4, q, k_all, v_all, x->pos);
+    att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(x->T, c->heads * D));
+    const char *o = ig_node(x->g, nd(x, "att_out"), "linear", NULL, 2, att,
+                            lw(x, n->o, ".weight", IG_DIMS(c->dim, c->heads * D)));
+    return ig_node(x->g, nd(x, "x_att"), "add", NULL, 2, in, o);
+}
+
+/* down(silu(gate(h)) * up(h)) */
+static const char *swiglu(Llama *L, const char *h)
+{
+    Dec *x = &L->x;
+    const ImpLlama *c = L->c;
+    const char *gate = ig_node(x->g, nd(x, "gate"), "linear", NULL, 2, h,
+                               lw(x, L->n->gate, ".weight", IG_DIMS(c->hidden, c->dim)));
+    const char *up = ig_node(x->g, nd(x, "up"), "linear", NULL, 2, h,
+                             lw(x, L->n->up, ".weight", IG_DIMS(c->hidden, c->dim)));
+    const char *act = ig_node(x->g, nd(x, "gate_act"), "silu", NULL, 1, gate);
+    const char *gated = ig_node(x->g, nd(x, "gated"), "mul", NULL, 2, act, up);
+    return ig_node(x->g, nd(x, "ffn_out"), "linear", NULL, 2, gated,
+                   lw(x, L->n->down, ".weight", IG_DIMS(c->dim, c->hidden)));
+}
+
+/* The experts' `proj` weights, [rows, cols] each in the checkpoint,
+ * stacked into [experts, rows, cols] as moe takes them: each reshaped to
+ * [1, rows, cols], then concatenated, 64 at a time (concat's limit). */
+static const char *stack(Llama *L, const char *proj, int64_t rows, int64_t cols)
+{
+    Dec *x = &L->x;
+    int64_t E = L->c->experts;
+    const char **part = arena_alloc(x->a, sizeof *part * (size_t)E);
+    for (int64_t e = 0; e < E; e++) {
+        const char *expert = arena_printf(x->a, L->n->expert, (int)e);
+        const char *w = lw(x, arena_printf(x->a, "%s%s", expert, proj), ".weight",
+                           IG_DIMS(rows, cols));
+        part[e] = reshape(x, nd(x, arena_printf(x->a, "experts.%d.%s", (int)e, proj)), w,
+                          IG_DIMS(1, rows, cols));
+    }
+    for (int level = 0; E > 1; level++) {
+        int64_t groups = (E + 63) / 64;
+        for (int64_t g = 0; g < groups; g++) {
+            int n = (int)(E - g * 64 < 64 ? E - g * 64 : 64);
+            const char *name = arena_printf(x->a, "%s_stack.%d.%d", proj, level, (int)g);
+            part[g] = ig_nodev(x->g, nd(x, name), "concat", NULL, n, part + g * 64);
+        }
+        E = groups;
+    }
+    return part[0];
+}
+
+/* moe(h; router, experts' gate, up, down) */
+static const char *experts(Llama *L, const char *h)
+{
+    Dec *x = &L->x;
+    const ImpLlama *c = L->c;
+    const char *router = lw(x, L->n->router, ".weight", IG_DIMS(c->experts, c->dim));
+    const char *gate = stack(L, "gate_proj", c->moe_hidden, c->dim);
+    const char *up = stack(L, "up_proj", c->moe_hidden, c->dim);
+    const char *down = stack(L, "down_proj", c->dim, c->moe_hidden);
+    const char *at = arena_printf(x->a, "{\"top_k\": %lld, \"norm_topk_prob\": %s}",
+                                  (long long)c->top_k, c->norm_topk ? "true" : "false");
+    return ig_node(x->g, nd(x, "ffn_out"), "moe", at, 5, h, router, gate, up, down);
+}
+
+static const char *llama_layer(Llama *L, const char *in)
+{
+    Dec *x = &L->x;
+    const char *x_att = llama_attention(L, in);
+    const char *h2 = rmsnorm(L, nd(x, "h2"), x_att,
+                             lw(x, L->n->ffn_norm, ".weight", IG_DIMS(L->c->dim)));
+    const char *y = L->c->moe && L->c->moe[x->l] ? experts(L, h2) : swiglu(L, h2);
+    return ig_node(x->g, nd(x, "x_out"), "add", NULL, 2, x_att, y);
+}
+
+char *imp_llama_graph(Arena *a, const ImpLlama *c)
+{
+    Llama L = {.x = {.a = a, .g = ig_new(a, c->model_name), .T = c->tokens}, .c = c,
+               .n = c->hf_names ? &hf_names : &llama2c_names};
+    Dec *x = &L.x;
+    io(x);
+    const char *embed = ig_weight(x->g, L.n->embed, IG_DIMS(c->vocab, c->dim));
+    const char *h = ig_node(x->g, "x0", "embedding", NULL, 2, embed, "tokens");
+    for (x->l = 0; x->l < c->layers; x->l++) {
+        x->wprefix = arena_printf(a, L.n->layer, x->l);
+        h = llama_layer(&L, h);
+    }
+    h = rmsnorm(&L, "x_final", h, ig_weight(x->g, L.n->norm, IG_DIMS(c->dim)));
+    const char *head = c->tied ? embed : ig_weight(x->g, L.n->head, IG_DIMS(c->vocab, c->dim));
+    ig_node(x->g, "logits", "linear", NULL, 2, h, head);
+    return ig_text(x->g, "logits");
+}
+
+/* ---- GPT-2 ------------------------------------------------------------------- */
+
+typedef struct {
+    Dec x;
+    const ImpGpt2 *c;
+} Gpt2;
+
+static const char *layernorm(Gpt2 *G, const char *name, const char *in, const char *stem)
+{
+    Dec *x = &G->x;
+    int64_t D = G->c->dim;
+    const char *at = arena_printf(x->a, "{\"eps\": %s}", ig_num(x->g, G->c->eps));
+    return ig_node(x->g, name, "layernorm", at, 3, in, lw(x, stem, ".weight", IG_DIMS(D)),
+                   lw(x, stem, ".bias", IG_DIMS(D)));
+}
+
+/* A Conv1D: in [T, rows] @ stem.weight [rows, cols] + stem.bias [cols]. */
+static const char *conv1d(Gpt2 *G, const char *what, const char *in, const char *stem,
+                          int64_t rows, int64_t cols)
+{
+    Dec *x = &G->x;
+    const char *mm = ig_node(x->g, nd(x, arena_printf(x->a, "%s_mm", what)), "matmul", NULL, 2, in,
+                             lw(x, stem, ".weight", IG_DIMS(rows, cols)));
+    return ig_node(x->g, nd(x, what), "add", NULL, 2, mm, lw(x, stem, ".bias", IG_DIMS(cols)));
+}
+
+/* One of q, k, v (i = 0, 1, 2) out of the fused projection, in heads. */
+static const char *qkv_part(Gpt2 *G, const char *what, const char *qkv, int i)
+{
+    Dec *x = &G->x;
+    int64_t D = G->c->dim;
+    const char *at = arena_printf(x->a, "{\"axis\": -1, \"start\": %lld, \"end\": %lld}",
+                                  (long long)(i * D), (long long)((i + 1) * D));
+    const char *s = ig_node(x->g, nd(x, what), "slice", at, 1, qkv);
+    return reshape(x, nd(x, arena_printf(x->a, "%s_heads", what)), s,
+                   IG_DIMS(x->T, G->c->heads, D / G->c->heads));
+}
+
+static const char *gpt2_layer(Gpt2 *G, const char *in)
+{
+    Dec *x = &G->x;
+    const ImpGpt2 *c = G->c;
+    int64_t D = c->dim, H = c->heads, S = c->max_seq;
+    const char *ln1 = layernorm(G, nd(x, "ln1"), in, "ln_1");
+    const char *qkv = conv1d(G, "qkv", ln1, "attn.c_attn", D, 3 * D);
+    const char *q = qkv_part(G, "q", qkv, 0);
+    const char *k_all = cache(x, "k", qkv_part(G, "k", qkv, 1), S, H, D / H);
+    const char *v_all = cache(x, "v", qkv_part(G, "v", qkv, 2), S, H, D / H);
+    const char *att = ig_node(x->g, nd(x, "att"), "attention", NULL, 4, q, k_all, v_all, x->pos);
+    att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(x->T, D));
+    const char *proj = conv1d(G, "proj", att, "attn.c_proj", D, D);
+    const char *x_att = ig_node(x->g, nd(x, "x_att"), "add", NULL, 2, in, proj);
+    const char *ln2 = layernorm(G, nd(x, "ln2"), x_att, "ln_2");
+    const char *fc = conv1d(G, "fc", ln2, "mlp.c_fc", D, c->hidden);
+    const char *act = ig_node(x->g, nd(x, "fc_act"), "gelu",
+                              arena_printf(x->a, "{\"approximate\": \"%s\"}", c->gelu), 1, fc);
+    const char *mlp = conv1d(G, "mlp_out", act, "mlp.c_proj", c->hidden, D);
+    return ig_node(x->g, nd(x, "x_out"), "add", NULL, 2, x_att, mlp);
+}
+
+/* Old checkpoints keep each layer's causal mask (attn.bias) and masking
+ * value (attn.masked_bias), buffers GPT-2 does not need: declared with the
+ * file's shape, used by nothing, so that the file loads as it is. */
+static void gpt2_buffers(Gpt2 *G)
+{
+    Dec *x = &G->x;
+    static const char *const stems[] = {"attn.bias", "attn.masked_bias"};
+    for (int i = 0; G->c->buffers && i < 2; i++) {
+        const ImpTensor *t =
+            imp_st_find(G->c->buffers, arena_printf(x->a, "%s%s", x->wprefix, stems[i]));
+        if (t)
+            ig_weight(x->g, t->name, t->rank, t->dims);
+    }
+}
+
+char *imp_gpt2_graph(Arena *a, const ImpGpt2 *c)
+{
+    Gpt2 G = {.x = {.a = a, .g = ig_new(a, "gpt2"), .T = c->tokens}, .c = c};
+    Dec *x = &G.x;
+    io(x);
+    const char *wte = ig_weight(x->g, arena_printf(a, "%swte.weight", c->prefix),
+                                IG_DIMS(c->vocab, c->dim));
+    const char *wpe = ig_weight(x->g, arena_printf(a, "%swpe.weight", c->prefix),
+                                IG_DIMS(c->n_positions, c->dim));
+    const char *tok = ig_node(x->g, "tok_emb", "embedding", NULL, 2, wte, "tokens");
+    const char *posemb = ig_node(x->g, "pos_emb", "embedding", NULL, 2, wpe, x->positions);
+    const char *h = ig_node(x->g, "x0", "add", NULL, 2, tok, posemb);
+    for (x->l = 0; x->l < c->layers; x->l++) {
+        x->wprefix = arena_printf(a, "%sh.%d.", c->prefix, x->l);
+        h = gpt2_layer(&G, h);
+        gpt2_buffers(&G);
+    }
+    x->wprefix = c->prefix;
+    h = layernorm(&G, "x_final", h, "ln_f");
+    const char *head = c->tied ? wte : ig_weight(x->g, "lm_head.weight", IG_DIMS(c->vocab, c->dim));
+    ig_node(x->g, "logits", "linear", NULL, 2, h, head);
+    return ig_text(x->g, "logits");
+}

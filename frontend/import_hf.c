@@ -1,0 +1,486 @@
+/* frontend/import_hf.c: a Hugging Face folder (config.json, and the
+ * safetensors it ships) to the decoder graph of import_decoder.c.
+ *
+ * Contract: every key of config.json is accounted for. A key is read
+ * (and its value checked), or known to be harmless at inference (names,
+ * token ids, dropout rates, generation defaults: `ignored` below), or
+ * refused by name when it asks for something kiln does not do
+ * ("config.json: rope_scaling: not supported"). A key kiln does not know
+ * is refused too: it might change the arithmetic. Sizes are required;
+ * behaviour fields missing from the file take transformers' defaults for
+ * the model_type. */
+#include "fe.h"
+#include "import.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    FeCx fx;                    /* a and d, for fe_got and fe_quote */
+    json_t *root;
+    const char *type;           /* model_type */
+    const char **taken;         /* keys read so far */
+    int ntaken, cap;
+} Cfg;
+
+/* ---- reading keys ---------------------------------------------------------- */
+
+/* The value of key (NULL when absent or null), which is now accounted for. */
+static json_t *take(Cfg *c, const char *key)
+{
+    ARR_PUSH(c->fx.a, c->taken, c->ntaken, c->cap, key);
+    json_t *j = json_object_get(c->root, key);
+    return json_is_null(j) ? NULL : j;
+}
+
+static void bad(Cfg *c, const char *key, json_t *j, const char *want)
+{
+    fe_want(&c->fx, key, j, want);
+}
+
+/* An integer in [lo, 2^31); dflt when absent (dflt < 0: required). */
+static int64_t get_int(Cfg *c, const char *key, int64_t dflt, int64_t lo)
+{
+    json_t *j = take(c, key);
+    if (!j && dflt < 0)
+        diag(c->fx.d, key, "missing");
+    if (!j)
+        return dflt < 0 ? 1 : dflt;
+    int64_t v = json_integer_value(j);
+    if (json_is_integer(j) && v >= lo && v <= INT32_MAX)
+        return v;
+    bad(c, key, j, arena_printf(c->fx.a, "must be an integer in [%lld, 2^31)", (long long)lo));
+    return lo > 0 ? lo : 1;
+}
+
+static int64_t need(Cfg *c, const char *key) { return get_int(c, key, -1, 1); }
+
+/* A finite number > 0; dflt when absent. */
+static double get_num(Cfg *c, const char *key, double dflt)
+{
+    json_t *j = take(c, key);
+    if (!j)
+        return dflt;
+    if (json_is_number(j) && json_number_value(j) > 0 && isfinite(json_number_value(j)))
+        return json_number_value(j);
+    bad(c, key, j, "must be a number > 0");
+    return dflt;
+}
+
+static int get_bool(Cfg *c, const char *key, int dflt)
+{
+    json_t *j = take(c, key);
+    if (!j)
+        return dflt;
+    if (json_is_boolean(j))
+        return json_is_true(j);
+    bad(c, key, j, "must be true or false");
+    return dflt;
+}
+
+/* A boolean kiln supports only one value of (absent: that value). */
+static void only_bool(Cfg *c, const char *key, int want)
+{
+    json_t *j = take(c, key);
+    if (j && json_is_boolean(j) && json_is_true(j) != want)
+        diag(c->fx.d, key, "%s not supported", want ? "false" : "true");
+    else if (j && !json_is_boolean(j))
+        bad(c, key, j, "must be true or false");
+}
+
+/* A string among `allowed` (NULL-terminated; absent: allowed[0]); its
+ * index. */
+static int one_of(Cfg *c, const char *key, const char *const *allowed)
+{
+    json_t *j = take(c, key);
+    const char *s = j ? json_string_value(j) : allowed[0];
+    for (int i = 0; s && allowed[i]; i++)
+        if (!strcmp(s, allowed[i]))
+            return i;
+    FILE *f = arena_stream(c->fx.a);
+    for (int i = 0; allowed[i]; i++)
+        fprintf(f, "%s%s", i ? ", " : "", allowed[i]);
+    const char *list = arena_stream_text(c->fx.a, f);
+    if (s)
+        diag(c->fx.d, key, "\"%s\" not supported (kiln: %s)", fe_quote(&c->fx, s), list);
+    else
+        bad(c, key, j, "must be a string");
+    return 0;
+}
+
+/* A feature kiln does not have: the key must be absent or null (or an
+ * empty object or list, which asks for nothing). */
+static void refuse(Cfg *c, const char *key)
+{
+    json_t *j = take(c, key);
+    int empty = (json_is_object(j) && !json_object_size(j)) ||
+                (json_is_array(j) && !json_array_size(j));
+    if (j && !empty)
+        diag(c->fx.d, key, "not supported");
+}
+
+/* Keys with no effect on a forward pass in f32. */
+static void ignore(Cfg *c, const char *const *keys)
+{
+    for (int i = 0; keys[i]; i++)
+        take(c, keys[i]);
+}
+
+/* Every key not taken: refused by name. */
+static void leftovers(Cfg *c)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(c->root, key, v) {
+        int known = 0;
+        for (int i = 0; !known && i < c->ntaken; i++)
+            known = !strcmp(c->taken[i], key);
+        if (!known)
+            diag(c->fx.d, fe_quote(&c->fx, key),
+                 "unknown to kiln's %s import; refused rather than ignored", c->type);
+    }
+}
+
+/* ---- what every model_type shares ------------------------------------------ */
+
+/* Names, token ids, the dtype of the saved weights (kiln reads what the
+ * safetensors hold), dropout (training only), generation defaults,
+ * classification heads, and flags of encoder-decoder models that a
+ * decoder-only model does not read. */
+static const char *const ignored[] = {
+    "architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path",
+    "_commit_hash", "_attn_implementation_autoset", "auto_map", "bos_token_id", "eos_token_id",
+    "pad_token_id", "sep_token_id", "decoder_start_token_id", "forced_bos_token_id",
+    "forced_eos_token_id", "use_cache", "initializer_range", "tokenizer_class",
+    "output_attentions", "output_hidden_states", "return_dict", "torchscript", "use_bfloat16",
+    "tf_legacy_loss", "chunk_size_feed_forward", "id2label", "label2id", "problem_type",
+    "finetuning_task", "task_specific_params", "prefix", "is_decoder", "tie_encoder_decoder",
+    "cross_attention_hidden_size", "attention_dropout", "max_length", "min_length",
+    "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+    "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty",
+    "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "output_scores", "return_dict_in_generate", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", NULL,
+};
+
+static void common(Cfg *c)
+{
+    ignore(c, ignored);
+    only_bool(c, "is_encoder_decoder", 0);
+    only_bool(c, "add_cross_attention", 0);
+    refuse(c, "pruned_heads");
+    refuse(c, "quantization_config");
+}
+
+/* ---- the llama family ---------------------------------------------------------- */
+
+/* rope_theta (or transformers 5's rope_parameters); no scaling. */
+static double rope(Cfg *c)
+{
+    double theta = get_num(c, "rope_theta", 10000.0);
+    refuse(c, "rope_scaling");
+    json_t *p = take(c, "rope_parameters");
+    if (p && !json_is_object(p))
+        bad(c, "rope_parameters", p, "must be an object");
+    const char *key;
+    json_t *v;
+    json_object_foreach(p, key, v) {
+        const char *at = arena_printf(c->fx.a, "rope_parameters.%s", fe_quote(&c->fx, key));
+        if (!strcmp(key, "rope_theta") && json_is_number(v) && json_number_value(v) > 0)
+            theta = json_number_value(v);
+        else if (!strcmp(key, "rope_type") && json_is_string(v) &&
+                 !strcmp(json_string_value(v), "default"))
+            continue;
+        else if (!strcmp(key, "rope_type") || !strcmp(key, "rope_theta"))
+            bad(c, at, v, !strcmp(key, "rope_type") ? "only \"default\" is supported"
+                                                    : "must be a number > 0");
+        else
+            diag(c->fx.d, at, "not supported");
+    }
+    json_t *partial = take(c, "partial_rotary_factor");
+    if (partial && !(json_is_number(partial) && json_number_value(partial) == 1.0))
+        diag(c->fx.d, "partial_rotary_factor", "%s not supported", fe_got(&c->fx, partial));
+    return theta;
+}
+
+/* Sliding-window attention: refused when switched on; its size and its
+ * layer count mean nothing while it is off. */
+static void no_sliding(Cfg *c)
+{
+    static const char *const off[] = {"sliding_window", "max_window_layers", NULL};
+    only_bool(c, "use_sliding_window", 0);
+    ignore(c, off);
+    json_t *types = take(c, "layer_types");
+    for (size_t i = 0; i < json_array_size(types); i++) {
+        const char *s = json_string_value(json_array_get(types, i));
+        if (!s || strcmp(s, "full_attention"))
+            diag(c->fx.d, fe_at(&c->fx, "layer_types", i),
+                 "%s not supported (kiln: \"full_attention\")",
+                 fe_got(&c->fx, json_array_get(types, i)));
+    }
+    if (types && !json_is_array(types))
+        bad(c, "layer_types", types, "must be a list");
+}
+
+/* The fields llama, qwen2 and qwen3_moe share. L->max_seq holds
+ * max_position_embeddings until the options set S. */
+static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
+{
+    static const char *const silu[] = {"silu", NULL};
+    L->vocab = need(c, "vocab_size");
+    L->dim = need(c, "hidden_size");
+    L->layers = need(c, "num_hidden_layers");
+    L->heads = need(c, "num_attention_heads");
+    L->kv_heads = get_int(c, "num_key_value_heads", L->heads, 1);
+    L->head_dim = get_int(c, "head_dim", 0, 1);
+    L->max_seq = get_int(c, "max_position_embeddings", max_pos, 1);
+    L->eps = get_num(c, "rms_norm_eps", 1e-6);
+    L->theta = rope(c);
+    L->tied = get_bool(c, "tie_word_embeddings", 0);
+    one_of(c, "hidden_act", silu);
+    L->rope_style = "half";
+    L->hf_names = 1;
+}
+
+static void read_llama(Cfg *c, ImpLlama *L)
+{
+    static const char *const same[] = {"pretraining_tp", NULL}; /* splits matmuls, same sums */
+    llama_common(c, L, 2048);
+    L->hidden = need(c, "intermediate_size");
+    only_bool(c, "attention_bias", 0);
+    only_bool(c, "mlp_bias", 0);
+    ignore(c, same);
+}
+
+static void read_qwen2(Cfg *c, ImpLlama *L)
+{
+    llama_common(c, L, 32768);
+    L->hidden = need(c, "intermediate_size");
+    L->qkv_bias = 1;
+    no_sliding(c);
+    only_bool(c, "use_mrope", 0);
+}
+
+/* Layer l is sparse unless listed in mlp_only_layers or off the
+ * decoder_sparse_step (transformers' Qwen3MoeDecoderLayer). */
+static void moe_layers(Cfg *c, ImpLlama *L, int64_t step)
+{
+    unsigned char *moe = arena_alloc(c->fx.a, (size_t)L->layers);
+    for (int64_t l = 0; l < L->layers; l++)
+        moe[l] = L->experts > 0 && (l + 1) % step == 0;
+    json_t *dense = take(c, "mlp_only_layers");
+    if (dense && !json_is_array(dense))
+        bad(c, "mlp_only_layers", dense, "must be a list of layer numbers");
+    for (size_t i = 0; i < json_array_size(dense); i++) {
+        json_t *j = json_array_get(dense, i);
+        if (json_is_integer(j) && json_integer_value(j) >= 0 && json_integer_value(j) < L->layers)
+            moe[json_integer_value(j)] = 0;
+        else
+            bad(c, fe_at(&c->fx, "mlp_only_layers", i), j,
+                arena_printf(c->fx.a, "must be a layer number below %lld", (long long)L->layers));
+    }
+    L->moe = moe;
+}
+
+static void read_qwen3_moe(Cfg *c, ImpLlama *L)
+{
+    static const char *const training[] = {"output_router_logits", "router_aux_loss_coef", NULL};
+    llama_common(c, L, 32768);
+    only_bool(c, "attention_bias", 0);
+    no_sliding(c);
+    ignore(c, training);
+    L->qk_norm = 1;
+    L->experts = get_int(c, "num_experts", -1, 0);
+    L->top_k = need(c, "num_experts_per_tok");
+    L->moe_hidden = need(c, "moe_intermediate_size");
+    L->norm_topk = get_bool(c, "norm_topk_prob", 0);
+    moe_layers(c, L, get_int(c, "decoder_sparse_step", 1, 1));
+    L->hidden = get_int(c, "intermediate_size", 0, 1);   /* dense layers' */
+    if (L->experts && L->top_k > L->experts)
+        diag(c->fx.d, "num_experts_per_tok", "%lld is more than num_experts %lld",
+             (long long)L->top_k, (long long)L->experts);
+}
+
+/* Shapes that must fit together; head_dim defaults to hidden/heads. */
+static void llama_shapes(Cfg *c, ImpLlama *L)
+{
+    Diags *d = c->fx.d;
+    if (!L->head_dim && L->dim % L->heads)
+        diag(d, "num_attention_heads", "%lld does not divide hidden_size %lld (and no head_dim)",
+             (long long)L->heads, (long long)L->dim);
+    if (!L->head_dim)
+        L->head_dim = L->dim / L->heads;
+    if (L->head_dim % 2)
+        diag(d, "head_dim", "%lld is odd; rotary embeddings rotate pairs", (long long)L->head_dim);
+    if (L->heads % L->kv_heads)
+        diag(d, "num_key_value_heads", "%lld does not divide num_attention_heads %lld",
+             (long long)L->kv_heads, (long long)L->heads);
+    for (int64_t l = 0; l < L->layers && !L->hidden; l++)
+        if (!L->moe || !L->moe[l]) {
+            diag(d, "intermediate_size", "missing; layer %lld is dense", (long long)l);
+            break;
+        }
+}
+
+/* ---- GPT-2 ------------------------------------------------------------------- */
+
+static void read_gpt2(Cfg *c, ImpGpt2 *G)
+{
+    /* dropout, the sequence-summary head, and n_ctx (an old name of
+     * n_positions); reorder_and_upcast_attn only changes when fp16 is
+     * upcast, and kiln computes in f32 */
+    static const char *const none[] = {"attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_type",
+                                       "summary_use_proj", "summary_activation",
+                                       "summary_proj_to_labels", "summary_first_dropout", "n_ctx",
+                                       "reorder_and_upcast_attn", NULL};
+    static const char *const acts[] = {"gelu_new", "gelu_pytorch_tanh", "gelu", NULL};
+    G->vocab = need(c, "vocab_size");
+    G->dim = need(c, "n_embd");
+    G->layers = need(c, "n_layer");
+    G->heads = need(c, "n_head");
+    G->n_positions = need(c, "n_positions");
+    G->hidden = get_int(c, "n_inner", 4 * G->dim, 1);
+    G->gelu = one_of(c, "activation_function", acts) < 2 ? "tanh" : "none";
+    G->eps = get_num(c, "layer_norm_epsilon", 1e-5);
+    G->tied = get_bool(c, "tie_word_embeddings", 1);
+    only_bool(c, "scale_attn_weights", 1);
+    only_bool(c, "scale_attn_by_inverse_layer_idx", 0);
+    ignore(c, none);
+    if (G->dim % G->heads)
+        diag(c->fx.d, "n_head", "%lld does not divide n_embd %lld", (long long)G->heads,
+             (long long)G->dim);
+}
+
+/* ---- the folder -------------------------------------------------------------- */
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+char *imp_hf_weights(Arena *a, const char *dir)
+{
+    char *index = arena_printf(a, "%s/model.safetensors.index.json", dir);
+    return exists(index) ? index : arena_printf(a, "%s/model.safetensors", dir);
+}
+
+/* T and S from the options and the model's default S; *S <= limit when
+ * the model has learned positions (limit > 0). */
+static void shape_opts(Diags *d, const ImportOpts *o, int64_t dflt, int64_t limit, int64_t *T,
+                       int64_t *S)
+{
+    *T = o->tokens ? o->tokens : 1;
+    *S = o->max_seq ? o->max_seq : dflt < IMP_DEFAULT_SEQ ? dflt : IMP_DEFAULT_SEQ;
+    if (limit && *S > limit)
+        diag(d, NULL, "--max-seq %lld is more than the model's %lld learned positions",
+             (long long)*S, (long long)limit);
+    if (*T > *S)
+        diag(d, NULL, "--tokens %lld is more than the %lld rows of the KV cache (--max-seq)",
+             (long long)*T, (long long)*S);
+}
+
+/* GPT-2 checkpoints come with the names of GPT2LMHeadModel
+ * ("transformer.h.0...", as transformers saves them) or of GPT2Model
+ * ("h.0...", as on the Hub); the folder's weights say which. */
+static char *gpt2(Arena *a, const char *dir, ImpGpt2 *G, Diags *d, int *io)
+{
+    ImpNames names = {0};
+    const char *w = imp_hf_weights(a, dir);
+    if (exists(w) && imp_st_names(a, w, &names, d, io))
+        return NULL;
+    G->prefix = imp_st_find(&names, "wte.weight") ? "" : "transformer.";
+    G->buffers = &names;
+    return imp_gpt2_graph(a, G);
+}
+
+static void release_json(void *root) { json_decref(root); }
+
+#define MAX_CONFIG (16 << 20)
+
+/* config.json parsed, held by the arena; NULL after reporting. */
+static json_t *load_config(Arena *a, const char *path, Diags *d, int *io)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    char *text = NULL;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        diag(d, NULL, "cannot read: %s", strerror(errno));
+        *io = 1;
+    } else if (st.st_size > MAX_CONFIG) {
+        diag(d, NULL, "larger than 16 MiB");
+    } else if (!(text = ir_malloc((size_t)st.st_size + 1))) {
+        fclose(f);
+        arena_oom(a);
+    } else if (fread(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        diag(d, NULL, "cannot read: %s", strerror(errno));
+        *io = 1;
+        ir_free(text);
+        text = NULL;
+    }
+    if (f)
+        fclose(f);
+    if (!text)
+        return NULL;
+    arena_hold(a, text, ir_free);
+    json_error_t err;
+    json_t *root = fe_json_load(a, text, (size_t)st.st_size, &err);
+    arena_release(a, text);
+    if (!root) {
+        diag(d, NULL, "line %d, column %d: %s", err.line, err.column, err.text);
+        return NULL;
+    }
+    arena_hold(a, root, release_json);
+    if (!json_is_object(root))
+        diag(d, NULL, "not a JSON object");
+    return root;
+}
+
+char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
+{
+    static const char *const types[] = {"llama", "qwen2", "gpt2", "qwen3_moe", NULL};
+    int before = d->n;
+    *io = 0;
+    json_t *root = load_config(a, arena_printf(a, "%s/config.json", dir), d, io);
+    if (!root || !json_is_object(root)) {
+        if (root)
+            arena_release(a, root);
+        return NULL;
+    }
+    Cfg c = {{.a = a, .d = d}, root, NULL, NULL, 0, 0};
+    json_t *type = take(&c, "model_type");
+    int t = -1;
+    for (int i = 0; json_is_string(type) && types[i]; i++)
+        if (!strcmp(json_string_value(type), types[i]))
+            t = i;
+    if (t < 0) {
+        if (type)
+            bad(&c, "model_type", type, "kiln imports llama, qwen2, gpt2 and qwen3_moe");
+        else
+            diag(d, "model_type", "missing (kiln imports llama, qwen2, gpt2 and qwen3_moe)");
+        arena_release(a, root);
+        return NULL;
+    }
+    c.type = types[t];
+    ImpLlama L = {.model_name = c.type};
+    ImpGpt2 G = {0};
+    common(&c);
+    if (t == 2)
+        read_gpt2(&c, &G);
+    else
+        (t == 0 ? read_llama : t == 1 ? read_qwen2 : read_qwen3_moe)(&c, &L);
+    leftovers(&c);
+    arena_release(a, root);
+    if (d->n > before)
+        return NULL;
+    if (t == 2) {
+        shape_opts(d, o, G.n_positions, G.n_positions, &G.tokens, &G.max_seq);
+        return d->n > before ? NULL : gpt2(a, dir, &G, d, io);
+    }
+    llama_shapes(&c, &L);
+    shape_opts(d, o, L.max_seq, 0, &L.tokens, &L.max_seq);
+    return d->n > before ? NULL : imp_llama_graph(a, &L);
+}

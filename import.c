@@ -1,0 +1,182 @@
+/* import.c: `kiln import`, and model directories for the other commands.
+ *   kiln import hf DIR [-o MODEL.json] [--tokens T] [--max-seq S]
+ *   kiln import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]
+ *                       [--tokens T] [--max-seq S]
+ * The graph (frontend/import.h) is checked by the frontend like any model
+ * file before it is written: to -o (atomically), else to stdout. */
+#include "cli.h"
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "frontend/import.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };
+
+static int usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "kiln: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see kiln --help)\n");
+    return EXIT_USAGE;
+}
+
+/* --name VALUE or --name=VALUE at argv[*i]: the value ("" when missing),
+ * or NULL when argv[*i] is another option. */
+static const char *value(int argc, char **argv, int *i, const char *name)
+{
+    size_t len = strlen(name);
+    if (strncmp(argv[*i], name, len) || (argv[*i][len] && argv[*i][len] != '='))
+        return NULL;
+    if (argv[*i][len] == '=')
+        return argv[*i] + len + 1;
+    return *i + 1 < argc ? argv[++*i] : "";
+}
+
+int cli_import_opt(int argc, char **argv, int *i, ImportOpts *o, int *rc)
+{
+    const char *v = value(argc, argv, i, "--tokens");
+    int64_t *dst = &o->tokens;
+    if (!v && (v = value(argc, argv, i, "--max-seq")))
+        dst = &o->max_seq;
+    if (!v)
+        return 0;
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    *rc = 0;
+    if (!*v || *end || n < 1 || n > INT32_MAX)
+        *rc = usage(dst == &o->tokens ? "--tokens takes a count from 1 to 2^31-1, got '%s'"
+                                      : "--max-seq takes a count from 1 to 2^31-1, got '%s'", v);
+    *dst = n;
+    return 1;
+}
+
+int cli_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *cli_import_weights(const char *dir)
+{
+    Arena *a = arena_new();
+    char *w = a ? strdup(imp_hf_weights(a, dir)) : NULL;
+    arena_free(a);
+    return w;
+}
+
+/* src imported (hf: a folder; else a llama2.c file) and checked: the
+ * module, its text in *text; NULL with the problems printed. */
+static Module *import(Arena *a, int hf, const char *src, const ImportOpts *o,
+                      const char *weights_out, char **text, int *status)
+{
+    Diags d;
+    int io = 0;
+    diag_init(&d, a, hf ? arena_printf(a, "%s/config.json", src) : src);
+    *text = hf ? imp_hf(a, src, o, &d, &io) : imp_llama2c(a, src, o, weights_out, &d, &io);
+    Module *m = NULL;
+    if (*text) {
+        diag_init(&d, a, src);
+        m = fe_parse(a, src, *text, strlen(*text), &d);
+    }
+    if (!m) {
+        diag_print(&d, stderr);
+        *status = io ? EXIT_IO : EXIT_INVALID;
+    }
+    return m;
+}
+
+Module *cli_import_dir(Arena *a, const char *dir, const ImportOpts *o, int *status)
+{
+    char *text;
+    return import(a, 1, dir, o, NULL, &text, status);
+}
+
+static int same_file(const char *x, const char *y)
+{
+    struct stat sx, sy;
+    return !strcmp(x, y) || (stat(x, &sx) == 0 && stat(y, &sy) == 0 && sx.st_dev == sy.st_dev &&
+                             sx.st_ino == sy.st_ino);
+}
+
+typedef struct {
+    int hf;
+    const char *src, *out, *weights_out;
+    ImportOpts o;
+} ImportArgs;
+
+static int parse(ImportArgs *ia, int argc, char **argv)
+{
+    if (argc < 3 || (strcmp(argv[2], "hf") && strcmp(argv[2], "llama2c")))
+        return usage("import takes hf DIR or llama2c FILE.bin, got '%s'", argc < 3 ? "" : argv[2]);
+    ia->hf = !strcmp(argv[2], "hf");
+    for (int i = 3; i < argc; i++) {
+        const char *v;
+        int rc = 0;
+        if (cli_import_opt(argc, argv, &i, &ia->o, &rc)) {
+            if (rc)
+                return rc;
+        } else if ((v = value(argc, argv, &i, "-o"))) {
+            if (!*v)
+                return usage("%s needs a path", "-o");
+            ia->out = v;
+        } else if (!ia->hf && (v = value(argc, argv, &i, "--weights-out"))) {
+            if (!*v)
+                return usage("%s needs a path", "--weights-out");
+            ia->weights_out = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return usage("unknown option '%s'", argv[i]);
+        } else if (!ia->src) {
+            ia->src = argv[i];
+        } else {
+            return usage("unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!ia->src)
+        return usage("import %s needs a source", argv[2]);
+    if (ia->out && same_file(ia->out, ia->src))
+        return usage("-o %s would overwrite the checkpoint", ia->out);
+    if (ia->weights_out && same_file(ia->weights_out, ia->src))
+        return usage("--weights-out %s would overwrite the checkpoint", ia->weights_out);
+    if (ia->out && ia->weights_out && same_file(ia->out, ia->weights_out))
+        return usage("-o and --weights-out name the same file, %s", ia->out);
+    return 0;
+}
+
+int cli_import(int argc, char **argv)
+{
+    ImportArgs ia = {0};
+    int rc = parse(&ia, argc, argv);
+    if (rc)
+        return rc;
+    if (ia.hf && !cli_is_dir(ia.src)) {
+        fprintf(stderr, "kiln: %s: not a directory (import hf takes a Hugging Face folder)\n",
+                ia.src);
+        return EXIT_IO;
+    }
+    Arena *a = arena_new();
+    if (!a) {
+        fprintf(stderr, "kiln: out of memory\n");
+        return EXIT_INTERNAL;
+    }
+    jmp_buf oom;
+    char *text = NULL;
+    if (setjmp(oom)) {
+        fprintf(stderr, "kiln: out of memory\n");
+        rc = EXIT_INTERNAL;
+    } else {
+        arena_set_oom(a, &oom);
+        Module *m = import(a, ia.hf, ia.src, &ia.o, ia.weights_out, &text, &rc);
+        rt_err err = {0, ""};
+        if (m && (!ia.out || !strcmp(ia.out, "-")))
+            fputs(text, stdout);
+        else if (m && cg_write_file(ia.out, text, &err)) {
+            fprintf(stderr, "kiln: %s\n", err.msg);
+            rc = err.code;
+        }
+    }
+    arena_free(a);
+    return rc;
+}

@@ -1,0 +1,655 @@
+/* passes/tile_gemm.c: matmul nests become register-blocked calls of the
+ * gemm micro-kernel (runtime/rt_kernels.c), their weights packed at load
+ * into the panels the kernel streams.
+ *
+ * Contract: every output still adds its K products in k order, as the
+ * untiled loop does (rt_gemm's contract: one fused multiply-add each), so
+ * the numbers are those of the loop up to that fusing, and the same for
+ * any thread count. A weight is packed only when every load of it in the
+ * program is an operand rewritten here.
+ *
+ * A gemm nest:
+ *     for i in rows                      (optional: without it, one row)
+ *       for j in outputs                 (constant bounds, no marks)
+ *         let v = init; for k reduce: v += A[.., i, k] * B[..]   (1 to 8 of
+ *                                         them, in any number of k loops)
+ *         epilogue: lets and stores (bias, activation, residual, ...)
+ * where A's last dim is k (contiguous), the one before it i (A has no
+ * row dim without i), B is [.., k, j] (KN: j contiguous, read as it is)
+ * or a weight [.., j, k] (NK: packed at load into panels [.., N/P, K, P],
+ * so that per k the P outputs' weights are one contiguous vector), the
+ * other dims of A and B are fixed during the nest, and the iterations of
+ * i and of j are independent (ir_loop_independent): outputs may be
+ * computed in any order. It becomes
+ *     for jo in 0..N/NR                        panels of outputs
+ *       [for mo in 0..M/MB]                    blocks of rows
+ *         local T[MB, NR]; T[r, c] = init      per accumulator
+ *         [for ko in 0..K/KC]                  blocks of the reduction
+ *           [for io in 0..MB/MR]               register tiles
+ *             call gemm(T[io*MR +: MR, 0 +: NR], A[rows +: MR, ko*KC +: KC],
+ *                       B[panel jo, ko*KC +: KC, 0 +: NR])
+ *           call gemm(...) for the last MB % MR rows
+ *         for r in 0..MB: for c in 0..NR vector: the epilogue, v = T[r, c]
+ *
+ * Sizes (from the machine; measured on the 2-core AVX-512 EPYC, x[40,K]
+ * by w[N,K]^T, 2 threads: 8 x 32 tiles 400-470 GFLOP/s, 3-4x OpenBLAS;
+ * 5 x 64 as fast, 4 x 64 and 12 x 32 slower):
+ *   NR  outputs per call: 32 (16 when N is not a multiple of 32; with one
+ *       row, the widest of 64, 32, 16 that divides N: four independent
+ *       vector chains where a row has nothing else in flight);
+ *   MR  rows per call: accs x V / NR, so that a call keeps `accs` vector
+ *       accumulators in registers (16 of AVX-512's 32: 8 x 32);
+ *   MB  rows per local tile: M, unless the tiles pass L1/2;
+ *   KC  reduction per call: K, unless a block of A (MB x K) and a panel
+ *       slice (K x NR) pass L2/2: then the largest divisor of K that fits
+ *       (K 8960 with 40 rows: 1792, 1.3x faster than K whole).
+ *
+ * Algorithm, over the whole program (a weight's layout serves every
+ * kernel that reads it):
+ * 1. Find the gemm nests, noting why one that looks like it is not.
+ * 2. Pick panel widths and decide packing, to a fixed point: a weight is
+ *    packed when every load of it is the NK operand of a nest and nothing
+ *    views it, in the panel width of the first nest that reads it; a nest
+ *    with an NK operand that cannot be packed stays loops, for tile.c.
+ * 3. Pack: each packed weight's buffer becomes its panels (Buf.packed),
+ *    noted in the program; codegen packs it at open (rt_pack_panels).
+ * 4. Rewrite every nest left, as above. */
+#include "tile.h"
+
+#include <string.h>
+
+#define MAX_ACC 8                       /* accumulators of one nest */
+#define GRANULE 16                      /* rt_gemm's vector: NR is a multiple */
+
+typedef struct {
+    Var *v;                             /* the accumulator */
+    Expr *init;                         /* its let's value */
+    Stmt *red;                          /* the reduction loop adding to it */
+    Expr *a, *b;                        /* A's load, B's load */
+    int nk;                             /* B is [.., j, k]: packed */
+} Acc;
+
+typedef struct {
+    Kernel *k;
+    Block *blk;                         /* holds top at index at */
+    int at;
+    Stmt *i, *j;                        /* rows (NULL: one row), outputs */
+    Acc acc[MAX_ACC];
+    int nacc, nprefix;                  /* j's statements up to the last reduction */
+    int64_t M, N, nr;
+    int ok;
+} Nest;
+
+typedef struct {
+    Tiler *t;
+    Nest *v;
+    int n, cap;
+    int64_t *loads;                     /* by storage id: loads in the program */
+    int64_t *uses;                      /* by storage id: NK operands of nests */
+    int64_t *nr;                        /* by storage id: panel width, 0: not packed */
+} Gm;
+
+static const char NOT_GEMM[] = "";      /* match(): no gemm nest here at all */
+
+/* ---- 1. gemm nests -------------------------------------------------------- */
+
+/* v += x * y with x and y loads, f32. */
+static int mul_acc(const Stmt *s)
+{
+    return s->kind == S_SET && s->op == A_ADD && s->v->type == T_F32 && s->e->kind == E_BIN &&
+           s->e->op == B_MUL && s->e->a->kind == E_LOAD && s->e->b->kind == E_LOAD;
+}
+
+/* Whether loop j's body holds a reduction loop of products only, one
+ * factor depending on j, the other not (an output's weights times a row:
+ * not a norm's x * x). */
+static int gemm_like(const Stmt *j)
+{
+    for (int q = 0; q < j->body.n; q++) {
+        const Stmt *r = j->body.s[q];
+        int all = r->kind == S_LOOP && (r->marks & MARK_REDUCE) && r->body.n > 0;
+        for (int x = 0; all && x < r->body.n; x++) {
+            const Stmt *s = r->body.s[x];
+            all = mul_acc(s) && ir_expr_uses(s->e->a, j->v) != ir_expr_uses(s->e->b, j->v);
+        }
+        if (all)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether e uses any of the lets of j's body (values that live in j). */
+static int uses_inner(const Stmt *j, const Expr *e)
+{
+    for (int q = 0; q < j->body.n; q++)
+        if (j->body.s[q]->kind == S_LET && ir_expr_uses(e, j->body.s[q]->v))
+            return 1;
+    return 0;
+}
+
+/* The one dim of load e whose index uses v (-1: none, -2: several), with
+ * coefficient 1 (else -3). */
+static int dim_of(const Expr *e, const Var *v)
+{
+    int dim = -1;
+    for (int d = 0; d < e->buf->rank; d++) {
+        if (!ir_expr_uses(e->idx[d], v))
+            continue;
+        int affine;
+        if (ir_expr_coef(e->idx[d], v, &affine) != 1 || !affine)
+            return -3;
+        dim = dim == -1 ? d : -2;
+    }
+    return dim;
+}
+
+/* Whether the dims of load e other than those given are fixed in the nest. */
+static int rest_fixed(const Nest *n, const Stmt *red, const Expr *e, int d0, int d1)
+{
+    for (int d = 0; d < e->buf->rank; d++)
+        if (d != d0 && d != d1 &&
+            ((n->i && ir_expr_uses(e->idx[d], n->i->v)) || ir_expr_uses(e->idx[d], n->j->v) ||
+             ir_expr_uses(e->idx[d], red->v) || uses_inner(n->j, e->idx[d])))
+            return 0;
+    return 1;
+}
+
+/* A[.., i, k]: k the last dim, contiguous; i the one before, or none. */
+static const char *check_a(Tiler *t, const Nest *n, const Stmt *red, const Expr *e)
+{
+    int r = e->buf->rank, dk = dim_of(e, red->v), di = n->i ? dim_of(e, n->i->v) : -1;
+    if (dk != r - 1 || e->buf->strides[r - 1] != 1)
+        return arena_printf(t->a, "b%d is not read along k, contiguous, in its last dim",
+                            ir_storage(e->buf)->id);
+    if (n->i && (di < 0 || di != r - 2))
+        return arena_printf(t->a, "b%d is not read by rows i in its next-to-last dim",
+                            ir_storage(e->buf)->id);
+    if (!rest_fixed(n, red, e, dk, di))
+        return arena_printf(t->a, "b%d's other indices change in the nest",
+                            ir_storage(e->buf)->id);
+    return NULL;
+}
+
+/* B[.., k, j] (KN) or a weight B[.., j, k] (NK, j exactly the variable). */
+static const char *check_b(Tiler *t, const Nest *n, const Stmt *red, const Expr *e, int *nk)
+{
+    Buf *b = e->buf;
+    int r = b->rank, dk = dim_of(e, red->v), dj = dim_of(e, n->j->v);
+    if ((n->i && dim_of(e, n->i->v) != -1) || r < 2 || !rest_fixed(n, red, e, dk, dj))
+        return arena_printf(t->a, "b%d's indices other than j and k change in the nest",
+                            ir_storage(b)->id);
+    if (dk == r - 2 && dj == r - 1 && b->strides[r - 1] == 1) {
+        *nk = 0;
+        return NULL;
+    }
+    if (dj != r - 2 || dk != r - 1 || b->strides[r - 1] != 1)
+        return arena_printf(t->a, "b%d is read neither as [.., k, j] nor as [.., j, k], "
+                            "contiguous in its last dim", ir_storage(b)->id);
+    *nk = 1;
+    if (b->kind != BK_WEIGHT || b->base || b->packed)
+        return arena_printf(t->a, "b%d is [.., j, k] and not a weight (which could be "
+                            "packed at load)", ir_storage(b)->id);
+    if (e->idx[r - 2]->kind != E_VAR || n->j->lo->i != 0 || tile_trip(n->j) != b->dims[r - 2])
+        return arena_printf(t->a, "j covers part of weight b%d's rows", b->id);
+    return NULL;
+}
+
+/* One statement `v += x * y` of reduction red: its accumulator. */
+static const char *add_acc(Tiler *t, Nest *n, Stmt *red, Stmt *s)
+{
+    Acc *c = NULL;
+    for (int q = 0; q < n->nacc; q++)
+        if (n->acc[q].v == s->v)
+            c = &n->acc[q];
+    if (!c)
+        return "it accumulates into a scalar not declared just before";
+    if (c->red)
+        return arena_printf(t->a, "v%d accumulates twice", s->v->id);
+    int jx = ir_expr_uses(s->e->a, n->j->v), jy = ir_expr_uses(s->e->b, n->j->v);
+    if (jx == jy)
+        return "a product is not a row's value times an output's";
+    c->red = red;
+    c->a = jx ? s->e->b : s->e->a;
+    c->b = jx ? s->e->a : s->e->b;
+    const char *why = check_a(t, n, red, c->a);
+    return why ? why : check_b(t, n, red, c->b, &c->nk);
+}
+
+/* j's body: accumulator lets and their reductions, then lets and stores. */
+static const char *check_body(Tiler *t, Nest *n)
+{
+    Stmt *j = n->j;
+    for (int q = 0; q < j->body.n; q++)
+        if (j->body.s[q]->kind == S_LOOP)
+            n->nprefix = q + 1;
+    for (int q = 0; q < j->body.n; q++) {
+        Stmt *s = j->body.s[q];
+        if (q >= n->nprefix) {
+            if (s->kind != S_LET && s->kind != S_STORE)
+                return "its epilogue holds more than lets and stores";
+        } else if (s->kind == S_LET) {
+            if (s->v->type != T_F32 || n->nacc == MAX_ACC || uses_inner(j, s->e))
+                return "it declares scalars other than up to 8 f32 accumulators";
+            n->acc[n->nacc++] = (Acc){s->v, s->e, NULL, NULL, NULL, 0};
+        } else if (s->kind != S_LOOP || s->marks != MARK_REDUCE) {
+            return "a statement before its epilogue is neither a let nor a reduction";
+        } else if (!tile_const_loop(s)) {
+            return "a reduction's bounds are known only at run time";
+        } else {
+            for (int x = 0; x < s->body.n; x++) {
+                const char *why = mul_acc(s->body.s[x]) ? add_acc(t, n, s, s->body.s[x])
+                                                         : "a reduction holds more than v += x * y";
+                if (why)
+                    return why;
+            }
+        }
+    }
+    for (int q = 0; q < n->nacc; q++)
+        if (!n->acc[q].red)
+            return arena_printf(t->a, "v%d accumulates nothing", n->acc[q].v->id);
+    return NULL;
+}
+
+/* The panel width for M rows of N outputs: 0 when N is not a multiple of
+ * GRANULE. */
+static int64_t pick_nr(Tiler *t, int64_t M, int64_t N)
+{
+    for (int64_t nr = 4 * GRANULE; nr >= GRANULE; nr /= 2) {
+        int64_t regs = nr > t->V ? nr / t->V : 1;      /* vector registers per row */
+        int fits = M == 1 ? regs <= t->accs / 2 : t->accs / regs >= 4 && nr <= 2 * GRANULE;
+        if (N % nr == 0 && fits)
+            return nr;
+    }
+    return N % GRANULE == 0 ? GRANULE : 0;
+}
+
+/* Whether blk->s[at] starts a gemm nest: NULL, NOT_GEMM, or why not. */
+static const char *match(Tiler *t, Block *blk, int at, Nest *n)
+{
+    Stmt *s = blk->s[at];
+    memset(n, 0, sizeof *n);
+    n->k = t->k, n->blk = blk, n->at = at;
+    int plain = tile_const_loop(s) && !s->marks;
+    if (plain && s->body.n == 1 && tile_const_loop(s->body.s[0]) && !s->body.s[0]->marks &&
+        gemm_like(s->body.s[0]))
+        n->i = s, n->j = s->body.s[0];
+    else if (plain && gemm_like(s))
+        n->j = s;
+    else
+        return NOT_GEMM;
+    n->M = n->i ? tile_trip(n->i) : 1;
+    n->N = tile_trip(n->j);
+    const char *why = check_body(t, n);
+    if (why)
+        return why;
+    if (!(n->nr = pick_nr(t, n->M, n->N)))
+        return arena_printf(t->a, "%lld outputs are not a multiple of %d", (long long)n->N,
+                            GRANULE);
+    if ((n->i && !ir_loop_independent(t->a, n->i, &why)) ||
+        !ir_loop_independent(t->a, n->j, &why))
+        return arena_printf(t->a, "its outputs depend on one another: %s", why);
+    return NULL;
+}
+
+static void find(Gm *g, Block *blk)
+{
+    for (int q = 0; q < blk->n; q++) {
+        Nest n;
+        const char *why = match(g->t, blk, q, &n);
+        if (!why) {
+            n.ok = 1;
+            ARR_PUSH(g->t->a, g->v, g->n, g->cap, n);
+        } else if (why != NOT_GEMM) {
+            tile_note(g->t, n.j->v, NULL, NULL, "gemm @ kept as loops: %s", why);
+        }
+        if (why == NOT_GEMM) {
+            find(g, &blk->s[q]->body);
+            find(g, &blk->s[q]->els);
+        }
+    }
+}
+
+/* ---- 2. packing --------------------------------------------------------- */
+
+static void count_loads(Expr *e, void *ctx)
+{
+    Gm *g = ctx;
+    if (e->kind == E_LOAD) {
+        g->loads[ir_storage(e->buf)->id]++;
+        for (int d = 0; d < e->buf->rank; d++)
+            count_loads(e->idx[d], ctx);
+    }
+    if (e->a) count_loads(e->a, ctx);
+    if (e->b) count_loads(e->b, ctx);
+    if (e->c) count_loads(e->c, ctx);
+}
+
+/* A call's tiles count as loads: a buffer a call reads keeps its layout. */
+static void count_stmt(Stmt *s, void *ctx)
+{
+    Gm *g = ctx;
+    ir_stmt_exprs(s, count_loads, ctx);
+    for (int i = 0; i < s->ntiles; i++)
+        g->loads[ir_storage(s->tiles[i].buf)->id]++;
+}
+
+static int viewed(const Prog *p, const Buf *b)
+{
+    for (int i = 0; i < p->nbufs; i++)
+        if (p->bufs[i]->base == b)
+            return 1;
+    return 0;
+}
+
+/* One round: panel widths of the weights the nests still ok read; a nest
+ * whose NK operand cannot be packed (or not in its width) stops being ok.
+ * Returns whether a nest stopped. */
+static int pack_round(Gm *g)
+{
+    Prog *p = g->t->p;
+    memset(g->uses, 0, sizeof *g->uses * (size_t)p->nbufs);
+    memset(g->nr, 0, sizeof *g->nr * (size_t)p->nbufs);
+    for (int x = 0; x < g->n; x++)
+        for (int q = 0; g->v[x].ok && q < g->v[x].nacc; q++) {
+            int id = g->v[x].acc[q].b->buf->id;
+            if (!g->v[x].acc[q].nk)
+                continue;
+            if (!g->nr[id])
+                g->nr[id] = g->v[x].nr;
+            g->uses[id]++;
+        }
+    int stopped = 0;
+    for (int x = 0; x < g->n; x++) {
+        Nest *n = &g->v[x];
+        int64_t nr = 0;
+        for (int q = 0; n->ok && q < n->nacc; q++) {
+            Buf *b = n->acc[q].b->buf;
+            if (!n->acc[q].nk)
+                continue;
+            const char *why = g->uses[b->id] != g->loads[b->id]
+                                  ? "is also read elsewhere, as it is"
+                              : viewed(p, b) ? "is viewed by another buffer"
+                              : nr && nr != g->nr[b->id] ? "is packed wider than the other operand"
+                                                         : NULL;
+            nr = g->nr[b->id];
+            if (why) {
+                g->t->k = n->k;
+                tile_note(g->t, n->j->v, NULL, NULL,
+                          "gemm @ kept as loops: weight b%d %s, so it stays rows of k", b->id, why);
+                n->ok = 0;
+                stopped = 1;
+            }
+        }
+        if (nr)
+            n->nr = nr;
+    }
+    return stopped;
+}
+
+/* A weight [.., N, K] becomes panels [.., N/P, K, P]. */
+static void pack(Tiler *t, Buf *b, int64_t nr)
+{
+    int r = b->rank;
+    int64_t n = b->dims[r - 2], k = b->dims[r - 1];
+    b->dims[r - 2] = n / nr;
+    b->dims[r - 1] = k;
+    b->dims[r] = nr;
+    b->rank = r + 1;
+    b->packed = 1;
+    ir_buf_contiguous(b);
+    ir_note(t->a, &t->p->notes, "tile: weight b%d %%%d packed at load in panels of %lld outputs: "
+            "[%lld, %lld] as [%lld, %lld, %lld], per k the %lld outputs' weights side by side, so "
+            "that a gemm call streams one panel with one vector load per k", b->id,
+            b->node ? b->node->id : -1, (long long)nr, (long long)n, (long long)k,
+            (long long)(n / nr), (long long)k, (long long)nr, (long long)nr);
+}
+
+/* ---- 4. the rewrite ------------------------------------------------------- */
+
+typedef struct {
+    Tiler *t;
+    Nest *n;
+    Stmt *jo;
+    Expr *row0, *col0;                  /* the block's first row, the panel's first output */
+    int64_t mb, mr;
+    Buf *tile[MAX_ACC];                 /* T, per accumulator */
+} Rw;
+
+/* `for v in 0..n` appended to blk with its body returned, v in *v; no
+ * loop when n is 1 (*v is 0). */
+static Block *loop_or_one(Tiler *t, Block *blk, int64_t n, int marks, Expr **v)
+{
+    if (n == 1) {
+        *v = e_int(t->a, 0);
+        return blk;
+    }
+    Stmt *s = s_loop(t->a, t->k, blk, e_int(t->a, 0), e_int(t->a, n), marks);
+    *v = e_var(t->a, s->v);
+    return &s->body;
+}
+
+/* for r in 0..MB: for c in 0..NR vector, appended to blk: the body, with
+ * i and j's values in the block (*at holds 2 maps, 1 without rows). */
+static Block *each_output(Rw *w, Block *blk, Expr **r, Expr **c, Var **from, Expr **to,
+                          int *nmap)
+{
+    Arena *a = w->t->a;
+    Block *in = loop_or_one(w->t, blk, w->mb, 0, r);
+    in = loop_or_one(w->t, in, w->n->nr, MARK_VECTOR, c);
+    *nmap = 0;
+    from[*nmap] = w->n->j->v, to[(*nmap)++] = e_add(a, w->col0, *c);
+    if (w->n->i)
+        from[*nmap] = w->n->i->v, to[(*nmap)++] = e_add(a, w->row0, *r);
+    return in;
+}
+
+/* T[r, c] = init, i and j those of the element. */
+static void init_tiles(Rw *w, Block *blk)
+{
+    Arena *a = w->t->a;
+    Var *from[2];
+    Expr *to[2], *r, *c;
+    int nmap;
+    Block *in = each_output(w, blk, &r, &c, from, to, &nmap);
+    for (int q = 0; q < w->n->nacc; q++) {
+        Expr *e = w->n->acc[q].init, *ix[2] = {r, c};
+        for (int x = 0; x < nmap; x++)
+            e = ir_subst(a, e, from[x], to[x]);
+        s_store(a, in, w->tile[q], ix, A_SET, e);
+    }
+}
+
+/* j's epilogue per element, each accumulator read from T[r, c]. */
+static void epilogue(Rw *w, Block *blk)
+{
+    Arena *a = w->t->a;
+    Nest *n = w->n;
+    Var *from[MAX_ACC + 2];
+    Expr *to[MAX_ACC + 2], *r, *c;
+    int nmap;
+    Block *in = each_output(w, blk, &r, &c, from, to, &nmap);
+    for (int q = 0; q < n->nacc; q++) {
+        Expr *ix[2] = {r, c};
+        from[nmap] = n->acc[q].v, to[nmap++] = e_load(a, w->tile[q], ix);
+    }
+    Block tail = {n->j->body.s + n->nprefix, n->j->body.n - n->nprefix, 0};
+    Block out = ir_block_clone(a, w->t->p, w->t->k, &tail, from, to, nmap);
+    for (int q = 0; q < out.n; q++)
+        ir_push(a, in, out.s[q]);
+}
+
+/* A's tile: rows from row (m of them, or its one row), k from k0 (kc). */
+static Tile tile_a(Rw *w, const Acc *c, Expr *row, int64_t m, Expr *k0, int64_t kc)
+{
+    Arena *a = w->t->a;
+    const Expr *e = c->a;
+    int r = e->buf->rank;
+    Tile t = {e->buf, arena_alloc(a, sizeof(Expr *) * (size_t)r), {0}};
+    for (int d = 0; d < r; d++) {
+        Expr *x = ir_subst(a, e->idx[d], c->red->v, k0);
+        t.idx[d] = w->n->i ? ir_subst(a, x, w->n->i->v, row) : x;
+        t.ext[d] = d == r - 1 ? kc : d == r - 2 && w->n->i ? m : 1;
+    }
+    return t;
+}
+
+/* B's tile: [.., k0 +: kc, col0 +: NR] as it is, or a packed weight's
+ * [.., jo, k0 +: kc, 0 +: NR] (its buffer has the panels' rank already). */
+static Tile tile_b(Rw *w, const Acc *c, Expr *k0, int64_t kc)
+{
+    Arena *a = w->t->a;
+    const Expr *e = c->b;
+    Buf *b = e->buf;
+    int r = c->nk ? b->rank - 1 : b->rank;           /* the load's indices */
+    Tile t = {b, arena_alloc(a, sizeof(Expr *) * (size_t)b->rank), {0}};
+    for (int d = 0; d < b->rank; d++)
+        t.ext[d] = 1;
+    for (int d = 0; d < r - 2; d++)
+        t.idx[d] = e->idx[d];
+    if (c->nk) {
+        t.idx[r - 2] = e_var(a, w->jo->v);
+        t.idx[r - 1] = ir_subst(a, e->idx[r - 1], c->red->v, k0);
+        t.idx[r] = e_int(a, 0);
+        t.ext[r - 1] = kc;
+        t.ext[r] = w->n->nr;
+    } else {
+        t.idx[r - 2] = ir_subst(a, e->idx[r - 2], c->red->v, k0);
+        t.idx[r - 1] = ir_subst(a, e->idx[r - 1], w->n->j->v, w->col0);
+        t.ext[r - 2] = kc;
+        t.ext[r - 1] = w->n->nr;
+    }
+    return t;
+}
+
+/* The calls of reduction red for m rows from rel (of the block). */
+static void calls(Rw *w, Block *blk, const Stmt *red, Expr *rel, int64_t m, Expr *k0,
+                  int64_t kc)
+{
+    Arena *a = w->t->a;
+    Expr *row = e_add(a, w->row0, rel);
+    for (int q = 0; q < w->n->nacc; q++) {
+        const Acc *c = &w->n->acc[q];
+        if (c->red != red)
+            continue;
+        Tile tiles[3] = {{w->tile[q], (Expr *[]){rel, e_int(a, 0)}, {m, w->n->nr}},
+                         tile_a(w, c, row, m, k0, kc), tile_b(w, c, k0, kc)};
+        s_call(a, blk, CALL_GEMM, tiles, 3);
+    }
+}
+
+/* The reduction's block: K whole, unless the block of A and the panel
+ * slice it streams per call pass L2/2: the largest divisor that fits, if
+ * it is not much smaller than that. */
+static int64_t pick_kc(Rw *w, int64_t K)
+{
+    int64_t fit = w->t->l2 / 2 / ((w->mb + w->n->nr) * 4);
+    if (K <= fit)
+        return K;
+    for (int64_t kc = fit; kc >= fit / 2 && kc >= 64; kc--)
+        if (K % kc == 0)
+            return kc;
+    return K;
+}
+
+/* Reduction red's calls, blocked: returns its KC. */
+static int64_t reduction(Rw *w, Block *blk, const Stmt *red)
+{
+    Arena *a = w->t->a;
+    int64_t K = tile_trip(red), kc = pick_kc(w, K), full = w->mb / w->mr, rest = w->mb % w->mr;
+    Expr *ko, *io;
+    Block *kb = loop_or_one(w->t, blk, K / kc, 0, &ko);
+    Expr *k0 = e_add(a, e_mul(a, ko, e_int(a, kc)), e_int(a, red->lo->i));
+    if (full) {
+        Block *ib = loop_or_one(w->t, kb, full, 0, &io);
+        calls(w, ib, red, e_mul(a, io, e_int(a, w->mr)), w->mr, k0, kc);
+    }
+    if (rest)
+        calls(w, kb, red, e_int(a, full * w->mr), rest, k0, kc);
+    return kc;
+}
+
+/* Rows per local tile: M, unless the tiles of the accumulators pass L1/2;
+ * then the largest divisor of M that fits, a multiple of MR if one is. */
+static int64_t pick_mb(Tiler *t, const Nest *n, int64_t mr)
+{
+    int64_t fit = t->l1 / 2 / (n->nr * 4 * n->nacc), best = 1;
+    if (n->M <= fit)
+        return n->M;
+    for (int64_t mb = fit; mb > 1; mb--) {
+        if (n->M % mb)
+            continue;
+        if (mb % mr == 0)
+            return mb;
+        if (best == 1)
+            best = mb;
+    }
+    return best;
+}
+
+static void rewrite(Tiler *t, Nest *n)
+{
+    Arena *a = t->a;
+    Rw w = {t, n, NULL, NULL, NULL, 0, 0, {0}};
+    int64_t regs = n->nr > t->V ? n->nr / t->V : 1, mr = t->accs / regs;
+    w.mr = mr < n->M ? mr : n->M;
+    w.mb = pick_mb(t, n, w.mr);
+    Block none = {NULL, 0, 0};
+    w.jo = s_loop(a, t->k, &none, e_int(a, 0), e_int(a, n->N / n->nr), 0);
+    w.col0 = e_add(a, e_mul(a, e_var(a, w.jo->v), e_int(a, n->nr)), e_int(a, n->j->lo->i));
+    Expr *mo;
+    Block *body = loop_or_one(t, &w.jo->body, n->M / w.mb, 0, &mo);
+    w.row0 = e_add(a, e_mul(a, mo, e_int(a, w.mb)), e_int(a, n->i ? n->i->lo->i : 0));
+    int64_t dims[2] = {w.mb, n->nr};
+    for (int q = 0; q < n->nacc; q++)
+        w.tile[q] = s_local(a, t->p, body, DT_F32, 2, dims)->buf;
+    init_tiles(&w, body);
+    const char *kcs = "";
+    for (int q = 0; q < n->nprefix; q++) {
+        Stmt *red = n->j->body.s[q];
+        if (red->kind != S_LOOP)
+            continue;
+        int64_t K = tile_trip(red), kc = reduction(&w, body, red);
+        if (kc < K)
+            kcs = arena_printf(a, "%s; K %lld in blocks of %lld (A %lld x %lld and a panel slice "
+                               "pass L2/2 = %s)", kcs, (long long)K, (long long)kc,
+                               (long long)w.mb, (long long)K, tile_kib(t, t->l2 / 2));
+    }
+    epilogue(&w, body);
+    n->blk->s[n->at] = w.jo;
+    t->kn[t->k->id].changed = 1;
+    tile_note(t, w.jo->v, NULL, NULL,
+              "gemm %lld x %lld: calls of gemm on %lld x %lld register tiles (%lld vector "
+              "accumulators), outputs in panels of %lld (@)%s%s; every output adds its k "
+              "products in order", (long long)n->M, (long long)n->N, (long long)w.mr,
+              (long long)n->nr, (long long)(w.mr * regs), (long long)n->nr,
+              w.mb < n->M ? arena_printf(a, ", rows in blocks of %lld (tiles within L1/2)",
+                                         (long long)w.mb) : "", kcs);
+}
+
+/* ---- the whole program --------------------------------------------------- */
+
+void tile_gemms(Tiler *t)
+{
+    Prog *p = t->p;
+    Gm g = {t, NULL, 0, 0, NULL, NULL, NULL};
+    size_t nb = (size_t)p->nbufs + 1;
+    g.loads = arena_alloc(t->a, sizeof *g.loads * nb);
+    g.uses = arena_alloc(t->a, sizeof *g.uses * nb);
+    g.nr = arena_alloc(t->a, sizeof *g.nr * nb);
+    for (int i = 0; i < p->nkernels; i++) {
+        t->k = p->kernels[i];
+        find(&g, &t->k->body);
+        ir_block_walk(&t->k->body, count_stmt, &g);
+    }
+    while (pack_round(&g))
+        ;
+    int nbufs = p->nbufs;
+    for (int i = 0; i < nbufs; i++)
+        if (g.nr[i])
+            pack(t, p->bufs[i], g.nr[i]);
+    for (int x = 0; x < g.n; x++)
+        if (g.v[x].ok) {
+            t->k = g.v[x].k;
+            rewrite(t, &g.v[x]);
+        }
+}

@@ -1,0 +1,129 @@
+#!/bin/sh
+# tests/import.sh: the importers through the command line. Checkpoints
+# with random weights come from $MKCKPT (tests/import/mkckpt.c): llama2.c
+# files (versions 0 and 1, and stories15M's shape) and Hugging Face
+# folders (llama BF16 in shards, qwen2, GPT-2 as the Hub and as
+# transformers name it, qwen3_moe). Each is imported and checked by
+# `kiln check` with its own weights (reference vs JIT; vs the cc build too
+# for one: cc builds take seconds, so two more are built and run);
+# folders are given to build, run and check directly; refusals are one
+# line, their status, nothing written. The logits' agreement with hand-written
+# forward passes is tests/unit/test_import.c's.
+#   --big: a stories110M-shaped checkpoint (440 MB) imported, built and
+#          run instead (make test-import-big; not part of make test).
+set -u
+cd "$(dirname "$0")/.." || exit 2
+KILN=${KILN:-./kiln}
+MKCKPT=${MKCKPT:-build/tests/mkckpt}
+T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-import-XXXXXX") || exit 3
+trap 'rm -rf "$T"' EXIT
+fails=0
+
+ok() { echo "ok    $1"; }
+bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
+
+# run DESCRIPTION COMMAND...: it succeeds.
+run() {
+    what=$1
+    shift
+    if "$@" >"$T/out" 2>"$T/err"; then ok "$what"; else bad "$what"; tail -n 20 "$T/err" | sed 's/^/      /'; fi
+}
+
+# refuse STATUS DESCRIPTION TEXT COMMAND...: exit STATUS, one line on
+# stderr holding TEXT, and no $T/never* file.
+refuse() {
+    want=$1 what=$2 text=$3
+    shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    got=$?
+    if [ "$got" != "$want" ] || [ "$(wc -l <"$T/err")" != 1 ] || ! grep -qF -- "$text" "$T/err" ||
+        ls "$T"/never* >/dev/null 2>&1; then
+        bad "$what: exit $got (want $want), wanted one line with: $text"; sed 's/^/      /' "$T/err"
+    else
+        ok "$what"
+    fi
+}
+
+if [ "${1:-}" = --big ]; then
+    run "mkckpt llama2c stories110M (440 MB)" "$MKCKPT" llama2c "$T/s110.bin" --shape stories110M
+    run "import llama2c stories110M" "$KILN" import llama2c "$T/s110.bin" -o "$T/s110.json" \
+        --weights-out "$T/s110.safetensors"
+    rm -f "$T/s110.bin"
+    run "  build" "$KILN" build "$T/s110.json" -o "$T/s110"
+    run "  run 3 steps of decode" "$T/s110" --weights "$T/s110.safetensors" --repeat 3
+    [ "$fails" = 0 ] && echo "import --big: ok" || echo "import --big: $fails failed"
+    [ "$fails" = 0 ]
+    exit
+fi
+
+# ---- llama2.c ------------------------------------------------------------------
+for v in 0 1; do
+    b=$T/v$v
+    run "llama2.c version $v: mkckpt" "$MKCKPT" llama2c "$b.bin" --version "$v" --unshared
+    run "  import llama2c" "$KILN" import llama2c "$b.bin" -o "$b.json" --weights-out "$b.safetensors"
+done
+run "  check with the converted weights (reference, cc, JIT)" "$KILN" check "$T/v0.json" \
+    --weights "$T/v0.safetensors"
+run "  check version 1's" "$KILN" check "$T/v1.json" --weights "$T/v1.safetensors" --no-cc
+run "  import --tokens 4 --max-seq 16" "$KILN" import llama2c "$T/v0.bin" -o "$T/v0t4.json" \
+    --tokens 4 --max-seq 16
+run "  check" "$KILN" check "$T/v0t4.json" --weights "$T/v0.safetensors" --no-cc
+run "  stdout without -o" "$KILN" import llama2c "$T/v1.bin"
+grep -q '"outputs": \["logits"\]' "$T/out" && ok "  ...the graph" || bad "  ...the graph"
+
+b=$T/s15
+run "stories15M shape: mkckpt" "$MKCKPT" llama2c "$b.bin" --shape stories15M
+run "  import" "$KILN" import llama2c "$b.bin" -o "$b.json" --weights-out "$b.safetensors"
+run "  build" "$KILN" build "$b.json" -o "$b"
+run "  run a decode step (seeded token and position)" "$b" --weights "$b.safetensors" --seed 5
+grep -q "^logits f32\[1,32000\]" "$T/out" && ok "  ...logits f32[1,32000]" || bad "  ...logits f32[1,32000]"
+
+refuse 1 "a truncated checkpoint" "bytes, but a version 0 checkpoint" \
+    sh -c "head -c 1000 '$T/v0.bin' >'$T/cut.bin' && '$KILN' import llama2c '$T/cut.bin' \
+           -o '$T/never.json' --weights-out '$T/never.safetensors'"
+refuse 2 "--weights-out over the checkpoint" "would overwrite the checkpoint" \
+    "$KILN" import llama2c "$T/v0.bin" --weights-out "$T/v0.bin"
+refuse 3 "a missing checkpoint" "cannot read" "$KILN" import llama2c "$T/none.bin" -o "$T/never.json"
+
+# ---- Hugging Face folders -----------------------------------------------------------
+# name, model_type, mkckpt options
+while read -r name type opts; do
+    d=$T/$name
+    # shellcheck disable=SC2086
+    run "$name: mkckpt hf $type $opts" "$MKCKPT" hf "$type" "$d" $opts
+    run "  import hf" "$KILN" import hf "$d" -o "$d.json"
+    run "  check the folder (its own weights)" "$KILN" check "$d" --no-cc
+done <<EOF
+llama llama --bf16 --shards 3
+qwen2 qwen2
+gpt2hub gpt2
+gpt2tf gpt2 --transformers-names --untied --shards 2
+moe qwen3_moe --bf16
+EOF
+ls "$T/llama/model.safetensors.index.json" >/dev/null 2>&1 && ok "  llama: shards and an index" ||
+    bad "  llama: shards and an index"
+run "qwen2: check --tokens 4 --max-seq 32" "$KILN" check "$T/qwen2" --tokens 4 --max-seq 32 --no-cc
+run "llama: build the folder" "$KILN" build "$T/llama" -o "$T/l"
+run "  run it with the index of its shards" "$T/l" --weights "$T/llama/model.safetensors.index.json" \
+    --seed 2
+run "qwen2: run the folder (JIT)" "$KILN" run "$T/qwen2" --seed 2
+run "moe: run the folder --tokens 3" "$KILN" run "$T/moe" --tokens 3 --seed 2
+
+"$MKCKPT" hf llama "$T/scaled" --config '"rope_scaling": {"type": "linear", "factor": 2.0}'
+refuse 1 "rope_scaling refused by name" "config.json: rope_scaling: not supported" \
+    "$KILN" import hf "$T/scaled" -o "$T/never.json"
+refuse 1 "  ...by build of the folder too" "config.json: rope_scaling: not supported" \
+    "$KILN" build "$T/scaled" -o "$T/never"
+"$MKCKPT" hf qwen2 "$T/window" --config '"use_sliding_window": true'
+refuse 1 "use_sliding_window refused by name" "config.json: use_sliding_window: true not supported" \
+    "$KILN" import hf "$T/window" -o "$T/never.json"
+refuse 2 "--tokens with a model file" "apply to a model folder" \
+    "$KILN" build "$T/v0.json" --tokens 4 -o "$T/never"
+refuse 1 "--tokens past --max-seq" "--tokens 9 is more than the 8 rows of the KV cache" \
+    "$KILN" import hf "$T/qwen2" --tokens 9 --max-seq 8 -o "$T/never.json"
+refuse 1 "gpt2: --max-seq past n_positions" "--max-seq 65 is more than the model's 64 learned positions" \
+    "$KILN" import hf "$T/gpt2hub" --max-seq 65 -o "$T/never.json"
+refuse 3 "import hf of a file" "not a directory" "$KILN" import hf "$T/v0.bin" -o "$T/never.json"
+
+if [ "$fails" = 0 ]; then echo "import: all ok"; else echo "import: $fails failed"; fi
+[ "$fails" = 0 ]

@@ -1,0 +1,72 @@
+/* tests/import/ckpt.h: the import tests' checkpoints and their references.
+ *
+ * A CkModel is a small decoder with random weights, made by this code
+ * (nothing is downloaded). It is written as the files people have
+ * (a llama2.c .bin, version 0 or 1; a Hugging Face folder: config.json
+ * and model.safetensors, or shards and their index) and run by a forward
+ * pass written here by hand from the models' own definitions (llama2.c's
+ * run.c; transformers' modeling_llama, _qwen2, _gpt2, _qwen3_moe), one
+ * token at a time with its own KV cache. That pass knows nothing of kiln's
+ * graphs: it is the reference an imported model must agree with. */
+#ifndef KILN_CKPT_H
+#define KILN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { CK_LLAMA, CK_QWEN2, CK_GPT2, CK_QWEN3_MOE } CkType;
+
+typedef struct {
+    CkType type;
+    int vocab, dim, hidden, layers, heads, kv_heads;
+    int head_dim;               /* 0: dim / heads */
+    int seq;                    /* llama2.c seq_len; max_position_embeddings
+                                   (GPT-2: n_positions) */
+    int tied;                   /* logits use the embedding table */
+    int interleaved;            /* llama: rope pairs (2i, 2i+1) as llama2.c;
+                                   the HF folder then holds wq, wk permuted
+                                   as transformers' conversion script does */
+    int bf16;                   /* weights rounded to bf16 (HF: stored BF16) */
+    /* qwen3_moe: experts in every layer but those in dense_layers (a bit
+     * mask), top_k of them, renormalised when norm_topk */
+    int experts, top_k, moe_hidden, norm_topk;
+    unsigned dense_layers;
+    /* gpt2: the Hub's names ("h.0...", with the attn.bias buffers), else
+     * transformers' ("transformer.h.0...") */
+    int gpt2_hub;
+} CkShape;
+
+typedef struct CkModel CkModel;
+
+/* Random weights from seed; NULL when out of memory. */
+CkModel *ck_new(const CkShape *s, uint64_t seed);
+void ck_free(CkModel *m);
+const CkShape *ck_shape(const CkModel *m);
+
+/* The llama2.c checkpoint (a CK_LLAMA model with interleaved rope, no
+ * biases); version 0 or 1. 0, or -1 with errno set. */
+int ck_write_llama2c(const CkModel *m, const char *path, int version);
+/* The Hugging Face folder dir (which must exist): config.json with
+ * `extra` (JSON members, e.g. "\"rope_scaling\": null", or NULL) added,
+ * and model.safetensors, or with shards > 1 that many shard files and
+ * model.safetensors.index.json. 0, or -1 with a reason in why. */
+int ck_write_hf(const CkModel *m, const char *dir, int shards, const char *extra, char *why,
+                size_t whylen);
+
+/* The reference: the logits (vocab floats, valid until the next call) of
+ * token at position pos, after the tokens given before it at positions
+ * 0 .. pos-1 since ck_reset. */
+const float *ck_step(CkModel *m, int token, int pos);
+void ck_reset(CkModel *m);
+
+/* The tests' Hugging Face shapes by model_type: llama (vocab 320, dim 64,
+ * 2 layers, 4 heads, 2 kv heads, untied, interleaved so that it also
+ * writes as llama2.c), qwen2 (tied, q/k/v biases), gpt2 (the Hub's names
+ * and buffers), qwen3_moe (head_dim 32 != dim/heads, 4 experts, top 2,
+ * renormalised, layer 1 of 3 dense). 0, or -1 for another name. */
+int ck_hf_shape(const char *type, CkShape *s);
+/* Shapes by name: "tiny" (vocab 320, dim 64, 2 layers, 4 heads, 2 kv
+ * heads), "stories15M", "stories110M" (llama2.c's, shared classifier). */
+int ck_llama2c_shape(const char *name, CkShape *s);
+
+#endif

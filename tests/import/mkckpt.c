@@ -1,0 +1,112 @@
+/* tests/import/mkckpt.c: writes the import tests' checkpoints (ckpt.h),
+ * random weights from a seed; built by the Makefile as $(B)/tests/mkckpt.
+ *
+ *   mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M]
+ *          [--version 0|1] [--unshared] [--seed N]
+ *   mkckpt hf llama|qwen2|gpt2|qwen3_moe DIR [--bf16] [--shards N]
+ *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
+ *
+ * DIR is made when missing. --config adds members to config.json, e.g.
+ * '"rope_scaling": {"type": "linear", "factor": 2.0}'; --transformers-names
+ * writes GPT-2 as transformers saves it ("transformer.h.0...", no
+ * buffers) instead of as the Hub has it. */
+#include "ckpt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int usage(const char *why)
+{
+    fprintf(stderr, "mkckpt: %s\n"
+            "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
+            "                      [--unshared] [--seed N]\n"
+            "       mkckpt hf llama|qwen2|gpt2|qwen3_moe DIR [--bf16] [--shards N] [--untied]\n"
+            "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n",
+            why);
+    return 2;
+}
+
+typedef struct {
+    const char *kind, *what, *out, *shape, *config;
+    int version, unshared, bf16, shards, untied, tf_names;
+    uint64_t seed;
+} Args;
+
+static int parse(Args *a, int argc, char **argv)
+{
+    *a = (Args){.shape = "tiny", .shards = 1, .seed = 1};
+    if (argc < 3)
+        return usage("missing arguments");
+    a->kind = argv[1];
+    int i = 2;
+    if (!strcmp(a->kind, "hf"))
+        a->what = argv[i++];
+    else if (strcmp(a->kind, "llama2c"))
+        return usage("the first argument is llama2c or hf");
+    if (i >= argc)
+        return usage("missing the output");
+    a->out = argv[i++];
+    for (; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "--unshared") || !strcmp(o, "--untied"))
+            a->unshared = a->untied = 1;
+        else if (!strcmp(o, "--bf16"))
+            a->bf16 = 1;
+        else if (!strcmp(o, "--transformers-names"))
+            a->tf_names = 1;
+        else if (!v)
+            return usage("an option needs a value");
+        else if (!strcmp(o, "--shape"))
+            a->shape = v, i++;
+        else if (!strcmp(o, "--version"))
+            a->version = atoi(v), i++;
+        else if (!strcmp(o, "--shards"))
+            a->shards = atoi(v), i++;
+        else if (!strcmp(o, "--config"))
+            a->config = v, i++;
+        else if (!strcmp(o, "--seed"))
+            a->seed = strtoull(v, NULL, 10), i++;
+        else
+            return usage("unknown option");
+    }
+    return a->shards < 1 || (a->version != 0 && a->version != 1) ? usage("bad --shards or --version")
+                                                                 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    Args a;
+    CkShape s;
+    int rc = parse(&a, argc, argv);
+    if (rc)
+        return rc;
+    if (!strcmp(a.kind, "llama2c") ? ck_llama2c_shape(a.shape, &s) : ck_hf_shape(a.what, &s))
+        return usage("unknown shape or model type");
+    if (a.untied)
+        s.tied = 0;
+    s.bf16 = a.bf16;
+    s.gpt2_hub = s.gpt2_hub && !a.tf_names;
+    CkModel *m = ck_new(&s, a.seed);
+    if (!m) {
+        fprintf(stderr, "mkckpt: out of memory\n");
+        return 4;
+    }
+    char why[600];
+    if (!strcmp(a.kind, "llama2c")) {
+        rc = ck_write_llama2c(m, a.out, a.version);
+        if (rc)
+            snprintf(why, sizeof why, "%s: %s", a.out, strerror(errno));
+    } else {
+        if (mkdir(a.out, 0777) && errno != EEXIST)
+            snprintf(why, sizeof why, "%s: %s", a.out, strerror(errno)), rc = -1;
+        else
+            rc = ck_write_hf(m, a.out, a.shards, a.config, why, sizeof why);
+    }
+    ck_free(m);
+    if (rc)
+        fprintf(stderr, "mkckpt: %s\n", why);
+    return rc ? 3 : 0;
+}

@@ -1,0 +1,525 @@
+/* tests/unit/test_import.c: importers (frontend/import*.c) against the
+ * hand-written forward passes of tests/import/ckpt.c.
+ *
+ * Each case writes a checkpoint with random weights, imports it, builds
+ * the graph with the whole pipeline under libtcc, loads the checkpoint's
+ * own weights file (or the converted one for llama2.c), and runs token
+ * after token, comparing every step's logits with the reference's: the
+ * KV caches, positions and GQA are all exercised. Then what must be
+ * refused: unsupported config fields by name, malformed llama2.c files,
+ * and shard indexes that disagree with their shards. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "frontend/frontend.h"
+#include "frontend/import.h"
+#include "passes/passes.h"
+#include "tests/import/ckpt.h"
+#include "testlib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- importing, building, running ------------------------------------------ */
+
+typedef struct {
+    Arena *a;
+    CgJit *j;
+    const rt_model *md;
+    void *h;
+    int64_t T, V;
+} Run;
+
+/* The import's text through the frontend and every pass, JIT-built and
+ * opened with weights. */
+static void run_open(Run *r, Arena *a, const char *text, const char *weights)
+{
+    Diags d;
+    diag_init(&d, a, "imported");
+    Module *m = fe_parse(a, "imported", text, strlen(text), &d);
+    if (!m) {
+        diag_print(&d, stderr);
+        fail_msg("the imported graph does not load");
+    }
+    PassCtx cx = {.d = &d, .verify = 1};
+    machine_default(&cx.machine);
+    assert_int_equal(pass_pipeline(m, &cx), 0);
+    rt_err e = {0, ""};
+    r->a = a;
+    r->j = cg_jit_new(m, &e);
+    if (!r->j)
+        fail_msg("JIT build failed: %s", e.msg);
+    r->md = cg_jit_model(r->j);
+    assert_int_equal(r->md->ninputs, 2);
+    assert_string_equal(r->md->inputs[0].name, "tokens");
+    assert_string_equal(r->md->inputs[1].name, "positions");
+    assert_string_equal(r->md->outputs[0].name, "logits");
+    r->T = r->md->inputs[0].dims[0];
+    r->V = r->md->outputs[0].dims[1];
+    r->h = r->md->open(weights);
+    if (r->md->status(r->h) != RT_OK)
+        fail_msg("the weights do not load: %s", r->md->error(r->h));
+}
+
+static void run_close(Run *r)
+{
+    r->md->close(r->h);
+    cg_jit_free(r->j);
+    arena_free(r->a);
+}
+
+/* The token of step t of every test sequence. */
+static int32_t token_at(int t, int vocab) { return (int32_t)((t * 7919 + 13) % vocab); }
+
+/* steps tokens, T per call from position 0, each row of logits compared
+ * with the reference's step at that position: within 1e-4 of its largest
+ * magnitude. */
+static void agree(Run *r, CkModel *ref, int steps)
+{
+    int64_t T = r->T, V = r->V;
+    int32_t *tok = malloc(sizeof *tok * (size_t)T), *pos = malloc(sizeof *pos * (size_t)T);
+    float *logits = malloc(sizeof *logits * (size_t)(T * V));
+    ck_reset(ref);
+    for (int p0 = 0; p0 < steps; p0 += (int)T) {
+        for (int t = 0; t < T; t++)
+            tok[t] = token_at(p0 + t, (int)V), pos[t] = p0 + t;
+        const void *in[2] = {tok, pos};
+        void *out[1] = {logits};
+        if (r->md->run(r->h, in, out) != RT_OK)
+            fail_msg("run at %d: %s", p0, r->md->error(r->h));
+        for (int t = 0; t < T; t++) {
+            const float *want = ck_step(ref, tok[t], p0 + t), *got = logits + t * V;
+            double big = 0, worst = 0;
+            for (int64_t i = 0; i < V; i++)
+                big = fmax(big, fabs(want[i]));
+            for (int64_t i = 0; i < V; i++)
+                worst = fmax(worst, fabs((double)got[i] - want[i]));
+            if (!(worst <= 1e-4 * big))
+                fail_msg("position %d: logits off by %g (largest %g)", p0 + t, worst, big);
+        }
+    }
+    free(tok);
+    free(pos);
+    free(logits);
+}
+
+static CkModel *model(const CkShape *s)
+{
+    CkModel *m = ck_new(s, 42);
+    assert_non_null(m);
+    return m;
+}
+
+/* ---- llama2.c ---------------------------------------------------------------- */
+
+static char *llama2c(Arena *a, const char *bin, int64_t T, const char *out)
+{
+    Diags d;
+    diag_init(&d, a, bin);
+    int io;
+    ImportOpts o = {T, 0};
+    char *text = imp_llama2c(a, bin, &o, out, &d, &io);
+    if (!text) {
+        diag_print(&d, stderr);
+        fail_msg("llama2.c import refused %s", bin);
+    }
+    return text;
+}
+
+/* A version-0 or version-1 checkpoint of a shape, shared classifier or
+ * not, one token or four a call. */
+static void llama2c_case(const char *shape, int version, int shared, int64_t T, int steps)
+{
+    CkShape s;
+    assert_int_equal(ck_llama2c_shape(shape, &s), 0);
+    s.tied = shared;
+    CkModel *m = model(&s);
+    char bin[600], st[600];
+    snprintf(bin, sizeof bin, "%s", tl_tmp_path("model.bin"));
+    snprintf(st, sizeof st, "%s", tl_tmp_path("model.safetensors"));
+    assert_int_equal(ck_write_llama2c(m, bin, version), 0);
+    Run r;
+    Arena *a = arena_new();
+    run_open(&r, a, llama2c(a, bin, T, st), st);
+    agree(&r, m, steps);
+    run_close(&r);
+    ck_free(m);
+}
+
+static void test_llama2c_v0(void **state)
+{
+    (void)state;
+    llama2c_case("tiny", 0, 1, 1, 12);
+    llama2c_case("tiny", 0, 0, 1, 12);
+}
+
+static void test_llama2c_v1(void **state)
+{
+    (void)state;
+    llama2c_case("tiny", 1, 1, 1, 12);
+    llama2c_case("tiny", 1, 0, 4, 12);
+}
+
+/* The issue's shape: llama2.c's stories15M (dim 288, 6 layers, 6 heads,
+ * vocab 32000, seq_len 256). */
+static void test_llama2c_stories15M(void **state)
+{
+    (void)state;
+    llama2c_case("stories15M", 0, 1, 1, 4);
+}
+
+/* The graph as the examples lay it out; no weights written without
+ * --weights-out. */
+static void test_llama2c_graph(void **state)
+{
+    (void)state;
+    CkShape s;
+    ck_llama2c_shape("tiny", &s);
+    CkModel *m = model(&s);
+    const char *bin = tl_tmp_path("g.bin");
+    assert_int_equal(ck_write_llama2c(m, bin, 0), 0);
+    Arena *a = arena_new();
+    char *text = llama2c(a, bin, 1, NULL);
+    tl_assert_has(text, "\"name\": \"llama2c\"");
+    tl_assert_has(text, "{\"name\": \"tokens\", \"shape\": [1], \"dtype\": \"i32\"}");
+    tl_assert_has(text, "{\"name\": \"layers.1.v_cache\", \"shape\": [32, 2, 16]}");
+    tl_assert_has(text, "{\"name\": \"layers.0.attention.wk.weight\", \"shape\": [32, 64]}");
+    tl_assert_has(text, "\"attrs\": {\"theta\": 10000, \"style\": \"interleaved\"}");
+    tl_assert_has(text, "{\"name\": \"logits\", \"op\": \"linear\", \"inputs\": [\"x_final\", "
+                        "\"tok_embeddings.weight\"]}");
+    assert_null(strstr(text, "output.weight"));
+    arena_free(a);
+    ck_free(m);
+}
+
+/* One line, exactly `want` after "FILE: ", for an import of bin. */
+static void llama2c_refused(const char *bin, const ImportOpts *o, const char *want)
+{
+    Arena *a = arena_new();
+    Diags d;
+    diag_init(&d, a, "model.bin");
+    int io;
+    const char *out = tl_tmp_path("never.safetensors");
+    assert_null(imp_llama2c(a, bin, o, out, &d, &io));
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.lines[0], want);
+    struct stat st;
+    assert_int_not_equal(stat(out, &st), 0);
+    arena_free(a);
+}
+
+static void test_llama2c_refused(void **state)
+{
+    (void)state;
+    CkShape s;
+    ck_llama2c_shape("tiny", &s);
+    CkModel *m = model(&s);
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s", tl_tmp_path("bad.bin"));
+    ImportOpts o = {0, 0};
+    assert_int_equal(ck_write_llama2c(m, bin, 0), 0);
+    size_t n;
+    char *good = tl_get_file(bin, &n), want[300];
+    assert_int_equal(n, 331036);    /* 28 + 4 x 82752 floats */
+    tl_put_file(bin, good, n - 4);
+    snprintf(want, sizeof want, "model.bin: 331032 bytes, but a version 0 checkpoint with dim 64, "
+             "hidden_dim 96, 2 layers, 4 heads, 2 kv heads, vocab 320, seq_len 32 has 331036");
+    llama2c_refused(bin, &o, want);
+    int32_t bad_heads[7] = {64, 96, 2, 5, 5, 320, 32};
+    memcpy(good, bad_heads, sizeof bad_heads);
+    tl_put_file(bin, good, n);
+    llama2c_refused(bin, &o, "model.bin: header: n_heads 5 does not divide dim 64");
+    int32_t v2[2] = {0x616b3432, 2};
+    memcpy(good, v2, sizeof v2);
+    tl_put_file(bin, good, n);
+    llama2c_refused(bin, &o, "model.bin: header: version 2 not supported (kiln reads version 0 "
+                    "and the fp32 version 1)");
+    free(good);
+    assert_int_equal(ck_write_llama2c(m, bin, 1), 0);
+    o.tokens = 33;
+    llama2c_refused(bin, &o, "model.bin: --tokens 33 is more than the 32 rows of the KV cache "
+                    "(--max-seq)");
+    ck_free(m);
+}
+
+/* ---- Hugging Face folders ---------------------------------------------------- */
+
+/* A new folder (each case its own: no file of another case left in it). */
+static const char *folder(const char *name)
+{
+    static int seq;
+    static char dir[64][600];
+    char *d = dir[seq % 64];
+    snprintf(d, sizeof dir[0], "%s-%d", tl_tmp_path(name), seq++);
+    assert_int_equal(mkdir(d, 0777), 0);
+    return d;
+}
+
+/* An HF folder of shape s (and extra config members), written; returns
+ * its path. */
+static const char *write_hf(const char *name, CkModel *m, int shards, const char *extra)
+{
+    const char *dir = folder(name);
+    char why[600];
+    if (ck_write_hf(m, dir, shards, extra, why, sizeof why))
+        fail_msg("cannot write %s: %s", dir, why);
+    return dir;
+}
+
+static char *hf(Arena *a, const char *dir, int64_t T, int64_t S)
+{
+    Diags d;
+    diag_init(&d, a, "config.json");
+    int io;
+    ImportOpts o = {T, S};
+    char *text = imp_hf(a, dir, &o, &d, &io);
+    if (!text) {
+        diag_print(&d, stderr);
+        fail_msg("HF import refused %s", dir);
+    }
+    return text;
+}
+
+/* The folder's graph with its own weights agrees with the reference. */
+static void hf_case(const CkShape *s, int shards, int64_t T, int steps)
+{
+    CkModel *m = model(s);
+    const char *dir = write_hf("hf", m, shards, NULL);
+    Run r;
+    Arena *a = arena_new();
+    run_open(&r, a, hf(a, dir, T, 0), imp_hf_weights(a, dir));
+    agree(&r, m, steps);
+    run_close(&r);
+    ck_free(m);
+}
+
+static CkShape hf_shape(const char *type)
+{
+    CkShape s;
+    assert_int_equal(ck_hf_shape(type, &s), 0);
+    return s;
+}
+
+/* llama, BF16 in 3 shards with an index; the same weights as a llama2.c
+ * file give the same logits (wq, wk permuted to rotate_half's order). */
+static void test_hf_llama(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("llama");
+    s.bf16 = 1;
+    hf_case(&s, 3, 1, 10);
+    s.bf16 = 0;
+    hf_case(&s, 1, 3, 9);
+}
+
+static void test_hf_qwen2(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("qwen2");
+    hf_case(&s, 1, 1, 10);
+    s.bf16 = 1;
+    s.tied = 0;
+    hf_case(&s, 2, 4, 8);
+}
+
+/* The Hub's GPT-2 (bare names, attn.bias buffers) and transformers'
+ * ("transformer." names, untied here). */
+static void test_hf_gpt2(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("gpt2");
+    hf_case(&s, 1, 1, 10);
+    s.gpt2_hub = 0;
+    s.tied = 0;
+    hf_case(&s, 2, 2, 8);
+}
+
+/* A dense layer among sparse ones; then 70 experts, so that the experts'
+ * weights stack in two rounds of concat. */
+static void test_hf_qwen3_moe(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("qwen3_moe");
+    hf_case(&s, 1, 1, 8);
+    s.bf16 = 1;
+    s.experts = 70;
+    s.top_k = 3;
+    s.moe_hidden = 8;
+    s.norm_topk = 0;
+    s.dense_layers = 0;
+    s.layers = 1;
+    hf_case(&s, 2, 2, 6);
+}
+
+/* `extra` in llama's (or type's) config.json is refused with exactly
+ * `want` (after "config.json: "), and nothing else. */
+static void refused(const char *type, const char *extra, const char *want)
+{
+    CkShape s = hf_shape(type);
+    s.layers = 1;
+    CkModel *m = model(&s);
+    const char *dir = write_hf("refused", m, 1, extra);
+    ck_free(m);
+    Arena *a = arena_new();
+    Diags d;
+    diag_init(&d, a, "config.json");
+    int io;
+    ImportOpts o = {0, 0};
+    assert_null(imp_hf(a, dir, &o, &d, &io));
+    if (d.n != 1 || strcmp(d.lines[0], want)) {
+        diag_print(&d, stderr);
+        fail_msg("wanted the one line: %s", want);
+    }
+    arena_free(a);
+}
+
+static void test_hf_refused(void **state)
+{
+    (void)state;
+    refused("llama", "\"x\": 0",
+            "config.json: x: unknown to kiln's llama import; refused rather than ignored");
+    refused("llama", "\"attention_bias\": true", "config.json: attention_bias: true not supported");
+    refused("llama", "\"mlp_bias\": true", "config.json: mlp_bias: true not supported");
+    refused("llama", "\"hidden_act\": \"gelu\"",
+            "config.json: hidden_act: \"gelu\" not supported (kiln: silu)");
+    refused("llama", "\"rope_parameters\": {\"rope_type\": \"llama3\"}",
+            "config.json: rope_parameters.rope_type: only \"default\" is supported, got \"llama3\"");
+    refused("llama", "\"quantization_config\": {\"quant_method\": \"gptq\"}",
+            "config.json: quantization_config: not supported");
+    refused("llama", "\"num_key_value_heads\": 3",
+            "config.json: num_key_value_heads: 3 does not divide num_attention_heads 4");
+    refused("qwen2", "\"use_sliding_window\": true",
+            "config.json: use_sliding_window: true not supported");
+    refused("qwen2", "\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
+            "config.json: layer_types[1]: \"sliding_attention\" not supported (kiln: \"full_attention\")");
+    refused("qwen2", "\"model_type\": \"mistral\"",
+            "config.json: model_type: kiln imports llama, qwen2, gpt2 and qwen3_moe, got \"mistral\"");
+    refused("gpt2", "\"activation_function\": \"relu\"",
+            "config.json: activation_function: \"relu\" not supported (kiln: gelu_new, "
+            "gelu_pytorch_tanh, gelu)");
+    refused("gpt2", "\"scale_attn_by_inverse_layer_idx\": true",
+            "config.json: scale_attn_by_inverse_layer_idx: true not supported");
+    refused("gpt2", "\"add_cross_attention\": true",
+            "config.json: add_cross_attention: true not supported");
+    refused("qwen3_moe", "\"partial_rotary_factor\": 0.5",
+            "config.json: partial_rotary_factor: 0.5 not supported");
+}
+
+/* The rope_scaling line of the first case above: its own message. */
+static void test_hf_rope_scaling(void **state)
+{
+    (void)state;
+    refused("llama", "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}",
+            "config.json: rope_scaling: not supported");
+}
+
+/* The graph of an imported decoder, and the options' shapes. */
+static void test_hf_graph(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("qwen2");
+    CkModel *m = model(&s);
+    const char *dir = write_hf("graph", m, 1, NULL);
+    ck_free(m);
+    Arena *a = arena_new();
+    char *text = hf(a, dir, 8, 100);
+    tl_assert_has(text, "{\"name\": \"tokens\", \"shape\": [8], \"dtype\": \"i32\"}");
+    tl_assert_has(text, "{\"name\": \"positions\", \"shape\": [8], \"dtype\": \"i32\"}");
+    tl_assert_has(text, "{\"name\": \"layers.0.k_cache\", \"shape\": [100, 2, 16]}");
+    tl_assert_has(text, "{\"name\": \"first_position\", \"op\": \"slice\"");
+    tl_assert_has(text, "\"model.layers.1.self_attn.k_proj.bias\"");
+    tl_assert_has(text, "{\"name\": \"logits\", \"op\": \"linear\", \"inputs\": [\"x_final\", "
+                        "\"model.embed_tokens.weight\"]}");
+    tl_assert_has(text, "\"outputs\": [\"logits\"]");
+    /* S defaults to max_position_embeddings (128 here) */
+    text = hf(a, dir, 1, 0);
+    tl_assert_has(text, "{\"name\": \"layers.1.v_cache\", \"shape\": [128, 2, 16]}");
+    arena_free(a);
+}
+
+/* ---- shards -------------------------------------------------------------------- */
+
+static void st_fails(const char *path, const char *want)
+{
+    rt_safetensors st;
+    rt_err e = {0, ""};
+    assert_int_equal(rt_st_open(&st, path, &e), RT_EINVAL);
+    assert_string_equal(e.msg, want);
+}
+
+static void put_text(const char *path, const char *text) { tl_put_file(path, text, strlen(text)); }
+
+static void test_shards(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("gpt2");
+    s.layers = 1;
+    s.gpt2_hub = 0;
+    CkModel *m = model(&s);
+    const char *dir = write_hf("shards", m, 2, NULL);
+    ck_free(m);
+    char index[1024], path[4096];
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    rt_safetensors st;
+    rt_err e = {0, ""};
+    assert_int_equal(rt_st_open(&st, index, &e), 0);
+    assert_int_equal(st.n, 16);
+    assert_non_null(rt_st_find(&st, "transformer.wte.weight"));
+    assert_non_null(rt_st_find(&st, "transformer.ln_f.bias"));
+    rt_st_close(&st);
+    size_t n;
+    char *good = tl_get_file(index, &n);
+    /* a tensor moved in the map: found in the other shard */
+    char *moved = strdup(good), *at = strstr(moved, "\"transformer.wte.weight\": \"model-00001");
+    assert_non_null(at);
+    memcpy(at + strlen("\"transformer.wte.weight\": \"model-0000"), "2", 1);
+    put_text(index, moved);
+    snprintf(path, sizeof path, "%s: 'transformer.wte.weight': in model-00001-of-00002.safetensors, "
+             "but the weight_map puts it in model-00002-of-00002.safetensors", index);
+    st_fails(index, path);
+    /* a tensor the map does not list */
+    free(moved);
+    moved = strdup(good);
+    at = strstr(moved, "\"transformer.wpe.weight\"");
+    memcpy(at, "\"transformer.wpX.weight\"", 24);
+    put_text(index, moved);
+    snprintf(path, sizeof path, "%s: 'transformer.wpe.weight': in model-00001-of-00002.safetensors, "
+             "but the weight_map does not list it", index);
+    st_fails(index, path);
+    /* a shard outside the folder; metadata of any shape; no weight_map */
+    put_text(index, "{\"metadata\": {\"a\": [1, -2.5e3, {\"b\": null}], \"c\": true},"
+                    " \"weight_map\": {\"x\": \"../model.safetensors\"}}");
+    snprintf(path, sizeof path, "%s: weight_map: '../model.safetensors' is not a file name in "
+             "the index's folder", index);
+    st_fails(index, path);
+    put_text(index, "{\"metadata\": {}}");
+    snprintf(path, sizeof path, "%s: no weight_map", index);
+    st_fails(index, path);
+    put_text(index, "{\"weight_map\": {\"x\": \"a\", \"x\": \"b\"}}");
+    snprintf(path, sizeof path, "%s: weight_map: 'x' given twice", index);
+    st_fails(index, path);
+    put_text(index, "{\"weight_map\": {\"x\": 1}}");
+    snprintf(path, sizeof path, "%s: index: invalid JSON at byte 21: expected a string", index);
+    st_fails(index, path);
+    free(moved);
+    free(good);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama2c_v0),     cmocka_unit_test(test_llama2c_v1),
+        cmocka_unit_test(test_llama2c_stories15M),
+        cmocka_unit_test(test_llama2c_graph),  cmocka_unit_test(test_llama2c_refused),
+        cmocka_unit_test(test_hf_llama),       cmocka_unit_test(test_hf_qwen2),
+        cmocka_unit_test(test_hf_gpt2),        cmocka_unit_test(test_hf_qwen3_moe),
+        cmocka_unit_test(test_hf_refused),     cmocka_unit_test(test_hf_rope_scaling),
+        cmocka_unit_test(test_hf_graph),       cmocka_unit_test(test_shards),
+    };
+    return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
+}
