@@ -59,6 +59,19 @@ static void buf_index(Parser *ps, const Buf *b)
     if (b->index >= count[b->kind])
         kir_fail(ps, "b%d is %s %d, but the graph has %d %ss", b->id, bufkind_name(b->kind),
                  b->index, count[b->kind], bufkind_name(b->kind));
+    Node **of[] = {[BK_INPUT] = m->inputs, [BK_OUTPUT] = m->outputs, [BK_WEIGHT] = m->weights,
+                   [BK_STATE] = m->states};
+    const Node *n = of[b->kind][b->index];
+    if (b->node && b->node != n)
+        kir_fail(ps, "b%d is %s %d, which is %%%d, not %%%d", b->id, bufkind_name(b->kind),
+                 b->index, n->id, b->node->id);
+    if (b->dtype != n->dtype || (b->rank != n->rank && !b->packed))
+        kir_fail(ps, "b%d's type is not that of %s %d (%%%d)", b->id, bufkind_name(b->kind),
+                 b->index, n->id);
+    for (int d = 0; d < b->rank && !b->packed; d++)
+        if (b->dims[d] != n->dims[d])
+            kir_fail(ps, "b%d's shape is not that of %s %d (%%%d)", b->id,
+                     bufkind_name(b->kind), b->index, n->id);
 }
 
 /* view = "strides" "[" [INT {"," INT}] "]" "offset" INT ["of" bN] */

@@ -194,6 +194,18 @@ static const char *check_b(Tiler *t, const Nest *n, const Stmt *red, const Expr 
     return NULL;
 }
 
+/* Whether loop's trip count fits the dim of load e it walks (calls take
+ * tiles no larger than their buffers). */
+static const char *fits(Tiler *t, const Expr *e, const Stmt *loop)
+{
+    int d = loop ? dim_of(e, loop->v) : -1;
+    if (d < 0 || tile_trip(loop) <= e->buf->dims[d])
+        return NULL;
+    return arena_printf(t->a, "i%d runs %lld times over dim %d of b%d, which has %lld",
+                        loop->v->id, (long long)tile_trip(loop), d, ir_storage(e->buf)->id,
+                        (long long)e->buf->dims[d]);
+}
+
 /* One statement `v += x * y` of reduction red: its accumulator. */
 static const char *add_acc(Tiler *t, Nest *n, Stmt *red, Stmt *s)
 {
@@ -212,7 +224,11 @@ static const char *add_acc(Tiler *t, Nest *n, Stmt *red, Stmt *s)
     c->a = jx ? s->e->b : s->e->a;
     c->b = jx ? s->e->a : s->e->b;
     const char *why = check_a(t, n, red, c->a);
-    return why ? why : check_b(t, n, red, c->b, &c->nk);
+    why = why ? why : check_b(t, n, red, c->b, &c->nk);
+    why = why ? why : fits(t, c->a, red);
+    why = why ? why : fits(t, c->a, n->i);
+    why = why ? why : fits(t, c->b, red);
+    return why ? why : fits(t, c->b, n->j);
 }
 
 /* j's body: accumulator lets and their reductions, then lets and stores. */

@@ -560,6 +560,12 @@ static const char *const bad_progs[][2] = {
      "  buf b0 weight 0 %0 : f32[2,3,3] packed\n",
      "t.kir: line 4: b0 is packed, but not a weight's [..., N, K] as panels [..., N/P, K, P] "
      "that no buffer views"},
+    {"graph x\n  weight %0 \"w\" : f32[4,3] init fill(1)\n  weight %1 \"u\" : f32[3,4] "
+     "init fill(1)\nprog x\n  buf b0 weight 1 %0 : f32[4,3]\n",
+     "t.kir: line 5: b0 is weight 1, which is %1, not %0"},
+    {"graph x\n  weight %0 \"w\" : f32[4,3] init fill(1)\nprog x\n"
+     "  buf b0 weight 0 %0 : f32[3,4]\n",
+     "t.kir: line 4: b0's shape is not that of weight 0 (%0)"},
 };
 
 static void expect_refusal(const char *text, const char *want)
