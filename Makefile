@@ -36,6 +36,8 @@ all: $(KILN)
 CLI_OBJS := $(B)/main.o $(B)/bench.o $(B)/profile.o
 # import.c: `kiln import` and model folders.
 CLI_OBJS += $(B)/import.o
+# program.c: a decoder's shape variants in one program.
+CLI_OBJS += $(B)/program.o
 
 $(KILN): $(CLI_OBJS) $(OBJS)
 	$(CC) $(CFLAGS) -fopenmp -o $@ $^ $(LDLIBS)

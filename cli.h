@@ -20,6 +20,16 @@ int cli_machine_figures(rt_machine *mc);
  * line on stderr. profile.c */
 int cli_profile_table(const char *path, const char *model, const rt_machine *mc, FILE *out);
 
+/* The program of a model (program.c): the pipeline on *m; for a decoder
+ * (ir_decoder), its decode step and a prefill variant of `chunk` tokens
+ * (<= 1: none) in one program, *m then the leader holding the other in
+ * Module.variants. reload gives a fresh copy of the model (NULL on
+ * failure, said). 0, or -1 with the problems in cx->d. */
+typedef struct PassCtx PassCtx;
+typedef struct Module Module;
+int cli_program(Module **m, PassCtx *cx, int64_t chunk, int verbose,
+                Module *(*reload)(void *user), void *user);
+
 /* kiln import hf DIR | llama2c FILE.bin [options]: import.c */
 int cli_import(int argc, char **argv);
 /* --tokens T or --max-seq S at argv[*i] (advancing i past its value)

@@ -58,6 +58,8 @@ static const char usage_text[] =
     "  -v, --verbose                 say what is done and how long it took\n"
     "  --tokens T  --max-seq S       a folder's or checkpoint's graph: T tokens a call\n"
     "                                (default 1), a KV cache of S rows (see README)\n"
+    "  --chunk N                     emit-c, build, run, profile of a decoder: its prefill\n"
+    "                                variant's tokens a call (default 64; 1: none)\n"
     "\n"
     "RUN OPTIONS (the same as a built executable's):\n"
     "  --weights FILE.safetensors    weights (default: each weight's init)\n"
@@ -65,6 +67,8 @@ static const char usage_text[] =
     "  --output NAME=FILE.npy        write an output (repeatable; others are summarised)\n"
     "  --repeat N  --threads N  --seed S\n"
     "  --profile FILE                time every kernel; one JSON line per kernel name\n"
+    "  generate --tokens 1,2,3 | --tokenizer FILE --prompt TEXT  -n N [--temperature T]\n"
+    "           [--topp P] [--seed S]  a decoder generates text (README \"Generating text\")\n"
     "\n"
     "CHECK OPTIONS:\n"
     "  --weights FILE  --input NAME=FILE.npy  --seed S\n"
@@ -85,6 +89,7 @@ typedef struct {
     int ndisabled;
     int lib, verbose, no_cc, no_jit, bisect, no_cache;
     int64_t max_memory;             /* 0: no limit */
+    int64_t chunk;                  /* a decoder's prefill variant: tokens a call */
     ImportOpts import;              /* MODEL a folder: --tokens, --max-seq */
     const char *machine;            /* --machine SPEC; NULL: detect */
     uint64_t seed;
@@ -174,12 +179,24 @@ static int parse_opts(Opts *o, int argc, char **argv)
         return out_of_memory();
     o->tol = 1e-4;
     o->seed = 1;
+    o->chunk = 64;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
         int bad = 0;
         int is_run = !strcmp(o->cmd, "run") || !strcmp(o->cmd, "profile");
         int builds = !strcmp(o->cmd, "build") || !strcmp(o->cmd, "profile");
-        if ((v = opt_value(argc, argv, &i, "--stop-after")) || (v = opt_value(argc, argv, &i, "--disable-pass"))) {
+        if (is_run && o->model && strcmp(a, "generate") == 0) {
+            while (i < argc)                 /* its options are rt_generate's */
+                o->rest[o->nrest++] = argv[i++];
+            break;
+        }
+        if ((v = opt_value(argc, argv, &i, "--chunk"))) {
+            char *end;
+            long long n = strtoll(v, &end, 10);
+            if (!*v || *end || n < 1 || n > 1 << 20)
+                return usage_error("--chunk takes a number of tokens from 1, got '%s'", v);
+            o->chunk = n;
+        } else if ((v = opt_value(argc, argv, &i, "--stop-after")) || (v = opt_value(argc, argv, &i, "--disable-pass"))) {
             if (!*v)
                 return usage_error("%s needs a pass name (see 'kiln passes')", a);
             if (pass_index(v) < 0)
@@ -283,10 +300,25 @@ static Module *load(Arena *a, const Opts *o, int *status)
     return m;
 }
 
-/* Runs the passes; `after` (may be NULL) sees every stage. */
-static int run_passes(Module *m, const Opts *o, int need_loops,
-                      void (*after)(PassCtx *, Module *, int, int), void *user)
+typedef struct {
+    Arena *a;
+    const Opts *o;
+} Reload;
+
+static Module *reload(void *user)
 {
+    Reload *r = user;
+    int status;
+    return load(r->a, r->o, &status);
+}
+
+/* Runs the passes on *mp (for a program: a decoder's shape variants too,
+ * program.c, *mp then their leader); `after` (may be NULL) sees every
+ * stage. */
+static int run_passes_on(Module **mp, const Opts *o, int need_loops, int program,
+                         void (*after)(PassCtx *, Module *, int, int), void *user)
+{
+    Module *m = *mp;
     Diags d;
     diag_init(&d, m->a, m->file);
     PassCtx cx = {.d = &d, .stop_after = o->stop_after, .disabled = o->disabled,
@@ -296,10 +328,13 @@ static int run_passes(Module *m, const Opts *o, int need_loops,
     if (o->machine)
         machine_parse(&cx.machine, o->machine);
     double t0 = rt_now();
-    if (pass_pipeline(m, &cx) != 0) {
+    Reload r = {m->a, o};
+    if ((program ? cli_program(mp, &cx, o->chunk, o->verbose, reload, &r)
+                 : pass_pipeline(m, &cx)) != 0) {
         diag_print(&d, stderr);
         return EXIT_INVALID;
     }
+    m = *mp;
     if (need_loops && !m->prog) {
         fprintf(stderr, "kiln: --stop-after %s: C needs the loop IR; stop at 'lower' or later\n",
                 o->stop_after);
@@ -311,9 +346,21 @@ static int run_passes(Module *m, const Opts *o, int need_loops,
     return 0;
 }
 
+static int run_passes(Module *m, const Opts *o, int need_loops,
+                      void (*after)(PassCtx *, Module *, int, int), void *user)
+{
+    return run_passes_on(&m, o, need_loops, 0, after, user);
+}
+
 static int pipeline(Module *m, const Opts *o, int need_loops)
 {
     return run_passes(m, o, need_loops, NULL, NULL);
+}
+
+/* The program of *m: a decoder's variants in one (program.c). */
+static int program(Module **m, const Opts *o)
+{
+    return run_passes_on(m, o, 1, 1, NULL, NULL);
 }
 
 /* -o must not name the model file itself. */
@@ -336,7 +383,7 @@ static int report(const rt_err *err)
 
 static int cmd_emit(Module *m, const Opts *o)
 {
-    int rc = pipeline(m, o, 1);
+    int rc = program(&m, o);
     if (rc)
         return rc;
     const char *c = cg_emit_string(m, CG_CC);
@@ -350,7 +397,7 @@ static int cmd_emit(Module *m, const Opts *o)
 
 static int cmd_build(Module *m, const Opts *o)
 {
-    int rc = pipeline(m, o, 1);
+    int rc = program(&m, o);
     if (rc)
         return rc;
     rt_err err = {0, ""};
@@ -366,7 +413,7 @@ static int cmd_build(Module *m, const Opts *o)
 
 static int cmd_run(Module *m, const Opts *o)
 {
-    int rc = pipeline(m, o, 1);
+    int rc = program(&m, o);
     if (rc)
         return rc;
     rt_err err = {0, ""};
@@ -445,7 +492,7 @@ static int run_profiled(const char *exe, const char *lines, const Opts *o)
  * slowest kernel first. */
 static int cmd_profile(Module *m, const Opts *o)
 {
-    int rc = pipeline(m, o, 1);
+    int rc = program(&m, o);
     if (rc)
         return rc;
     char dir[4096];

@@ -80,12 +80,22 @@ static void init_data(FILE *f, const Module *m)
 
 /* ---- the handle and the API ---------------------------------------------- */
 
+/* The arena serves every shape variant (one runs at a time): the largest. */
+static long long arena_bytes(const Module *m)
+{
+    long long n = m->prog->arena_bytes;
+    for (int i = 0; i < m->nvariants; i++)
+        if (m->variants[i]->prog->arena_bytes > n)
+            n = m->variants[i]->prog->arena_bytes;
+    return n;
+}
+
 static void handle(FILE *f, const Module *m)
 {
     fprintf(f, "struct %s_model {\n", m->name);
     fputs("    rt_err err;\n    int opened;                  /* weights loaded */\n", f);
     fprintf(f, "    unsigned char *arena;        /* intermediates: %lld bytes */\n",
-            (long long)m->prog->arena_bytes);
+            arena_bytes(m));
     fprintf(f, "    float *w[%d];                /* weights */\n", count_nonzero(m->nweights));
     fprintf(f, "    float *s[%d];                /* state */\n", count_nonzero(m->nstates));
     fputs("    const void *const *in;       /* this call's inputs */\n", f);
@@ -116,7 +126,7 @@ static void api_open(FILE *f, const Module *m)
     const char *n = m->name;
     fprintf(f, "%s_model *%s_open(const char *weights_path)\n{\n", n, n);
     fprintf(f, "    %s_model *m = calloc(1, sizeof *m);\n    if (!m)\n        return NULL;\n", n);
-    fprintf(f, "    m->arena = rt_alloc(%lldu);\n", (long long)m->prog->arena_bytes);
+    fprintf(f, "    m->arena = rt_alloc(%lldu);\n", arena_bytes(m));
     fprintf(f, "    int ok = m->arena != NULL;\n");
     for (int i = 0; i < m->nstates; i++)
         fprintf(f, "    ok = ok && (m->s[%d] = rt_alloc(%lluu)) != NULL;\n", i,
@@ -131,12 +141,38 @@ static void api_open(FILE *f, const Module *m)
 
 /* Every kernel in order, called directly: a run without a profile costs
  * what it did before profiles. */
-static void run_kernels(FILE *f, const Module *m)
+static void run_kernels(FILE *f, const Module *m, const char *fn)
 {
-    fprintf(f, "static int kiln_run_kernels(%s_model *m)\n{\n    int rc = 0;\n", m->name);
+    fprintf(f, "static int %s(%s_model *m)\n{\n    int rc = 0;\n", fn, m->name);
     for (int i = 0; i < m->prog->nkernels; i++)
-        fprintf(f, "    if (rc == 0)\n        rc = k%d(m);\n", i);
+        fprintf(f, "    if (rc == 0)\n        rc = k%d(m);\n", m->prog->kernels[i]->id);
     fputs("    return rc;\n}\n\n", f);
+}
+
+/* A decoder's prefill variant (Module.variants[0]): its kernels, numbered
+ * on after the leader's so that their C names differ, over the same
+ * handle (weights, state, arena), and NAME_run_chunk, which runs them
+ * (untimed: profiles time the leader). */
+static void variant(CgCx *cx, const Module *m)
+{
+    FILE *f = cx->f;
+    Module *v = m->variants[0];
+    for (int i = 0; i < v->prog->nkernels; i++)
+        v->prog->kernels[i]->id = m->prog->nkernels + i;
+    CgCx vx = *cx;
+    vx.m = v;
+    for (int i = 0; i < v->prog->nkernels; i++)
+        cg_kernel(&vx, v->prog->kernels[i]);
+    run_kernels(f, v, "kiln_run_chunk_kernels");
+    const char *n = m->name;
+    fprintf(f, "int %s_run_chunk(%s_model *m, const void *const *inputs, void *const *outputs)\n{\n",
+            n, n);
+    fputs("    if (!m->opened)\n        return m->err.code;\n", f);
+    fputs("    m->err.code = 0;\n    m->in = inputs;\n    m->out = outputs;\n", f);
+    fputs("    int rc = kiln_run_chunk_kernels(m);\n", f);
+    fputs("    m->in = NULL;\n    m->out = NULL;\n    return rc;\n}\n\n", f);
+    fprintf(f, "static int kiln_run_chunk(void *h, const void *const *in, void *const *out)\n"
+               "{\n    return %s_run_chunk(h, in, out);\n}\n", n);
 }
 
 /* Every kernel's name and cost, and the kernels as a table for the timed
@@ -196,7 +232,8 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
                "{\n    return %s_run(h, in, out);\n}\n", n);
     fprintf(f, "static void kiln_close(void *h) { %s_close(h); }\n", n);
     fprintf(f, "static void kiln_profile(void *h, rt_profile *p) "
-               "{ ((%s_model *)h)->prof = p; }\n\n", n);
+               "{ ((%s_model *)h)->prof = p; }\n", n);
+    fprintf(f, "static void kiln_reset(void *h) { %s_reset(h); }\n\n", n);
     fputs("/* The machine's figures for profiles' percentages (rt_machine): kiln build\n"
           " * passes -DKILN_MACHINE={peak,peak1,read,cores} from `kiln machine`. */\n"
           "#ifndef KILN_MACHINE\n#define KILN_MACHINE {0, 0, 0, 0}\n#endif\n", f);
@@ -205,7 +242,12 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
     fprintf(f, ", %d, %d, %d, %d,\n", m->ninputs, m->noutputs, m->nweights, m->nstates);
     fputs("    kiln_inputs, kiln_outputs, kiln_weights, kiln_states,\n"
           "    kiln_open, kiln_status, kiln_error, kiln_run, kiln_close,\n", f);
-    fprintf(f, "    %d, kiln_kernels, kiln_profile, KILN_MACHINE,\n};\n", m->prog->nkernels);
+    fprintf(f, "    %d, kiln_kernels, kiln_profile, KILN_MACHINE,\n", m->prog->nkernels);
+    if (m->nvariants)
+        fprintf(f, "    %lld, kiln_run_chunk, kiln_reset,\n};\n",
+                (long long)m->variants[0]->inputs[0]->dims[0]);
+    else
+        fputs("    0, NULL, kiln_reset,\n};\n", f);
     if (fl == CG_CC)
         fputs("\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
               "    return rt_main(argc, argv, &kiln_model);\n}\n#endif\n", f);
@@ -255,6 +297,9 @@ static void api_decls(FILE *f, const Module *m)
     fprintf(f, "const char *%s_error(const %s_model *m);\n", n, n);
     fprintf(f, "int %s_run(%s_model *m, const void *const *inputs, void *const *outputs);\n", n, n);
     fprintf(f, "void %s_reset(%s_model *m);\n", n, n);
+    if (m->nvariants)
+        fprintf(f, "int %s_run_chunk(%s_model *m, const void *const *inputs, void *const *outputs);\n",
+                n, n);
     fprintf(f, "void %s_close(%s_model *m);\n\n", n, n);
 }
 
@@ -275,7 +320,9 @@ void cg_emit(FILE *f, const Module *m, CgFlavour fl)
     CgCx cx = {f, m, fl, type, 0};
     for (int i = 0; i < m->prog->nkernels; i++)
         cg_kernel(&cx, m->prog->kernels[i]);
-    run_kernels(f, m);
+    run_kernels(f, m, "kiln_run_kernels");
+    if (m->nvariants)
+        variant(&cx, m);
     run_timed(f, m);
     api_open(f, m);
     api_rest(f, m);
@@ -318,5 +365,13 @@ void cg_emit_header(FILE *f, const Module *m)
     fprintf(f, "int %s_run(%s_model *m, const void *const *inputs, void *const *outputs);\n", n, n);
     fputs("/* Zeroes the state (KV caches). */\n", f);
     fprintf(f, "void %s_reset(%s_model *m);\n", n, n);
+    if (m->nvariants) {
+        fprintf(f, "/* The prefill variant: as %s_run, with %lld tokens and positions a call\n"
+                   " * and their %lld rows of logits, over the same weights and state. */\n", n,
+                (long long)m->variants[0]->inputs[0]->dims[0],
+                (long long)m->variants[0]->inputs[0]->dims[0]);
+        fprintf(f, "int %s_run_chunk(%s_model *m, const void *const *inputs, void *const *outputs);\n",
+                n, n);
+    }
     fprintf(f, "void %s_close(%s_model *m);\n\n#endif\n", n, n);
 }

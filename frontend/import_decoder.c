@@ -44,15 +44,15 @@ static const char *reshape(Dec *x, const char *name, const char *in, int rank, c
 }
 
 /* tokens i32[T], positions i32[T], and pos, the scalar positions[0] that
- * cache_write and attention take. */
+ * cache_write and attention take. T appears nowhere else: reshapes write
+ * the token axis as -1, so the graph is the same at any T
+ * (ir_decoder_tokens re-infers it for a program's shape variants). */
 static void io(Dec *x)
 {
     ig_input(x->g, "tokens", "i32", IG_DIMS(x->T));
     x->positions = ig_input(x->g, "positions", "i32", IG_DIMS(x->T));
-    const char *first = x->positions;
-    if (x->T > 1)
-        first = ig_node(x->g, "first_position", "slice", "{\"axis\": 0, \"start\": 0, \"end\": 1}",
-                        1, x->positions);
+    const char *first = ig_node(x->g, "first_position", "slice",
+                                "{\"axis\": 0, \"start\": 0, \"end\": 1}", 1, x->positions);
     x->pos = reshape(x, "pos", first, 0, NULL);
 }
 
@@ -113,7 +113,7 @@ static const char *project(Llama *L, const char *what, const char *in, const cha
                                    lw(x, stem, ".bias", IG_DIMS(rows)))
                          : ig_node(x->g, nd(x, what), "linear", NULL, 2, in, w);
     return reshape(x, nd(x, arena_printf(x->a, "%s_heads", what)), y,
-                   IG_DIMS(x->T, heads, L->c->head_dim));
+                   IG_DIMS(-1, heads, L->c->head_dim));
 }
 
 static const char *rope(Llama *L, const char *name, const char *in)
@@ -143,7 +143,7 @@ static const char *llama_attention(Llama *L, const char *in)
     const char *k_all = cache(x, "k", k, S, c->kv_heads, D);
     const char *v_all = cache(x, "v", v, S, c->kv_heads, D);
     const char *att = ig_node(x->g, nd(x, "att"), "attention", NULL, 4, q, k_all, v_all, x->pos);
-    att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(x->T, c->heads * D));
+    att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(-1, c->heads * D));
     const char *o = ig_node(x->g, nd(x, "att_out"), "linear", NULL, 2, att,
                             lw(x, n->o, ".weight", IG_DIMS(c->dim, c->heads * D)));
     return ig_node(x->g, nd(x, "x_att"), "add", NULL, 2, in, o);
@@ -268,7 +268,7 @@ static const char *qkv_part(Gpt2 *G, const char *what, const char *qkv, int i)
                                   (long long)(i * D), (long long)((i + 1) * D));
     const char *s = ig_node(x->g, nd(x, what), "slice", at, 1, qkv);
     return reshape(x, nd(x, arena_printf(x->a, "%s_heads", what)), s,
-                   IG_DIMS(x->T, G->c->heads, D / G->c->heads));
+                   IG_DIMS(-1, G->c->heads, D / G->c->heads));
 }
 
 static const char *gpt2_layer(Gpt2 *G, const char *in)
@@ -282,7 +282,7 @@ static const char *gpt2_layer(Gpt2 *G, const char *in)
     const char *k_all = cache(x, "k", qkv_part(G, "k", qkv, 1), S, H, D / H);
     const char *v_all = cache(x, "v", qkv_part(G, "v", qkv, 2), S, H, D / H);
     const char *att = ig_node(x->g, nd(x, "att"), "attention", NULL, 4, q, k_all, v_all, x->pos);
-    att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(x->T, D));
+    att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(-1, D));
     const char *proj = conv1d(G, "proj", att, "attn.c_proj", D, D);
     const char *x_att = ig_node(x->g, nd(x, "x_att"), "add", NULL, 2, in, proj);
     const char *ln2 = layernorm(G, nd(x, "ln2"), x_att, "ln_2");

@@ -234,6 +234,11 @@ struct Module {
     int noutputs;
     Notes notes;                  /* of the last graph pass */
     Prog *prog;                   /* loop IR, once lowered */
+    /* The program's other shape variants (a decoder's prefill chunk),
+     * lowered alike and sharing this module's weights and state: codegen
+     * writes them into the same program (NULL, 0: none). */
+    struct Module **variants;
+    int nvariants;
 };
 
 Module *ir_module_new(Arena *a, const char *file, const char *name);
@@ -246,6 +251,17 @@ int64_t node_count(const Node *n);
 /* bounds.c: an i32 input's values must lie in [0, hi) for a run to
  * accept them (embedding ids, cache positions); used to seed inputs. */
 int64_t ir_input_hi(const Module *m, const Node *in);
+/* decoder.c: the decoder contract (inputs exactly tokens i32[T] and
+ * positions i32[T]; output exactly logits f32[T, V]; state, every one of
+ * S rows): 1 when m keeps it, with its figures in dec. */
+typedef struct {
+    int64_t tokens, vocab, max_seq;   /* T, V, S */
+} IrDecoder;
+int ir_decoder(const Module *m, IrDecoder *dec);
+/* The decoder m (unlowered) at T tokens a call: its inputs become
+ * i32[T] and every node's shape is inferred again (a reshape that writes
+ * the token axis as -1 follows). 0, or -1 with the problems in d. */
+int ir_decoder_tokens(Module *m, int64_t T, Diags *d);
 /* Prints the graph IR as .kir text (stable; KIR.md). */
 void ir_print_graph(FILE *f, const Module *m);
 /* A name as a .kir quoted string. */
@@ -539,6 +555,10 @@ void ir_block_walk(Block *blk, StmtFn fn, void *ctx);
 /* Calls fn on every expression tree of s (not of nested blocks). */
 typedef void (*ExprFn)(Expr *e, void *ctx);
 void ir_stmt_exprs(Stmt *s, ExprFn fn, void *ctx);
+/* Replaces every expression tree of s (not of nested blocks) by fn's
+ * result for it. */
+typedef Expr *(*ExprMap)(Expr *e, void *ctx);
+void ir_stmt_map(Stmt *s, ExprMap fn, void *ctx);
 /* Dense var ids in order of appearance; dense kernel and buf ids, bufs
  * no kernel touches dropped (except inputs, outputs, weights, states). */
 void ir_kernel_renumber(Kernel *k);

@@ -24,6 +24,21 @@ void ir_stmt_exprs(Stmt *s, ExprFn fn, void *ctx)
             fn(s->tiles[i].idx[d], ctx);
 }
 
+void ir_stmt_map(Stmt *s, ExprMap fn, void *ctx)
+{
+    if (s->lo) s->lo = fn(s->lo, ctx);
+    if (s->hi) s->hi = fn(s->hi, ctx);
+    if (s->e) s->e = fn(s->e, ctx);
+    if (s->kind == S_STORE)
+        for (int i = 0; i < s->buf->rank; i++)
+            s->idx[i] = fn(s->idx[i], ctx);
+    for (int i = 0; i < s->nargs; i++)
+        s->args[i] = fn(s->args[i], ctx);
+    for (int i = 0; i < s->ntiles; i++)
+        for (int d = 0; d < s->tiles[i].buf->rank; d++)
+            s->tiles[i].idx[d] = fn(s->tiles[i].idx[d], ctx);
+}
+
 void ir_block_walk(Block *blk, StmtFn fn, void *ctx)
 {
     for (int i = 0; i < blk->n; i++) {

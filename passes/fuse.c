@@ -81,6 +81,7 @@ typedef struct {
     int cores;
     int nk, nb;                   /* kernels and buffers of the input */
     Kernel **home;                /* input kernel i's work is now in home[i] */
+    char **touched;               /* by kernel id: touch(), NULL once it changed */
     const char **oname;           /* input kernel names, FLOPs, reductions */
     double *oflops;
     char *oreduce;
@@ -122,7 +123,15 @@ static int pos(const Fuse *f, const Kernel *k)
     return i;
 }
 
-static char *touch(Fuse *f, Kernel *k) { return fuse_touch(f->a, f->p, k); }
+/* What k touches, cached by kernel id until k changes (fuse, contract):
+ * the analyses ask for every kernel often, and walking each again would
+ * make a long chain fuse in quadratic time. */
+static char *touch(Fuse *f, Kernel *k)
+{
+    if (!f->touched[k->id])
+        f->touched[k->id] = fuse_touch(f->a, f->p, k);
+    return f->touched[k->id];
+}
 
 /* ---- notes --------------------------------------------------------------- */
 
@@ -323,9 +332,29 @@ static const char *blocked(Fuse *f, Kernel *to, Kernel *x)
     return NULL;
 }
 
-/* Why c's work cannot run inside p's nest at depth d; NULL when it can. */
+static void count_stmt(Stmt *s, void *ctx)
+{
+    (void)s;
+    ++*(int *)ctx;
+}
+
+static int stmts(Kernel *k)
+{
+    int n = 0;
+    ir_block_walk(&k->body, count_stmt, &n);
+    return n;
+}
+
+/* Why c's work cannot run inside p's nest at depth d; NULL when it can.
+ * A fused body is bounded (FUSE_MAX_STMTS): past that, a kernel only
+ * spills registers and compiles slowly, and each fusion's analysis walks
+ * the whole body, so a long chain would fuse in quadratic time. */
 static const char *clash(Fuse *f, Kernel *p, Kernel *c, int d)
 {
+    int size = stmts(p) + stmts(c);
+    if (size > FUSE_MAX_STMTS)
+        return arena_printf(f->a, "together k%d and k%d would hold %d statements, more than "
+                            "%d", p->id, c->id, size, FUSE_MAX_STMTS);
     char *tp = touch(f, p), *tc = touch(f, c);
     for (int b = 0; b < f->nb; b++) {
         if ((tc[b] & FUSE_WR) && tp[b])
@@ -404,6 +433,7 @@ static const char *pinned(Fuse *f, Kernel *c, int d)
 static int fuse(Fuse *f, Kernel *p, Kernel *c, int d, int zipping)
 {
     int zipped = fuse_append(f->a, f->p, p, c, d, zipping);
+    f->touched[p->id] = f->touched[c->id] = NULL;
     for (int i = 0; i < f->nk; i++)
         if (f->home[i] == c)
             f->home[i] = p;
@@ -581,6 +611,7 @@ static void contract(Fuse *f, Buf *s)
         return;                        /* contracted already */
     /* buffer ids change when unused ones are dropped; node ids do not */
     const char *what = s->node ? arena_printf(f->a, "%%%d", s->node->id) : "a temporary";
+    f->touched[k->id] = NULL;
     if (fuse_to_register(f->a, k, s))
         ir_note(f->a, &k->notes, "%s held in a register, never stored", what);
     else if ((bytes = fuse_to_local_row(f->a, f->p, k, s, f->row_limit)))
@@ -685,6 +716,7 @@ static void setup(Fuse *f, Module *m, PassCtx *cx)
     f->nk = p->nkernels;
     f->nb = p->nbufs;
     f->home = arena_alloc(a, sizeof *f->home * (size_t)(f->nk + 1));
+    f->touched = arena_alloc(a, sizeof *f->touched * (size_t)(f->nk + 1));
     f->oname = arena_alloc(a, sizeof *f->oname * (size_t)(f->nk + 1));
     f->oflops = arena_alloc(a, sizeof *f->oflops * (size_t)(f->nk + 1));
     f->oreduce = arena_alloc(a, (size_t)f->nk + 1);

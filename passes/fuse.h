@@ -8,6 +8,7 @@
 #include "passes.h"
 
 #define FUSE_MAXD KILN_MAX_RANK   /* deepest fusion: a buffer's rank */
+#define FUSE_MAX_STMTS 256        /* largest fused body, in statements */
 
 enum { FUSE_RD = 1, FUSE_WR = 2 }; /* how a kernel touches a storage */
 

@@ -39,6 +39,10 @@ struct PassCtx {
     void (*after)(PassCtx *cx, Module *m, int pass, int changed);
     void *user;
     int64_t max_memory;            /* plan-memory fails above it; 0: no limit */
+    /* Weight layouts another shape variant of the program chose, which
+     * tile must keep (variants.c), by weight index: a packed weight's
+     * panel width, -1 for one kept as it is; NULL: tile chooses. */
+    const int64_t *panels;
 };
 
 typedef struct {
@@ -65,5 +69,16 @@ int pass_fuse(Module *m, PassCtx *cx);           /* fuse.c */
 int pass_tile(Module *m, PassCtx *cx);           /* tile.c */
 int pass_parallelize(Module *m, PassCtx *cx);    /* parallelize.c */
 int pass_plan_memory(Module *m, PassCtx *cx);    /* plan_memory.c */
+
+/* ---- variants.c: the pipeline over a program's shape variants ---------- */
+/* Runs the pipeline on v[0..n), variants of one model that declare the
+ * same weights and state (a decoder at T = 1 first, then at other T), so
+ * that every weight ends in the same layout in all: v[0] leads, the
+ * others keep its choices, and a weight one of them cannot pack stays
+ * unpacked in all; for that the variants are made again by fresh(user,
+ * i) (NULL after reporting in cx->d: failure) into v[i] and compiled
+ * again. Returns 0, or -1 after reporting in cx->d. */
+int pass_pipeline_variants(Module **v, int n, PassCtx *cx, Module *(*fresh)(void *user, int i),
+                           void *user);
 
 #endif

@@ -822,6 +822,7 @@ int pass_tile(Module *m, PassCtx *cx)
     t.l2 = cx->machine.l2;
     t.cores = cx->machine.cores > 1 ? cx->machine.cores : 1;
     t.kn = arena_alloc(m->a, sizeof *t.kn * (size_t)(m->prog->nkernels + 1));
+    t.panels = cx->panels;
     tile_gemms(&t);
     int changed = 0;
     for (int i = 0; i < m->prog->nkernels; i++) {

@@ -29,6 +29,7 @@ typedef struct {
     int accs;                            /* vector registers kept for accumulators */
     int64_t l1, l2, cores;
     KernelNotes *kn;                     /* by kernel id */
+    const int64_t *panels;               /* PassCtx.panels: imposed layouts */
 } Tiler;
 
 /* A note t->k gets once its variables are renumbered: "tile: " and fmt,

@@ -84,8 +84,7 @@ typedef struct {
     Tiler *t;
     Nest *v;
     int n, cap;
-    int64_t *loads;                     /* by storage id: loads in the program */
-    int64_t *uses;                      /* by storage id: NK operands of nests */
+    char *called;                       /* by storage id: read by a call already */
     int64_t *nr;                        /* by storage id: panel width, 0: not packed */
 } Gm;
 
@@ -327,54 +326,65 @@ static void find(Gm *g, Block *blk)
 
 /* ---- 2. packing --------------------------------------------------------- */
 
-static void count_loads(Expr *e, void *ctx)
-{
-    Gm *g = ctx;
-    if (e->kind == E_LOAD) {
-        g->loads[ir_storage(e->buf)->id]++;
-        for (int d = 0; d < e->buf->rank; d++)
-            count_loads(e->idx[d], ctx);
-    }
-    if (e->a) count_loads(e->a, ctx);
-    if (e->b) count_loads(e->b, ctx);
-    if (e->c) count_loads(e->c, ctx);
-}
-
-/* A call's tiles count as loads: a buffer a call reads keeps its layout. */
-static void count_stmt(Stmt *s, void *ctx)
-{
-    Gm *g = ctx;
-    ir_stmt_exprs(s, count_loads, ctx);
-    for (int i = 0; i < s->ntiles; i++)
-        g->loads[ir_storage(s->tiles[i].buf)->id]++;
-}
-
-static int viewed(const Prog *p, const Buf *b)
-{
-    for (int i = 0; i < p->nbufs; i++)
-        if (p->bufs[i]->base == b)
-            return 1;
-    return 0;
-}
-
-/* One round: panel widths of the weights the nests still ok read; a nest
- * whose NK operand cannot be packed (or not in its width) stops being ok.
- * Returns whether a nest stopped. */
-static int pack_round(Gm *g)
+/* Why weight b cannot be packed: another buffer views it, or a call
+ * (tiled already) reads it as it is. */
+static const char *unpackable(Gm *g, Buf *b)
 {
     Prog *p = g->t->p;
-    memset(g->uses, 0, sizeof *g->uses * (size_t)p->nbufs);
-    memset(g->nr, 0, sizeof *g->nr * (size_t)p->nbufs);
+    for (int i = 0; i < p->nbufs; i++)
+        if (p->bufs[i]->base == b)
+            return "is viewed by another buffer";
+    return g->called[b->id] ? "is read by a call already" : NULL;
+}
+
+static void called_stmt(Stmt *s, void *ctx)
+{
+    Gm *g = ctx;
+    for (int i = 0; i < s->ntiles; i++)
+        g->called[ir_storage(s->tiles[i].buf)->id] = 1;
+}
+
+static void refuse(Gm *g, Nest *n, const char *fmt, int id, const char *why)
+{
+    g->t->k = n->k;
+    tile_note(g->t, n->j->v, NULL, NULL, fmt, id, why);
+    n->ok = 0;
+}
+
+/* A weight's layout imposed by another shape variant of the program
+ * (Tiler.panels, passes/variants.c): the nest takes its panel width, or
+ * why it cannot. */
+static const char *imposed(Gm *g, Nest *n, const Buf *b)
+{
+    if (!g->t->panels || b->kind != BK_WEIGHT)
+        return NULL;
+    int64_t want = g->t->panels[b->index];
+    if (want < 0)
+        return "is kept as it is by another shape variant of the program";
+    if (want % GRANULE || n->N % want)
+        return arena_printf(g->t->a, "is packed in panels of %lld by another shape variant",
+                            (long long)want);
+    n->nr = want;
+    return NULL;
+}
+
+/* The panel width of every weight some nest reads as NK (the first such
+ * nest's), and each nest's own: that of its NK weights, which must agree. */
+static void decide(Gm *g)
+{
     for (int x = 0; x < g->n; x++)
         for (int q = 0; g->v[x].ok && q < g->v[x].nacc; q++) {
-            int id = g->v[x].acc[q].b->buf->id;
-            if (!g->v[x].acc[q].nk)
-                continue;
-            if (!g->nr[id])
-                g->nr[id] = g->v[x].nr;
-            g->uses[id]++;
+            Buf *b = g->v[x].acc[q].b->buf;
+            const char *why = g->v[x].acc[q].nk ? unpackable(g, b) : NULL;
+            if (!why && g->v[x].acc[q].nk)
+                why = imposed(g, &g->v[x], b);
+            if (why)
+                refuse(g, &g->v[x], "gemm @ kept as loops: weight b%d %s", b->id, why);
         }
-    int stopped = 0;
+    for (int x = 0; x < g->n; x++)
+        for (int q = 0; g->v[x].ok && q < g->v[x].nacc; q++)
+            if (g->v[x].acc[q].nk && !g->nr[g->v[x].acc[q].b->buf->id])
+                g->nr[g->v[x].acc[q].b->buf->id] = g->v[x].nr;
     for (int x = 0; x < g->n; x++) {
         Nest *n = &g->v[x];
         int64_t nr = 0;
@@ -382,24 +392,15 @@ static int pack_round(Gm *g)
             Buf *b = n->acc[q].b->buf;
             if (!n->acc[q].nk)
                 continue;
-            const char *why = g->uses[b->id] != g->loads[b->id]
-                                  ? "is also read elsewhere, as it is"
-                              : viewed(p, b) ? "is viewed by another buffer"
-                              : nr && nr != g->nr[b->id] ? "is packed wider than the other operand"
-                                                         : NULL;
+            if (nr && g->nr[b->id] != nr)
+                refuse(g, n, "gemm @ kept as loops: weight b%d is packed in panels of %s",
+                       b->id, arena_printf(g->t->a, "%lld, another operand's in %lld",
+                                           (long long)g->nr[b->id], (long long)nr));
             nr = g->nr[b->id];
-            if (why) {
-                g->t->k = n->k;
-                tile_note(g->t, n->j->v, NULL, NULL,
-                          "gemm @ kept as loops: weight b%d %s, so it stays rows of k", b->id, why);
-                n->ok = 0;
-                stopped = 1;
-            }
         }
         if (nr)
             n->nr = nr;
     }
-    return stopped;
 }
 
 /* A weight [.., N, K] becomes panels [.., N/P, K, P]. */
@@ -419,6 +420,41 @@ static void pack(Tiler *t, Buf *b, int64_t nr)
             b->node ? b->node->id : -1, (long long)nr, (long long)n, (long long)k,
             (long long)(n / nr), (long long)k, (long long)nr, (long long)nr);
 }
+
+/* e with every load of a weight packed just now ([.., n, k], its rank
+ * before packing) reading the same element of the panels:
+ * [.., n / P, k, n % P] (an embedding table that is also a classifier's
+ * weight gathers its rows that way). */
+static Expr *repack(Expr *e, void *ctx)
+{
+    Gm *g = ctx;
+    Arena *a = g->t->a;
+    switch (e->kind) {
+    case E_INT:
+    case E_FLT:
+    case E_VAR: return e;
+    case E_LOAD: {
+        Buf *b = e->buf;
+        int64_t nr = g->nr[b->id];
+        int r = nr ? b->rank - 1 : b->rank;
+        Expr *idx[KILN_MAX_RANK];
+        for (int d = 0; d < r; d++)
+            idx[d] = repack(e->idx[d], ctx);
+        if (nr) {
+            Expr *n = idx[r - 2];
+            idx[r - 2] = e_bin(a, B_DIV, n, e_int(a, nr));
+            idx[r] = e_bin(a, B_MOD, n, e_int(a, nr));
+        }
+        return e_load(a, b, idx);
+    }
+    case E_BIN: return e_bin(a, (BinOp)e->op, repack(e->a, ctx), repack(e->b, ctx));
+    case E_UN: return e_un(a, (UnOp)e->op, repack(e->a, ctx));
+    case E_SEL: return e_sel(a, repack(e->a, ctx), repack(e->b, ctx), repack(e->c, ctx));
+    }
+    KILN_BUG("bad expr kind %d", e->kind);
+}
+
+static void repack_stmt(Stmt *s, void *ctx) { ir_stmt_map(s, repack, ctx); }
 
 /* ---- 4. the rewrite ------------------------------------------------------- */
 
@@ -647,22 +683,24 @@ static void rewrite(Tiler *t, Nest *n)
 void tile_gemms(Tiler *t)
 {
     Prog *p = t->p;
-    Gm g = {t, NULL, 0, 0, NULL, NULL, NULL};
+    Gm g = {t, NULL, 0, 0, NULL, NULL};
     size_t nb = (size_t)p->nbufs + 1;
-    g.loads = arena_alloc(t->a, sizeof *g.loads * nb);
-    g.uses = arena_alloc(t->a, sizeof *g.uses * nb);
+    g.called = arena_alloc(t->a, nb);
     g.nr = arena_alloc(t->a, sizeof *g.nr * nb);
     for (int i = 0; i < p->nkernels; i++) {
         t->k = p->kernels[i];
         find(&g, &t->k->body);
-        ir_block_walk(&t->k->body, count_stmt, &g);
+        ir_block_walk(&t->k->body, called_stmt, &g);
     }
-    while (pack_round(&g))
-        ;
-    int nbufs = p->nbufs;
+    decide(&g);
+    int nbufs = p->nbufs, packed = 0;
     for (int i = 0; i < nbufs; i++)
-        if (g.nr[i])
+        if (g.nr[i]) {
             pack(t, p->bufs[i], g.nr[i]);
+            packed = 1;
+        }
+    for (int i = 0; packed && i < p->nkernels; i++)
+        ir_block_walk(&p->kernels[i]->body, repack_stmt, &g);
     for (int x = 0; x < g.n; x++)
         if (g.v[x].ok) {
             t->k = g.v[x].k;

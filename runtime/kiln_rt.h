@@ -212,6 +212,12 @@ typedef struct {
     const rt_kernel_info *kernels;
     void (*profile)(void *h, rt_profile *p);
     rt_machine machine;
+    /* a decoder (tokens, positions -> logits) built with its prefill
+     * variant: run_chunk runs `chunk` tokens a call over the same weights
+     * and state (chunk 0, run_chunk NULL: none; rt_generate.c) */
+    int chunk;
+    int (*run_chunk)(void *h, const void *const *in, void *const *out);
+    void (*reset)(void *h);                    /* zeroes the state */
 } rt_model;
 
 /* The thin main of every generated executable, and of `kiln run`:

@@ -6,7 +6,9 @@
  * 2. Every producer/consumer pair of kernels of fuse's input gets a note.
  * 3. Fusing again changes nothing: the pass reaches its fixed point.
  * 4. The SwiGLU of deepseek: gate and up share one reduction loop, with
- *    silu(gate) * up as their epilogue. */
+ *    silu(gate) * up as their epilogue.
+ * 5. A long element-wise chain fuses into kernels of at most
+ *    FUSE_MAX_STMTS statements, with a note where it stops. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,11 +17,13 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
+#include "passes/fuse.h"
 #include "passes/passes.h"
 
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* path's module after the pipeline up to and including `stop` (NULL: all). */
 static Module *compiled(Arena *a, const char *path, const char *stop)
@@ -165,6 +169,56 @@ static void swiglu_epilogue(void **state)
     arena_free(a);
 }
 
+static void count(Stmt *s, void *ctx)
+{
+    (void)s;
+    ++*(int *)ctx;
+}
+
+/* 600 neg/relu nodes in a row: one kernel each after lowering. */
+static void long_chain_bounded(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/kiln-chain-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"format\": \"kiln/1\", \"name\": \"chain\", \"inputs\": "
+               "[{\"name\": \"x\", \"shape\": [4, 8]}], \"nodes\": [");
+    for (int i = 0; i < 600; i++) {
+        char in[16] = "x";
+        if (i)
+            snprintf(in, sizeof in, "n%d", i - 1);
+        fprintf(f, "%s{\"name\": \"n%d\", \"op\": \"%s\", \"inputs\": [\"%s\"]}",
+                i ? ", " : "", i, i % 2 ? "relu" : "neg", in);
+    }
+    fprintf(f, "], \"outputs\": [\"n599\"]}\n");
+    assert_int_equal(fclose(f), 0);
+    Arena *a = arena_new();
+    Module *m = compiled(a, path, "fuse");
+    const Prog *p = m->prog;
+    int limit_noted = 0;
+    for (int i = 0; i < p->nkernels; i++) {
+        int n = 0;
+        ir_block_walk(&p->kernels[i]->body, count, &n);
+        assert_true(n <= FUSE_MAX_STMTS);
+    }
+    for (int i = 0; i < p->notes.n; i++)
+        limit_noted |= strstr(p->notes.v[i], "statements, more than") != NULL;
+    assert_true(p->nkernels > 1 && p->nkernels < 600 / 100);
+    assert_true(limit_noted);
+    CheckOpts o = {.seed = 1, .tol = 1e-4, .skip_cc = 1, .quiet = 1};
+    rt_err e = {0, ""};
+    CgCheck *c = cg_check_begin(m, &o, &e);
+    assert_non_null(c);
+    CgMiss miss;
+    assert_int_equal(cg_check_stage(c, m, &miss, &e), 0);
+    cg_check_end(c);
+    arena_free(a);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +226,7 @@ int main(void)
         cmocka_unit_test(every_pair_noted),
         cmocka_unit_test(fixed_point),
         cmocka_unit_test(swiglu_epilogue),
+        cmocka_unit_test(long_chain_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,97 @@
+/* passes/variants.c: the pipeline over the shape variants of one program.
+ *
+ * The variants of a decoder (a decode step at T = 1, a prefill chunk at
+ * T = 64) are compiled into one program that holds one set of weight
+ * buffers, so they must agree on every weight's layout; the tile pass
+ * chooses layouts per module (panels of 64 outputs for one row, 32 for
+ * many). Contract: v[0..n) are variants of one model with the same
+ * weights and state in the same order; afterwards every packed weight is
+ * packed alike in all of them. Algorithm:
+ * 1. The leader v[0] (the decode step, bound by streaming the weights in
+ *    the layout chosen for it) goes through the passes as they choose.
+ * 2. The others go through them with its layout imposed (PassCtx.panels:
+ *    a weight's panel width, or -1 where the leader keeps it as it is).
+ * 3. A weight the leader packed and some other variant could not is then
+ *    kept as it is by all: the variants are made afresh (fresh(user, i))
+ *    and compiled again with that imposed too. Every round unpacks at
+ *    least one more weight, so the rounds end. */
+#include "passes.h"
+
+#include <string.h>
+
+/* Each weight's panel width in lowered m: -1 for one kept as it is. */
+static void layouts(const Module *m, int64_t *panels)
+{
+    for (int i = 0; i < m->nweights; i++)
+        panels[i] = -1;
+    for (int i = 0; m->prog && i < m->prog->nbufs; i++) {
+        const Buf *b = m->prog->bufs[i];
+        if (b->kind == BK_WEIGHT && b->packed)
+            panels[b->index] = b->dims[b->rank - 1];
+    }
+}
+
+static int same_leaves(Node *const *x, Node *const *y, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(x[i]->name, y[i]->name) || x[i]->rank != y[i]->rank ||
+            memcmp(x[i]->dims, y[i]->dims, sizeof x[i]->dims[0] * (size_t)x[i]->rank))
+            return 0;
+    return 1;
+}
+
+/* v[i] declares the leader's weights and state. */
+static int shares(const Module *lead, const Module *m, Diags *d, int i)
+{
+    if (m->nweights == lead->nweights && m->nstates == lead->nstates &&
+        same_leaves(m->weights, lead->weights, m->nweights) &&
+        same_leaves(m->states, lead->states, m->nstates))
+        return 1;
+    diag(d, NULL, "shape variant %d does not declare the weights and state of variant 0", i);
+    return 0;
+}
+
+/* Variants from i on compiled with the layouts `want` (NULL: free). */
+static int compile(Module **v, int from, int n, PassCtx *cx, const int64_t *want)
+{
+    PassCtx c = *cx;
+    c.panels = want;
+    for (int i = from; i < n; i++)
+        if (!shares(v[0], v[i], cx->d, i) || pass_pipeline(v[i], &c) != 0)
+            return -1;
+    return 0;
+}
+
+int pass_pipeline_variants(Module **v, int n, PassCtx *cx, Module *(*fresh)(void *user, int i),
+                           void *user)
+{
+    Arena *a = v[0]->a;
+    int nw = v[0]->nweights;
+    int64_t *want = arena_alloc(a, sizeof *want * (size_t)(nw + 1));
+    int64_t *got = arena_alloc(a, sizeof *got * (size_t)(nw + 1));
+    if (compile(v, 0, 1, cx, NULL) != 0)
+        return -1;
+    layouts(v[0], want);
+    if (compile(v, 1, n, cx, want) != 0)
+        return -1;
+    for (int round = 1;; round++) {
+        int agree = 1;
+        for (int i = 0; i < n; i++) {
+            layouts(v[i], got);
+            for (int w = 0; w < nw; w++)
+                if (got[w] != want[w]) {
+                    want[w] = -1;
+                    agree = 0;
+                }
+        }
+        if (agree)
+            return 0;
+        if (round > nw)
+            KILN_BUG("shape variants disagree on weight layouts after %d rounds", round);
+        for (int i = 0; i < n; i++)
+            if (!(v[i] = fresh(user, i)))
+                return -1;
+        if (compile(v, 0, n, cx, want) != 0)
+            return -1;
+    }
+}
