@@ -325,6 +325,41 @@ static int npy_size_agrees(int fd, const char *path, const rt_array *a, rt_err *
     return left == (uint64_t)a->count * 4 ? 0 : npy_bad_size(path, a, left, e);
 }
 
+/* The data of a pipe, whose size is known only at its end: read into a
+ * buffer that doubles as data arrives (from 1 MiB), so that a header
+ * declaring a huge shape costs memory only for the bytes really sent. */
+static int npy_data_grow(int fd, const char *path, rt_array *a, rt_err *e)
+{
+    size_t want = (size_t)a->count * 4, have = 0, cap = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (have == cap) {
+            size_t next = cap ? cap * 2 : (size_t)1 << 20;
+            next = next > want + 1 ? want + 1 : next;  /* one byte more: data past the end */
+            char *nb = realloc(buf, next);
+            if (!nb) {
+                free(buf);
+                return rt_errf(e, RT_EINTERNAL, "%s: out of memory", path);
+            }
+            buf = nb, cap = next;
+        }
+        int64_t got = npy_read_full(fd, buf + have, cap - have);
+        if (got < 0) {
+            free(buf);
+            return rt_errf(e, RT_EIO, "%s: cannot read: %s", path, strerror(errno));
+        }
+        have += (size_t)got;
+        if (have < cap || have > want)
+            break;                        /* the end, or past what the shape needs */
+    }
+    if (have != want) {
+        free(buf);
+        return npy_bad_size(path, a, have, e);
+    }
+    a->data = buf;
+    return 0;
+}
+
 int rt_npy_load(const char *path, rt_array *out, rt_err *e)
 {
     int fd, rc = npy_open_file(path, &fd, e);
@@ -332,6 +367,14 @@ int rt_npy_load(const char *path, rt_array *out, rt_err *e)
     if (rc)
         return rc;
     rc = npy_head(fd, path, out, e);
+    struct stat sb;
+    if (!rc && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        rc = npy_data_grow(fd, path, out, e);
+        close(fd);
+        if (rc)
+            memset(out, 0, sizeof *out);
+        return rc;
+    }
     if (!rc)
         rc = npy_size_agrees(fd, path, out, e);
     if (!rc && !(out->data = malloc(out->count ? (size_t)out->count * 4 : 1)))

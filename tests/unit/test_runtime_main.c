@@ -247,6 +247,47 @@ static void test_npy_bad_prefix(void **state)
     npy_refused(tl_tmp_path("nonexistent.npy"), RT_EIO, "cannot open: No such file or directory");
 }
 
+/* From a pipe the size is known only at its end: a header declaring
+ * 160 GB of data followed by 100 bytes is refused by what arrived (not
+ * "out of memory" from allocating what the header declares);
+ * the right amount loads. */
+static void pipe_load(const char *shape, size_t bytes, int code, const char *want)
+{
+    char head[128];
+    int n = snprintf(head, sizeof head, "{'descr': '<f4', 'fortran_order': False, "
+                                        "'shape': %s, }", shape);
+    assert_true(n > 0 && n < 117);
+    memset(head + n, ' ', (size_t)(117 - n));
+    head[117] = '\n';                    /* 10 + 118 bytes: a multiple of 64 */
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    char pre[10] = "\x93NUMPY\x01\x00\x76\x00", zero[256] = {0};
+    assert_int_equal(write(fd[1], pre, 10), 10);
+    assert_int_equal(write(fd[1], head, 118), 118);
+    assert_int_equal(write(fd[1], zero, bytes), (ssize_t)bytes);  /* < the pipe's buffer */
+    close(fd[1]);
+    char path[32];
+    snprintf(path, sizeof path, "/dev/fd/%d", fd[0]);
+    rt_array a;
+    rt_err e = {0, ""};
+    assert_int_equal(rt_npy_load(path, &a, &e), code);
+    if (want)
+        assert_non_null(strstr(e.msg, want));
+    else
+        assert_int_equal(a.count, bytes / 4);
+    free(a.data);
+    close(fd[0]);
+}
+
+static void test_npy_pipe(void **state)
+{
+    (void)state;
+    pipe_load("(40000000000,)", 100, RT_EINVAL, "data is 100 bytes, shape [40000000000]");
+    pipe_load("(4, 8)", 100, RT_EINVAL, "data is 100 bytes, shape [4,8] of <f4 needs 128");
+    pipe_load("(4, 8)", 132, RT_EINVAL, "data runs past the 128 bytes");
+    pipe_load("(4, 8)", 128, 0, NULL);
+}
+
 static void test_npy_read_agree(void **state)
 {
     (void)state;
@@ -672,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_npy_malformed),
         cmocka_unit_test(test_npy_bad_prefix),
         cmocka_unit_test(test_npy_read_agree),
+        cmocka_unit_test(test_npy_pipe),
         cmocka_unit_test(test_npy_write_failures),
         cmocka_unit_test(test_main_help),
         cmocka_unit_test(test_main_usage_errors),
