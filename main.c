@@ -55,6 +55,8 @@ static const char usage_text[] =
     "  --machine SPEC                the figures tile and parallelize use, instead of\n"
     "                                this machine's: l1d=48K,l2=2M,l3=32M,vector=64,cores=2\n"
     "                                (any subset), or default (fixed figures, as kiln opt)\n"
+    "  --weight-dtype f32|bf16|f16   hold every weight of rank >= 2 so in memory (bf16,\n"
+    "                                f16: rounded at load, lossy; README \"16-bit weights\")\n"
     "  -v, --verbose                 say what is done and how long it took\n"
     "  --tokens T  --max-seq S       a folder's or checkpoint's graph: T tokens a call\n"
     "                                (default 1), a KV cache of S rows (see README)\n"
@@ -89,6 +91,7 @@ typedef struct {
     int ndisabled;
     int lib, verbose, no_cc, no_jit, bisect, no_cache;
     int64_t max_memory;             /* 0: no limit */
+    Storage weight_store;           /* --weight-dtype: weights of rank >= 2 */
     int64_t chunk;                  /* a decoder's prefill variant: tokens a call */
     ImportOpts import;              /* MODEL a folder: --tokens, --max-seq */
     const char *machine;            /* --machine SPEC; NULL: detect */
@@ -212,6 +215,10 @@ static int parse_opts(Opts *o, int argc, char **argv)
         } else if (cli_import_opt(argc, argv, &i, &o->import, &bad)) {
             if (bad)
                 return bad;
+        } else if ((v = opt_value(argc, argv, &i, "--weight-dtype"))) {
+            if (strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16"))
+                return usage_error("--weight-dtype takes f32, bf16 or f16, got '%s'", v);
+            o->weight_store = v[0] == 'b' ? ST_BF16 : v[1] == '1' ? ST_F16 : ST_F32;
         } else if (builds && strcmp(a, "--no-cache") == 0) {
             o->no_cache = 1;
         } else if (is_run && a[0] == '-') {
@@ -323,7 +330,7 @@ static int run_passes_on(Module **mp, const Opts *o, int need_loops, int program
     diag_init(&d, m->a, m->file);
     PassCtx cx = {.d = &d, .stop_after = o->stop_after, .disabled = o->disabled,
                   .ndisabled = o->ndisabled, .verify = 1, .after = after, .user = user,
-                  .max_memory = o->max_memory};
+                  .max_memory = o->max_memory, .weight_store = o->weight_store};
     machine_detect(&cx.machine);
     if (o->machine)
         machine_parse(&cx.machine, o->machine);
@@ -610,7 +617,7 @@ static int cmd_bisect(Module *m, const Opts *o, const CheckOpts *co)
 static int cmd_check(Module *m, const Opts *o)
 {
     CheckOpts co = {o->weights, o->given_names, o->given_files, o->ngiven, o->seed, o->tol,
-                    o->no_cc, o->no_jit, 0};
+                    o->no_cc, o->no_jit, 0, (int)o->weight_store};
     if (o->bisect)
         return cmd_bisect(m, o, &co);
     int rc = pipeline(m, o, 1);

@@ -70,8 +70,10 @@ static int ref_data(const Module *m, const CgInfos *info, uint64_t seed, Tensor 
                     rt_err *err)
 {
     for (int i = 0; i < m->nweights; i++) {
-        float *p;
-        if (rt_load_weights(NULL, &info->weights[i], 1, &p, err))
+        rt_tensor_info wi = info->weights[i];
+        wi.store = RT_F32;                       /* the reference reads f32 */
+        void *p;
+        if (rt_load_weights(NULL, &wi, 1, &p, err))
             return err->code;
         memcpy(w[i]->f, p, (size_t)w[i]->count * 4);
         rt_free(p);

@@ -6,7 +6,10 @@
  *    generated program binds them (after the longest declared name, so a
  *    name may hold '='; each input once): a usage error comes before any
  *    file is opened.
- * 1. Weights: rt_load_weights, as the generated program loads them.
+ * 1. Weights: rt_load_weights, as the generated program loads them; a
+ *    weight the program holds 16-bit (--weight-dtype) is rounded as its
+ *    load rounds it, so the reference runs on the very values the builds
+ *    read, and the table says the weights were rounded (lossy).
  * 2. Inputs: the given .npy files, or seeded by rt_seed_input exactly as
  *    the generated program seeds them.
  * 3. The reference runs on those tensors; states start at zero.
@@ -31,6 +34,7 @@ struct CgCheck {
     const CheckOpts *o;
     CgInfos info;
     float **weights;
+    int nrounded, store;     /* weights held 16-bit; their RT_BF16/RT_F16 */
     void **inputs;           /* by input index */
     const char **in_file;    /* by input index: its --input file, or NULL */
     void **ref;              /* reference outputs */
@@ -350,6 +354,34 @@ static void free_outputs(const Check *c, void **v)
         rt_free(v[i]);
 }
 
+/* The weights as f32, each then rounded to what the program holds: its
+ * buffer's store, or (no program yet: --bisect) the option's for every
+ * weight of rank >= 2, as lower gives it. */
+static int load_weights(Check *c, rt_err *err)
+{
+    const Module *m = c->m;
+    rt_tensor_info *f32 = arena_alloc(m->a, sizeof *f32 * (size_t)(m->nweights + 1));
+    for (int i = 0; i < m->nweights; i++) {
+        f32[i] = c->info.weights[i];
+        f32[i].store = RT_F32;
+    }
+    if (rt_load_weights(c->o->weights, f32, m->nweights, (void **)c->weights, err))
+        return err->code;
+    for (int i = 0; i < m->nweights; i++) {
+        int st = c->info.weights[i].store;
+        if (!m->prog && m->weights[i]->rank >= 2)
+            st = c->o->weight_store;
+        if (st != RT_BF16 && st != RT_F16)
+            continue;
+        float *w = c->weights[i];
+        for (int64_t j = 0; j < f32[i].count; j++)
+            w[j] = st == RT_BF16 ? rt_bf16_f32(rt_f32_bf16(w[j])) : rt_f16_f32(rt_f32_f16(w[j]));
+        c->nrounded++;
+        c->store = st;
+    }
+    return 0;
+}
+
 static int setup(Check *c, rt_err *err)
 {
     const Module *m = c->m;
@@ -359,7 +391,7 @@ static int setup(Check *c, rt_err *err)
     c->ref = arena_alloc(m->a, sizeof *c->ref * (size_t)(m->noutputs + 1));
     if (bind_inputs(c, err))
         return err->code;
-    if (rt_load_weights(c->o->weights, c->info.weights, m->nweights, c->weights, err))
+    if (load_weights(c, err))
         return err->code;
     if (load_inputs(c, err))
         return err->code;
@@ -390,6 +422,10 @@ static void header(FILE *f, const Check *c)
     fprintf(f, "model %s: seed %llu, weights %s, tolerance %.3g (relative to max |ref|)\n",
             c->m->name, (unsigned long long)c->o->seed, c->o->weights ? c->o->weights : "from init",
             c->o->tol);
+    if (c->nrounded)
+        fprintf(f, "weights: %d of %d held as %s, rounded at load (lossy, --weight-dtype); "
+                "the reference runs on the same rounded values\n", c->nrounded, c->m->nweights,
+                c->store == RT_BF16 ? "bf16" : "f16");
     fprintf(f, "%-24s %-18s %10s %10s %10s %10s\n", "output", "shape", "cc abs", "cc rel",
             "jit abs", "jit rel");
 }

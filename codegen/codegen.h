@@ -117,6 +117,8 @@ typedef struct {
     double tol;                        /* relative to the reference's max |x| */
     int skip_cc, skip_jit;
     int quiet;                         /* no progress on stderr */
+    int weight_store;                  /* --weight-dtype (RT_F32, RT_BF16, RT_F16):
+                                          for a module not lowered yet (--bisect) */
 } CheckOpts;
 /* Prints a table of errors per output to out. Returns 0 when every output
  * is within tolerance, 1 when one is not (err says which), else the RT_*

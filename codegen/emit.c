@@ -43,9 +43,12 @@ static void info_row(FILE *f, const rt_tensor_info *t, const char *data)
     fprintf(f, ", %s, %d, {", t->dtype == RT_I32 ? "RT_I32" : "RT_F32", t->rank);
     for (int i = 0; i < t->rank; i++)
         fprintf(f, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
-    fprintf(f, "%s}, %lld, %d, %.17g, %lluull, %.17g, %s, %lld},\n", t->rank ? "" : "0",
+    fprintf(f, "%s}, %lld, %d, %.17g, %lluull, %.17g, %s, %lld", t->rank ? "" : "0",
             (long long)t->count, t->init, t->fill, (unsigned long long)t->seed, t->scale,
             data ? data : "NULL", (long long)t->hi);
+    /* how it is held: 16-bit for a weight of --weight-dtype bf16/f16 */
+    const char *store = t->store == RT_BF16 ? "RT_BF16" : t->store == RT_F16 ? "RT_F16" : "RT_F32";
+    fprintf(f, ", %s},\n", store);
 }
 
 static void table(FILE *f, const char *name, const rt_tensor_info *t, int n)
@@ -96,7 +99,8 @@ static void handle(FILE *f, const Module *m)
     fputs("    rt_err err;\n    int opened;                  /* weights loaded */\n", f);
     fprintf(f, "    unsigned char *arena;        /* intermediates: %lld bytes */\n",
             arena_bytes(m));
-    fprintf(f, "    float *w[%d];                /* weights */\n", count_nonzero(m->nweights));
+    fprintf(f, "    void *w[%d];                 /* weights: f32, or 16-bit (kiln_weights' store) */\n",
+            count_nonzero(m->nweights));
     fprintf(f, "    float *s[%d];                /* state */\n", count_nonzero(m->nstates));
     fputs("    const void *const *in;       /* this call's inputs */\n", f);
     fputs("    void *const *out;            /* this call's outputs */\n", f);
@@ -117,7 +121,7 @@ static void pack_weights(FILE *f, const Module *m)
         fprintf(f, "    /* b%d: [%lld, %lld] as %lld panels [%lld, %lld] */\n", b->id, panels * p, k,
                 panels, k, p);
         fprintf(f, "    m->opened = m->opened && rt_pack_panels(&m->w[%d], %lld, %lld, %lld, %lld, "
-                "&m->err) == 0;\n", b->index, batch, panels * p, k, p);
+                "%d, &m->err) == 0;\n", b->index, batch, panels * p, k, p, b->store ? 2 : 4);
     }
 }
 

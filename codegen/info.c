@@ -46,4 +46,9 @@ void cg_infos(const Module *m, CgInfos *t)
             t->inputs[i].hi = ir_input_hi(m, m->inputs[i]);
     for (int i = 0; i < m->nweights; i++)
         weight_init(&t->weights[i], m->weights[i]);
+    for (int i = 0; m->prog && i < m->prog->nbufs; i++) {
+        const Buf *b = m->prog->bufs[i];           /* a weight's storage */
+        if (b->kind == BK_WEIGHT && !b->base && b->index >= 0 && b->index < m->nweights)
+            t->weights[b->index].store = (int)b->store;
+    }
 }

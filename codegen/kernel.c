@@ -82,6 +82,20 @@ static void access(CgCx *cx, const Buf *b, Expr *const *idx)
     fputc(']', cx->f);
 }
 
+/* How b's elements are held: a 16-bit weight's storage, or f32/i32. */
+static Storage store(const Buf *b) { return (b->base ? b->base : b)->store; }
+
+/* A load: a 16-bit weight's element widened exactly where it is read. */
+static void load(CgCx *cx, const Buf *b, Expr *const *idx)
+{
+    Storage st = store(b);
+    if (st != ST_F32)
+        fputs(st == ST_BF16 ? "rt_bf16_f32(" : "rt_f16_f32(", cx->f);
+    access(cx, b, idx);
+    if (st != ST_F32)
+        fputc(')', cx->f);
+}
+
 static const char *c_binop[B_COUNT] = {
     "+", "-", "*", "/", "%", NULL, NULL, "<", "<=", ">", ">=", "==", "!=", "&&", "||",
 };
@@ -127,7 +141,7 @@ static void expr(CgCx *cx, const Expr *e)
     case E_INT: fprintf(f, "%lld", (long long)e->i); return;
     case E_FLT: cg_print_float(f, e->f); return;
     case E_VAR: fprintf(f, "%c%d", e->v->kind == VAR_LOOP ? 'i' : 'v', e->v->id); return;
-    case E_LOAD: access(cx, e->buf, e->idx); return;
+    case E_LOAD: load(cx, e->buf, e->idx); return;
     case E_UN: unop(cx, e); return;
     case E_SEL:
         operand(cx, e->a, 1, 0);
@@ -224,7 +238,8 @@ static void local(CgCx *cx, const Buf *b, int depth)
 }
 
 /* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
- * micro-kernel (pasted, so cc inlines it; a symbol for libtcc). */
+ * micro-kernel (pasted, so cc inlines it; a symbol for libtcc);
+ * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight. */
 static void call(CgCx *cx, const Stmt *s, int depth)
 {
     static const int order[CALL_COUNT][3] = {[CALL_GEMM] = {1, 2, 0}};   /* A, B, C */
@@ -232,8 +247,10 @@ static void call(CgCx *cx, const Stmt *s, int depth)
     ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
     ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
     indent(cx, depth);
-    fprintf(cx->f, "rt_%s(%lld, %lld, %lld", call_table[s->call].name, (long long)m,
-            (long long)n, (long long)k);
+    Storage st = store(s->tiles[2].buf);
+    fprintf(cx->f, "rt_%s%s(%lld, %lld, %lld", call_table[s->call].name,
+            st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m, (long long)n,
+            (long long)k);
     for (int i = 0; i < s->ntiles; i++) {
         const Tile *t = &s->tiles[order[s->call][i]];
         int64_t rows, cols;
@@ -390,7 +407,7 @@ static void declare_bufs(CgCx *cx, const Block *blk, int depth)
         qsort(u.v, (size_t)u.n, sizeof *u.v, by_id);
     for (int i = 0; i < u.n; i++) {
         const Buf *b = u.v[i];
-        const char *t = b->dtype == DT_I32 ? "int32_t" : "float";
+        const char *t = b->dtype == DT_I32 ? "int32_t" : b->store ? "uint16_t" : "float";
         int ro = b->kind == BK_INPUT || b->kind == BK_WEIGHT;
         indent(cx, depth);
         fprintf(cx->f, "%s%s *restrict b%d = ", ro ? "const " : "", t, b->id);

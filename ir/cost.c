@@ -103,7 +103,8 @@ static void touch(Touch *t, const Buf *b)
             return;
     if (t->n < 256)
         t->seen[t->n++] = b;
-    t->bytes += (double)shape_count(b->rank, b->dims) * 4;
+    int esize = (b->base ? b->base : b)->store == ST_F32 ? 4 : 2;  /* 16-bit weights */
+    t->bytes += (double)shape_count(b->rank, b->dims) * esize;
 }
 
 static void touch_expr(Expr *e, void *ctx)

@@ -114,6 +114,11 @@ void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
 /* ---- types.c: dtypes and shapes ------------------------------------- */
 typedef enum { DT_F32, DT_I32 } DType;
 const char *dtype_name(DType t);                 /* "f32", "i32" */
+/* How a weight's f32 values are held in memory: as they are, or rounded
+ * to 16 bits (to nearest, ties to even) and widened exactly where read.
+ * Values equal RT_F32, RT_BF16, RT_F16 (kiln_rt.h). */
+typedef enum { ST_F32, ST_BF16 = 2, ST_F16 = 3 } Storage;
+const char *storage_name(Storage s);             /* "f32", "bf16", "f16" */
 int64_t shape_count(int rank, const int64_t *dims);
 /* 1 when a shape of dims >= 0 holds at most KILN_MAX_ELEMS elements, found
  * without overflow: every buffer kiln makes must be addressable. */
@@ -339,6 +344,9 @@ struct Buf {
      * [..., N, K] held as [..., N/P, K, P], P = dims[rank-1]; element
      * [..., p, k, c] is the weight's [..., p*P + c, k]. */
     int packed;
+    /* WEIGHT (not a view): how its elements are held (ST_BF16, ST_F16:
+     * 16 bits, widened to f32 by every load; ST_F32: dtype's own). */
+    Storage store;
 };
 
 typedef enum {

@@ -570,6 +570,8 @@ static void print_buf(FILE *f, const Buf *b)
     for (int i = 0; i < b->rank; i++)
         fprintf(f, "%s%lld", i ? "," : "", (long long)b->dims[i]);
     fputc(']', f);
+    if (b->store != ST_F32)
+        fprintf(f, " %s", storage_name(b->store));
     if (b->packed)
         fputs(" packed", f);
     if (!is_contiguous(b)) {

@@ -96,7 +96,7 @@ static void view(Parser *ps, Buf *b, int *base)
         kir_fail(ps, "expected a buffer bN, found %s", kir_found(ps));
 }
 
-/* buf = "buf" bN KIND [INT] [%N] ":" type ["packed"] [view] ["@" INT] NL */
+/* buf = "buf" bN KIND [INT] [%N] ":" type [STORE] ["packed"] [view] ["@" INT] NL */
 static Pending buf(Parser *ps, Prog *p)
 {
     int id = kir_ref(ps, 'b');
@@ -119,6 +119,9 @@ static Pending buf(Parser *ps, Prog *p)
     b->index = (int)index;
     b->node = n;
     Pending v = {b, -1, ps->lineno};
+    b->store = kir_accept(ps, "bf16") ? ST_BF16 : kir_accept(ps, "f16") ? ST_F16 : ST_F32;
+    if (b->store != ST_F32 && (kind != BK_WEIGHT || t != DT_F32))
+        kir_fail(ps, "only an f32 weight is stored as %s", storage_name(b->store));
     b->packed = kir_accept(ps, "packed");
     if (kir_accept(ps, "strides"))
         view(ps, b, &v.base);
@@ -146,6 +149,8 @@ static void link_views(Parser *ps, Prog *p, const Pending *v, int n)
     }
     for (int i = 0; i < n; i++) {
         ps->lineno = v[i].line;
+        if (v[i].b->store != ST_F32 && v[i].base >= 0)
+            kir_fail(ps, "b%d is a view, which is stored as its base is", v[i].b->id);
         if (v[i].b->packed && !ir_packed_ok(p, v[i].b))
             kir_fail(ps, "b%d is packed, but not a weight's [..., N, K] as panels "
                      "[..., N/P, K, P] that no buffer views", v[i].b->id);

@@ -5,6 +5,11 @@
 
 const char *dtype_name(DType t) { return t == DT_I32 ? "i32" : "f32"; }
 
+const char *storage_name(Storage s)
+{
+    return s == ST_BF16 ? "bf16" : s == ST_F16 ? "f16" : "f32";
+}
+
 int64_t shape_count(int rank, const int64_t *dims)
 {
     int64_t c = 1;

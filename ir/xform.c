@@ -528,6 +528,8 @@ void ir_verify_prog(const Module *m)
             KILN_BUG("b%d is a view of something that is not a buffer", i);
         if (b->packed && !ir_packed_ok(p, b))
             KILN_BUG("b%d is packed, but not a weight's panels", i);
+        if (b->store != ST_F32 && (b->kind != BK_WEIGHT || b->base || b->dtype != DT_F32))
+            KILN_BUG("b%d is stored as %s, but is not an f32 weight", i, storage_name(b->store));
     }
     for (int i = 0; i < p->nkernels; i++) {
         Verify vf = {p, p->kernels[i], NULL, 0, 0, NULL, 0, 0, 0, m->a};

@@ -2,7 +2,8 @@
  *
  * Contract: m->prog is NULL before and holds the program after; every node
  * that is not a leaf gets its kernels from its op's lower_* (ops.def).
- * 1. Buffers for the leaves in module order: inputs, weights, states.
+ * 1. Buffers for the leaves in module order: inputs, weights, states;
+ *    weights of rank >= 2 stored as cx->weight_store (--weight-dtype).
  * 2. An output buffer for each output that a computed node can write
  *    straight into (not a leaf, not a state written in place, listed once).
  * 3. Every op node lowers in node order (kernels run in that order).
@@ -44,14 +45,16 @@ static void copy_out(LowerCx *cx, Node *n, int i)
 
 int pass_lower(Module *m, PassCtx *cx)
 {
-    (void)cx;
     LowerCx lc = {m, m->a, ir_prog_new(m->a)};
     m->prog = lc.p;
     for (int i = 0; i < m->nnodes; i++)
         m->nodes[i]->buf = NULL;
     for (int i = 0; i < m->nnodes; i++)
-        if (OP_IS_LEAF(m->nodes[i]->op) && m->nodes[i]->op != OP_CONST)
-            lw_buf(&lc, m->nodes[i]);
+        if (OP_IS_LEAF(m->nodes[i]->op) && m->nodes[i]->op != OP_CONST) {
+            Buf *b = lw_buf(&lc, m->nodes[i]);
+            if (b->kind == BK_WEIGHT && b->rank >= 2)
+                b->store = cx->weight_store;
+        }
     for (int i = 0; i < m->noutputs; i++)
         if (direct_output(m, i))
             m->outputs[i]->buf = output_buf(&lc, m->outputs[i], i);

@@ -43,6 +43,9 @@ struct PassCtx {
      * tile must keep (variants.c), by weight index: a packed weight's
      * panel width, -1 for one kept as it is; NULL: tile chooses. */
     const int64_t *panels;
+    /* --weight-dtype: how lower stores every weight of rank >= 2 (the
+     * matrices, tables and experts a run streams); ST_F32: as f32. */
+    Storage weight_store;
 };
 
 typedef struct {

@@ -223,6 +223,9 @@ static const char *add_acc(Tiler *t, Nest *n, Stmt *red, Stmt *s)
     c->a = jx ? s->e->b : s->e->a;
     c->b = jx ? s->e->a : s->e->b;
     const char *why = check_a(t, n, red, c->a);
+    if (!why && ir_storage(c->a->buf)->store != ST_F32)     /* the kernel widens only B */
+        why = arena_printf(t->a, "b%d, the rows' operand, is held as %s",
+                           ir_storage(c->a->buf)->id, storage_name(ir_storage(c->a->buf)->store));
     why = why ? why : check_b(t, n, red, c->b, &c->nk);
     why = why ? why : fits(t, c->a, red);
     why = why ? why : fits(t, c->a, n->i);

@@ -29,6 +29,7 @@
 
 enum { RT_OK = 0, RT_EINVAL = 1, RT_EUSAGE = 2, RT_EIO = 3, RT_EINTERNAL = 4 };
 enum { RT_F32 = 0, RT_I32 = 1 };                 /* equal to DT_F32, DT_I32 */
+enum { RT_BF16 = 2, RT_F16 = 3 };                /* 16-bit storage: ST_BF16, ST_F16 */
 enum { RT_INIT_NONE, RT_INIT_FILL, RT_INIT_RANDOM, RT_INIT_DATA };
 #define RT_MAX_RANK 6
 
@@ -59,6 +60,9 @@ typedef struct {
     const float *data;          /* RT_INIT_DATA: count elements */
     /* i32 inputs: a seeded value is drawn from [0, hi) (hi >= 1) */
     int64_t hi;
+    /* weights: how held in memory: RT_F32, or RT_BF16 / RT_F16 (16 bits
+     * a value, rounded once at load, widened exactly where read) */
+    int store;
 } rt_tensor_info;
 
 /* ---- memory (rt_mem.c) -------------------------------------------------- */
@@ -117,10 +121,46 @@ RT_API void rt_st_to_f32(const rt_st_tensor *t, float *dst);
 /* Loads every weight: from the file at path when given (every tensor of
  * the file must be a declared weight and every declared weight without an
  * init must be in the file; shapes must agree, naming both), else from its
- * init. dst[i] receives an rt_alloc'd buffer of w[i].count floats. On
- * error nothing stays allocated. */
+ * init. dst[i] receives an rt_alloc'd buffer of w[i].count elements held
+ * as w[i].store: floats, or 16-bit values (a tensor the file holds in
+ * that very type is copied as it is; any other value rounded from its
+ * exact f32 value by rt_f32_bf16 / rt_f32_f16). On error nothing stays
+ * allocated. */
 RT_API int rt_load_weights(const char *path, const rt_tensor_info *w, int nw,
-                           float **dst, rt_err *e);
+                           void **dst, rt_err *e);
+
+/* ---- 16-bit floats (rt_half.c) ------------------------------------------ */
+/* bf16 (the top half of an f32) and IEEE half to f32, exactly: inline,
+ * where generated code reads a 16-bit weight. */
+static inline float rt_bf16_f32(uint16_t h)
+{
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+static inline float rt_f16_f32(uint16_t h)
+{
+    union { uint32_t u; float f; } v;
+    uint32_t e = h & 0x7c00u;
+    v.u = (uint32_t)(h & 0x7fffu) << 13;
+    if (e == 0x7c00u)                  /* inf, nan: exponent 255, payload kept */
+        v.u += 0x70000000u;
+    else if (e)                        /* normal: rebias 15 to 127 */
+        v.u += 0x38000000u;
+    else {                             /* zero, subnormal: man * 2^-24 */
+        v.u += 0x38800000u;
+        v.f -= 6.103515625e-05f;       /* 2^-14 */
+    }
+    v.u |= (uint32_t)(h & 0x8000u) << 16;
+    return v.f;
+}
+/* f32 to bf16 and to IEEE half: to nearest, ties to even; overflow gives
+ * inf, a NaN stays a NaN (made quiet, sign kept), subnormals round as
+ * any value. */
+RT_API uint16_t rt_f32_bf16(float f);
+RT_API uint16_t rt_f32_f16(float f);
+/* n floats rounded into 16-bit store (RT_BF16, RT_F16). */
+RT_API void rt_round_half(uint16_t *dst, const float *src, int64_t n, int store);
 
 /* ---- .npy (rt_npy.c) ---------------------------------------------------- */
 typedef struct {
@@ -189,10 +229,17 @@ RT_API int rt_profile_write(const rt_profile *p, const rt_machine *mc, int threa
 RT_API void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float *c, int64_t ldc);
 /* Packs a weight of [batch][n][k] into panels [batch][n/nr][k][nr] (nr
- * divides n): *w is replaced by a new rt_alloc'd buffer and the old one
- * freed; on failure (out of memory) *w is kept and e set. */
-RT_API int rt_pack_panels(float **w, int64_t batch, int64_t n, int64_t k, int64_t nr,
-                          rt_err *e);
+ * divides n), elements of esize bytes (4, or 2 held 16-bit): *w is
+ * replaced by a new rt_alloc'd buffer and the old one freed; on failure
+ * (out of memory) *w is kept and e set. */
+RT_API int rt_pack_panels(void **w, int64_t batch, int64_t n, int64_t k, int64_t nr,
+                          int esize, rt_err *e);
+/* rt_gemm with B a 16-bit weight (bf16, IEEE half), each element widened
+ * exactly as it is read: the same sums as rt_gemm on the widened B. */
+RT_API void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                         const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+RT_API void rt_gemm_f16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                        const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 
 /* ---- a model, as generated code describes it (rt_main.c) --------------- */
 typedef struct {
@@ -235,6 +282,8 @@ RT_API int rt_main(int argc, char **argv, const rt_model *md);
     X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
     X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
-    X(rt_now) X(rt_main) X(rt_gemm) X(rt_pack_panels) X(rt_profile_add)
+    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16)          \
+    X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half)         \
+    X(rt_profile_add)
 
 #endif

@@ -21,6 +21,13 @@
  * in pieces of those or, for the last n % 16 columns, one element at a
  * time.
  *
+ * rt_gemm_bf16, rt_gemm_f16: the same with B held 16-bit (a weight of
+ * --weight-dtype), 16 elements widened exactly per vector load: bf16 by
+ * a 16-bit shift, IEEE half by rebiasing its exponent (subnormals, inf
+ * and NaN as rt_f16_f32 does them), so the sums are rt_gemm's on the
+ * widened B. Decode (m = 1) streams B once: half the bytes, about twice
+ * as fast where memory bandwidth bounds it.
+ *
  * rt_pack_panels: a weight [batch][n][k] (rows of k) becomes panels
  * [batch][n / nr][k][nr]: per k, the nr weights of nr consecutive rows
  * side by side, so that the kernel reads B = one panel with ldb = nr, a
@@ -32,14 +39,46 @@
 
 typedef float kr_vec __attribute__((vector_size(64), aligned(4)));  /* any address */
 typedef float kr_acc __attribute__((vector_size(64)));
+typedef uint16_t kr_h16 __attribute__((vector_size(32), aligned(2)));
+typedef uint32_t kr_u32 __attribute__((vector_size(64)));
 
 enum { KR_LANES = 16, KR_ACCS = 16 };
 
+/* 16 elements of B from b + i, B of type bt (RT_F32, RT_BF16, RT_F16),
+ * as floats into *w (through a pointer: a vector return value changes
+ * the ABI where the file is built without AVX-512, as -Wpsabi says). */
+static inline __attribute__((always_inline)) void kr_load(int bt, const void *b, int64_t i,
+                                                          kr_acc *w)
+{
+    if (bt == RT_F32) {
+        *w = *(const kr_vec *)((const float *)b + i);
+        return;
+    }
+    kr_u32 u = __builtin_convertvector(*(const kr_h16 *)((const uint16_t *)b + i), kr_u32);
+    if (bt == RT_BF16) {
+        *w = (kr_acc)(u << 16);
+        return;
+    }
+    kr_u32 e = u & 0x7c00u, o = (u & 0x7fffu) << 13;
+    kr_u32 sub = (kr_u32)(e == 0);               /* all ones where zero or subnormal */
+    o += 0x38000000u + ((kr_u32)(e == 0x7c00u) & 0x38000000u);
+    kr_u32 s = (kr_u32)((kr_acc)(o + 0x00800000u) - 6.103515625e-05f);
+    *w = (kr_acc)(((sub & s) | (~sub & o)) | (u & 0x8000u) << 16);
+}
+
+static inline float kr_one(int bt, const void *b, int64_t i)
+{
+    if (bt == RT_F32)
+        return ((const float *)b)[i];
+    uint16_t h = ((const uint16_t *)b)[i];
+    return bt == RT_BF16 ? rt_bf16_f32(h) : rt_f16_f32(h);
+}
+
 /* One register tile: m rows of nv vectors, m * nv <= KR_ACCS. Inlined
- * with constant m and nv, the accumulators live in registers. */
-static inline __attribute__((always_inline)) void kr_tile(int m, int nv, int64_t k,
+ * with constant m, nv and bt, the accumulators live in registers. */
+static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv, int64_t k,
                                                           const float *a, int64_t lda,
-                                                          const float *b, int64_t ldb,
+                                                          const void *b, int64_t ldb,
                                                           float *c, int64_t ldc)
 {
     kr_acc acc[KR_ACCS][4];
@@ -49,7 +88,7 @@ static inline __attribute__((always_inline)) void kr_tile(int m, int nv, int64_t
     for (int64_t kk = 0; kk < k; kk++) {
         kr_acc w[4];
         for (int v = 0; v < nv; v++)
-            w[v] = *(const kr_vec *)(b + kk * ldb + KR_LANES * v);
+            kr_load(bt, b, kk * ldb + KR_LANES * v, &w[v]);
         for (int r = 0; r < m; r++) {
             float x = a[r * lda + kk];
             for (int v = 0; v < nv; v++)
@@ -63,12 +102,14 @@ static inline __attribute__((always_inline)) void kr_tile(int m, int nv, int64_t
 
 #define KR_CASE(M, NV)                                                       \
     case M:                                                                  \
-        kr_tile(M, NV, k, a, lda, b, ldb, c, ldc);                           \
+        kr_tile(bt, M, NV, k, a, lda, b, ldb, c, ldc);                       \
         return;
 
 /* m rows (1 <= m <= KR_ACCS / nv) of nv vectors. */
-static void kr_rows(int64_t m, int nv, int64_t k, const float *a, int64_t lda,
-                    const float *b, int64_t ldb, float *c, int64_t ldc)
+static inline __attribute__((always_inline)) void kr_rows(int bt, int64_t m, int nv, int64_t k,
+                                                          const float *a, int64_t lda,
+                                                          const void *b, int64_t ldb,
+                                                          float *c, int64_t ldc)
 {
     if (nv == 4)
         switch (m) {
@@ -90,46 +131,80 @@ static void kr_rows(int64_t m, int nv, int64_t k, const float *a, int64_t lda,
 
 #undef KR_CASE
 
-void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-             int64_t ldb, float *c, int64_t ldc)
+static inline __attribute__((always_inline)) void kr_gemm(int bt, int64_t m, int64_t n,
+                                                          int64_t k, const float *a,
+                                                          int64_t lda, const void *b,
+                                                          int64_t ldb, float *c, int64_t ldc)
 {
     int64_t j = 0;
+    size_t bsize = bt == RT_F32 ? 4 : 2;
     for (; j + KR_LANES <= n;) {
         int nv = n - j >= 4 * KR_LANES ? 4 : n - j >= 2 * KR_LANES ? 2 : 1;
         int64_t mr = KR_ACCS / nv;
         for (int64_t r = 0; r < m; r += mr)
-            kr_rows(m - r < mr ? m - r : mr, nv, k, a + r * lda, lda, b + j, ldb,
-                    c + r * ldc + j, ldc);
+            kr_rows(bt, m - r < mr ? m - r : mr, nv, k, a + r * lda, lda,
+                    (const char *)b + j * bsize, ldb, c + r * ldc + j, ldc);
         j += (int64_t)nv * KR_LANES;
     }
     for (; j < n; j++)                   /* the last n % 16 columns */
         for (int64_t r = 0; r < m; r++) {
             float s = c[r * ldc + j];
             for (int64_t kk = 0; kk < k; kk++)      /* fused, as the vectors' */
-                s = fmaf(a[r * lda + kk], b[kk * ldb + j], s);
+                s = fmaf(a[r * lda + kk], kr_one(bt, b, kk * ldb + j), s);
             c[r * ldc + j] = s;
         }
 }
 
-int rt_pack_panels(float **w, int64_t batch, int64_t n, int64_t k, int64_t nr, rt_err *e)
+void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+             int64_t ldb, float *c, int64_t ldc)
 {
-    if (batch < 1 || n < 1 || k < 1 || nr < 1 || n % nr)
+    kr_gemm(RT_F32, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                  const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+{
+    kr_gemm(RT_BF16, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void rt_gemm_f16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                 const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+{
+    kr_gemm(RT_F16, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+/* One matrix [n][k] into panels, elements of type T. */
+#define KR_PACK(T, src, dst)                                                 \
+    do {                                                                     \
+        const T *s_ = (const T *)(src);                                      \
+        T *d_ = (T *)(dst);                                                  \
+        for (int64_t p = 0; p < n / nr; p++)                                 \
+            for (int64_t kk = 0; kk < k; kk++)                               \
+                for (int64_t i = 0; i < nr; i++)                             \
+                    d_[(p * k + kk) * nr + i] = s_[(p * nr + i) * k + kk];   \
+    } while (0)
+
+int rt_pack_panels(void **w, int64_t batch, int64_t n, int64_t k, int64_t nr, int esize,
+                   rt_err *e)
+{
+    if (batch < 1 || n < 1 || k < 1 || nr < 1 || n % nr || (esize != 4 && esize != 2))
         return rt_errf(e, RT_EINTERNAL, "cannot pack [%lld][%lld][%lld] in panels of %lld",
                        (long long)batch, (long long)n, (long long)k, (long long)nr);
     size_t count = (size_t)batch * (size_t)n * (size_t)k;
-    float *src = *w, *dst = rt_alloc(count * sizeof *dst);
+    char *src = *w, *dst = rt_alloc(count * (size_t)esize);
     if (!dst)
         return rt_errf(e, RT_EINTERNAL, "out of memory packing a weight (%lld bytes)",
-                       (long long)(count * sizeof *dst));
+                       (long long)(count * (size_t)esize));
     for (int64_t q = 0; q < batch; q++) {
-        const float *s = src + q * n * k;
-        float *d = dst + q * n * k;
-        for (int64_t p = 0; p < n / nr; p++)
-            for (int64_t kk = 0; kk < k; kk++)
-                for (int64_t i = 0; i < nr; i++)
-                    d[(p * k + kk) * nr + i] = s[(p * nr + i) * k + kk];
+        size_t at = (size_t)(q * n * k) * (size_t)esize;
+        if (esize == 4)
+            KR_PACK(float, src + at, dst + at);
+        else
+            KR_PACK(uint16_t, src + at, dst + at);
     }
     rt_free(src);
     *w = dst;
     return 0;
 }
+
+#undef KR_PACK

@@ -4,9 +4,12 @@
  * weight (checked first, before anything is allocated: a wrong file is
  * named at once), and each weight comes from the file when there, with
  * the declared shape, else from its init; without a file every weight
- * needs an init. Each weight gets its own rt_alloc'd f32 buffer (16-bit
- * data widened exactly). On error nothing stays allocated and dst[] is
- * all NULL. Messages:
+ * needs an init. Each weight gets its own rt_alloc'd buffer held as its
+ * info's store says: f32 (16-bit data widened exactly), or 16-bit (a
+ * tensor of the file in that very type copied bit for bit, anything else
+ * made as f32 first, then rounded to nearest even: lossy, asked for by
+ * --weight-dtype). On error nothing stays allocated and dst[] is all
+ * NULL. Messages:
  *   W: 'w_up': shape [8960,1024] in the file, the model declares [8960,1536]
  *   W: weight 'w_up' is not in the file and has no init
  *   W: 'foo': not a weight of the model
@@ -51,8 +54,33 @@ static void wt_init(const rt_tensor_info *w, float *d)
         memcpy(d, w->data, (size_t)w->count * sizeof *d);
 }
 
+/* Fills a 16-bit weight d: a copy of t when it is of the store's type,
+ * else rounded from f32 made in a scratch buffer. */
+static int wt_half(const rt_st_tensor *t, const rt_tensor_info *w, uint16_t *d, rt_err *e)
+{
+    int same = t && (t->dtype == RT_ST_BF16 ? RT_BF16 : t->dtype == RT_ST_F16 ? RT_F16 : -1) ==
+                        w->store;
+    if (same) {
+        const unsigned char *p = t->data;           /* little-endian in the file */
+        for (int64_t i = 0; i < w->count; i++, p += 2)
+            d[i] = (uint16_t)(p[0] | p[1] << 8);
+        return 0;
+    }
+    float *f = rt_alloc((size_t)w->count * sizeof *f);
+    if (!f)
+        return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
+                       (long long)w->count * 4);
+    if (t)
+        rt_st_to_f32(t, f);
+    else
+        wt_init(w, f);
+    rt_round_half(d, f, w->count, w->store);
+    rt_free(f);
+    return 0;
+}
+
 /* One weight: checks where it comes from, then allocates and fills it. */
-static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, float **out, rt_err *e)
+static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, void **out, rt_err *e)
 {
     const rt_st_tensor *t = st ? rt_st_find(st, w->name) : NULL;
     char a[160], b[160];
@@ -67,19 +95,27 @@ static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, float **out
     if (w->count < 0 || (uint64_t)w->count > SIZE_MAX / sizeof(float))
         return rt_errf(e, RT_EINTERNAL, "weight '%s': bad element count %lld", w->name,
                        (long long)w->count);
-    float *d = rt_alloc((size_t)w->count * sizeof *d);
+    int half = w->store == RT_BF16 || w->store == RT_F16;
+    size_t esize = half ? 2 : 4;
+    void *d = rt_alloc((size_t)w->count * esize);
     if (!d)
         return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
-                       (long long)w->count * 4);
-    if (t)
+                       (long long)w->count * (long long)esize);
+    int rc = 0;
+    if (half)
+        rc = wt_half(t, w, d, e);
+    else if (t)
         rt_st_to_f32(t, d);
     else
         wt_init(w, d);
-    *out = d;
-    return 0;
+    if (rc)
+        rt_free(d);
+    else
+        *out = d;
+    return rc;
 }
 
-int rt_load_weights(const char *path, const rt_tensor_info *w, int nw, float **dst, rt_err *e)
+int rt_load_weights(const char *path, const rt_tensor_info *w, int nw, void **dst, rt_err *e)
 {
     rt_safetensors st;
     memset(&st, 0, sizeof st);

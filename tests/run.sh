@@ -4,7 +4,8 @@
 #   2. the command-line contract (tests/cli.sh), the bad-input corpus
 #      (tests/bad.sh), hostile names (tests/names.sh), the pass pipeline's
 #      numbers (tests/pipeline.sh), the golden pass tests (tests/golden.sh),
-#      checkpoints imported (tests/import.sh, with $MKCKPT);
+#      checkpoints imported (tests/import.sh, with $MKCKPT), 16-bit
+#      weights (tests/weights16.sh, with $MKCKPT);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -59,6 +60,12 @@ if sh tests/import.sh >"$log/import.out" 2>&1; then
     echo "ok    import ($(grep -c '^ok' "$log/import.out") checks: checkpoints imported, checked, built, run, refused)"
 else
     echo "FAIL  import"; grep -v '^ok' "$log/import.out"; failed=1
+fi
+
+if sh tests/weights16.sh >"$log/weights16.out" 2>&1; then
+    echo "ok    weights16 ($(grep -c '^ok' "$log/weights16.out") checks: --weight-dtype bf16/f16 checked, held 16-bit, BF16 files copied)"
+else
+    echo "FAIL  weights16"; grep -v '^ok' "$log/weights16.out"; failed=1
 fi
 
 ls tests/models/*.json examples/*.json |

@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     float *w[NW];
     rt_err we = {0, ""};
-    rc = rt_load_weights(path, table, NW, w, &we);
+    rc = rt_load_weights(path, table, NW, (void **)w, &we);
     if (rc == 0) {
         for (int i = 0; i < NW; i++) {
             FUZZ_CHECK(w[i] != NULL);

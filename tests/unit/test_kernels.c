@@ -88,7 +88,7 @@ static void pack_layout(void **state)
     for (int64_t i = 0; i < batch * n * k; i++)
         w[i] = (float)i;
     rt_err e = {0, ""};
-    assert_int_equal(rt_pack_panels(&w, batch, n, k, nr, &e), 0);
+    assert_int_equal(rt_pack_panels((void **)&w, batch, n, k, nr, 4, &e), 0);
     /* panel p of batch q: [k][nr], element [kk][c] is row p*nr + c, column kk */
     for (int64_t q = 0; q < batch; q++)
         for (int64_t p = 0; p < n / nr; p++)
@@ -104,7 +104,7 @@ static void pack_refused(void **state)
     (void)state;
     float *w = rt_alloc(sizeof *w * 48), *kept = w;
     rt_err e = {0, ""};
-    assert_int_equal(rt_pack_panels(&w, 1, 48, 1, 32, &e), RT_EINTERNAL);
+    assert_int_equal(rt_pack_panels((void **)&w, 1, 48, 1, 32, 4, &e), RT_EINTERNAL);
     assert_ptr_equal(w, kept);
     assert_string_equal(e.msg, "cannot pack [1][48][1] in panels of 32");
     rt_free(w);

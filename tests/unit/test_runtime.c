@@ -492,7 +492,7 @@ static void test_weights_load(void **state)
     (void)state;
     float *w[4];
     rt_err e = {0};
-    assert_int_equal(rt_load_weights(w1_file("w.st", ""), wi, 4, w, &e), 0);
+    assert_int_equal(rt_load_weights(w1_file("w.st", ""), wi, 4, (void **)w, &e), 0);
     for (int i = 0; i < 4; i++)
         assert_int_equal((uintptr_t)w[i] % 64, 0);
     assert_true(w[0][0] == 1 && w[0][1] == 2 && w[0][2] == 3 && w[0][3] == 4); /* the file wins */
@@ -503,7 +503,7 @@ static void test_weights_load(void **state)
     assert_memory_equal(w[3], w_data, sizeof w_data);
     free_all(w, 4);
 
-    assert_int_equal(rt_load_weights(NULL, wi, 4, w, &e), 0); /* inits only */
+    assert_int_equal(rt_load_weights(NULL, wi, 4, (void **)w, &e), 0); /* inits only */
     assert_true(w[0][0] == 7.0f && w[0][3] == 7.0f);
     free_all(w, 4);
 }
@@ -513,7 +513,7 @@ static void weights_refused(const char *path, rt_tensor_info *t, int n, const ch
 {
     float *w[4] = {(float *)1, (float *)1, (float *)1, (float *)1};
     rt_err e = {0};
-    assert_int_equal(rt_load_weights(path, t, n, w, &e), RT_EINVAL);
+    assert_int_equal(rt_load_weights(path, t, n, (void **)w, &e), RT_EINVAL);
     if (!strstr(e.msg, want))
         fail_msg("message \"%s\" lacks \"%s\"", e.msg, want);
     for (int i = 0; i < n; i++)
@@ -545,7 +545,7 @@ static void test_weights_errors(void **state)
     weights_refused(p, wi, 4, "invalid JSON");
     float *w[1];
     rt_err e = {0};
-    assert_int_equal(rt_load_weights(tl_tmp_path("none.st"), wi, 1, w, &e), RT_EIO);
+    assert_int_equal(rt_load_weights(tl_tmp_path("none.st"), wi, 1, (void **)w, &e), RT_EIO);
     assert_null(w[0]);
 }
 
@@ -561,7 +561,7 @@ static void test_weights_16bit(void **state)
                            {.name = "h", .rank = 1, .dims = {2}, .count = 2}};
     float *w[2];
     rt_err e = {0};
-    assert_int_equal(rt_load_weights(p, t, 2, w, &e), 0);
+    assert_int_equal(rt_load_weights(p, t, 2, (void **)w, &e), 0);
     assert_true(w[0][0] == 1.0f && w[0][1] == -3.0f);
     assert_true(w[1][0] == 1.0f && w[1][1] == 0x1p-24f);
     free_all(w, 2);

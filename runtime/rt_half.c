@@ -1,0 +1,72 @@
+/* runtime/rt_half.c: f32 to 16-bit floats, for weights held 16-bit
+ * (--weight-dtype): rounded once at load, widened where read
+ * (rt_bf16_f32, rt_f16_f32 in kiln_rt.h).
+ *
+ * Both round to nearest, ties to even, on the bits (the host's rounding
+ * mode plays no part):
+ * - bf16 is the top half of an f32: add 0x7fff plus the lowest kept bit,
+ *   keep the top 16 bits; a carry into the exponent is the right result
+ *   (up to inf past the largest bf16). A NaN keeps its sign and top
+ *   payload bits and is made quiet, so it cannot round into inf.
+ * - IEEE half: |f| >= 65520 (the tie between 65504 and 2^16) gives inf;
+ *   below 2^-14 the value is a multiple of 2^-24 (subnormal), rounded
+ *   from its 24-bit mantissa shifted right; normals rebias the exponent
+ *   (127 to 15) and round the 13 dropped bits. */
+#include "kiln_rt.h"
+
+#include <string.h>
+
+static uint32_t hf_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+uint16_t rt_f32_bf16(float f)
+{
+    uint32_t u = hf_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)            /* NaN */
+        return (uint16_t)(u >> 16 | 0x40);
+    u += 0x7fffu + (u >> 16 & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* A magnitude below 2^-14 as a half subnormal: m * 2^(e-150) in units of
+ * 2^-24 is m >> (126 - e), rounded to nearest even (a carry into 0x400
+ * is the smallest normal, as it should be). */
+static uint16_t hf_subnormal(uint32_t a)
+{
+    int e = (int)(a >> 23), s = 126 - e;
+    if (e == 0 || s > 24)                           /* below 2^-25: zero */
+        return 0;
+    uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t q = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
+    if (rem > half || (rem == half && (q & 1)))
+        q++;
+    return (uint16_t)q;
+}
+
+uint16_t rt_f32_f16(float f)
+{
+    uint32_t u = hf_bits(f), a = u & 0x7fffffffu;
+    uint16_t sign = (uint16_t)(u >> 16 & 0x8000);
+    if (a > 0x7f800000u)                            /* NaN: quiet */
+        return sign | 0x7e00 | (uint16_t)(a >> 13 & 0x3ff);
+    if (a >= 0x477ff000u)                           /* >= 65520: inf */
+        return sign | 0x7c00;
+    if (a < 0x38800000u)                            /* < 2^-14 */
+        return sign | hf_subnormal(a);
+    a += 0xfffu + (a >> 13 & 1);
+    return sign | (uint16_t)((a - 0x38000000u) >> 13);
+}
+
+void rt_round_half(uint16_t *dst, const float *src, int64_t n, int store)
+{
+    if (store == RT_BF16)
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = rt_f32_bf16(src[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = rt_f32_f16(src[i]);
+}

@@ -1,0 +1,86 @@
+#!/bin/sh
+# tests/weights16.sh: 16-bit weights (--weight-dtype, README "16-bit
+# weights"), one line per check:
+#   1. kiln check --weight-dtype bf16 (and f16) on examples: the cc build
+#      and the JIT against the reference run on the same rounded weights,
+#      within the default tolerance, the table saying they were rounded;
+#   2. the program holds them so: `bf16` buffers in the loop IR, the
+#      kernels' bytes halved, rt_gemm_bf16 and widening loads in the C;
+#   3. a Hugging Face folder with BF16 weights (mkckpt --bf16) checked
+#      with --weight-dtype bf16 (copied as they are: the reference's
+#      values are the file's exactly) and with f32 (widened);
+#   4. a bad --weight-dtype is a usage error.
+# KILN and MKCKPT name the binaries.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+KILN=${KILN:-./kiln}
+MKCKPT=${MKCKPT:-build/tests/mkckpt}
+T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-w16-XXXXXX") || exit 3
+trap 'rm -rf "$T"' EXIT
+fails=0
+
+ok() { echo "ok    $1"; }
+bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
+
+# check NAME MODEL ARGS...: kiln check passes and says the weights were rounded.
+check() {
+    what=$1; shift
+    if "$KILN" check "$@" >"$T/out" 2>&1 && grep -q "rounded at load (lossy" "$T/out"; then
+        ok "$what"
+    else
+        bad "$what"; cat "$T/out"
+    fi
+}
+
+for e in llama2-step mlp qwen3-moe-block gpt2-block; do
+    check "check $e --weight-dtype bf16 (cc and JIT)" "examples/$e.json" --weight-dtype bf16
+done
+check "check llama2-step --weight-dtype f16 (cc and JIT)" examples/llama2-step.json --weight-dtype f16
+
+"$KILN" print examples/mlp.json --weight-dtype bf16 >"$T/bf16.kir" 2>&1
+"$KILN" print examples/mlp.json >"$T/f32.kir" 2>&1
+if grep -q "^  buf b[0-9]* weight 0 %[0-9]* : f32\[[0-9,]*\] bf16 packed$" "$T/bf16.kir" &&
+   ! grep -q bf16 "$T/f32.kir"; then
+    ok "print: the weights are bf16 buffers, packed"
+else
+    bad "print: the weights are bf16 buffers, packed"; cat "$T/bf16.kir"
+fi
+# the gemm kernels' bytes: about half (weights dominate)
+b32=$(grep -o "kernel k0 .*GFLOP, [0-9.]* MB" "$T/f32.kir" | sed 's/.*, \([0-9.]*\) MB/\1/')
+b16=$(grep -o "kernel k0 .*GFLOP, [0-9.]* MB" "$T/bf16.kir" | sed 's/.*, \([0-9.]*\) MB/\1/')
+if [ -n "$b32" ] && [ -n "$b16" ] && awk "BEGIN { exit !($b16 < 0.6 * $b32) }"; then
+    ok "print: k0 moves $b16 MB with bf16 weights, $b32 MB with f32"
+else
+    bad "print: k0's bytes with bf16 weights ($b16 MB) are not about half of f32's ($b32 MB)"
+fi
+
+if "$KILN" emit-c examples/llama2-step.json --weight-dtype bf16 -o "$T/l.c" 2>"$T/err" &&
+   grep -q "rt_gemm_bf16(" "$T/l.c" && grep -q "= rt_bf16_f32(b[0-9]*\[" "$T/l.c" &&
+   grep -q "RT_BF16}," "$T/l.c"; then
+    ok "emit-c: rt_gemm_bf16 calls, widening loads, weights declared RT_BF16"
+else
+    bad "emit-c: rt_gemm_bf16 calls, widening loads, weights declared RT_BF16"; cat "$T/err"
+fi
+
+if "$MKCKPT" hf llama "$T/hf" --bf16 >"$T/out" 2>&1; then
+    check "a BF16 llama folder, --weight-dtype bf16 (copied as stored)" "$T/hf" --weight-dtype bf16 \
+        --tolerance 1e-5
+    if "$KILN" check "$T/hf" >"$T/out" 2>&1 && ! grep -q "rounded" "$T/out"; then
+        ok "a BF16 llama folder, f32 (widened exactly)"
+    else
+        bad "a BF16 llama folder, f32 (widened exactly)"; cat "$T/out"
+    fi
+else
+    bad "mkckpt hf llama --bf16"; cat "$T/out"
+fi
+
+if "$KILN" build examples/mlp.json --weight-dtype f64 -o "$T/x" >"$T/out" 2>&1; then
+    bad "--weight-dtype f64 accepted"
+elif [ $? = 2 ] && grep -q "weight-dtype takes f32, bf16 or f16" "$T/out" && [ ! -e "$T/x" ]; then
+    ok "--weight-dtype f64: usage error, nothing written"
+else
+    bad "--weight-dtype f64: not a usage error"; cat "$T/out"
+fi
+
+[ "$fails" = 0 ] && echo "weights16: ok" || echo "weights16: $fails failed"
+[ "$fails" = 0 ]
