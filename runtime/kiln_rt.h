@@ -275,6 +275,169 @@ typedef struct {
  * writes rt_profile_write's lines. Returns an RT_* status. */
 RT_API int rt_main(int argc, char **argv, const rt_model *md);
 
+/* ---- tokenizers (rt_tokenizer.c, _hf.c, _vocab.c, _bpe.c) -------------- */
+/* Text to token ids and back, for generation. The format is told by the
+ * file's content: llama2.c's tokenizer.bin, encoded as its run.c does
+ * (byte fallback, then merges by score), or a Hugging Face tokenizer.json
+ * with a byte-level BPE model as GPT-2's and Qwen2's (added tokens, the
+ * pre-tokenizer's split, then merges by rank). rt_tokenizer.c's comment
+ * gives the formats and what is checked; rt_tokenizer_bpe.c's what is
+ * approximated. */
+typedef struct rt_tok rt_tok;
+/* Reads and checks the whole file; *tok is NULL on error. A malformed
+ * file is refused with one line "PATH: what is wrong". */
+RT_API int rt_tok_open(const char *path, rt_tok **tok, rt_err *e);
+RT_API void rt_tok_close(rt_tok *t);
+/* Ids are [0, rt_tok_size). BOS and EOS: -1 when the tokenizer has none
+ * (llama2.c: 1 and 2; tokenizer.json: BOS is the token its post-processor
+ * puts before the text, EOS the added token <|endoftext|> (GPT-2, Qwen2),
+ * DeepSeek-R1-Distill's end of sentence, or Llama 3's <|end_of_text|>). */
+RT_API int rt_tok_size(const rt_tok *t);
+RT_API int rt_tok_bos(const rt_tok *t);
+RT_API int rt_tok_eos(const rt_tok *t);
+/* The id of the token whose text is exactly `text` (e.g. "<|im_end|>"),
+ * or -1. */
+RT_API int rt_tok_find(const rt_tok *t, const char *text);
+/* Encodes text (tokenizer.json: valid UTF-8) into ids[0, *n), with BOS
+ * first when add_bos and the tokenizer has one. At most cap ids: a text
+ * of more tokens is refused ("the text is N tokens, more than CAP", or
+ * before encoding when its length alone says so); it never has more than
+ * strlen(text) + 2. */
+RT_API int rt_tok_encode(const rt_tok *t, const char *text, int add_bos, int32_t *ids, int cap,
+                         int *n, rt_err *e);
+/* The text to print for token id, generated after prev_id (-1 for none):
+ * its bytes (llama2.c: a byte token's byte; after BOS without its leading
+ * space, as run.c), less the end of a UTF-8 character that the next
+ * tokens complete, which is held back and printed with them. NUL bytes
+ * and ids outside [0, size) give nothing. Valid until the next call. */
+RT_API const char *rt_tok_decode_piece(rt_tok *t, int prev_id, int id);
+/* What is held back at the end of a text (an incomplete character, as
+ * bytes); decoding then starts afresh. Valid until the next call. */
+RT_API const char *rt_tok_decode_flush(rt_tok *t);
+
+/* ---- internal: what runtime files share (not for generated code) ---- */
+
+/* Strict JSON read in place (rt_json.c): each reader walks its own
+ * grammar with these, so its messages name things in its terms. The text
+ * must be valid UTF-8 (rt_utf8_bad). Every function skips whitespace
+ * first, consumes what it reads and returns 0, or sets e and returns the
+ * status: syntax is "PATH: PART: invalid JSON at byte N: what" (PART
+ * left out when NULL), RT_EINVAL; out of memory, RT_EINTERNAL. */
+typedef struct {
+    const unsigned char *p, *start, *end; /* next byte; the text */
+    const char *path;                     /* the file, first in messages */
+    const char *part;                     /* which text: "header"; or NULL */
+    rt_err *e;
+} rt_json;
+RT_API int rt_json_syntax(rt_json *J, const char *what);
+RT_API int rt_json_oom(rt_json *J);
+RT_API void rt_json_ws(rt_json *J);
+/* Consumes c, or the word (true, false, null); 0 when it was there,
+ * 1 (nothing set) when not. */
+RT_API int rt_json_eat(rt_json *J, int c);
+RT_API int rt_json_literal(rt_json *J, const char *word);
+/* A string, malloc'd into *out (NULL on error); "\u0000" is refused. */
+RT_API int rt_json_string(rt_json *J, char **out);
+/* A number that must be an integer in [0, 2^63): otherwise
+ * "PATH: WHAT: TEXT is not a non-negative integer" (or "is too large"). */
+RT_API int rt_json_uint(rt_json *J, const char *what, int64_t *v);
+/* Inside an object or array after its bracket: 1 when an item follows
+ * (the comma consumed), 0 at the closing bracket `close`, -1 with e set
+ * on anything else. Loop: for (first = 1; (more = next(..)) != 0; first = 0). */
+RT_API int rt_json_next(rt_json *J, int close, int first);
+/* Any value, checked and skipped; nesting deeper than 32 is refused. */
+RT_API int rt_json_skip(rt_json *J);
+/* Values kept in place: a reader may note where a value starts (at) and
+ * read it later through a cursor rt_json_at(J, at) of the same text, so
+ * that an object's keys can come in any order. Messages of meaning are
+ * "PATH: WHERE: what" (rt_json_bad; "PATH: what" when WHERE is ""). */
+RT_API rt_json rt_json_at(const rt_json *J, const unsigned char *at);
+RT_API int rt_json_bad(const rt_json *J, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An object whose keys are among keys[nkeys], each at most once: where
+ * each value starts into val[] (NULL when absent). Another key is refused:
+ * "WHERE: unknown key 'K' (refused rather than ignored)". */
+RT_API int rt_json_object(rt_json *J, const char *where, const char *const *keys, int nkeys,
+                          const unsigned char **val);
+RT_API int rt_json_object_at(const rt_json *J, const unsigned char *at, const char *where,
+                             const char *const *keys, int nkeys, const unsigned char **val);
+/* 1 when the value at `at` is null, or at is NULL (absent). */
+RT_API int rt_json_null_at(const rt_json *J, const unsigned char *at);
+RT_API int rt_json_string_at(const rt_json *J, const unsigned char *at, char **s);
+/* true or false into *v (kept when at is NULL); rt_json_false_at refuses
+ * true: "WHERE: KEY: true is not supported". */
+RT_API int rt_json_bool_at(const rt_json *J, const unsigned char *at, const char *where,
+                           const char *key, int *v);
+RT_API int rt_json_false_at(const rt_json *J, const unsigned char *at, const char *where,
+                            const char *key);
+/* The string member "type" of the object at `at` (malloc'd into *type). */
+RT_API int rt_json_type_at(const rt_json *J, const unsigned char *at, const char *where,
+                           char **type);
+/* Offset of the first byte of s[0, n) that is not well-formed UTF-8, or n. */
+RT_API size_t rt_utf8_bad(const unsigned char *s, size_t n);
+/* Writes code point cp (< 0x110000) as UTF-8 at o; returns the end. */
+RT_API char *rt_utf8_put(char *o, unsigned cp);
+/* A regular file of at most max bytes, read whole into *data (malloc'd,
+ * NUL-terminated, *len bytes). Messages: "PATH: cannot read: why" (RT_EIO),
+ * "PATH: larger than the limit of MAX bytes" (RT_EINVAL). */
+RT_API int rt_read_file(const char *path, uint64_t max, char **data, size_t *len, rt_err *e);
+
+/* rt_st_open's two halves: one safetensors file (rt_safetensors.c), and an
+ * index of shards, a path ending in .json (rt_safetensors_index.c). */
+RT_API int rt_st_open_file(rt_safetensors *st, const char *path, rt_err *e);
+RT_API int rt_st_open_index(rt_safetensors *st, const char *path, rt_err *e);
+
+/* A tokenizer as its three files share it (the API above). Tokens are
+ * byte strings; a hash table finds them by their bytes. */
+enum { RT_TOK_LLAMA2C, RT_TOK_BPE };             /* formats */
+enum { RT_TOK_SPLIT_GPT2, RT_TOK_SPLIT_QWEN2, RT_TOK_SPLIT_LLAMA3 }; /* pre-tokenizers */
+typedef struct {
+    int32_t a, b, rank, id;     /* tokens a, b merge into id; a = -1: empty slot */
+} rt_tok_merge;
+struct rt_tok {
+    int format;                 /* RT_TOK_* */
+    int n;                      /* tokens: ids [0, n) */
+    char *bytes;                /* their bytes, each NUL-terminated */
+    uint32_t *off, *len;        /* token i: bytes + off[i], len[i] bytes */
+    uint32_t maxlen;            /* the longest */
+    int32_t *slot;              /* hash of the tokens' bytes: ids, -1 empty */
+    uint32_t mask;              /* slots - 1 */
+    int bos, eos;               /* -1: none */
+    float *score;               /* llama2.c: merges by score, highest first */
+    /* byte-level BPE (tokenizer.json) */
+    int split;                  /* RT_TOK_SPLIT_* */
+    int ignore_merges;          /* a piece that is a token is taken whole */
+    int32_t byte_id[256];       /* the token of each byte */
+    rt_tok_merge *merge;        /* hash of (a, b); mmask + 1 slots */
+    uint32_t mmask;
+    int32_t *added;             /* added tokens, matched whole first */
+    int nadded;
+    /* decoding */
+    unsigned char held[4];      /* the start of an incomplete character */
+    int nheld;
+    char *out;                  /* what rt_tok_decode_* returns */
+};
+/* rt_tokenizer.c: the id of the token whose bytes are a then b, or -1.
+ * rt_tok_index hashes the tokens, rt_tok_set_merges the n merges (copied;
+ * a = -1 never); each returns 0, -1 when out of memory, or 1 when two
+ * are the same (tokens' bytes; merges' a and b), which are dup[0] < dup[1]
+ * (ids; indexes into the list). */
+RT_API int rt_tok_lookup(const rt_tok *t, const char *a, size_t na, const char *b, size_t nb);
+RT_API int rt_tok_index(rt_tok *t, int dup[2]);
+RT_API int rt_tok_set_merges(rt_tok *t, const rt_tok_merge *list, int n, int dup[2]);
+/* The merge of tokens a and b, or NULL. */
+RT_API const rt_tok_merge *rt_tok_merge_find(const rt_tok *t, int32_t a, int32_t b);
+/* rt_tokenizer_hf.c: fills t from tokenizer.json's text (valid UTF-8);
+ * rt_tokenizer_vocab.c: its tokens, from the model (at model) and the
+ * added tokens (at added, or NULL), then t->slot, byte_id and merge. */
+RT_API int rt_tok_read_hf(rt_tok *t, const char *path, const char *text, size_t len, rt_err *e);
+RT_API int rt_tok_read_vocab(rt_tok *t, const rt_json *J, const unsigned char *model,
+                             const unsigned char *added);
+/* rt_tokenizer_bpe.c: rt_tok_encode of a tokenizer.json: ids[0, *n) of
+ * text (room for strlen(text) + 1 ids). */
+RT_API int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *ids,
+                             int *n, rt_err *e);
+
 /* Every runtime symbol generated code may call: the JIT hands these to
  * libtcc (X(name) per function). */
 #define RT_SYMBOLS(X)                                                       \
@@ -284,6 +447,9 @@ RT_API int rt_main(int argc, char **argv, const rt_model *md);
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
     X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16)          \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half)         \
-    X(rt_profile_add)
+    X(rt_profile_add)                                                       \
+    X(rt_tok_open) X(rt_tok_close) X(rt_tok_size) X(rt_tok_bos)             \
+    X(rt_tok_eos) X(rt_tok_find) X(rt_tok_encode) X(rt_tok_decode_piece)    \
+    X(rt_tok_decode_flush)
 
 #endif

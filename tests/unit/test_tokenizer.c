@@ -1,0 +1,492 @@
+/* tests/unit/test_tokenizer.c: the tokenizers (rt_tokenizer*.c): llama2.c's
+ * tokenizer.bin and Hugging Face's byte-level BPE tokenizer.json.
+ *
+ * The tokenizers are tiny (a few hundred tokens), written here byte by
+ * byte into a mkdtemp directory: bin_file writes a tokenizer.bin as
+ * llama2.c's tokenizer.py exports one (<unk>, BOS, EOS, the 256 byte
+ * tokens, then the words given); hf_file a tokenizer.json whose vocab is
+ * the 256 bytes (id = byte) then one token per merge, in merge order.
+ * Expected ids were worked out by hand from run.c's encode() and from the
+ * pre-tokenizer patterns (comments beside each case). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "runtime/kiln_rt.h"
+#include "tests/unit/testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N(a) ((int)(sizeof a / sizeof a[0]))
+
+/* ---- writing tokenizers ------------------------------------------------- */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} TkBuf;
+
+static void put(TkBuf *b, const void *p, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        b->cap = 2 * (b->n + n + 1);
+        b->s = realloc(b->s, b->cap);
+        assert_non_null(b->s);
+    }
+    memcpy(b->s + b->n, p, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void puts_(TkBuf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void put_i32(TkBuf *b, int32_t v)
+{
+    unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    put(b, c, 4);
+}
+
+typedef struct {
+    const char *text;
+    float score;
+} Word;
+
+/* ids 259.. are words[]; bytes cut short (truncation tests) when cut > 0. */
+static const char *bin_file(const char *name, const Word *words, int n, size_t cut)
+{
+    TkBuf b = {0};
+    put_i32(&b, 16);
+    for (int i = 0; i < 259 + n; i++) {
+        char tmp[8];
+        const char *s = i == 0 ? "<unk>" : i == 1 ? "\n<s>\n" : i == 2 ? "\n</s>\n" : tmp;
+        float score = i >= 259 ? words[i - 259].score : 0;
+        if (i >= 259)
+            s = words[i - 259].text;
+        else if (i >= 3)
+            snprintf(tmp, sizeof tmp, "<0x%02X>", i - 3);
+        uint32_t u;
+        memcpy(&u, &score, 4);
+        put_i32(&b, (int32_t)u);
+        put_i32(&b, (int32_t)strlen(s));
+        puts_(&b, s);
+    }
+    const char *p = tl_tmp_path(name);
+    tl_put_file(p, b.s, cut ? cut : b.n);
+    free(b.s);
+    return p;
+}
+
+/* GPT-2's bytes_to_unicode: the printable Latin-1 bytes stand for
+ * themselves, the other 68 for U+0100.. in byte order. */
+static unsigned byte_char(unsigned b)
+{
+    unsigned n = 0;
+    for (unsigned c = 0; c < b; c++)
+        n += !((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE));
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE ? b : 0x100 + n;
+}
+
+/* A byte inside a JSON string: as ByteLevel's character when level, else
+ * as it is (UTF-8 passes through byte by byte). */
+static void put_char(TkBuf *b, unsigned char byte, int level)
+{
+    unsigned c = level ? byte_char(byte) : byte;
+    char u[8];
+    if (c == '"' || c == '\\')
+        snprintf(u, sizeof u, "\\%c", c);
+    else if (c < 0x80 || !level)
+        snprintf(u, sizeof u, "%c", c);
+    else
+        snprintf(u, sizeof u, "%c%c", 0xC0 | c >> 6, 0x80 | (c & 0x3F));
+    puts_(b, u);
+}
+
+static void put_chars(TkBuf *b, const char *s, int level)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        put_char(b, *p, level);
+}
+
+static void put_json(TkBuf *b, const char *s, int level)
+{
+    puts_(b, "\"");
+    put_chars(b, s, level);
+    puts_(b, "\"");
+}
+
+typedef struct {
+    const char *a, *b;          /* raw bytes: a + b becomes a token */
+} Pair;
+
+static const char *qwen2_re =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* model = { type: "BPE", ..., vocab, merges }: the bytes, then each
+ * merge's token. */
+static void put_model(TkBuf *b, int qwen2, const Pair *m, int nm)
+{
+    char num[64];
+    puts_(b, "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+             "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
+             "\"fuse_unk\": false, \"byte_fallback\": false,\n\"vocab\": {");
+    for (int i = 0; i < 256 + nm; i++) {
+        puts_(b, "\"");
+        if (i < 256)
+            put_char(b, (unsigned char)i, 1);
+        else {
+            put_chars(b, m[i - 256].a, 1);
+            put_chars(b, m[i - 256].b, 1);
+        }
+        snprintf(num, sizeof num, "\": %d%s", i, i + 1 < 256 + nm ? ", " : "},\n\"merges\": [");
+        puts_(b, num);
+    }
+    for (int i = 0; i < nm; i++) {
+        puts_(b, qwen2 ? "[\"" : "\"");     /* ["A", "B"] or "A B" */
+        put_chars(b, m[i].a, 1);
+        puts_(b, qwen2 ? "\", \"" : " ");
+        put_chars(b, m[i].b, 1);
+        puts_(b, qwen2 ? "\"]" : "\"");
+        puts_(b, i + 1 < nm ? ", " : "");
+    }
+    puts_(b, "]}");
+}
+
+/* A tokenizer.json: ids 0..255 the bytes, 256 + i the token of merge i,
+ * then the added tokens "<|endoftext|>" and "<|bos|>". qwen2: the Split
+ * pre-tokenizer (and merges as arrays), else GPT-2's ByteLevel. post:
+ * the post_processor's JSON, or NULL. */
+static const char *hf_file(const char *name, int qwen2, const Pair *m, int nm, const char *post)
+{
+    TkBuf b = {0};
+    char num[160];
+    snprintf(num, sizeof num, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n"
+             "\"added_tokens\": [{\"id\": %d, \"content\": \"<|endoftext|>\", ", 256 + nm);
+    puts_(&b, num);
+    puts_(&b, "\"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": "
+              "false, \"special\": true},\n");
+    snprintf(num, sizeof num, "{\"id\": %d, \"content\": \"<|bos|>\", \"special\": true}],\n",
+             257 + nm);
+    puts_(&b, num);
+    puts_(&b, qwen2
+                  ? "\"normalizer\": {\"type\": \"NFC\"},\n\"pre_tokenizer\": {\"type\": "
+                    "\"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+                    "{\"Regex\": "
+                  : "\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+                    "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true},\n");
+    if (qwen2) {
+        put_json(&b, qwen2_re, 0);
+        puts_(&b,
+              "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+              "\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}]},\n");
+    }
+    puts_(&b, "\"post_processor\": ");
+    puts_(&b, post ? post : "null");
+    puts_(&b, ",\n\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
+              "\"trim_offsets\": true, \"use_regex\": true},\n\"model\": ");
+    put_model(&b, qwen2, m, nm);
+    puts_(&b, "}\n");
+    const char *p = tl_tmp_path(name);
+    tl_put_file(p, b.s, b.n);
+    free(b.s);
+    return p;
+}
+
+/* A copy of the file at path, named name, with its first `from` made `to`. */
+static const char *edit(const char *path, const char *name, const char *from, const char *to)
+{
+    size_t n;
+    char *s = tl_get_file(path, &n), *at = strstr(s, from);
+    assert_non_null(at);
+    TkBuf b = {0};
+    put(&b, s, (size_t)(at - s));
+    puts_(&b, to);
+    puts_(&b, at + strlen(from));
+    const char *p = tl_tmp_path(name);
+    tl_put_file(p, b.s, b.n);
+    free(b.s);
+    free(s);
+    return p;
+}
+
+/* ---- checking --------------------------------------------------------------- */
+
+static rt_tok *open_ok(const char *path)
+{
+    rt_tok *t;
+    rt_err e = {0};
+    int rc = rt_tok_open(path, &t, &e);
+    if (rc)
+        fail_msg("%s", e.msg);
+    return t;
+}
+
+/* path is refused with RT_EINVAL and one line: exactly `want` after
+ * "PATH: " when want is given. */
+static void open_bad(const char *path, const char *want)
+{
+    rt_tok *t = (rt_tok *)1;
+    rt_err e = {0};
+    assert_int_equal(rt_tok_open(path, &t, &e), RT_EINVAL);
+    assert_null(t);
+    assert_null(strchr(e.msg, '\n'));
+    assert_int_equal(strncmp(e.msg, path, strlen(path)), 0);
+    assert_int_equal(strncmp(e.msg + strlen(path), ": ", 2), 0);
+    if (want)
+        assert_string_equal(e.msg + strlen(path) + 2, want);
+}
+
+/* text encodes to exactly want[0, n). */
+static void encodes(const rt_tok *t, const char *text, int bos, const int32_t *want, int n)
+{
+    int32_t ids[256];
+    int got;
+    rt_err e = {0};
+    assert_int_equal(rt_tok_encode(t, text, bos, ids, N(ids), &got, &e), 0);
+    if (got != n)
+        fail_msg("'%s': %d ids, want %d", text, got, n);
+    for (int i = 0; i < n; i++)
+        if (ids[i] != want[i])
+            fail_msg("'%s': ids[%d] = %d, want %d", text, i, ids[i], want[i]);
+}
+#define ENCODES(t, text, bos, ...) \
+    encodes(t, text, bos, (int32_t[]){__VA_ARGS__}, N(((int32_t[]){__VA_ARGS__})))
+
+/* decode(encode(text)) == text, piece by piece after BOS. */
+static void round_trip(rt_tok *t, const char *text)
+{
+    int32_t ids[512];
+    int n, i = 0;
+    rt_err e = {0};
+    assert_int_equal(rt_tok_encode(t, text, 1, ids, N(ids), &n, &e), 0);
+    TkBuf b = {0};
+    puts_(&b, "");
+    if (rt_tok_bos(t) >= 0) {
+        assert_true(n > 0 && ids[0] == rt_tok_bos(t));
+        i = 1;
+    }
+    for (; i < n; i++)
+        puts_(&b, rt_tok_decode_piece(t, i ? ids[i - 1] : -1, ids[i]));
+    puts_(&b, rt_tok_decode_flush(t));
+    assert_string_equal(b.s, text);
+    free(b.s);
+}
+
+static const char *const texts[] = {
+    "hello", "hello world's 123", "  two  spaces  ", "line\nnext\n\n\r\nend\n",
+    "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80!", "\x01\x7F tab\there", " ",
+    "hi<|endoftext|>there",
+};
+
+/* ---- llama2.c's tokenizer.bin ------------------------------------------------ */
+
+/* 259 " ", 260 "h", 261 "e", 262 "l", 263 "o", 264 "he", 265 "el", 266 "ll",
+ * 267 "llo", 268 "hello", 269 "é" */
+static const Word words[] = {{" ", -1},  {"h", 0},     {"e", 0},       {"l", 0},
+                             {"o", 0},   {"he", 5},    {"el", 4.5f},   {"ll", 4},
+                             {"llo", 3}, {"hello", 1}, {"\xC3\xA9", 0}};
+
+static void test_bin_encode(void **state)
+{
+    (void)state;
+    rt_tok *t = open_ok(bin_file("t.bin", words, N(words), 0));
+    assert_int_equal(rt_tok_size(t), 270);
+    assert_int_equal(rt_tok_bos(t), 1);
+    assert_int_equal(rt_tok_eos(t), 2);
+    assert_int_equal(rt_tok_find(t, "llo"), 267);
+    assert_int_equal(rt_tok_find(t, "lo"), -1);
+    /* " " h e l l o: he (5) beats el (4.5) and ll (4); then ll, llo, he+llo */
+    ENCODES(t, "hello", 1, 1, 259, 268);
+    ENCODES(t, "hello", 0, 259, 268);
+    ENCODES(t, "e", 0, 259, 261);               /* the dummy prefix */
+    encodes(t, "", 0, NULL, 0);                 /* none for no text */
+    ENCODES(t, "", 1, 1);
+    ENCODES(t, "hello\xC3\xA9", 0, 259, 268, 269);
+    /* 日 = E6 97 A5 and 😀 = F0 9F 98 80 are no tokens: bytes + 3 */
+    ENCODES(t, "h\xE6\x97\xA5", 0, 259, 260, 0xE6 + 3, 0x97 + 3, 0xA5 + 3);
+    ENCODES(t, "\xF0\x9F\x98\x80", 0, 259, 0xF0 + 3, 0x9F + 3, 0x98 + 3, 0x80 + 3);
+    ENCODES(t, "\n", 0, 259, 0x0A + 3);
+    rt_tok_close(t);
+}
+
+static void test_bin_decode(void **state)
+{
+    (void)state;
+    rt_tok *t = open_ok(bin_file("t.bin", words, N(words), 0));
+    assert_string_equal(rt_tok_decode_piece(t, 1, 259), "");      /* after BOS: no space */
+    assert_string_equal(rt_tok_decode_piece(t, 259, 259), " ");
+    assert_string_equal(rt_tok_decode_piece(t, 259, 268), "hello");
+    assert_string_equal(rt_tok_decode_piece(t, 1, 'A' + 3), "A"); /* <0x41> */
+    /* 日 split over three byte tokens is held back until whole */
+    assert_string_equal(rt_tok_decode_piece(t, 259, 0xE6 + 3), "");
+    assert_string_equal(rt_tok_decode_piece(t, 0xE6 + 3, 0x97 + 3), "");
+    assert_string_equal(rt_tok_decode_piece(t, 0x97 + 3, 0xA5 + 3), "\xE6\x97\xA5");
+    /* an incomplete character at the end comes out on flush; bytes that
+     * can never make one pass through */
+    assert_string_equal(rt_tok_decode_piece(t, 259, 0xF0 + 3), "");
+    assert_string_equal(rt_tok_decode_piece(t, 259, 0x9F + 3), "");
+    assert_string_equal(rt_tok_decode_flush(t), "\xF0\x9F");
+    assert_string_equal(rt_tok_decode_flush(t), "");
+    assert_string_equal(rt_tok_decode_piece(t, 259, 0xE6 + 3), "");
+    assert_string_equal(rt_tok_decode_piece(t, 0xE6 + 3, 260), "\xE6h");
+    assert_string_equal(rt_tok_decode_piece(t, 259, 0 + 3), "");   /* NUL: nothing */
+    assert_string_equal(rt_tok_decode_piece(t, 259, -1), "");
+    assert_string_equal(rt_tok_decode_piece(t, 259, 270), "");
+    for (int i = 0; i < N(texts); i++)
+        round_trip(t, texts[i]);
+    rt_tok_close(t);
+}
+
+static void test_bin_malformed(void **state)
+{
+    (void)state;
+    char p[256];
+    strcpy(p, bin_file("t.bin", words, N(words), 0));
+    size_t size, last = 8 + strlen(words[N(words) - 1].text);
+    free(tl_get_file(p, &size));
+    char want[160];
+    snprintf(want, sizeof want, "token 269 (byte %zu): the file ends inside it", size - last);
+    open_bad(bin_file("cut.bin", words, N(words), size - 1), want);
+    open_bad(bin_file("cut.bin", words, N(words), 3),
+             "3 bytes: neither a tokenizer.json nor llama2.c's tokenizer.bin");
+    open_bad(bin_file("cut.bin", words, N(words), 4 + 3 * 8 + 5 + 5 + 6),
+             "3 tokens; llama2.c's tokenizer has at least 259: <unk>, <s>, </s> and 256 byte "
+             "tokens");
+    /* every cut: refused in one line, or whole tokens (259 at least) */
+    for (size_t cut = 1; cut < size; cut++) {
+        rt_tok *t;
+        rt_err e = {0};
+        int rc = rt_tok_open(bin_file("cut.bin", words, N(words), cut), &t, &e);
+        assert_true(rc == 0 || (rc == RT_EINVAL && !t && !strchr(e.msg, '\n')));
+        rt_tok_close(t);
+    }
+    const Word twice[] = {{"h", 0}, {"h", 1}};
+    open_bad(bin_file("dup.bin", twice, 2, 0), "token 260 'h' repeats token 259");
+    const Word inf[] = {{"h", 1.0f / 0.0f}};
+    open_bad(bin_file("inf.bin", inf, 1, 0), NULL);
+    rt_err e = {0};
+    rt_tok *t = (rt_tok *)1;
+    assert_int_equal(rt_tok_open(tl_tmp_path("none.bin"), &t, &e), RT_EIO);
+    assert_null(t);
+}
+
+/* ---- Hugging Face tokenizer.json, byte-level BPE ------------------------------- */
+
+/* Merge i makes token 256 + i. The first three would join across the
+ * pre-tokenizer's pieces: they must never act. */
+static const Pair merges[] = {
+    {"o", " "},  {"d", "'"},     {"s", " "},    {"H", "e"},   {"l", "l"},   {"He", "ll"},
+    {"Hell", "o"}, {" ", "w"},   {"o", "r"},    {" w", "or"}, {"l", "d"},   {" wor", "ld"},
+    {"'", "s"},  {" ", "1"},     {" 1", "2"},   {" 12", "3"}, {"1", "2"},   {" ", " "},
+    {" ", "y"},  {"\n", "\n"},   {"'", "S"},
+};
+enum { HELLO = 262, WORLD = 267, APOS_S = 268, SP123 = 271, SP2 = 273, SPY = 274, NLNL = 275,
+       APOS_BIG_S = 276, EOT = 277, BOS = 278 };
+
+static const char *template_bos =
+    "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<|bos|>\", "
+    "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], "
+    "\"special_tokens\": {\"<|bos|>\": {\"id\": \"<|bos|>\", \"ids\": [278], \"tokens\": "
+    "[\"<|bos|>\"]}}}";
+
+static void test_hf_gpt2(void **state)
+{
+    (void)state;
+    rt_tok *t = open_ok(hf_file("gpt2.json", 0, merges, N(merges), NULL));
+    assert_int_equal(rt_tok_size(t), 279);
+    assert_int_equal(rt_tok_bos(t), -1);
+    assert_int_equal(rt_tok_eos(t), EOT);
+    assert_int_equal(rt_tok_find(t, "<|bos|>"), BOS);
+    assert_int_equal(rt_tok_find(t, " world"), WORLD);
+    /* "Hello" " world" "'s" " 123" */
+    ENCODES(t, "Hello world's 123", 1, HELLO, WORLD, APOS_S, SP123);
+    /* "x" "  " " y": \s+(?!\S) leaves the last space to the word */
+    ENCODES(t, "x   y", 0, 'x', SP2, SPY);
+    ENCODES(t, "a\n\nb", 0, 'a', '\n', '\n', 'b');
+    ENCODES(t, "IT'S", 0, 'I', 'T', '\'', 'S');         /* contractions: lower case */
+    ENCODES(t, "hi<|endoftext|>there", 0, 'h', 'i', EOT, 't', 'h', 'e', 'r', 'e');
+    ENCODES(t, "\xC3\xA9", 0, 0xC3, 0xA9);
+    for (int i = 0; i < N(texts); i++)
+        round_trip(t, texts[i]);
+    assert_string_equal(rt_tok_decode_piece(t, -1, 0xC3), "");
+    assert_string_equal(rt_tok_decode_piece(t, 0xC3, 0xA9), "\xC3\xA9");
+    int32_t ids[4];
+    int n;
+    rt_err e = {0};
+    assert_int_equal(rt_tok_encode(t, "hello world", 0, ids, 2, &n, &e), RT_EINVAL);
+    assert_string_equal(e.msg, "the text is 5 tokens, more than 2");
+    e = (rt_err){0};
+    assert_int_equal(rt_tok_encode(t, "a\xFF" "b", 0, ids, 4, &n, &e), RT_EINVAL);
+    assert_string_equal(e.msg, "the text is not valid UTF-8 at byte 1");
+    rt_tok_close(t);
+}
+
+static void test_hf_qwen2(void **state)
+{
+    (void)state;
+    rt_tok *t = open_ok(hf_file("qwen2.json", 1, merges, N(merges), template_bos));
+    assert_int_equal(rt_tok_bos(t), BOS);
+    assert_int_equal(rt_tok_eos(t), EOT);
+    /* digits one by one; a space before a digit stands alone */
+    ENCODES(t, "Hello world's 123", 1, BOS, HELLO, WORLD, APOS_S, ' ', '1', '2', '3');
+    ENCODES(t, "x   y", 0, 'x', SP2, SPY);
+    ENCODES(t, "a\n\nb", 0, 'a', NLNL, 'b');            /* \s*[\r\n]+ */
+    ENCODES(t, "IT'S", 0, 'I', 'T', APOS_BIG_S);         /* (?i:'s) */
+    for (int i = 0; i < N(texts); i++)
+        round_trip(t, texts[i]);
+    rt_tok_close(t);
+}
+
+static void test_hf_malformed(void **state)
+{
+    (void)state;
+    char good[256], qwen[256], p[256];      /* tl_tmp_path's buffers are reused */
+    strcpy(good, hf_file("good.json", 0, merges, N(merges), NULL));
+    strcpy(qwen, hf_file("qwen.json", 1, merges, N(merges), NULL));
+    strcpy(p, tl_tmp_path("bad.json"));
+    tl_put_file(p, "{\"version\": \"1.0\",}", 19);
+    open_bad(p, "invalid JSON at byte 18: expected a string");
+    tl_put_file(p, "{\"version\": \"\xFF\"}", 16);
+    open_bad(p, "not valid UTF-8 at byte 13");
+    open_bad(edit(good, "b1.json", "\"BPE\"", "\"WordPiece\""),
+             "model: type 'WordPiece' is not supported (kiln reads BPE)");
+    open_bad(edit(good, "b2.json", "\"merges\": [", "\"merges\": [\"a zz\", "),
+             "model.merges[0]: the second token is not in model.vocab");
+    open_bad(edit(good, "b3.json", "\"merges\": [", "\"merges\": [\"a b\", "),
+             "model.merges[0]: the token they make is not in model.vocab");
+    open_bad(edit(good, "b4.json", "\"merges\": [", "\"merges\": [\"H e\", "),
+             "model.merges[4]: repeats model.merges[0]");
+    open_bad(edit(good, "b5.json", "\"version\"", "\"versio\""),
+             "unknown key 'versio' (refused rather than ignored)");
+    open_bad(edit(good, "b6.json", "\"add_prefix_space\": false", "\"add_prefix_space\": true"),
+             "pre_tokenizer: add_prefix_space: true is not supported");
+    open_bad(edit(qwen, "b7.json", "\\\\p{N}|", "\\\\p{N}{1,2}|"),
+             "pre_tokenizer.pretokenizers[0].pattern: a regex kiln does not know (it splits as "
+             "GPT-2's, Qwen2's or Llama 3's)");
+    open_bad(edit(good, "b8.json", "\"id\": 278", "\"id\": 279"),
+             "added_tokens[1]: id 279 is not in [0, 279): added tokens not in model.vocab take "
+             "the ids after its 277");
+    /* every cut of a good file: refused in one line, never a crash */
+    size_t size;
+    char *s = tl_get_file(qwen, &size);
+    for (size_t cut = 0; cut < size - 1; cut++) {
+        tl_put_file(p, s, cut);
+        open_bad(p, NULL);
+    }
+    free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bin_encode),    cmocka_unit_test(test_bin_decode),
+        cmocka_unit_test(test_bin_malformed), cmocka_unit_test(test_hf_gpt2),
+        cmocka_unit_test(test_hf_qwen2),      cmocka_unit_test(test_hf_malformed),
+    };
+    return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
+}
