@@ -9,7 +9,8 @@
  * kiln bench [MODEL ...] (default: every .json of examples/):
  * 1. per model: the passes, then cg_bench_model (bench_model.c): the
  *    reference interpreter, the cc build and the JIT timed, kiln check;
- * 2. every distinct linear shape of the models at T = 40 and T = 1: a
+ * 2. every distinct linear shape of the models at T = 40 and T = 1 (and
+ *    at T = 1 again with kiln's weights held bf16, --weight-dtype): a
  *    one-node model per case through the passes into a library, and one
  *    driver that times them beside OpenBLAS (bench_kernels.c);
  * 3. tables on stdout, with --json the same for scripts (with the git
@@ -357,14 +358,16 @@ typedef struct {
     BenchModel b;
 } Result;
 
-/* The model through every pass, as `kiln build` compiles it. */
-static Module *compile_model(Arena *a, const char *file, const char *text, rt_err *err)
+/* The model through every pass, as `kiln build` compiles it (weights of
+ * rank >= 2 held as store says). */
+static Module *compile_model(Arena *a, const char *file, const char *text, int store,
+                             rt_err *err)
 {
     Diags d;
     diag_init(&d, a, file);
     int io = 0;
     Module *m = text ? fe_parse(a, file, text, strlen(text), &d) : fe_load(a, file, &d, &io);
-    PassCtx cx = {.d = &d, .verify = 0};
+    PassCtx cx = {.d = &d, .verify = 0, .weight_store = (Storage)store};
     machine_detect(&cx.machine);
     if (m && pass_pipeline(m, &cx) == 0)
         return m;
@@ -393,7 +396,7 @@ static void bench_model(const Opts *o, const char *file, Result *r)
         arena_set_oom(a, &oom);
         cg_bench_progress("compiling %s (passes)...", file);
         double t0 = rt_now();
-        Module *m = compile_model(a, file, NULL, &r->b.err);
+        Module *m = compile_model(a, file, NULL, RT_F32, &r->b.err);
         r->passes = rt_now() - t0;
         if (m) {
             snprintf(r->name, sizeof r->name, "%s", m->name);
@@ -443,7 +446,7 @@ static int build_case(const BenchLinear *c, const char *dir, rt_err *err)
         rc = rt_errf(err, RT_EINTERNAL, "out of memory");
     } else {
         arena_set_oom(a, &oom);
-        Module *m = compile_model(a, c->name, cg_bench_linear_model(a, c), err);
+        Module *m = compile_model(a, c->name, cg_bench_linear_model(a, c), c->store, err);
         rc = m ? cg_build_lib(m, dir, &(CgBuild){.quiet = 1}, err) : err->code;
     }
     arena_free(a);
@@ -477,10 +480,14 @@ static void bench_kernels(const Opts *o, Kernels *ks)
     if (cg_bench_openblas(dir, ks->openblas, sizeof ks->openblas, &ks->err)) {
         ks->skipped = ks->err.msg;
         ks->err.code = 0;
-    } else if ((ks->c = calloc(2 * (size_t)nshapes, sizeof *ks->c))) {
-        for (int t = 0; t < 2; t++)
-            for (int i = 0; i < nshapes; i++)
-                cg_bench_linear_case(&ks->c[ks->n++], nk[i][0], nk[i][1], ts[t]);
+    } else if ((ks->c = calloc(3 * (size_t)nshapes, sizeof *ks->c))) {
+        for (int t = 0; t < 3; t++)            /* T = 40, T = 1, T = 1 bf16 weights */
+            for (int i = 0; i < nshapes; i++) {
+                cg_bench_linear_case(&ks->c[ks->n], nk[i][0], nk[i][1], ts[t > 0]);
+                if (t == 2)
+                    cg_bench_linear_bf16(&ks->c[ks->n]);
+                ks->n++;
+            }
         if (!build_cases(ks, dir))
             cg_bench_kernels_run(dir, ks->c, ks->n, o->threads, KERNEL_BUDGET, &ks->err);
     } else {
@@ -559,7 +566,11 @@ static void print_models(const Run *run, const Result *r, int n)
 }
 
 static double gflops(const BenchLinear *c, double s) { return 2.0 * c->t * c->n * c->k / s / 1e9; }
-static double wgbs(const BenchLinear *c, double s) { return 4.0 * c->n * c->k / s / 1e9; }
+/* The weights' bytes a second: 4 an element, 2 held bf16. */
+static double wbytes(const BenchLinear *c) { return (c->store == RT_BF16 ? 2.0 : 4.0) * c->n * c->k; }
+static double wgbs(const BenchLinear *c, double s) { return wbytes(c) / s / 1e9; }
+/* A read of the f32 weights' bytes (the driver's, whatever kiln holds). */
+static double rgbs(const BenchLinear *c, double s) { return 4.0 * c->n * c->k / s / 1e9; }
 static const char *agree(const BenchLinear *c)
 {
     return c->diff <= BENCH_TOLERANCE ? "" : "  (results differ!)";
@@ -578,17 +589,19 @@ static void print_kernels(const Run *run, const Kernels *ks)
             printf("%6lld %6lld %13.1f %17.1f %13.2fx %7d%s\n", (long long)c->n, (long long)c->k,
                    gflops(c, c->kiln), gflops(c, c->blas), c->ratio, c->rounds, agree(c));
     }
-    printf("\ndecode, T = 1 (cblas_sgemv; read: a plain read of the weights' bytes alongside)\n"
-           "%6s %6s %8s %10s %14s %10s %14s %10s %7s\n", "N", "K", "weights", "kiln GB/s",
-           "OpenBLAS GB/s", "read GB/s", "kiln/OpenBLAS", "kiln/read", "rounds");
+    printf("\ndecode, T = 1 (cblas_sgemv on f32 weights; read: a plain read of the f32 weights'\n"
+           "bytes alongside; bf16: kiln's weights held bf16, OpenBLAS's the same values as f32)\n"
+           "%6s %6s %5s %8s %10s %14s %10s %14s %10s %7s\n", "N", "K", "kiln", "weights",
+           "kiln GB/s", "OpenBLAS GB/s", "read GB/s", "kiln/OpenBLAS", "kiln/read", "rounds");
     for (int i = 0; i < ks->n; i++) {
         const BenchLinear *c = &ks->c[i];
         char mb[16];
-        snprintf(mb, sizeof mb, "%.1f MB", 4.0 * c->n * c->k / 1e6);
+        snprintf(mb, sizeof mb, "%.1f MB", wbytes(c) / 1e6);
         if (c->t == 1)
-            printf("%6lld %6lld %8s %10.1f %14.1f %10.1f %13.2fx %9.0f%% %7d%s\n", (long long)c->n,
-                   (long long)c->k, mb, wgbs(c, c->kiln), wgbs(c, c->blas), wgbs(c, c->read),
-                   c->ratio, 100 * c->read / c->kiln, c->rounds, agree(c));
+            printf("%6lld %6lld %5s %8s %10.1f %14.1f %10.1f %13.2fx %9.0f%% %7d%s\n",
+                   (long long)c->n, (long long)c->k, c->store == RT_BF16 ? "bf16" : "f32", mb,
+                   wgbs(c, c->kiln), rgbs(c, c->blas), rgbs(c, c->read), c->ratio,
+                   100 * c->read / c->kiln, c->rounds, agree(c));
     }
 }
 
@@ -643,12 +656,13 @@ static json_t *model_json(const Result *r, const Run *run)
 
 static json_t *case_json(const BenchLinear *c)
 {
-    return json_pack("{s:I, s:I, s:I, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "n",
-                     (json_int_t)c->n, "k", (json_int_t)c->k, "t", (json_int_t)c->t, "rounds",
+    return json_pack("{s:I, s:I, s:I, s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                     "n", (json_int_t)c->n, "k", (json_int_t)c->k, "t", (json_int_t)c->t,
+                     "kiln_weights", c->store == RT_BF16 ? "bf16" : "f32", "rounds",
                      c->rounds, "kiln_ms", c->kiln * 1e3, "openblas_ms", c->blas * 1e3,
                      "kiln_gflops", gflops(c, c->kiln), "openblas_gflops", gflops(c, c->blas),
                      "kiln_weights_gbs", wgbs(c, c->kiln), "openblas_weights_gbs",
-                     wgbs(c, c->blas), "read_gbs", c->t == 1 ? wgbs(c, c->read) : 0.0,
+                     rgbs(c, c->blas), "read_gbs", c->t == 1 ? rgbs(c, c->read) : 0.0,
                      "ratio", c->ratio, "max_rel_diff", c->diff);
 }
 

@@ -92,7 +92,8 @@ extern const char cg_bench_read_c[];
 /* One case: y[t,n] = x[t,k] w[n,k]^T, as a one-node model. */
 typedef struct {
     int64_t n, k, t;
-    char name[64];               /* its model's name, lin_n1536_k1536_t40 */
+    int store;                   /* kiln's weights: RT_F32, or RT_BF16 (--weight-dtype) */
+    char name[64];               /* its model's name, lin_n1536_k1536_t40[_bf16] */
     /* measured: seconds per call, medians over the rounds */
     int rounds;
     double kiln, blas;
@@ -111,6 +112,9 @@ typedef struct {
 void cg_bench_linear_shapes(const Module *m, int64_t (*nk)[2], int *n, int max);
 /* Sets c's shape and name. */
 void cg_bench_linear_case(BenchLinear *c, int64_t n, int64_t k, int64_t t);
+/* Makes c the same case with kiln's weights held bf16 (name + "_bf16"):
+ * OpenBLAS multiplies the same values, rounded to bf16, held as f32. */
+void cg_bench_linear_bf16(BenchLinear *c);
 /* The case as a kiln/1 model file: input x f32[t,k], weight w f32[n,k]
  * (random init, CG_BENCH_SEED and CG_BENCH_SCALE), node y = linear(x, w). */
 char *cg_bench_linear_model(Arena *a, const BenchLinear *c);

@@ -22,11 +22,13 @@
  * time.
  *
  * rt_gemm_bf16, rt_gemm_f16: the same with B held 16-bit (a weight of
- * --weight-dtype), 16 elements widened exactly per vector load: bf16 by
- * a 16-bit shift, IEEE half by rebiasing its exponent (subnormals, inf
- * and NaN as rt_f16_f32 does them), so the sums are rt_gemm's on the
- * widened B. Decode (m = 1) streams B once: half the bytes, about twice
- * as fast where memory bandwidth bounds it.
+ * --weight-dtype), each element widened exactly as it is read: bf16 by a
+ * 16-bit shift (32 at a time as 16 words, a shift for the even columns
+ * and a mask for the odd ones, the accumulators split alike: see
+ * KR_EVEN), IEEE half by rebiasing its exponent (subnormals, inf and NaN
+ * as rt_f16_f32 does them), so the sums are rt_gemm's on the widened B.
+ * Decode (m = 1) streams B once: half the bytes, about twice as fast
+ * where memory bandwidth bounds it.
  *
  * rt_pack_panels: a weight [batch][n][k] (rows of k) becomes panels
  * [batch][n / nr][k][nr]: per k, the nr weights of nr consecutive rows
@@ -41,6 +43,9 @@ typedef float kr_vec __attribute__((vector_size(64), aligned(4)));  /* any addre
 typedef float kr_acc __attribute__((vector_size(64)));
 typedef uint16_t kr_h16 __attribute__((vector_size(32), aligned(2)));
 typedef uint32_t kr_u32 __attribute__((vector_size(64)));
+typedef int32_t kr_i32 __attribute__((vector_size(64)));
+/* 32 bf16 as 16 words (any address, any type's storage) */
+typedef uint32_t kr_w32 __attribute__((vector_size(64), aligned(2), may_alias));
 
 enum { KR_LANES = 16, KR_ACCS = 16 };
 
@@ -74,6 +79,17 @@ static inline float kr_one(int bt, const void *b, int64_t i)
     return bt == RT_BF16 ? rt_bf16_f32(h) : rt_f16_f32(h);
 }
 
+/* bf16 pairs: 32 consecutive bf16 of B are 16 words; a word's low half
+ * is the even column, its high half the odd one, so a shift and a mask
+ * (no widening shuffle) give two vectors of floats: columns 0, 2, .., 30
+ * and 1, 3, .., 31. The accumulators of C hold the same even and odd
+ * columns; C is split so when loaded and merged back when stored, once a
+ * call. Each column still adds its own products in k order. */
+#define KR_EVEN {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
+#define KR_ODD {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}
+#define KR_LO {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}
+#define KR_HI {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31}
+
 /* One register tile: m rows of nv vectors, m * nv <= KR_ACCS. Inlined
  * with constant m, nv and bt, the accumulators live in registers. */
 static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv, int64_t k,
@@ -82,19 +98,38 @@ static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv,
                                                           float *c, int64_t ldc)
 {
     kr_acc acc[KR_ACCS][4];
+    int pairs = bt == RT_BF16 && nv % 2 == 0;
     for (int r = 0; r < m; r++)
         for (int v = 0; v < nv; v++)
             acc[r][v] = *(const kr_vec *)(c + r * ldc + KR_LANES * v);
+    for (int r = 0; pairs && r < m; r++)
+        for (int v = 0; v < nv; v += 2) {
+            kr_acc lo = acc[r][v], hi = acc[r][v + 1];
+            acc[r][v] = __builtin_shuffle(lo, hi, (kr_i32)KR_EVEN);
+            acc[r][v + 1] = __builtin_shuffle(lo, hi, (kr_i32)KR_ODD);
+        }
     for (int64_t kk = 0; kk < k; kk++) {
         kr_acc w[4];
         for (int v = 0; v < nv; v++)
-            kr_load(bt, b, kk * ldb + KR_LANES * v, &w[v]);
+            if (!pairs)
+                kr_load(bt, b, kk * ldb + KR_LANES * v, &w[v]);
+        for (int v = 0; pairs && v < nv; v += 2) {
+            kr_w32 u = *(const kr_w32 *)((const uint16_t *)b + kk * ldb + KR_LANES * v);
+            w[v] = (kr_acc)(u << 16);
+            w[v + 1] = (kr_acc)(u & 0xffff0000u);
+        }
         for (int r = 0; r < m; r++) {
             float x = a[r * lda + kk];
             for (int v = 0; v < nv; v++)
                 acc[r][v] += x * w[v];
         }
     }
+    for (int r = 0; pairs && r < m; r++)
+        for (int v = 0; v < nv; v += 2) {
+            kr_acc even = acc[r][v], odd = acc[r][v + 1];
+            acc[r][v] = __builtin_shuffle(even, odd, (kr_i32)KR_LO);
+            acc[r][v + 1] = __builtin_shuffle(even, odd, (kr_i32)KR_HI);
+        }
     for (int r = 0; r < m; r++)
         for (int v = 0; v < nv; v++)
             *(kr_vec *)(c + r * ldc + KR_LANES * v) = acc[r][v];

@@ -147,9 +147,15 @@ static void test_linear_model(void **state)
     int n = 0;
     cg_bench_linear_shapes(m, nk, &n, 1);
     assert_true(n == 1 && nk[0][0] == 8960 && nk[0][1] == 1536);
-    char *d = cg_bench_driver(a, &c, 1, 2, 0.5);
+    BenchLinear two[2] = {c, c};
+    cg_bench_linear_bf16(&two[1]);                   /* kiln's weights held bf16 */
+    assert_string_equal(two[1].name, "lin_n8960_k1536_t40_bf16");
+    assert_int_equal(two[1].store, RT_BF16);
+    char *d = cg_bench_driver(a, two, 2, 2, 0.5);
     tl_assert_has(d, "#include \"lin_n8960_k1536_t40.h\"");
-    tl_assert_has(d, "{\"lin_n8960_k1536_t40\", 8960, 1536, 40, open0,");
+    tl_assert_has(d, "{\"lin_n8960_k1536_t40\", 8960, 1536, 40, 0, open0,");
+    tl_assert_has(d, "{\"lin_n8960_k1536_t40_bf16\", 8960, 1536, 40, 1, open1,");
+    tl_assert_has(d, "        round_bf16(w, nw);\n");
     tl_assert_has(d, "#define THREADS 2\n");
     arena_free(a);
 }
