@@ -81,6 +81,11 @@ $(B)/tests/mkckpt: tests/import/mkckpt.c $(B)/tests/ckpt.o $(OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
+# Greedy generation through the reference interpreter, for tests/generate.sh.
+$(B)/tests/refgen: tests/gen/refgen.c $(OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
 # A stories110M-shaped llama2.c checkpoint (440 MB, random weights)
 # imported, built and run: on demand, never part of `make test`.
 test-import-big: $(KILN) $(B)/tests/mkckpt
@@ -106,8 +111,9 @@ demo: need-deps
 	@sh examples/demo.sh
 
 test: need-deps
-	@$(MAKE) --no-print-directory $(KILN) $(TESTS) $(B)/tests/mkckpt
-	@KILN=$(abspath $(KILN)) MKCKPT=$(abspath $(B)/tests/mkckpt) sh tests/run.sh $(TESTS)
+	@$(MAKE) --no-print-directory $(KILN) $(TESTS) $(B)/tests/mkckpt $(B)/tests/refgen
+	@KILN=$(abspath $(KILN)) MKCKPT=$(abspath $(B)/tests/mkckpt) REFGEN=$(abspath $(B)/tests/refgen) \
+	  sh tests/run.sh $(TESTS)
 
 # Golden pass tests (tests/passes/PASS/CASE.kir, run by tests/golden.sh):
 # `make golden UPDATE=lower/mlp` (or UPDATE=lower) rewrites expectations.

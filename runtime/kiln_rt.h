@@ -275,6 +275,23 @@ typedef struct {
  * writes rt_profile_write's lines. Returns an RT_* status. */
 RT_API int rt_main(int argc, char **argv, const rt_model *md);
 
+/* ---- generation (rt_generate.c, rt_sample.c) --------------------------- */
+/* `PROG generate ...` (argv[1] is "generate"; rt_main hands it over): a
+ * decoder model prefills a prompt in chunks and draws tokens one by one,
+ * printing them; rt_generate.c's comment gives the options and the
+ * algorithm. Returns an RT_* status. */
+RT_API int rt_generate(int argc, char **argv, const rt_model *md);
+/* A coin in [0, 1): (x >> 11) * 2^-53, x the next rt_splitmix64 output. */
+RT_API double rt_sample_coin(uint64_t *state);
+/* The index of the largest of n logits; the lowest among equals. */
+RT_API int rt_sample_argmax(const float *logits, int n);
+/* The next token: the argmax when temperature is 0, else drawn from
+ * softmax(logits / temperature) cut to its top-p nucleus (topp in (0, 1);
+ * 0 or 1: all), one rt_sample_coin from state; rt_sample.c says how.
+ * logits is overwritten with the probabilities; scratch holds 8 n bytes. */
+RT_API int rt_sample(float *logits, int n, double temperature, double topp, uint64_t *state,
+                     void *scratch);
+
 /* ---- tokenizers (rt_tokenizer.c, _hf.c, _vocab.c, _bpe.c) -------------- */
 /* Text to token ids and back, for generation. The format is told by the
  * file's content: llama2.c's tokenizer.bin, encoded as its run.c does

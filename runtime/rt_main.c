@@ -253,6 +253,11 @@ static void rm_help(const rm_ctx *c)
            "                      name to FILE (calls, times, FLOPs, bytes, rates)\n"
            "  -h, --help          print this and exit\n",
            c->prog, md->name ? md->name : "");
+    if (md->reset && md->ninputs == 2 && !strcmp(md->inputs[0].name, "tokens"))
+        printf("or:    %s generate --tokens 1,2,3 | --tokenizer FILE --prompt TEXT [-n N]\n"
+               "       [--temperature T] [--topp P] [--seed S] [--weights W] [--threads N]\n"
+               "  generates text from a prompt%s (README \"Generating text\")\n", c->prog,
+               md->run_chunk ? ", prefilled in chunks of the prefill variant" : "");
     printf("inputs:\n");
     for (int i = 0; i < md->ninputs; i++)
         printf("  %s %s%s\n", md->inputs[i].name, md->inputs[i].dtype == RT_I32 ? "i32" : "f32",
@@ -468,6 +473,8 @@ static void rm_cleanup(rm_ctx *c)
 
 int rt_main(int argc, char **argv, const rt_model *md)
 {
+    if (argc > 1 && strcmp(argv[1], "generate") == 0)
+        return rt_generate(argc, argv, md);
     rm_ctx c;
     int rc = rm_setup(&c, argc, argv, md);
     if (!rc)

@@ -4,8 +4,9 @@
 #   2. the command-line contract (tests/cli.sh), the bad-input corpus
 #      (tests/bad.sh), hostile names (tests/names.sh), the pass pipeline's
 #      numbers (tests/pipeline.sh), the golden pass tests (tests/golden.sh),
-#      checkpoints imported (tests/import.sh, with $MKCKPT), 16-bit
-#      weights (tests/weights16.sh, with $MKCKPT);
+#      checkpoints imported (tests/import.sh, with $MKCKPT), a decoder's
+#      shape variants and generation (tests/generate.sh, with $REFGEN),
+#      16-bit weights (tests/weights16.sh, with $MKCKPT);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -60,6 +61,12 @@ if sh tests/import.sh >"$log/import.out" 2>&1; then
     echo "ok    import ($(grep -c '^ok' "$log/import.out") checks: checkpoints imported, checked, built, run, refused)"
 else
     echo "FAIL  import"; grep -v '^ok' "$log/import.out"; failed=1
+fi
+
+if sh tests/generate.sh >"$log/generate.out" 2>&1; then
+    echo "ok    generate ($(grep -c '^ok' "$log/generate.out") checks: prefill and decode variants, greedy = reference, sampling, tokenizer)"
+else
+    echo "FAIL  generate"; grep -v '^ok' "$log/generate.out"; failed=1
 fi
 
 if sh tests/weights16.sh >"$log/weights16.out" 2>&1; then

@@ -1,0 +1,144 @@
+/* tests/gen/refgen.c: greedy generation through the reference
+ * interpreter (ir/ref.c), one token a call, for tests/generate.sh to hold
+ * generated programs against. Built by the Makefile as $(B)/tests/refgen.
+ *
+ *   refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N
+ *
+ * MODEL is a decoder (ir/decoder.c), re-inferred at one token a call when
+ * it was written for more. The prompt is fed token by token from position
+ * 0, then N tokens are drawn by argmax (the lowest id among equals) and
+ * fed back; their ids are printed on one line, space-separated, as
+ * `EXE generate --tokens ... --temperature 0` prints them.
+ *
+ *   refgen tokenizer OUT.bin V
+ *
+ * writes a llama2.c tokenizer.bin of V (>= 290) tokens: <unk>, <s>, </s>,
+ * the 256 byte tokens <0x00>..<0xFF>, space and a..z, then merges of two
+ * tokens before them (" t", "th", "the", ...; later ones score higher)
+ * and, to fill V, "xN" tokens that no text forms. */
+#include "frontend/frontend.h"
+#include "runtime/kiln_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "refgen: %s\n", what);
+    return 1;
+}
+
+/* Every weight from the file, widened to f32. */
+static int load_weights(Module *m, const char *path, Tensor **w)
+{
+    rt_safetensors st;
+    rt_err e = {0};
+    if (rt_st_open(&st, path, &e))
+        return fail(e.msg);
+    for (int i = 0; i < m->nweights; i++) {
+        const rt_st_tensor *t = rt_st_find(&st, m->weights[i]->name);
+        w[i] = tensor_new(m->weights[i]);
+        if (!t || t->count != w[i]->count) {
+            rt_st_close(&st);
+            return fail("a weight is missing or of another size");
+        }
+        rt_st_to_f32(t, w[i]->f);
+    }
+    rt_st_close(&st);
+    return 0;
+}
+
+/* One call at token tok, position pos; the argmax of its logits. */
+static int step(Module *m, Tensor **in, Tensor **w, Tensor **s, Tensor *out, int tok, int pos)
+{
+    char err[512];
+    in[0]->i[0] = tok;
+    in[1]->i[0] = pos;
+    if (ref_run(m, in, w, s, &out, err, sizeof err) != 0) {
+        fprintf(stderr, "refgen: %s\n", err);
+        exit(1);
+    }
+    return rt_sample_argmax(out->f, (int)out->count);
+}
+
+static int put_token(FILE *f, float score, const char *s)
+{
+    int32_t len = (int32_t)strlen(s);
+    return fwrite(&score, 4, 1, f) == 1 && fwrite(&len, 4, 1, f) == 1 &&
+           fwrite(s, 1, (size_t)len, f) == (size_t)len;
+}
+
+static int tokenizer(const char *path, int V)
+{
+    static const char *const merges[] = {
+        " t", "th", "he", " th", "the", " the", "at", " c", " ca", " cat", " s", " sa", " sat",
+        " o", " on", " m", " ma", " mat", "in", "an", " a", " an", " and", "er", "re", "on",
+        "es", "or", "is", " i", " is", "it", " it"};
+    int nm = (int)(sizeof merges / sizeof merges[0]);
+    if (V < 3 + 256 + 27 + nm)
+        return fail("tokenizer: V too small");
+    FILE *f = fopen(path, "wb");
+    int32_t maxlen = 8;
+    int ok = f && fwrite(&maxlen, 4, 1, f) == 1 && put_token(f, 0, "<unk>") &&
+             put_token(f, 0, "\n<s>\n") && put_token(f, 0, "\n</s>\n");
+    char s[16];
+    for (int i = 0; ok && i < 256; i++) {
+        snprintf(s, sizeof s, "<0x%02X>", i);
+        ok = put_token(f, 0, s);
+    }
+    ok = ok && put_token(f, 0, " ");
+    for (int c = 'a'; ok && c <= 'z'; c++) {
+        s[0] = (char)c, s[1] = 0;
+        ok = put_token(f, 0, s);
+    }
+    for (int i = 0; ok && i < nm; i++)
+        ok = put_token(f, (float)(i + 1), merges[i]);
+    for (int i = 3 + 256 + 27 + nm; ok && i < V; i++) {
+        snprintf(s, sizeof s, "x%d", i);
+        ok = put_token(f, -1, s);
+    }
+    if (!f || fclose(f) != 0 || !ok)
+        return fail("tokenizer: cannot write the file");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "tokenizer") == 0)
+        return tokenizer(argv[2], atoi(argv[3]));
+    if (argc != 7 || strcmp(argv[3], "--tokens") || strcmp(argv[5], "-n"))
+        return fail("usage: refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N");
+    Arena *a = arena_new();
+    Diags d;
+    diag_init(&d, a, argv[1]);
+    int io = 0;
+    Module *m = fe_load(a, argv[1], &d, &io);
+    IrDecoder dec;
+    if (!m || !ir_decoder(m, &dec) || (dec.tokens != 1 && ir_decoder_tokens(m, 1, &d) != 0)) {
+        diag_print(&d, stderr);
+        return fail("not a decoder");
+    }
+    Tensor *w[m->nweights + 1], *s[m->nstates + 1], *in[2];
+    if (load_weights(m, argv[2], w))
+        return 1;
+    for (int i = 0; i < m->nstates; i++)
+        s[i] = tensor_new(m->states[i]);
+    in[0] = tensor_new(m->inputs[0]);
+    in[1] = tensor_new(m->inputs[1]);
+    Tensor *out = tensor_new(m->outputs[0]);
+    int pos = 0, next = 0, n = atoi(argv[6]);
+    for (char *p = argv[4]; *p; p += *p == ',') {
+        int tok = (int)strtol(p, &p, 10);
+        next = step(m, in, w, s, out, tok, pos++);
+    }
+    for (int i = 0; i < n; i++) {
+        printf("%s%d", i ? " " : "", next);
+        if (i + 1 < n && pos < dec.max_seq)
+            next = step(m, in, w, s, out, next, pos++);
+        else if (i + 1 < n)
+            break;
+    }
+    putchar('\n');
+    return 0;
+}

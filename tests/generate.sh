@@ -1,0 +1,129 @@
+#!/bin/sh
+# tests/generate.sh: a decoder's shape variants and `generate`, through
+# the cc build and `kiln run`. A tiny Hugging Face llama folder ($MKCKPT:
+# vocab 320, KV cache of 64 rows, untied, so greedy tokens vary) is the
+# model; $REFGEN decodes greedily through the reference interpreter, one
+# token a call, which every build must equal token for token: built with
+# prefill chunks of 6 (prompts of one padded chunk, of several with a
+# padded last one, and one whose last chunk no longer fits in the cache,
+# decoded token by token), decode-only (--chunk 1), the default chunk
+# (64) from the folder itself, and the JIT; GPT-2 and qwen3_moe folders
+# under the JIT too. Sampling is reproducible
+# from its seed; the tokenizer path prints the prompt's text; misuse is
+# refused with one line.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+KILN=${KILN:-./kiln}
+MKCKPT=${MKCKPT:-build/tests/mkckpt}
+REFGEN=${REFGEN:-build/tests/refgen}
+T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-generate-XXXXXX") || exit 3
+trap 'rm -rf "$T"' EXIT
+fails=0
+
+ok() { echo "ok    $1"; }
+bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
+
+# run DESCRIPTION COMMAND...: it succeeds.
+run() {
+    what=$1
+    shift
+    if "$@" >"$T/out" 2>"$T/err"; then ok "$what"; else bad "$what"; tail -n 20 "$T/err" | sed 's/^/      /'; fi
+}
+
+# same DESCRIPTION WANT-FILE COMMAND...: it succeeds and prints WANT-FILE.
+same() {
+    what=$1 want=$2
+    shift 2
+    if "$@" >"$T/got" 2>"$T/err" && cmp -s "$want" "$T/got"; then
+        ok "$what"
+    else
+        bad "$what"; echo "      want: $(cat "$want")"; echo "      got:  $(cat "$T/got")"
+        tail -n 5 "$T/err" | sed 's/^/      /'
+    fi
+}
+
+# refuse STATUS DESCRIPTION TEXT COMMAND...: exit STATUS, one line on
+# stderr holding TEXT.
+refuse() {
+    want=$1 what=$2 text=$3
+    shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    got=$?
+    if [ "$got" != "$want" ] || [ "$(wc -l <"$T/err")" != 1 ] || ! grep -qF -- "$text" "$T/err"; then
+        bad "$what: exit $got (want $want), wanted one line with: $text"; sed 's/^/      /' "$T/err"
+    else
+        ok "$what"
+    fi
+}
+
+mkdir "$T/hf"
+run "mkckpt hf llama" "$MKCKPT" hf llama "$T/hf"
+run "import hf" "$KILN" import hf "$T/hf" -o "$T/m.json"
+W=$T/hf/model.safetensors
+run "build --chunk 6 (decode and prefill variants)" "$KILN" build "$T/m.json" -o "$T/c6" --chunk 6 -v
+grep -q "decoder variants: decode (1 token" "$T/err" && ok "  said: two variants" || bad "  said: two variants"
+run "build --chunk 1 (decode only)" "$KILN" build "$T/m.json" -o "$T/c1" --chunk 1
+run "build the folder (default chunk 64)" "$KILN" build "$T/hf" -o "$T/c64"
+
+# prompt NAME LENGTH N: the reference's greedy tokens, then every build's.
+prompt() {
+    name=$1 len=$2 n=$3
+    P=$(seq -s, 7 $((len + 6)))
+    if ! "$REFGEN" "$T/m.json" "$W" --tokens "$P" -n "$n" >"$T/$name.want" 2>"$T/err"; then
+        bad "refgen $name"; cat "$T/err"; return
+    fi
+    for exe in c6 c1 c64; do
+        same "$name: $exe greedy = reference ($(cat "$T/$name.want" | wc -w) tokens)" "$T/$name.want" \
+            "$T/$exe" generate --tokens "$P" -n "$n" --temperature 0 --weights "$W"
+    done
+    same "$name: kiln run --chunk 6 greedy = reference" "$T/$name.want" \
+        "$KILN" run "$T/m.json" --chunk 6 generate --tokens "$P" -n "$n" --temperature 0 --weights "$W"
+}
+prompt "1 token" 1 12
+prompt "5 tokens (one padded chunk)" 5 12
+prompt "19 tokens (3 chunks, the last padded)" 19 16
+prompt "62 tokens (the last chunk past the cache: decode steps; stops at 64)" 62 8
+
+# The other model types, under the JIT: 11 tokens in chunks of 4.
+for type in gpt2 qwen3_moe; do
+    mkdir "$T/$type"
+    "$MKCKPT" hf $type "$T/$type" >/dev/null 2>&1 && "$KILN" import hf "$T/$type" -o "$T/$type.json" &&
+        "$REFGEN" "$T/$type.json" "$T/$type/model.safetensors" --tokens 5,6,7,8,9,10,11,12,13,14,15 \
+            -n 10 >"$T/$type.want" || bad "$type: mkckpt, import, refgen"
+    same "$type: kiln run DIR --chunk 4 greedy = reference" "$T/$type.want" \
+        "$KILN" run "$T/$type" --chunk 4 generate --tokens 5,6,7,8,9,10,11,12,13,14,15 -n 10 --temperature 0
+done
+
+# The same tokens through both flavours when sampling, and again.
+P=3,1,4,1,5,9,2,6
+"$T/c6" generate --tokens $P -n 20 --temperature 0.9 --topp 0.8 --seed 42 --weights "$W" >"$T/s.want" 2>/dev/null
+same "sampled (seed 42): the same again" "$T/s.want" \
+    "$T/c6" generate --tokens $P -n 20 --temperature 0.9 --topp 0.8 --seed 42 --weights "$W" --threads 1
+same "sampled (seed 42): decode-only build the same" "$T/s.want" \
+    "$T/c1" generate --tokens $P -n 20 --temperature 0.9 --topp 0.8 --seed 42 --weights "$W"
+same "sampled (seed 42): kiln run the same" "$T/s.want" \
+    "$KILN" run "$T/hf" --chunk 6 generate --tokens $P -n 20 --temperature 0.9 --topp 0.8 --seed 42
+"$T/c6" generate --tokens $P -n 20 --temperature 0.9 --topp 0.8 --seed 43 --weights "$W" >"$T/s43" 2>/dev/null
+cmp -s "$T/s.want" "$T/s43" && bad "sampled: another seed, other tokens" || ok "sampled: another seed, other tokens"
+"$T/c6" generate --tokens $P -n 20 --temperature 1 --topp 0.9 --weights "$W" >"$T/out" 2>"$T/err"
+grep -q "prefill: 8 tokens in .* tokens/s (chunks of 6); decode: 20 tokens in .* tokens/s" "$T/err" &&
+    ok "tokens per second on stderr" || { bad "tokens per second on stderr"; cat "$T/err"; }
+
+# With a tokenizer: llama2.c's tokenizer.bin, written by $REFGEN.
+run "refgen tokenizer" "$REFGEN" tokenizer "$T/tok.bin" 320
+"$T/c6" generate --tokenizer "$T/tok.bin" --prompt "the cat sat on the mat" -n 12 --temperature 0 \
+    --weights "$W" >"$T/text" 2>"$T/err" && grep -q "^the cat sat on the mat" "$T/text" &&
+    ok "tokenizer: the prompt's text, then the tokens'" || { bad "tokenizer: the prompt's text"; cat "$T/text" "$T/err"; }
+same "tokenizer: kiln run prints the same" "$T/text" "$KILN" run "$T/m.json" generate \
+    --tokenizer "$T/tok.bin" --prompt "the cat sat on the mat" -n 12 --temperature 0 --weights "$W"
+
+refuse 2 "no prompt" "give --tokens IDS" "$T/c6" generate -n 3 --weights "$W"
+refuse 2 "unknown option" "unknown argument '--bogus'" "$T/c6" generate --tokens 1 --bogus
+refuse 2 "bad temperature" "--temperature: bad value '-1'" "$T/c6" generate --tokens 1 --temperature -1
+refuse 1 "a token past the vocabulary" "not a list of ids in [0, 320)" "$T/c6" generate --tokens 1,320 --weights "$W"
+refuse 1 "a prompt past the cache" "more than the cache's 64 rows" \
+    "$T/c6" generate --tokens "$(seq -s, 1 65)" --weights "$W"
+refuse 1 "not a decoder" "is not a decoder" "$KILN" run examples/mlp.json generate --tokens 1
+
+[ "$fails" = 0 ] && echo "generate: ok" || echo "generate: $fails failed"
+[ "$fails" = 0 ]
