@@ -55,8 +55,9 @@ static const char usage_text[] =
     "  --machine SPEC                the figures tile and parallelize use, instead of\n"
     "                                this machine's: l1d=48K,l2=2M,l3=32M,vector=64,cores=2\n"
     "                                (any subset), or default (fixed figures, as kiln opt)\n"
-    "  --weight-dtype f32|bf16|f16   hold every weight of rank >= 2 so in memory (bf16,\n"
-    "                                f16: rounded at load, lossy; README \"16-bit weights\")\n"
+    "  --weight-dtype auto|f32|bf16|f16  hold every weight of rank >= 2 so in memory\n"
+    "                                (bf16, f16: rounded at load, lossy; auto, the default:\n"
+    "                                as the weights file stores it; README \"16-bit weights\")\n"
     "  -v, --verbose                 say what is done and how long it took\n"
     "  --tokens T  --max-seq S       a folder's or checkpoint's graph: T tokens a call\n"
     "                                (default 1), a KV cache of S rows (see README)\n"
@@ -92,6 +93,7 @@ typedef struct {
     int lib, verbose, no_cc, no_jit, bisect, no_cache;
     int64_t max_memory;             /* 0: no limit */
     Storage weight_store;           /* --weight-dtype: weights of rank >= 2 */
+    int weight_auto;                /* --weight-dtype auto (the default) */
     int64_t chunk;                  /* a decoder's prefill variant: tokens a call */
     ImportOpts import;              /* MODEL a folder: --tokens, --max-seq */
     const char *machine;            /* --machine SPEC; NULL: detect */
@@ -182,6 +184,7 @@ static int parse_opts(Opts *o, int argc, char **argv)
         return out_of_memory();
     o->tol = 1e-4;
     o->seed = 1;
+    o->weight_auto = 1;
     o->chunk = 64;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -216,9 +219,10 @@ static int parse_opts(Opts *o, int argc, char **argv)
             if (bad)
                 return bad;
         } else if ((v = opt_value(argc, argv, &i, "--weight-dtype"))) {
-            if (strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16"))
-                return usage_error("--weight-dtype takes f32, bf16 or f16, got '%s'", v);
+            if (strcmp(v, "auto") && strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16"))
+                return usage_error("--weight-dtype takes auto, f32, bf16 or f16, got '%s'", v);
             o->weight_store = v[0] == 'b' ? ST_BF16 : v[1] == '1' ? ST_F16 : ST_F32;
+            o->weight_auto = v[0] == 'a';
         } else if (builds && strcmp(a, "--no-cache") == 0) {
             o->no_cache = 1;
         } else if (is_run && a[0] == '-') {
@@ -322,6 +326,40 @@ static Module *reload(void *user)
 /* Runs the passes on *mp (for a program: a decoder's shape variants too,
  * program.c, *mp then their leader); `after` (may be NULL) sees every
  * stage. */
+/* The weights file known when compiling: --weights (a run's, among the
+ * options it forwards), or a folder's own; NULL when none. */
+static const char *weights_file(const Opts *o)
+{
+    for (int i = 0; !o->weights && i < o->nrest; i++) {
+        if (!strcmp(o->rest[i], "--weights") && i + 1 < o->nrest)
+            return o->rest[i + 1];
+        if (!strncmp(o->rest[i], "--weights=", 10))
+            return o->rest[i] + 10;
+    }
+    return o->weights;
+}
+
+/* --weight-dtype auto: each weight of rank >= 2 held as the weights file
+ * stores it (BF16, F16: 16-bit, copied at load; F32: f32), by weight
+ * index; NULL (every weight f32) without a file or when its header cannot
+ * be read (loading then says why). */
+static const Storage *auto_stores(const Module *m, const Opts *o)
+{
+    const char *path = weights_file(o);
+    rt_safetensors st;
+    rt_err e = {0, ""};
+    if (!o->weight_auto || !path || rt_st_open(&st, path, &e))
+        return NULL;
+    Storage *s = arena_alloc(m->a, sizeof *s * (size_t)(m->nweights + 1));
+    for (int i = 0; i < m->nweights; i++) {
+        const rt_st_tensor *t = rt_st_find(&st, m->weights[i]->name);
+        int dt = t && m->weights[i]->rank >= 2 ? t->dtype : RT_ST_F32;
+        s[i] = dt == RT_ST_BF16 ? ST_BF16 : dt == RT_ST_F16 ? ST_F16 : ST_F32;
+    }
+    rt_st_close(&st);
+    return s;
+}
+
 static int run_passes_on(Module **mp, const Opts *o, int need_loops, int program,
                          void (*after)(PassCtx *, Module *, int, int), void *user)
 {
@@ -330,7 +368,8 @@ static int run_passes_on(Module **mp, const Opts *o, int need_loops, int program
     diag_init(&d, m->a, m->file);
     PassCtx cx = {.d = &d, .stop_after = o->stop_after, .disabled = o->disabled,
                   .ndisabled = o->ndisabled, .verify = 1, .after = after, .user = user,
-                  .max_memory = o->max_memory, .weight_store = o->weight_store};
+                  .max_memory = o->max_memory, .weight_store = o->weight_store,
+                  .weight_stores = auto_stores(m, o)};
     machine_detect(&cx.machine);
     if (o->machine)
         machine_parse(&cx.machine, o->machine);

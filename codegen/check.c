@@ -34,7 +34,8 @@ struct CgCheck {
     const CheckOpts *o;
     CgInfos info;
     float **weights;
-    int nrounded, store;     /* weights held 16-bit; their RT_BF16/RT_F16 */
+    int nrounded, ncopied;   /* weights held 16-bit: rounded; as the file has them */
+    int store;               /* their RT_BF16/RT_F16 */
     void **inputs;           /* by input index */
     const char **in_file;    /* by input index: its --input file, or NULL */
     void **ref;              /* reference outputs */
@@ -354,19 +355,35 @@ static void free_outputs(const Check *c, void **v)
         rt_free(v[i]);
 }
 
+/* Whether the weights file st holds weight w in 16-bit type store itself
+ * (the program copies it: nothing is rounded). */
+static int file_has(const rt_safetensors *st, const Node *w, int store)
+{
+    const rt_st_tensor *t = st->t ? rt_st_find(st, w->name) : NULL;
+    return t && ((t->dtype == RT_ST_BF16 && store == RT_BF16) ||
+                 (t->dtype == RT_ST_F16 && store == RT_F16));
+}
+
 /* The weights as f32, each then rounded to what the program holds: its
  * buffer's store, or (no program yet: --bisect) the option's for every
  * weight of rank >= 2, as lower gives it. */
 static int load_weights(Check *c, rt_err *err)
 {
     const Module *m = c->m;
+    rt_safetensors file;
+    rt_err ignored = {0, ""};
+    memset(&file, 0, sizeof file);
+    if (c->o->weights && rt_st_open(&file, c->o->weights, &ignored))
+        memset(&file, 0, sizeof file);
     rt_tensor_info *f32 = arena_alloc(m->a, sizeof *f32 * (size_t)(m->nweights + 1));
     for (int i = 0; i < m->nweights; i++) {
         f32[i] = c->info.weights[i];
         f32[i].store = RT_F32;
     }
-    if (rt_load_weights(c->o->weights, f32, m->nweights, (void **)c->weights, err))
+    if (rt_load_weights(c->o->weights, f32, m->nweights, (void **)c->weights, err)) {
+        rt_st_close(&file);
         return err->code;
+    }
     for (int i = 0; i < m->nweights; i++) {
         int st = c->info.weights[i].store;
         if (!m->prog && m->weights[i]->rank >= 2)
@@ -376,9 +393,13 @@ static int load_weights(Check *c, rt_err *err)
         float *w = c->weights[i];
         for (int64_t j = 0; j < f32[i].count; j++)
             w[j] = st == RT_BF16 ? rt_bf16_f32(rt_f32_bf16(w[j])) : rt_f16_f32(rt_f32_f16(w[j]));
-        c->nrounded++;
+        if (file_has(&file, m->weights[i], st))
+            c->ncopied++;
+        else
+            c->nrounded++;
         c->store = st;
     }
+    rt_st_close(&file);
     return 0;
 }
 
@@ -422,10 +443,14 @@ static void header(FILE *f, const Check *c)
     fprintf(f, "model %s: seed %llu, weights %s, tolerance %.3g (relative to max |ref|)\n",
             c->m->name, (unsigned long long)c->o->seed, c->o->weights ? c->o->weights : "from init",
             c->o->tol);
+    const char *st = c->store == RT_BF16 ? "bf16" : "f16";
+    if (c->ncopied)
+        fprintf(f, "weights: %d of %d held as %s as the file stores them (lossless)\n",
+                c->ncopied, c->m->nweights, st);
     if (c->nrounded)
         fprintf(f, "weights: %d of %d held as %s, rounded at load (lossy, --weight-dtype); "
                 "the reference runs on the same rounded values\n", c->nrounded, c->m->nweights,
-                c->store == RT_BF16 ? "bf16" : "f16");
+                st);
     fprintf(f, "%-24s %-18s %10s %10s %10s %10s\n", "output", "shape", "cc abs", "cc rel",
             "jit abs", "jit rel");
 }

@@ -3,7 +3,8 @@
  * Contract: m->prog is NULL before and holds the program after; every node
  * that is not a leaf gets its kernels from its op's lower_* (ops.def).
  * 1. Buffers for the leaves in module order: inputs, weights, states;
- *    weights of rank >= 2 stored as cx->weight_store (--weight-dtype).
+ *    weights of rank >= 2 stored as --weight-dtype says (cx->weight_store,
+ *    or per weight cx->weight_stores).
  * 2. An output buffer for each output that a computed node can write
  *    straight into (not a leaf, not a state written in place, listed once).
  * 3. Every op node lowers in node order (kernels run in that order).
@@ -53,7 +54,7 @@ int pass_lower(Module *m, PassCtx *cx)
         if (OP_IS_LEAF(m->nodes[i]->op) && m->nodes[i]->op != OP_CONST) {
             Buf *b = lw_buf(&lc, m->nodes[i]);
             if (b->kind == BK_WEIGHT && b->rank >= 2)
-                b->store = cx->weight_store;
+                b->store = cx->weight_stores ? cx->weight_stores[b->index] : cx->weight_store;
         }
     for (int i = 0; i < m->noutputs; i++)
         if (direct_output(m, i))

@@ -44,8 +44,11 @@ struct PassCtx {
      * panel width, -1 for one kept as it is; NULL: tile chooses. */
     const int64_t *panels;
     /* --weight-dtype: how lower stores every weight of rank >= 2 (the
-     * matrices, tables and experts a run streams); ST_F32: as f32. */
+     * matrices, tables and experts a run streams); ST_F32: as f32.
+     * weight_stores (auto: as the weights file stores each), by weight
+     * index, replaces it when not NULL. */
     Storage weight_store;
+    const Storage *weight_stores;
 };
 
 typedef struct {

@@ -381,7 +381,7 @@ static int vc_merges(vc_reader *H, const unsigned char *at)
 {
     rt_json c = rt_json_at(&H->J, at);
     rt_tok_merge *v = NULL, *nv;
-    int n = 0, cap = 0, dup[2];
+    int n = 0, cap = 0, dup[2] = {0, 0};
     int rc = rt_json_eat(&c, '[') ? rt_json_bad(&H->J, "model.merges", "not an array") : 0;
     for (int first = 1, more; !rc && (more = rt_json_next(&c, ']', first)) != 0; first = 0) {
         if (!(nv = vc_grow(v, &cap, n, sizeof *v)))
@@ -474,7 +474,7 @@ int rt_tok_read_vocab(rt_tok *t, const rt_json *J, const unsigned char *model,
                       const unsigned char *added)
 {
     vc_reader H = {.J = *J, .t = t};
-    int dup[2], rc = vc_read_bpe(&H, model);
+    int dup[2] = {0, 0}, rc = vc_read_bpe(&H, model);
     if (!rc)
         rc = vc_added_tokens(&H, added);
     if (!rc && (rc = rt_tok_index(t, dup)) != 0)

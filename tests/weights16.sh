@@ -7,8 +7,9 @@
 #   2. the program holds them so: `bf16` buffers in the loop IR, the
 #      kernels' bytes halved, rt_gemm_bf16 and widening loads in the C;
 #   3. a Hugging Face folder with BF16 weights (mkckpt --bf16) checked
-#      with --weight-dtype bf16 (copied as they are: the reference's
-#      values are the file's exactly) and with f32 (widened);
+#      by default (auto: held as the file stores them, copied) and with
+#      bf16 (the same), its dump showing bf16 buffers, and with f32
+#      (widened);
 #   4. a bad --weight-dtype is a usage error.
 # KILN and MKCKPT name the binaries.
 set -u
@@ -62,13 +63,30 @@ else
     bad "emit-c: rt_gemm_bf16 calls, widening loads, weights declared RT_BF16"; cat "$T/err"
 fi
 
-if "$MKCKPT" hf llama "$T/hf" --bf16 >"$T/out" 2>&1; then
-    check "a BF16 llama folder, --weight-dtype bf16 (copied as stored)" "$T/hf" --weight-dtype bf16 \
-        --tolerance 1e-5
-    if "$KILN" check "$T/hf" >"$T/out" 2>&1 && ! grep -q "rounded" "$T/out"; then
-        ok "a BF16 llama folder, f32 (widened exactly)"
+# copied NAME MODEL ARGS...: kiln check passes, its weights copied as stored.
+copied() {
+    what=$1; shift
+    if "$KILN" check "$@" >"$T/out" 2>&1 && grep -q "as the file stores them (lossless)" "$T/out" &&
+       ! grep -q "rounded" "$T/out"; then
+        ok "$what"
     else
-        bad "a BF16 llama folder, f32 (widened exactly)"; cat "$T/out"
+        bad "$what"; cat "$T/out"
+    fi
+}
+
+if "$MKCKPT" hf llama "$T/hf" --bf16 >"$T/out" 2>&1; then
+    copied "a BF16 llama folder by default (auto): held bf16, copied" "$T/hf" --tolerance 1e-5
+    copied "a BF16 llama folder, --weight-dtype bf16: the same" "$T/hf" --weight-dtype bf16 \
+        --tolerance 1e-5
+    if "$KILN" print "$T/hf" 2>&1 | grep -q "^  buf b[0-9]* weight [0-9]* %[0-9]* : f32\[[0-9,]*\] bf16"; then
+        ok "a BF16 llama folder's program holds bf16 weight buffers"
+    else
+        bad "a BF16 llama folder's program holds bf16 weight buffers"
+    fi
+    if "$KILN" check "$T/hf" --weight-dtype f32 >"$T/out" 2>&1 && ! grep -q "held as" "$T/out"; then
+        ok "a BF16 llama folder, --weight-dtype f32 (widened exactly)"
+    else
+        bad "a BF16 llama folder, --weight-dtype f32 (widened exactly)"; cat "$T/out"
     fi
 else
     bad "mkckpt hf llama --bf16"; cat "$T/out"
@@ -76,7 +94,7 @@ fi
 
 if "$KILN" build examples/mlp.json --weight-dtype f64 -o "$T/x" >"$T/out" 2>&1; then
     bad "--weight-dtype f64 accepted"
-elif [ $? = 2 ] && grep -q "weight-dtype takes f32, bf16 or f16" "$T/out" && [ ! -e "$T/x" ]; then
+elif [ $? = 2 ] && grep -q "weight-dtype takes auto, f32, bf16 or f16" "$T/out" && [ ! -e "$T/x" ]; then
     ok "--weight-dtype f64: usage error, nothing written"
 else
     bad "--weight-dtype f64: not a usage error"; cat "$T/out"
