@@ -1,0 +1,220 @@
+/* tests/fuzz/fuzz_tokenizer.c: the tokenizer readers (llama2.c's
+ * tokenizer.bin, Hugging Face's byte-level BPE tokenizer.json).
+ *
+ * Input: a tokenizer file. rt_tok_open must refuse it with one line, or
+ * accept it; then a few texts (fixed ones, one cut from the input, one
+ * made of the tokenizer's own tokens) are encoded, with and without BOS,
+ * and their ids decoded back. What must hold (kiln_rt.h):
+ *   - every id is in [0, size), at most strlen(text) + 2 of them, BOS
+ *     first when asked and there is one; a cap one short of the count
+ *     is refused;
+ *   - a tokenizer.json refuses a text exactly when it is not valid UTF-8;
+ *     a tokenizer.bin takes any text;
+ *   - decode(encode(text)) == text (pieces after BOS, then the flush).
+ *     A tokenizer.json has a token for every byte and its merges join
+ *     bytes, so this always holds. A tokenizer.bin puts the dummy prefix
+ *     " " first, which decoding drops after BOS when " " is a token
+ *     (else it is the byte token <0x20>, always printed): the text comes
+ *     back with a space first where it is not dropped. This holds under
+ *     two conditions that real tokenizer.bins (llama2.c's) meet, and the
+ *     harness checks it only then: (1) BOS is only first: after BOS a
+ *     leading space is dropped, as run.c does; (2) merges join tokens'
+ *     texts, where a byte token is "<0xBB>" but decodes as its byte: so
+ *     no token but the byte tokens may hold "<0x" (a token "<0x41>b"
+ *     made from <0x41> and "b" decodes as those six bytes and "b"), and
+ *     no two tokens may make a byte token ("<" and "0x41>" merge into
+ *     <0x41>, which decodes as "A");
+ *   - every token decodes without trouble, and rt_tok_find finds each
+ *     token whose text has no NUL. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "runtime/kiln_rt.h"
+
+#define MAX_TEXT 512
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} Str;
+
+static void str_put(Str *b, const char *p, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        b->cap = 2 * (b->n + n + 1);
+        b->s = realloc(b->s, b->cap);
+        FUZZ_CHECK(b->s != NULL);
+    }
+    memcpy(b->s + b->n, p, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void check_err(const rt_err *e, int rc)
+{
+    FUZZ_CHECK(rc == e->code && (rc == RT_EINVAL || rc == RT_EINTERNAL || rc == RT_EIO));
+    FUZZ_CHECK(e->msg[0] && !strchr(e->msg, '\n'));
+}
+
+static const char *const texts[] = {
+    "",
+    "hello",
+    "Hello world's 123 12345",
+    "  two  spaces  \t tab ",
+    "line\nnext\n\n\r\nend\n",
+    "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80! \xC5\xBF IT'S it'll",
+    "\x01\x7F \xC2\xA0\xE2\x80\x83 nbsp",
+    "hi<|endoftext|>there<|bos|><|end_of_text|>\n<s>\n",
+    "<0x41><0x20>",
+    /* not valid UTF-8: a lone continuation byte, a cut character, an
+     * overlong one, a surrogate */
+    "a\x80z \xE6\x97 \xC0\xAF \xED\xA0\x80 \xFF",
+};
+
+/* Whether s[0, n) holds "<0x". */
+static int has_byte_text(const char *s, size_t n)
+{
+    for (size_t i = 0; i + 3 <= n; i++)
+        if (!memcmp(s + i, "<0x", 3))
+            return 1;
+    return 0;
+}
+
+/* Whether a tokenizer.bin meets condition (2) of the round trip. */
+static int bin_round_trips(const rt_tok *t)
+{
+    for (int i = 0; i < t->n; i++)
+        if ((i < 3 || i >= 3 + 256) && has_byte_text(t->bytes + t->off[i], t->len[i]))
+            return 0;
+    /* two tokens that make a byte token's text ("<" and "0x41>") */
+    for (int b = 0; b < 256; b++) {
+        const char *s = t->bytes + t->off[3 + b];
+        for (size_t k = 1; k < 6; k++)
+            if (rt_tok_lookup(t, s, k, "", 0) >= 0 && rt_tok_lookup(t, s + k, 6 - k, "", 0) >= 0)
+                return 0;
+    }
+    return 1;
+}
+
+/* ids[0, n) decoded piece by piece, as generation prints them. */
+static char *decode_all(rt_tok *t, const int32_t *ids, int n, int from)
+{
+    Str b = {0};
+    str_put(&b, "", 0);
+    for (int i = from; i < n; i++) {
+        const char *p = rt_tok_decode_piece(t, i ? ids[i - 1] : -1, ids[i]);
+        str_put(&b, p, strlen(p));
+    }
+    const char *p = rt_tok_decode_flush(t);
+    str_put(&b, p, strlen(p));
+    return b.s;
+}
+
+static void check_text(rt_tok *t, const char *text, int add_bos, int clean_bin)
+{
+    size_t len = strlen(text);
+    int32_t *ids = malloc(sizeof *ids * (len + 3));
+    FUZZ_CHECK(ids != NULL);
+    int n = -1;
+    rt_err e = {0, ""};
+    int rc = rt_tok_encode(t, text, add_bos, ids, (int)len + 2, &n, &e);
+    int valid = rt_utf8_bad((const unsigned char *)text, len) == len;
+    if (rc) {
+        check_err(&e, rc);
+        FUZZ_CHECK(n == 0 && rc == RT_EINVAL && t->format == RT_TOK_BPE && !valid);
+        free(ids);
+        return;
+    }
+    FUZZ_CHECK(t->format == RT_TOK_LLAMA2C || valid);
+    FUZZ_CHECK(n >= 0 && (size_t)n <= len + 2);
+    int bos = add_bos && rt_tok_bos(t) >= 0, bos_later = 0;
+    FUZZ_CHECK(!bos || (n > 0 && ids[0] == rt_tok_bos(t)));
+    for (int i = 0; i < n; i++) {
+        FUZZ_CHECK(ids[i] >= 0 && ids[i] < rt_tok_size(t));
+        bos_later |= i >= bos && ids[i] == rt_tok_bos(t);
+    }
+    if (n > 0) {
+        int32_t small[1];
+        int m = -1;
+        rt_err se = {0, ""};
+        int src = rt_tok_encode(t, text, add_bos, n > 1 ? ids : small, n - 1, &m, &se);
+        FUZZ_CHECK(src == RT_EINVAL && m == 0);
+        check_err(&se, src);
+        rc = rt_tok_encode(t, text, add_bos, ids, n, &m, &e);
+        FUZZ_CHECK(rc == 0 && m == n);
+    }
+    char *back = decode_all(t, ids, n, bos);
+    /* a tokenizer.bin's dummy prefix comes back unless BOS drops it */
+    int space = t->format == RT_TOK_LLAMA2C && len &&
+                !(add_bos && rt_tok_find(t, " ") >= 0);
+    if (t->format == RT_TOK_BPE || (clean_bin && !bos_later))
+        FUZZ_CHECK((!space || back[0] == ' ') && strcmp(back + space, text) == 0);
+    free(back);
+    free(ids);
+}
+
+/* A text from the input's bytes (from its end, up to MAX_TEXT of them,
+ * NUL-free), and one of tokens chosen by the input's hash. */
+static void derived_texts(rt_tok *t, const uint8_t *data, size_t size, int clean_bin)
+{
+    size_t k = size < MAX_TEXT ? size : MAX_TEXT;
+    char *s = fuzz_text(data + size - k, k);
+    check_text(t, s, 1, clean_bin);
+    free(s);
+
+    uint64_t h = fuzz_hash(data, size);
+    Str b = {0};
+    str_put(&b, "", 0);
+    for (int i = 0; i < 24 && b.n < MAX_TEXT; i++) {
+        h = h * UINT64_C(6364136223846793005) + 1442695040888963407u;
+        int id = (int)((h >> 33) % (uint64_t)t->n);
+        const char *p = t->bytes + t->off[id];
+        str_put(&b, p, strlen(p));
+        if (h >> 62 == 0)
+            str_put(&b, " ", 1);
+    }
+    check_text(t, b.s, (int)(h >> 32 & 1), clean_bin);
+    free(b.s);
+}
+
+static void check_tokens(rt_tok *t)
+{
+    int n = rt_tok_size(t);
+    FUZZ_CHECK(n > 0);
+    FUZZ_CHECK(rt_tok_bos(t) >= -1 && rt_tok_bos(t) < n);
+    FUZZ_CHECK(rt_tok_eos(t) >= -1 && rt_tok_eos(t) < n);
+    for (int i = 0; i < n; i++) {
+        const char *s = t->bytes + t->off[i];
+        FUZZ_CHECK(t->len[i] >= 1 && t->len[i] <= t->maxlen);
+        if (strlen(s) == t->len[i])
+            FUZZ_CHECK(rt_tok_find(t, s) == i);
+        const char *p = rt_tok_decode_piece(t, i ? i - 1 : -1, i);
+        FUZZ_CHECK(strlen(p) <= t->maxlen + 3);
+    }
+    rt_tok_decode_flush(t);
+    FUZZ_CHECK(*rt_tok_decode_piece(t, -1, -1) == 0 && *rt_tok_decode_piece(t, 0, n) == 0);
+    FUZZ_CHECK(*rt_tok_decode_flush(t) == 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *path = fuzz_file(data, size);
+    rt_tok *t = (rt_tok *)1;
+    rt_err e = {0, ""};
+    int rc = rt_tok_open(path, &t, &e);
+    if (rc) {
+        check_err(&e, rc);
+        FUZZ_CHECK(t == NULL);
+        return 0;
+    }
+    FUZZ_CHECK(t != NULL);
+    check_tokens(t);
+    int clean = t->format == RT_TOK_LLAMA2C && bin_round_trips(t);
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        for (int bos = 0; bos < 2; bos++)
+            check_text(t, texts[i], bos, clean);
+    derived_texts(t, data, size, clean);
+    rt_tok_close(t);
+    return 0;
+}
