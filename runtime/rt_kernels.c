@@ -84,11 +84,12 @@ static inline float kr_one(int bt, const void *b, int64_t i)
  * (no widening shuffle) give two vectors of floats: columns 0, 2, .., 30
  * and 1, 3, .., 31. The accumulators of C hold the same even and odd
  * columns; C is split so when loaded and merged back when stored, once a
- * call. Each column still adds its own products in k order. */
-#define KR_EVEN {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}
-#define KR_ODD {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}
-#define KR_LO {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23}
-#define KR_HI {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31}
+ * call. Each column still adds its own products in k order.
+ * (__builtin_shufflevector: gcc >= 12 and clang both have it.) */
+#define KR_EVEN 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+#define KR_ODD 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+#define KR_LO 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
+#define KR_HI 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
 
 /* One register tile: m rows of nv vectors, m * nv <= KR_ACCS. Inlined
  * with constant m, nv and bt, the accumulators live in registers. */
@@ -105,8 +106,8 @@ static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv,
     for (int r = 0; pairs && r < m; r++)
         for (int v = 0; v < nv; v += 2) {
             kr_acc lo = acc[r][v], hi = acc[r][v + 1];
-            acc[r][v] = __builtin_shuffle(lo, hi, (kr_i32)KR_EVEN);
-            acc[r][v + 1] = __builtin_shuffle(lo, hi, (kr_i32)KR_ODD);
+            acc[r][v] = __builtin_shufflevector(lo, hi, KR_EVEN);
+            acc[r][v + 1] = __builtin_shufflevector(lo, hi, KR_ODD);
         }
     for (int64_t kk = 0; kk < k; kk++) {
         kr_acc w[4];
@@ -127,8 +128,8 @@ static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv,
     for (int r = 0; pairs && r < m; r++)
         for (int v = 0; v < nv; v += 2) {
             kr_acc even = acc[r][v], odd = acc[r][v + 1];
-            acc[r][v] = __builtin_shuffle(even, odd, (kr_i32)KR_LO);
-            acc[r][v + 1] = __builtin_shuffle(even, odd, (kr_i32)KR_HI);
+            acc[r][v] = __builtin_shufflevector(even, odd, KR_LO);
+            acc[r][v + 1] = __builtin_shufflevector(even, odd, KR_HI);
         }
     for (int r = 0; r < m; r++)
         for (int v = 0; v < nv; v++)
