@@ -7,7 +7,8 @@
  * generated file, which cc builds with the same flags (gnu17 contracts
  * by default), so the cc build computes the same numbers. Portable C:
  * GCC vector extensions of 16 floats (one AVX-512 register, two AVX2
- * ones), nothing of a particular instruction set.
+ * ones), nothing of a particular instruction set but one: halves widen
+ * with vcvtph2ps where AVX-512 is there (KR_F16C).
  *
  * rt_gemm: C[m][n] += A[m][k] B[k][n], row-major with row strides lda,
  * ldb, ldc (elements; columns contiguous). Every element of C adds its k
@@ -25,8 +26,8 @@
  * --weight-dtype), each element widened exactly as it is read: bf16 by a
  * 16-bit shift (32 at a time as 16 words, a shift for the even columns
  * and a mask for the odd ones, the accumulators split alike: see
- * KR_EVEN), IEEE half by rebiasing its exponent (subnormals, inf and NaN
- * as rt_f16_f32 does them), so the sums are rt_gemm's on the widened B.
+ * KR_EVEN), IEEE half by scaling its bits (kr_half: subnormals, inf and
+ * NaN as rt_f16_f32 gives them), so the sums are rt_gemm's on the widened B.
  * Decode (m = 1) streams B once: half the bytes, about twice as fast
  * where memory bandwidth bounds it.
  *
@@ -39,6 +40,16 @@
 #include <math.h>
 #include <string.h>
 
+/* With AVX-512 (-march=native on such a CPU), halves widen in hardware
+ * (vcvtph2ps: exact; a signalling NaN comes out quiet, the only bits
+ * that differ from rt_f16_f32's); elsewhere kr_half does it in C. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define KR_F16C 1
+#else
+#define KR_F16C 0
+#endif
+
 typedef float kr_vec __attribute__((vector_size(64), aligned(4)));  /* any address */
 typedef float kr_acc __attribute__((vector_size(64)));
 typedef uint16_t kr_h16 __attribute__((vector_size(32), aligned(2)));
@@ -48,6 +59,20 @@ typedef int32_t kr_i32 __attribute__((vector_size(64)));
 typedef uint32_t kr_w32 __attribute__((vector_size(64), aligned(2), may_alias));
 
 enum { KR_LANES = 16, KR_ACCS = 16 };
+
+/* 16 IEEE halves (the low 16 bits of each word of h) as floats, exactly:
+ * the half's exponent and mantissa moved into an f32's low bits and
+ * scaled by 2^112 rebias a normal and make a subnormal (an f32 subnormal
+ * then) normal, both exact; an exponent of 31 (inf, NaN) becomes 255,
+ * the payload kept; then the sign. */
+static inline __attribute__((always_inline)) void kr_half(const kr_u32 *hp, kr_acc *w)
+{
+    kr_u32 h = *hp, o = (h & 0x7fffu) << 13;
+    kr_u32 f = (kr_u32)((kr_acc)o * 0x1p112f);
+    kr_u32 special = (kr_u32)((h & 0x7c00u) == 0x7c00u);
+    f = (f & ~special) | ((o | 0x7f800000u) & special);
+    *w = (kr_acc)(f | (h & 0x8000u) << 16);
+}
 
 /* 16 elements of B from b + i, B of type bt (RT_F32, RT_BF16, RT_F16),
  * as floats into *w (through a pointer: a vector return value changes
@@ -59,16 +84,17 @@ static inline __attribute__((always_inline)) void kr_load(int bt, const void *b,
         *w = *(const kr_vec *)((const float *)b + i);
         return;
     }
-    kr_u32 u = __builtin_convertvector(*(const kr_h16 *)((const uint16_t *)b + i), kr_u32);
-    if (bt == RT_BF16) {
-        *w = (kr_acc)(u << 16);
+#if KR_F16C
+    if (bt == RT_F16) {
+        *w = (kr_acc)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)b + i)));
         return;
     }
-    kr_u32 e = u & 0x7c00u, o = (u & 0x7fffu) << 13;
-    kr_u32 sub = (kr_u32)(e == 0);               /* all ones where zero or subnormal */
-    o += 0x38000000u + ((kr_u32)(e == 0x7c00u) & 0x38000000u);
-    kr_u32 s = (kr_u32)((kr_acc)(o + 0x00800000u) - 6.103515625e-05f);
-    *w = (kr_acc)(((sub & s) | (~sub & o)) | (u & 0x8000u) << 16);
+#endif
+    kr_u32 u = __builtin_convertvector(*(const kr_h16 *)((const uint16_t *)b + i), kr_u32);
+    if (bt == RT_BF16)
+        *w = (kr_acc)(u << 16);
+    else
+        kr_half(&u, w);
 }
 
 static inline float kr_one(int bt, const void *b, int64_t i)
@@ -79,10 +105,10 @@ static inline float kr_one(int bt, const void *b, int64_t i)
     return bt == RT_BF16 ? rt_bf16_f32(h) : rt_f16_f32(h);
 }
 
-/* bf16 pairs: 32 consecutive bf16 of B are 16 words; a word's low half
- * is the even column, its high half the odd one, so a shift and a mask
- * (no widening shuffle) give two vectors of floats: columns 0, 2, .., 30
- * and 1, 3, .., 31. The accumulators of C hold the same even and odd
+/* 16-bit pairs: 32 consecutive bf16 (or halves) of B are 16 words; a
+ * word's low half is the even column, its high half the odd one, so a
+ * shift and a mask (no widening shuffle) give two vectors: columns 0, 2,
+ * .., 30 and 1, 3, .., 31. The accumulators of C hold the same even and odd
  * columns; C is split so when loaded and merged back when stored, once a
  * call. Each column still adds its own products in k order.
  * (__builtin_shufflevector: gcc >= 12 and clang both have it.) */
@@ -99,7 +125,7 @@ static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv,
                                                           float *c, int64_t ldc)
 {
     kr_acc acc[KR_ACCS][4];
-    int pairs = bt == RT_BF16 && nv % 2 == 0;
+    int pairs = (bt == RT_BF16 || (bt == RT_F16 && !KR_F16C)) && nv % 2 == 0;
     for (int r = 0; r < m; r++)
         for (int v = 0; v < nv; v++)
             acc[r][v] = *(const kr_vec *)(c + r * ldc + KR_LANES * v);
@@ -116,8 +142,14 @@ static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv,
                 kr_load(bt, b, kk * ldb + KR_LANES * v, &w[v]);
         for (int v = 0; pairs && v < nv; v += 2) {
             kr_w32 u = *(const kr_w32 *)((const uint16_t *)b + kk * ldb + KR_LANES * v);
-            w[v] = (kr_acc)(u << 16);
-            w[v + 1] = (kr_acc)(u & 0xffff0000u);
+            if (bt == RT_BF16) {
+                w[v] = (kr_acc)(u << 16);
+                w[v + 1] = (kr_acc)(u & 0xffff0000u);
+            } else {
+                kr_u32 lo = (kr_u32)(u & 0xffffu), hi = (kr_u32)(u >> 16);
+                kr_half(&lo, &w[v]);
+                kr_half(&hi, &w[v + 1]);
+            }
         }
         for (int r = 0; r < m; r++) {
             float x = a[r * lda + kk];

@@ -1,7 +1,8 @@
 /* tests/unit/test_half.c: 16-bit weights (--weight-dtype): rounding to
  * bf16 and IEEE half on hand-computed values (ties to even, NaN, inf,
  * subnormals) and every 16-bit pattern round trip; rt_gemm_bf16 and
- * rt_gemm_f16 bit for bit against rt_gemm on the widened B; packing
+ * rt_gemm_f16 bit for bit against rt_gemm on the widened B, and every
+ * kind of half through rt_gemm_f16's vector paths; packing
  * 16-bit panels; rt_load_weights holding 16 bits an element, a BF16
  * file's tensor copied bit for bit, an F32 one rounded. */
 #include <setjmp.h>
@@ -134,6 +135,31 @@ static void gemm16(void **state)
         }
 }
 
+/* The vector paths widen every kind of half as rt_f16_f32 does (C = 1 x
+ * B[0, :] with C zero): zeros, subnormals, normals, inf, NaN, both signs;
+ * 64 columns (pairs of vectors), 16 (one), 35 (and a tail). */
+static void f16_specials(void **state)
+{
+    (void)state;
+    static const uint16_t kinds[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00,
+                                     0xbc00, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7d01,
+                                     0x1234, 0x83ff};
+    for (int n = 16; n <= 64; n += n == 16 ? 19 : 29) {
+        uint16_t b[64];
+        float a = 1.0f, c[64];
+        for (int j = 0; j < n; j++) {
+            b[j] = kinds[(j * 7) % 16];
+            c[j] = 0.0f;
+        }
+        rt_gemm_f16(1, n, 1, &a, 1, b, n, c, n);
+        for (int j = 0; j < n; j++) {
+            float want = 0.0f + rt_f16_f32(b[j]);
+            if (isnan(want) ? !isnan(c[j]) : memcmp(&c[j], &want, sizeof want))
+                fail_msg("n=%d: half %04x widened to %g, want %g", n, b[j], c[j], want);
+        }
+    }
+}
+
 static void pack16(void **state)
 {
     (void)state;
@@ -209,7 +235,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_rounding), cmocka_unit_test(f16_rounding),
         cmocka_unit_test(round_trips),   cmocka_unit_test(gemm16),
-        cmocka_unit_test(pack16),        cmocka_unit_test(load16),
+        cmocka_unit_test(f16_specials),  cmocka_unit_test(pack16),
+        cmocka_unit_test(load16),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }
