@@ -388,6 +388,19 @@ static void decide(Gm *g)
         for (int q = 0; g->v[x].ok && q < g->v[x].nacc; q++)
             if (g->v[x].acc[q].nk && !g->nr[g->v[x].acc[q].b->buf->id])
                 g->nr[g->v[x].acc[q].b->buf->id] = g->v[x].nr;
+    /* An operand packed for another nest, read here as rows (A) or as
+     * [k, j]: this nest stays loops, whose loads then read the panels. */
+    for (int x = 0; x < g->n; x++)
+        for (int q = 0; g->v[x].ok && q < g->v[x].nacc; q++) {
+            const Acc *c = &g->v[x].acc[q];
+            Buf *ab = ir_storage(c->a->buf), *bb = ir_storage(c->b->buf);
+            if (g->nr[ab->id])
+                refuse(g, &g->v[x], "gemm @ kept as loops: b%d %s", ab->id,
+                       "is packed for another gemm, and read by rows here");
+            else if (!c->nk && g->nr[bb->id])
+                refuse(g, &g->v[x], "gemm @ kept as loops: b%d %s", bb->id,
+                       "is packed for another gemm, and read as [k, j] here");
+        }
     for (int x = 0; x < g->n; x++) {
         Nest *n = &g->v[x];
         int64_t nr = 0;
