@@ -6,13 +6,9 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
-T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-cli-XXXXXX") || exit 3
-trap 'rm -rf "$T"' EXIT
+. tests/lib.sh
+scratch cli
 export XDG_CACHE_HOME="$T/cache"    # kiln's caches of this run only, never the user's
-fails=0
-
-ok() { echo "ok    $1"; }
-bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
 
 # expect STATUS DESCRIPTION COMMAND...: the exit status, and when it is not
 # 0, exactly one line on stderr.

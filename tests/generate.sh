@@ -16,19 +16,8 @@ cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
 MKCKPT=${MKCKPT:-build/tests/mkckpt}
 REFGEN=${REFGEN:-build/tests/refgen}
-T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-generate-XXXXXX") || exit 3
-trap 'rm -rf "$T"' EXIT
-fails=0
-
-ok() { echo "ok    $1"; }
-bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
-
-# run DESCRIPTION COMMAND...: it succeeds.
-run() {
-    what=$1
-    shift
-    if "$@" >"$T/out" 2>"$T/err"; then ok "$what"; else bad "$what"; tail -n 20 "$T/err" | sed 's/^/      /'; fi
-}
+. tests/lib.sh
+scratch generate
 
 # same DESCRIPTION WANT-FILE COMMAND...: it succeeds and prints WANT-FILE.
 same() {
@@ -39,20 +28,6 @@ same() {
     else
         bad "$what"; echo "      want: $(cat "$want")"; echo "      got:  $(cat "$T/got")"
         tail -n 5 "$T/err" | sed 's/^/      /'
-    fi
-}
-
-# refuse STATUS DESCRIPTION TEXT COMMAND...: exit STATUS, one line on
-# stderr holding TEXT.
-refuse() {
-    want=$1 what=$2 text=$3
-    shift 3
-    "$@" >"$T/out" 2>"$T/err"
-    got=$?
-    if [ "$got" != "$want" ] || [ "$(wc -l <"$T/err")" != 1 ] || ! grep -qF -- "$text" "$T/err"; then
-        bad "$what: exit $got (want $want), wanted one line with: $text"; sed 's/^/      /' "$T/err"
-    else
-        ok "$what"
     fi
 }
 

@@ -15,34 +15,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
 MKCKPT=${MKCKPT:-build/tests/mkckpt}
-T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-import-XXXXXX") || exit 3
-trap 'rm -rf "$T"' EXIT
-fails=0
-
-ok() { echo "ok    $1"; }
-bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
-
-# run DESCRIPTION COMMAND...: it succeeds.
-run() {
-    what=$1
-    shift
-    if "$@" >"$T/out" 2>"$T/err"; then ok "$what"; else bad "$what"; tail -n 20 "$T/err" | sed 's/^/      /'; fi
-}
-
-# refuse STATUS DESCRIPTION TEXT COMMAND...: exit STATUS, one line on
-# stderr holding TEXT, and no $T/never* file.
-refuse() {
-    want=$1 what=$2 text=$3
-    shift 3
-    "$@" >"$T/out" 2>"$T/err"
-    got=$?
-    if [ "$got" != "$want" ] || [ "$(wc -l <"$T/err")" != 1 ] || ! grep -qF -- "$text" "$T/err" ||
-        ls "$T"/never* >/dev/null 2>&1; then
-        bad "$what: exit $got (want $want), wanted one line with: $text"; sed 's/^/      /' "$T/err"
-    else
-        ok "$what"
-    fi
-}
+. tests/lib.sh
+scratch import
 
 if [ "${1:-}" = --big ]; then
     run "mkckpt llama2c stories110M (440 MB)" "$MKCKPT" llama2c "$T/s110.bin" --shape stories110M

@@ -20,12 +20,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
 CC=${CC:-cc}
-T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-names-XXXXXX") || exit 3
-trap 'rm -rf "$T"' EXIT
-fails=0
-ok() { echo "ok    $1"; }
-bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
-
+. tests/lib.sh
+scratch names
 # The model, with @N@ standing for name N of the list below (JSON-escaped,
 # one per line): inputs 0-4, weights 5-7, state 8, nodes 9-17 and 20, topk
 # outputs 18 and 19.

@@ -16,12 +16,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
 MKCKPT=${MKCKPT:-build/tests/mkckpt}
-T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-w16-XXXXXX") || exit 3
-trap 'rm -rf "$T"' EXIT
-fails=0
-
-ok() { echo "ok    $1"; }
-bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
+. tests/lib.sh
+scratch w16
 
 # check NAME MODEL ARGS...: kiln check passes and says the weights were rounded.
 check() {

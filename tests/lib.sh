@@ -1,0 +1,36 @@
+# tests/lib.sh: what the shell tests share, sourced after they cd to the
+# repository: a scratch directory, and one line per check.
+#   scratch NAME        $T, a fresh directory removed on exit
+#   ok WHAT, bad WHAT   "ok    WHAT" / "FAIL  WHAT" (bad counts $fails)
+#   run WHAT CMD...     CMD succeeds (its stderr shown when not)
+#   refuse STATUS WHAT TEXT CMD...
+#                       CMD exits STATUS with one line on stderr holding
+#                       TEXT, and leaves no $T/never* file
+fails=0
+
+scratch() {
+    T=$(mktemp -d "${TMPDIR:-/tmp}/kiln-$1-XXXXXX") || exit 3
+    trap 'rm -rf "$T"' EXIT
+}
+
+ok() { echo "ok    $1"; }
+bad() { echo "FAIL  $1"; fails=$((fails + 1)); }
+
+run() {
+    what=$1
+    shift
+    if "$@" >"$T/out" 2>"$T/err"; then ok "$what"; else bad "$what"; tail -n 20 "$T/err" | sed 's/^/      /'; fi
+}
+
+refuse() {
+    want=$1 what=$2 text=$3
+    shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    got=$?
+    if [ "$got" != "$want" ] || [ "$(wc -l <"$T/err")" != 1 ] || ! grep -qF -- "$text" "$T/err" ||
+        ls "$T"/never* >/dev/null 2>&1; then
+        bad "$what: exit $got (want $want), wanted one line with: $text"; sed 's/^/      /' "$T/err"
+    else
+        ok "$what"
+    fi
+}
