@@ -223,7 +223,7 @@ int ck_hf_shape(const char *type, CkShape *s)
     static const CkShape shapes[] = {
         {.type = CK_LLAMA, .vocab = 320, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
          .kv_heads = 2, .seq = 64, .interleaved = 1},
-        {.type = CK_QWEN2, .vocab = 300, .dim = 64, .hidden = 128, .layers = 2, .heads = 4,
+        {.type = CK_QWEN2, .vocab = 340, .dim = 64, .hidden = 128, .layers = 2, .heads = 4,
          .kv_heads = 2, .seq = 128, .tied = 1},
         {.type = CK_GPT2, .vocab = 310, .dim = 64, .hidden = 256, .layers = 2, .heads = 4,
          .kv_heads = 4, .seq = 64, .tied = 1, .gpt2_hub = 1},
