@@ -38,6 +38,8 @@ CLI_OBJS := $(B)/main.o $(B)/bench.o $(B)/profile.o
 CLI_OBJS += $(B)/import.o
 # program.c: a decoder's shape variants in one program.
 CLI_OBJS += $(B)/program.o
+# cli.c: option parsing and messages they share; opt.c: kiln opt, passes.
+CLI_OBJS += $(B)/cli.o $(B)/opt.o
 
 $(KILN): $(CLI_OBJS) $(OBJS)
 	$(CC) $(CFLAGS) -fopenmp -o $@ $^ $(LDLIBS)

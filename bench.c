@@ -29,8 +29,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };
-
 #define BENCH_SEED 1              /* inputs, as `kiln check` and executables seed them */
 #define BENCH_TOLERANCE 1e-4      /* DESIGN.md's, relative to the reference's max |x| */
 #define BENCH_BUDGET 2.0          /* seconds of runs per build of a model */

@@ -7,6 +7,31 @@
 #include "frontend/import.h"
 #include "runtime/kiln_rt.h"
 
+/* Exit statuses (kiln --help). */
+enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };
+
+/* ---- cli.c: what every command's parsing shares ------------------------- */
+/* "kiln: " fmt (one %s: arg) " (see kiln --help)" on stderr; EXIT_USAGE. */
+int cli_usage(const char *fmt, const char *arg);
+/* "kiln: out of memory"; EXIT_INTERNAL. */
+int cli_out_of_memory(void);
+/* "kiln: MESSAGE" of err; its status. */
+int cli_report(const rt_err *err);
+/* --name VALUE or --name=VALUE at argv[*i] (i advanced past a separate
+ * value): the value, "" when it is missing, NULL when argv[*i] is
+ * another option. */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name);
+/* Whether paths a and b name the same file (-o must not be the input). */
+int cli_same_file(const char *a, const char *b);
+
+/* main.c: the module as .kir text, in its arena. */
+typedef struct Module Module;
+char *cli_module_text(const Module *m);
+/* kiln opt FILE.kir --passes a,b [-o OUT] [--machine SPEC]; kiln passes:
+ * opt.c */
+int cli_opt(int argc, char **argv);
+int cli_passes(void);
+
 /* kiln bench [MODEL ...] [options]: bench.c */
 int cli_bench(int argc, char **argv);
 /* kiln machine [--refresh]: bench.c */
@@ -26,7 +51,6 @@ int cli_profile_table(const char *path, const char *model, const rt_machine *mc,
  * Module.variants. reload gives a fresh copy of the model (NULL on
  * failure, said). 0, or -1 with the problems in cx->d. */
 typedef struct PassCtx PassCtx;
-typedef struct Module Module;
 int cli_program(Module **m, PassCtx *cx, int64_t chunk, int verbose,
                 Module *(*reload)(void *user), void *user);
 

@@ -13,33 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };
-
-static int usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "kiln: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see kiln --help)\n");
-    return EXIT_USAGE;
-}
-
-/* --name VALUE or --name=VALUE at argv[*i]: the value ("" when missing),
- * or NULL when argv[*i] is another option. */
-static const char *value(int argc, char **argv, int *i, const char *name)
-{
-    size_t len = strlen(name);
-    if (strncmp(argv[*i], name, len) || (argv[*i][len] && argv[*i][len] != '='))
-        return NULL;
-    if (argv[*i][len] == '=')
-        return argv[*i] + len + 1;
-    return *i + 1 < argc ? argv[++*i] : "";
-}
-
 int cli_import_opt(int argc, char **argv, int *i, ImportOpts *o, int *rc)
 {
-    const char *v = value(argc, argv, i, "--tokens");
+    const char *v = cli_opt_value(argc, argv, i, "--tokens");
     int64_t *dst = &o->tokens;
-    if (!v && (v = value(argc, argv, i, "--max-seq")))
+    if (!v && (v = cli_opt_value(argc, argv, i, "--max-seq")))
         dst = &o->max_seq;
     if (!v)
         return 0;
@@ -47,7 +25,7 @@ int cli_import_opt(int argc, char **argv, int *i, ImportOpts *o, int *rc)
     long long n = strtoll(v, &end, 10);
     *rc = 0;
     if (!*v || *end || n < 1 || n > INT32_MAX)
-        *rc = usage(dst == &o->tokens ? "--tokens takes a count from 1 to 2^31-1, got '%s'"
+        *rc = cli_usage(dst == &o->tokens ? "--tokens takes a count from 1 to 2^31-1, got '%s'"
                                       : "--max-seq takes a count from 1 to 2^31-1, got '%s'", v);
     *dst = n;
     return 1;
@@ -94,13 +72,6 @@ Module *cli_import_dir(Arena *a, const char *dir, const ImportOpts *o, int *stat
     return import(a, 1, dir, o, NULL, &text, status);
 }
 
-static int same_file(const char *x, const char *y)
-{
-    struct stat sx, sy;
-    return !strcmp(x, y) || (stat(x, &sx) == 0 && stat(y, &sy) == 0 && sx.st_dev == sy.st_dev &&
-                             sx.st_ino == sy.st_ino);
-}
-
 typedef struct {
     int hf;
     const char *src, *out, *weights_out;
@@ -110,7 +81,7 @@ typedef struct {
 static int parse(ImportArgs *ia, int argc, char **argv)
 {
     if (argc < 3 || (strcmp(argv[2], "hf") && strcmp(argv[2], "llama2c")))
-        return usage("import takes hf DIR or llama2c FILE.bin, got '%s'", argc < 3 ? "" : argv[2]);
+        return cli_usage("import takes hf DIR or llama2c FILE.bin, got '%s'", argc < 3 ? "" : argv[2]);
     ia->hf = !strcmp(argv[2], "hf");
     for (int i = 3; i < argc; i++) {
         const char *v;
@@ -118,30 +89,30 @@ static int parse(ImportArgs *ia, int argc, char **argv)
         if (cli_import_opt(argc, argv, &i, &ia->o, &rc)) {
             if (rc)
                 return rc;
-        } else if ((v = value(argc, argv, &i, "-o"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "-o"))) {
             if (!*v)
-                return usage("%s needs a path", "-o");
+                return cli_usage("%s needs a path", "-o");
             ia->out = v;
-        } else if (!ia->hf && (v = value(argc, argv, &i, "--weights-out"))) {
+        } else if (!ia->hf && (v = cli_opt_value(argc, argv, &i, "--weights-out"))) {
             if (!*v)
-                return usage("%s needs a path", "--weights-out");
+                return cli_usage("%s needs a path", "--weights-out");
             ia->weights_out = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return usage("unknown option '%s'", argv[i]);
+            return cli_usage("unknown option '%s'", argv[i]);
         } else if (!ia->src) {
             ia->src = argv[i];
         } else {
-            return usage("unexpected argument '%s'", argv[i]);
+            return cli_usage("unexpected argument '%s'", argv[i]);
         }
     }
     if (!ia->src)
-        return usage("import %s needs a source", argv[2]);
-    if (ia->out && same_file(ia->out, ia->src))
-        return usage("-o %s would overwrite the checkpoint", ia->out);
-    if (ia->weights_out && same_file(ia->weights_out, ia->src))
-        return usage("--weights-out %s would overwrite the checkpoint", ia->weights_out);
-    if (ia->out && ia->weights_out && same_file(ia->out, ia->weights_out))
-        return usage("-o and --weights-out name the same file, %s", ia->out);
+        return cli_usage("import %s needs a source", argv[2]);
+    if (ia->out && cli_same_file(ia->out, ia->src))
+        return cli_usage("-o %s would overwrite the checkpoint", ia->out);
+    if (ia->weights_out && cli_same_file(ia->weights_out, ia->src))
+        return cli_usage("--weights-out %s would overwrite the checkpoint", ia->weights_out);
+    if (ia->out && ia->weights_out && cli_same_file(ia->out, ia->weights_out))
+        return cli_usage("-o and --weights-out name the same file, %s", ia->out);
     return 0;
 }
 

@@ -15,8 +15,6 @@
 
 extern char **environ;
 
-enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };
-
 static const char usage_text[] =
     "usage: kiln COMMAND MODEL.json [options]\n"
     "\n"
@@ -104,35 +102,6 @@ typedef struct {
     rt_machine figures;             /* kiln machine's, for profiles; zeros: none */
 } Opts;
 
-static int out_of_memory(void)
-{
-    fprintf(stderr, "kiln: out of memory\n");
-    return EXIT_INTERNAL;
-}
-
-static int usage_error(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "kiln: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see kiln --help)\n");
-    return EXIT_USAGE;
-}
-
-/* --name VALUE or --name=VALUE; returns the value or NULL. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    size_t len = strlen(name);
-    if (strncmp(argv[*i], name, len) != 0)
-        return NULL;
-    if (argv[*i][len] == '=')
-        return argv[*i] + len + 1;
-    if (argv[*i][len] != 0)
-        return NULL;
-    if (*i + 1 >= argc)
-        return "";              /* caught by the caller as missing */
-    return argv[++*i];
-}
-
 static int parse_number(const char *s, double *v)
 {
     char *end;
@@ -153,10 +122,10 @@ static int add_input(Opts *o, const char *spec)
 {
     const char *eq = strchr(spec, '=');
     if (!eq || eq == spec)
-        return usage_error("--input takes NAME=FILE.npy, got '%s'", spec);
+        return cli_usage("--input takes NAME=FILE.npy, got '%s'", spec);
     char *name = strndup(spec, (size_t)(eq - spec));
     if (!name)
-        return out_of_memory();
+        return cli_out_of_memory();
     o->given_names[o->ngiven] = name;
     o->given_files[o->ngiven++] = eq + 1;
     return 0;
@@ -181,7 +150,7 @@ static int parse_opts(Opts *o, int argc, char **argv)
     o->disabled = calloc((size_t)argc, sizeof *o->disabled);
     o->rest = calloc((size_t)argc + 2, sizeof *o->rest);
     if (!o->given_names || !o->given_files || !o->disabled || !o->rest)
-        return out_of_memory();
+        return cli_out_of_memory();
     o->tol = 1e-4;
     o->seed = 1;
     o->weight_auto = 1;
@@ -196,21 +165,21 @@ static int parse_opts(Opts *o, int argc, char **argv)
                 o->rest[o->nrest++] = argv[i++];
             break;
         }
-        if ((v = opt_value(argc, argv, &i, "--chunk"))) {
+        if ((v = cli_opt_value(argc, argv, &i, "--chunk"))) {
             char *end;
             long long n = strtoll(v, &end, 10);
             if (!*v || *end || n < 1 || n > 1 << 20)
-                return usage_error("--chunk takes a number of tokens from 1, got '%s'", v);
+                return cli_usage("--chunk takes a number of tokens from 1, got '%s'", v);
             o->chunk = n;
-        } else if ((v = opt_value(argc, argv, &i, "--stop-after")) || (v = opt_value(argc, argv, &i, "--disable-pass"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--stop-after")) || (v = cli_opt_value(argc, argv, &i, "--disable-pass"))) {
             if (!*v)
-                return usage_error("%s needs a pass name (see 'kiln passes')", a);
+                return cli_usage("%s needs a pass name (see 'kiln passes')", a);
             if (pass_index(v) < 0)
-                return usage_error("unknown pass '%s' (see 'kiln passes')", v);
+                return cli_usage("unknown pass '%s' (see 'kiln passes')", v);
             if (a[2] == 's')
                 o->stop_after = v;
             else if (pass_table[pass_index(v)].required)
-                return usage_error("pass '%s' cannot be disabled", v);
+                return cli_usage("pass '%s' cannot be disabled", v);
             else
                 o->disabled[o->ndisabled++] = v;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
@@ -218,9 +187,9 @@ static int parse_opts(Opts *o, int argc, char **argv)
         } else if (cli_import_opt(argc, argv, &i, &o->import, &bad)) {
             if (bad)
                 return bad;
-        } else if ((v = opt_value(argc, argv, &i, "--weight-dtype"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--weight-dtype"))) {
             if (strcmp(v, "auto") && strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16"))
-                return usage_error("--weight-dtype takes auto, f32, bf16 or f16, got '%s'", v);
+                return cli_usage("--weight-dtype takes auto, f32, bf16 or f16, got '%s'", v);
             o->weight_store = v[0] == 'b' ? ST_BF16 : v[1] == '1' ? ST_F16 : ST_F32;
             o->weight_auto = v[0] == 'a';
         } else if (builds && strcmp(a, "--no-cache") == 0) {
@@ -229,67 +198,67 @@ static int parse_opts(Opts *o, int argc, char **argv)
             o->rest[o->nrest++] = argv[i];
             if (takes_value(a) && i + 1 < argc)
                 o->rest[o->nrest++] = argv[++i];
-        } else if ((v = opt_value(argc, argv, &i, "-o"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "-o"))) {
             if (!*v)
-                return usage_error("%s needs a path", "-o");
+                return cli_usage("%s needs a path", "-o");
             o->out = v;
         } else if (strcmp(a, "--lib") == 0) {
             o->lib = 1;
-        } else if ((v = opt_value(argc, argv, &i, "--dump-dir"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--dump-dir"))) {
             if (!*v)
-                return usage_error("%s needs a directory", "--dump-dir");
+                return cli_usage("%s needs a directory", "--dump-dir");
             o->out = v;
-        } else if ((v = opt_value(argc, argv, &i, "--after"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--after"))) {
             if (pass_index(v) < 0)
-                return usage_error("unknown pass '%s' (see 'kiln passes')", v);
+                return cli_usage("unknown pass '%s' (see 'kiln passes')", v);
             o->dump_after = v;
-        } else if ((v = opt_value(argc, argv, &i, "--weights"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--weights"))) {
             if (!*v)
-                return usage_error("%s needs a file", "--weights");
+                return cli_usage("%s needs a file", "--weights");
             if (o->weights)
-                return usage_error("option '%s' given twice", "--weights");
+                return cli_usage("option '%s' given twice", "--weights");
             o->weights = v;
-        } else if ((v = opt_value(argc, argv, &i, "--input"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--input"))) {
             int rc = add_input(o, v);
             if (rc)
                 return rc;
-        } else if ((v = opt_value(argc, argv, &i, "--seed"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--seed"))) {
             if (!parse_seed(v, &o->seed))
-                return usage_error("--seed takes a non-negative integer, got '%s'", v);
-        } else if ((v = opt_value(argc, argv, &i, "--tolerance"))) {
+                return cli_usage("--seed takes a non-negative integer, got '%s'", v);
+        } else if ((v = cli_opt_value(argc, argv, &i, "--tolerance"))) {
             if (!parse_number(v, &o->tol) || o->tol < 0)
-                return usage_error("--tolerance takes a number >= 0, got '%s'", v);
-        } else if ((v = opt_value(argc, argv, &i, "--machine"))) {
+                return cli_usage("--tolerance takes a number >= 0, got '%s'", v);
+        } else if ((v = cli_opt_value(argc, argv, &i, "--machine"))) {
             Machine mc;
             if (machine_parse(&mc, v) != 0)
-                return usage_error("--machine takes default or l1d=48K,l2=2M,l3=32M,vector=64,cores=2; got '%s'", v);
+                return cli_usage("--machine takes default or l1d=48K,l2=2M,l3=32M,vector=64,cores=2; got '%s'", v);
             o->machine = v;
         } else if (strcmp(a, "--bisect") == 0) {
             o->bisect = 1;
-        } else if ((v = opt_value(argc, argv, &i, "--max-memory"))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--max-memory"))) {
             char *end;
             long long n = strtoll(v, &end, 10);
             if (!*v || *end || n <= 0)
-                return usage_error("--max-memory takes a number of bytes, got '%s'", v);
+                return cli_usage("--max-memory takes a number of bytes, got '%s'", v);
             o->max_memory = n;
         } else if (strcmp(a, "--no-cc") == 0) {
             o->no_cc = 1;
         } else if (strcmp(a, "--no-jit") == 0) {
             o->no_jit = 1;
         } else if (a[0] == '-' && a[1]) {
-            return usage_error("unknown option '%s'", a);
+            return cli_usage("unknown option '%s'", a);
         } else if (!o->model) {
             o->model = a;
         } else if (is_run) {
             o->rest[o->nrest++] = argv[i];
         } else {
-            return usage_error("unexpected argument '%s'", a);
+            return cli_usage("unexpected argument '%s'", a);
         }
     }
     if (!o->model)
-        return usage_error("%s needs a model file", o->cmd);
+        return cli_usage("%s needs a model file", o->cmd);
     if ((o->import.tokens || o->import.max_seq) && !cli_is_dir(o->model))
-        return usage_error("--tokens and --max-seq apply to a model folder, not '%s'", o->model);
+        return cli_usage("--tokens and --max-seq apply to a model folder, not '%s'", o->model);
     return 0;
 }
 
@@ -409,22 +378,6 @@ static int program(Module **m, const Opts *o)
     return run_passes_on(m, o, 1, 1, NULL, NULL);
 }
 
-/* -o must not name the model file itself. */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (strcmp(a, b) == 0)
-        return 1;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
-static int report(const rt_err *err)
-{
-    fprintf(stderr, "kiln: %s\n", err->msg);
-    return err->code;
-}
-
 /* ---- commands -------------------------------------------------------------- */
 
 static int cmd_emit(Module *m, const Opts *o)
@@ -438,7 +391,7 @@ static int cmd_emit(Module *m, const Opts *o)
         return 0;
     }
     rt_err err = {0, ""};
-    return cg_write_file(o->out, c, &err) ? report(&err) : 0;
+    return cg_write_file(o->out, c, &err) ? cli_report(&err) : 0;
 }
 
 static int cmd_build(Module *m, const Opts *o)
@@ -450,11 +403,11 @@ static int cmd_build(Module *m, const Opts *o)
     CgBuild b = {.cache = !o->no_cache, .machine = &o->figures};
     if (o->lib) {
         if (!o->out)
-            return usage_error("%s needs -o DIR", "build --lib");
-        return cg_build_lib(m, o->out, &b, &err) ? report(&err) : 0;
+            return cli_usage("%s needs -o DIR", "build --lib");
+        return cg_build_lib(m, o->out, &b, &err) ? cli_report(&err) : 0;
     }
     const char *out = o->out ? o->out : m->name;
-    return cg_build_exe(m, out, &b, &err) ? report(&err) : 0;
+    return cg_build_exe(m, out, &b, &err) ? cli_report(&err) : 0;
 }
 
 static int cmd_run(Module *m, const Opts *o)
@@ -465,7 +418,7 @@ static int cmd_run(Module *m, const Opts *o)
     rt_err err = {0, ""};
     CgJit *j = cg_jit_new(m, &err);
     if (!j)
-        return report(&err);
+        return cli_report(&err);
     if (o->verbose)
         fprintf(stderr, "kiln: jit: compiled in %.1f ms\n", cg_jit_seconds(j) * 1e3);
     char *args[o->nrest + 2];
@@ -544,11 +497,11 @@ static int cmd_profile(Module *m, const Opts *o)
     char dir[4096];
     rt_err err = {0, ""};
     if (cg_bench_dir_open(dir, &err))
-        return report(&err);
+        return cli_report(&err);
     const char *exe = arena_printf(m->a, "%s/%s", dir, m->name);
     const char *lines = arena_printf(m->a, "%s/profile.jsonl", dir);
     CgBuild b = {.quiet = !o->verbose, .cache = !o->no_cache, .machine = &o->figures};
-    rc = cg_build_exe(m, exe, &b, &err) ? report(&err) : run_profiled(exe, lines, o);
+    rc = cg_build_exe(m, exe, &b, &err) ? cli_report(&err) : run_profiled(exe, lines, o);
     if (!rc)
         rc = cli_profile_table(lines, m->name, &o->figures, stdout);
     cg_bench_dir_remove(dir);
@@ -606,7 +559,7 @@ static void bisect_stage(PassCtx *cx, Module *m, int pass, int changed)
     Bisect *b = cx->user;
     rt_err err = {0, ""};
     if (b->rc || (pass == 0 && !(b->chk = cg_check_begin(m, &b->co, &err)))) {
-        b->rc = b->rc ? b->rc : report(&err);
+        b->rc = b->rc ? b->rc : cli_report(&err);
         return;
     }
     if (!m->prog)
@@ -665,7 +618,7 @@ static int cmd_check(Module *m, const Opts *o)
     rt_err err = {0, ""};
     rc = cg_check(m, &co, stdout, &err);
     if (rc)
-        return report(&err);
+        return cli_report(&err);
     printf("ok: every output within tolerance\n");
     return 0;
 }
@@ -688,8 +641,7 @@ typedef struct {
     int rc;
 } Dump;
 
-/* The module as .kir text, in its arena. */
-static char *module_text(const Module *m)
+char *cli_module_text(const Module *m)
 {
     FILE *f = arena_stream(m->a);
     ir_print_module(f, m);
@@ -699,7 +651,7 @@ static char *module_text(const Module *m)
 static void dump_stage(PassCtx *cx, Module *m, int pass, int changed)
 {
     Dump *dp = cx->user;
-    char *text = module_text(m);
+    char *text = cli_module_text(m);
     int same = dp->prev && strcmp(dp->prev, text) == 0;
     const char *state = changed < 0 ? "disabled" : pass == 0 ? "parsed"
                         : same ? "unchanged" : "changed";
@@ -711,7 +663,7 @@ static void dump_stage(PassCtx *cx, Module *m, int pass, int changed)
         rt_err err = {0, ""};
         char *path = arena_printf(m->a, "%s/%02d-%s.kir", dp->o->out, pass, pass_table[pass].name);
         if (cg_write_file(path, file, &err))
-            dp->rc = report(&err);
+            dp->rc = cli_report(&err);
     }
     dp->prev = text;
 }
@@ -720,7 +672,7 @@ static int cmd_dump(Module *m, const Opts *o)
 {
     Dump dp = {o, NULL, o->dump_after ? pass_index(o->dump_after) : -1, 0};
     if (dp.after < 0 && !o->out)
-        return usage_error("%s needs --dump-dir DIR or --after PASS", "dump");
+        return cli_usage("%s needs --dump-dir DIR or --after PASS", "dump");
     if (dp.after < 0 && mkdir(o->out, 0777) != 0) {
         struct stat st;
         int e = errno;
@@ -747,143 +699,7 @@ static int cmd_dump(Module *m, const Opts *o)
         return 0;
     rt_err err = {0, ""};
     char *path = arena_printf(m->a, "%s/%02d-codegen.c", o->out, cg);
-    return cg_write_file(path, c, &err) ? report(&err) : 0;
-}
-
-/* ---- kiln opt: passes on a .kir file ------------------------------------- */
-
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            char *nb = realloc(buf, cap = cap * 2 + 8192);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, 4096, f);
-        n += got;
-        if (got < 4096)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
-/* Runs the comma-separated passes in order on m; 0, or an exit status. */
-static int run_list(Module *m, const char *list, const char *machine)
-{
-    Diags d;
-    diag_init(&d, m->a, m->file);
-    PassCtx cx = {.d = &d, .verify = 1};
-    machine_default(&cx.machine);
-    if (machine && machine_parse(&cx.machine, machine) != 0)
-        return usage_error("--machine: cannot read '%s'", machine);
-    char *names = arena_strdup(m->a, list);
-    for (char *name = strtok(names, ","); name; name = strtok(NULL, ",")) {
-        int i = pass_index(name);
-        if (i < 0 || !pass_table[i].run)
-            return usage_error("'%s' is not a pass kiln opt can run (see kiln passes)", name);
-        if ((pass_table[i].level == LEVEL_LOOP) != (m->prog != NULL) ||
-            (pass_table[i].level == LEVEL_LOWER && m->prog))
-            return usage_error("pass '%s' does not apply at this stage of the IR", name);
-        m->notes.n = 0;
-        if (m->prog)
-            m->prog->notes.n = 0;
-        if (pass_table[i].run(m, &cx) < 0) {
-            diag_print(&d, stderr);
-            return EXIT_INVALID;
-        }
-        ir_verify_graph(m);
-        if (m->prog)
-            ir_verify_prog(m);
-    }
-    return 0;
-}
-
-/* kiln opt FILE.kir --passes a,b [-o OUT.kir]: tile sizes use fixed
- * machine figures, so the output is the same on every machine. */
-static int cmd_opt(int argc, char **argv)
-{
-    const char *in = NULL, *out = NULL, *list = NULL, *machine = NULL;
-    for (int i = 2; i < argc; i++) {
-        const char *v;
-        if ((v = opt_value(argc, argv, &i, "--passes")) && !*v)
-            return usage_error("%s needs a list of passes, e.g. fuse,tile", "--passes");
-        else if (v)
-            list = v;
-        else if ((v = opt_value(argc, argv, &i, "-o")))
-            out = v;
-        else if ((v = opt_value(argc, argv, &i, "--machine")))
-            machine = v;
-        else if (argv[i][0] == '-' && argv[i][1])
-            return usage_error("unknown option '%s'", argv[i]);
-        else if (!in)
-            in = argv[i];
-        else
-            return usage_error("unexpected argument '%s'", argv[i]);
-    }
-    if (!in)
-        return usage_error("%s needs a .kir file", "opt");
-    if (!list)
-        return usage_error("%s needs --passes a,b", "opt");
-    if (out && same_file(out, in))
-        return usage_error("-o %s would overwrite the input", out);
-    size_t len = 0;
-    char *text = read_all(in, &len);
-    if (!text) {
-        fprintf(stderr, "kiln: %s: %s\n", in, strerror(errno));
-        return EXIT_IO;
-    }
-    if (strlen(text) != len) {
-        fprintf(stderr, "kiln: %s: a .kir file is text; this one holds a NUL byte\n", in);
-        free(text);
-        return EXIT_INVALID;
-    }
-    Arena *a = arena_new();
-    if (!a) {
-        free(text);
-        return out_of_memory();
-    }
-    Diags d;
-    diag_init(&d, a, in);
-    Module *m = ir_parse(a, in, text, &d);
-    free(text);
-    int rc = m ? run_list(m, list, machine) : (diag_print(&d, stderr), EXIT_INVALID);
-    if (!rc) {
-        char *t = module_text(m);
-        rt_err err = {0, ""};
-        if (!out)
-            fputs(t, stdout);
-        else if (cg_write_file(out, t, &err))
-            rc = report(&err);
-    }
-    arena_free(a);
-    return rc;
-}
-
-static int cmd_passes(void)
-{
-    static const char *levels[] = {"graph", "graph to loops", "loops", "C"};
-    for (int i = 0; i < pass_count; i++)
-        printf("%02d %-22s %-15s %s%s\n", i, pass_table[i].name, levels[pass_table[i].level],
-               pass_table[i].what, pass_table[i].required ? "" : " (can be disabled)");
-    return 0;
+    return cg_write_file(path, c, &err) ? cli_report(&err) : 0;
 }
 
 typedef struct {
@@ -903,11 +719,11 @@ static int compile(const Command *c, const Opts *o)
 {
     Arena *a = arena_new();
     if (!a)
-        return out_of_memory();
+        return cli_out_of_memory();
     int rc = 0;
     jmp_buf oom;
     if (setjmp(oom)) {
-        rc = out_of_memory();
+        rc = cli_out_of_memory();
     } else {
         arena_set_oom(a, &oom);
         Module *m = load(a, o, &rc);
@@ -930,8 +746,8 @@ static int model_command(const Command *c, int argc, char **argv)
 {
     Opts o = {.cmd = c->name};
     int rc = parse_opts(&o, argc, argv);
-    if (!rc && o.out && same_file(o.out, o.model))
-        rc = usage_error("-o %s would overwrite the model file", o.out);
+    if (!rc && o.out && cli_same_file(o.out, o.model))
+        rc = cli_usage("-o %s would overwrite the model file", o.out);
     char *dir_weights = !rc && cli_is_dir(o.model) ? cli_import_weights(o.model) : NULL;
     if (dir_weights && !o.weights)          /* a folder's model loads its own weights */
         o.weights = dir_weights;
@@ -960,7 +776,7 @@ static int model_command(const Command *c, int argc, char **argv)
 static int command(int argc, char **argv)
 {
     if (argc < 2)
-        return usage_error("%s", "missing command");
+        return cli_usage("%s", "missing command");
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         fputs(usage_text, stdout);
@@ -971,9 +787,9 @@ static int command(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "passes"))
-        return cmd_passes();
+        return cli_passes();
     if (!strcmp(cmd, "opt"))
-        return cmd_opt(argc, argv);
+        return cli_opt(argc, argv);
     if (!strcmp(cmd, "bench"))
         return cli_bench(argc, argv);
     if (!strcmp(cmd, "import"))
@@ -983,7 +799,7 @@ static int command(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name))
             return model_command(&commands[i], argc, argv);
-    return usage_error("unknown command '%s'", cmd);
+    return cli_usage("unknown command '%s'", cmd);
 }
 
 /* What a command printed must have reached stdout (not a full disk or a

@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EXIT_INVALID = 1, EXIT_IO = 3, EXIT_INTERNAL = 4 };
-
 typedef struct {
     char name[128];
     int kernels;                  /* how many share the name */
