@@ -76,7 +76,7 @@ typedef struct {
 static void host_detect(Host *h)
 {
     memset(h, 0, sizeof *h);
-    char *info = cg_bench_read_file("/proc/cpuinfo");
+    char *info = cg_read_file("/proc/cpuinfo", NULL);
     cg_bench_cpu_model(info ? info : "", h->cpu, sizeof h->cpu);
     free(info);
     Machine mc;
@@ -512,7 +512,7 @@ typedef struct {
  * figure of a run unreliable, so runs record it. -1 when unknown. */
 static double load_average(void)
 {
-    char *text = cg_bench_read_file("/proc/loadavg");
+    char *text = cg_read_file("/proc/loadavg", NULL);
     double v = -1;
     if (!text || sscanf(text, "%lf", &v) != 1)
         v = -1;

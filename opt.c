@@ -8,39 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            char *nb = realloc(buf, cap = cap * 2 + 8192);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, 4096, f);
-        n += got;
-        if (got < 4096)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 /* Runs the comma-separated passes in order on m; 0, or an exit status. */
 static int run_list(Module *m, const char *list, const char *machine)
 {
@@ -101,7 +68,7 @@ int cli_opt(int argc, char **argv)
     if (out && cli_same_file(out, in))
         return cli_usage("-o %s would overwrite the input", out);
     size_t len = 0;
-    char *text = read_all(in, &len);
+    char *text = cg_read_file(in, &len);
     if (!text) {
         fprintf(stderr, "kiln: %s: %s\n", in, strerror(errno));
         return EXIT_IO;

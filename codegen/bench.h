@@ -24,8 +24,6 @@ int cg_bench_parse_repeat(const char *text, BenchTime *t);
 /* The first "model name" of /proc/cpuinfo's text, spaces squeezed, into
  * out; "unknown" when there is none. */
 void cg_bench_cpu_model(const char *cpuinfo, char *out, size_t size);
-/* A whole file, NUL-terminated and malloc'd; NULL when unreadable. */
-char *cg_bench_read_file(const char *path);
 /* "kiln: bench: ...\n" on stderr. */
 void cg_bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

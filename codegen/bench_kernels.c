@@ -104,7 +104,7 @@ int cg_bench_openblas(const char *dir, char *config, size_t size, rt_err *err)
         return rt_errf(err, RT_EIO, "OpenBLAS not found (-lopenblas does not link): "
                        "install libopenblas-dev (make deps-bench, as root)");
     char *argv[] = {exe, NULL};
-    char *got = cg_bench_spawn(argv, NULL, out, NULL) == 0 ? cg_bench_read_file(out) : NULL;
+    char *got = cg_bench_spawn(argv, NULL, out, NULL) == 0 ? cg_read_file(out, NULL) : NULL;
     if (!got)
         return rt_errf(err, RT_EINTERNAL, "the OpenBLAS probe failed to run");
     snprintf(config, size, "%.*s", (int)strcspn(got, "\n"), got);
@@ -371,7 +371,7 @@ int cg_bench_kernels_run(const char *dir, BenchLinear *c, int n, int threads, do
     if (!rc) {
         char *argv[] = {(char *)exe, NULL};
         int st = cg_bench_spawn(argv, driver_env, out, NULL);
-        char *got = cg_bench_read_file(out);
+        char *got = cg_read_file(out, NULL);
         if (st != 0 || !got || cg_bench_parse_driver(got, c, n))
             rc = rt_errf(err, RT_EINTERNAL, "the kernel driver failed (status %d)", st);
         free(got);

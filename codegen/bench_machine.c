@@ -174,7 +174,7 @@ static int measure(const char *dir, const char *what, int threads, int64_t bytes
     if (strcmp(what, "peak") == 0)
         argv[3] = NULL;
     int st = cg_bench_spawn(argv, NULL, out, NULL);
-    char *text = cg_bench_read_file(out);
+    char *text = cg_read_file(out, NULL);
     int ok = st == 0 && text && sscanf(text, "%lf", v) == 1 && *v > 0;
     free(text);
     if (!ok)

@@ -120,7 +120,7 @@ static int run_exe(Arena *a, const char *exe, int runs, int threads, BenchTime *
     char *argv[] = {(char *)exe, "--repeat", r, "--threads", th, NULL};
     const char *log = arena_printf(a, "%s.log", exe);
     int st = cg_bench_spawn(argv, NULL, "/dev/null", log);
-    char *text = cg_bench_read_file(log);
+    char *text = cg_read_file(log, NULL);
     int rc = 0;
     if (st != 0)
         rc = rt_errf(err, st == 1 ? RT_EINVAL : RT_EINTERNAL, "the cc build failed: %.*s",

@@ -65,36 +65,6 @@ void cg_bench_cpu_model(const char *cpuinfo, char *out, size_t size)
         snprintf(out, size, "unknown");
 }
 
-char *cg_bench_read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (n + 4097 > cap) {
-            char *nb = realloc(buf, cap = cap * 2 + 8192);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        got = fread(buf + n, 1, 4096, f);
-        n += got;
-    } while (got == 4096);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    return buf;
-}
-
 void cg_bench_progress(const char *fmt, ...)
 {
     va_list ap;
@@ -197,7 +167,7 @@ int cg_bench_spawn(char *const *argv, const char *const *env, const char *out, c
 /* The first line of a compiler log that names a problem. */
 static void complaint(const char *log, char *line, size_t size)
 {
-    char *text = cg_bench_read_file(log);
+    char *text = cg_read_file(log, NULL);
     const char *p = text ? text : "";
     const char *hit = strstr(p, "error");
     if (hit) {

@@ -398,6 +398,38 @@ static int write_atomic(Arena *a, const char *dest, const char *shown, const cha
     return commit(tmp, dest, err);
 }
 
+char *cg_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n + 4097 > cap) {
+            char *nb = realloc(buf, cap = cap * 2 + 8192);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        got = fread(buf + n, 1, 4096, f);
+        n += got;
+    } while (got == 4096);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+}
+
 int cg_write_file(const char *path, const char *text, rt_err *err)
 {
     Arena *a = arena_new();

@@ -64,6 +64,9 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
 /* Writes text to path atomically (a temporary beside it, then rename);
  * a link's target is replaced, a device or pipe written through. */
 int cg_write_file(const char *path, const char *text, rt_err *err);
+/* A whole file (any kind: a pipe, /proc), NUL-terminated and malloc'd,
+ * its length in *len (unless NULL); NULL with errno set when unreadable. */
+char *cg_read_file(const char *path, size_t *len);
 /* Builds DIR/lib<name>.so, DIR/lib<name>.a and DIR/<name>.h (no machine
  * figures: a library has no profiles). */
 int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err);

@@ -173,7 +173,7 @@ static void test_dir_and_spawn(void **state)
     snprintf(out, sizeof out, "%s/sub/out", dir);
     char *ok[] = {"sh", "-c", "echo hello; echo oops >&2; exit 3", NULL};
     assert_int_equal(cg_bench_spawn(ok, NULL, out, out), 3);
-    char *text = cg_bench_read_file(out);
+    char *text = cg_read_file(out, NULL);
     assert_non_null(text);
     assert_string_equal(text, "hello\noops\n");
     free(text);
@@ -181,13 +181,13 @@ static void test_dir_and_spawn(void **state)
     const char *env[] = {"KILN_BENCH_A=new", "KILN_BENCH_B=new", NULL};
     setenv("KILN_BENCH_B", "mine", 1);              /* the user's setting stands */
     assert_int_equal(cg_bench_spawn(echo, env, out, NULL), 0);
-    text = cg_bench_read_file(out);
+    text = cg_read_file(out, NULL);
     assert_string_equal(text, "new mine\n");
     free(text);
     assert_null(getenv("KILN_BENCH_A"));              /* set in the child only */
     char *missing[] = {"/nonexistent/kiln-bench-program", NULL};
     assert_int_equal(cg_bench_spawn(missing, NULL, out, NULL), 127);
-    assert_null(cg_bench_read_file("/nonexistent/kiln-bench-file"));
+    assert_null(cg_read_file("/nonexistent/kiln-bench-file", NULL));
     cg_bench_dir_remove(dir);
     assert_int_equal(access(dir, F_OK), -1);
 }
