@@ -27,53 +27,27 @@ for t in "$@"; do
     fi
 done
 
-if sh tests/cli.sh >"$log/cli.out" 2>&1; then
-    echo "ok    cli ($(grep -c '^ok' "$log/cli.out") checks)"
-else
-    echo "FAIL  cli"; cat "$log/cli.out"; failed=1
-fi
+# suite NAME SHOW TEXT: tests/NAME.sh, a line "ok    NAME (N TEXT)"; when it
+# fails, its whole log (SHOW = all) or the lines that are not ok.
+suite() {
+    name=$1 show=$2 text=$3
+    if sh "tests/$name.sh" >"$log/$name.out" 2>&1; then
+        echo "ok    $name ($(grep -c '^ok' "$log/$name.out") $text)"
+    else
+        echo "FAIL  $name"
+        if [ "$show" = all ]; then cat "$log/$name.out"; else grep -v '^ok' "$log/$name.out"; fi
+        failed=1
+    fi
+}
 
-if sh tests/bad.sh >"$log/bad.out" 2>&1; then
-    echo "ok    bad ($(grep -c '^ok' "$log/bad.out") bad inputs, each one line and nothing written)"
-else
-    echo "FAIL  bad"; grep -v '^ok' "$log/bad.out"; failed=1
-fi
-
-if sh tests/names.sh >"$log/names.out" 2>&1; then
-    echo "ok    names ($(grep -c '^ok' "$log/names.out") checks: hostile names are data, never code)"
-else
-    echo "FAIL  names"; cat "$log/names.out"; failed=1
-fi
-
-if sh tests/pipeline.sh >"$log/pipeline.out" 2>&1; then
-    echo "ok    pipeline ($(grep -c '^ok' "$log/pipeline.out") checks: bisect, each pass off, threads)"
-else
-    echo "FAIL  pipeline"; cat "$log/pipeline.out"; failed=1
-fi
-
-if sh tests/golden.sh >"$log/golden.out" 2>&1; then
-    echo "ok    golden ($(grep -c '^ok' "$log/golden.out") cases)"
-else
-    echo "FAIL  golden"; grep -v '^ok' "$log/golden.out"; failed=1
-fi
-
-if sh tests/import.sh >"$log/import.out" 2>&1; then
-    echo "ok    import ($(grep -c '^ok' "$log/import.out") checks: checkpoints imported, checked, built, run, refused)"
-else
-    echo "FAIL  import"; grep -v '^ok' "$log/import.out"; failed=1
-fi
-
-if sh tests/generate.sh >"$log/generate.out" 2>&1; then
-    echo "ok    generate ($(grep -c '^ok' "$log/generate.out") checks: prefill and decode variants, greedy = reference, sampling, tokenizer)"
-else
-    echo "FAIL  generate"; grep -v '^ok' "$log/generate.out"; failed=1
-fi
-
-if sh tests/weights16.sh >"$log/weights16.out" 2>&1; then
-    echo "ok    weights16 ($(grep -c '^ok' "$log/weights16.out") checks: --weight-dtype bf16/f16 checked, held 16-bit, BF16 files copied)"
-else
-    echo "FAIL  weights16"; grep -v '^ok' "$log/weights16.out"; failed=1
-fi
+suite cli all "checks"
+suite bad fails "bad inputs, each one line and nothing written"
+suite names all "checks: hostile names are data, never code"
+suite pipeline all "checks: bisect, each pass off, threads"
+suite golden fails "cases"
+suite import fails "checks: checkpoints imported, checked, built, run, refused"
+suite generate fails "checks: prefill and decode variants, greedy = reference, sampling, tokenizer"
+suite weights16 fails "checks: --weight-dtype bf16/f16 checked, held 16-bit, BF16 files copied"
 
 ls tests/models/*.json examples/*.json |
     xargs -P 2 -n 1 sh -c 'sh tests/check-one.sh "$0" "'"$log"'"' >"$log/checks" 2>&1 || failed=1
