@@ -66,6 +66,9 @@ int imp_st_names(Arena *a, const char *path, ImpNames *out, Diags *d, int *io);
 const ImpTensor *imp_st_find(const ImpNames *names, const char *name);
 
 /* ---- import_graph.c: kiln/1 text, one declaration or node per line ----- */
+/* s as a JSON string: quotes, backslashes and control bytes escaped
+ * (also what import_st.c writes safetensors headers with). */
+void ig_put_string(FILE *f, const char *s);
 typedef struct ImpGraph ImpGraph;
 ImpGraph *ig_new(Arena *a, const char *model_name);
 /* Declarations; each returns its name. */

@@ -32,8 +32,7 @@ ImpGraph *ig_new(Arena *a, const char *model_name)
     return g;
 }
 
-/* s as a JSON string: quotes, backslashes and control bytes escaped. */
-static void put_string(FILE *f, const char *s)
+void ig_put_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -68,7 +67,7 @@ static const char *decl(ImpGraph *g, int s, const char *name, const char *dtype,
 {
     FILE *f = entry(g, s);
     fputs("{\"name\": ", f);
-    put_string(f, name);
+    ig_put_string(f, name);
     fputs(", \"shape\": ", f);
     put_dims(f, rank, dims);
     if (dtype)
@@ -98,11 +97,11 @@ const char *ig_nodev(ImpGraph *g, const char *name, const char *op, const char *
 {
     FILE *f = entry(g, SEC_NODES);
     fputs("{\"name\": ", f);
-    put_string(f, name);
+    ig_put_string(f, name);
     fprintf(f, ", \"op\": \"%s\", \"inputs\": [", op);
     for (int i = 0; i < nin; i++) {
         fputs(i ? ", " : "", f);
-        put_string(f, in[i]);
+        ig_put_string(f, in[i]);
     }
     fputc(']', f);
     if (attrs)
@@ -142,14 +141,14 @@ char *ig_text(ImpGraph *g, const char *output)
 {
     FILE *f = arena_stream(g->a);
     fprintf(f, "{\n  \"format\": \"kiln/1\",\n  \"name\": ");
-    put_string(f, g->name);
+    ig_put_string(f, g->name);
     for (int s = 0; s < NSEC; s++) {
         char *body = arena_stream_text(g->a, g->sec[s]);
         fprintf(f, ",\n  \"%s\": [%s%s%s]", sec_key[s], *body ? "\n" : "", body,
                 *body ? "\n  " : "");
     }
     fputs(",\n  \"outputs\": [", f);
-    put_string(f, output);
+    ig_put_string(f, output);
     fputs("]\n}\n", f);
     return arena_stream_text(g->a, f);
 }

@@ -33,20 +33,6 @@ static int64_t count(const ImpTensor *t)
 
 /* ---- writing ------------------------------------------------------------- */
 
-/* s as a JSON string. */
-static void put_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    fputc('"', f);
-}
-
 /* The header JSON, padded with spaces to a multiple of 8 bytes (so the
  * data starts aligned); malloc'd, its length in *len. */
 static char *header(const ImpTensor *t, int n, size_t *len)
@@ -60,7 +46,7 @@ static char *header(const ImpTensor *t, int n, size_t *len)
     for (int i = 0; i < n; i++) {
         uint64_t bytes = (uint64_t)count(&t[i]) * (uint64_t)dtype_size(t[i].dtype);
         fputs(i ? "," : "", f);
-        put_string(f, t[i].name);
+        ig_put_string(f, t[i].name);
         fprintf(f, ":{\"dtype\":\"%s\",\"shape\":[", t[i].dtype);
         for (int d = 0; d < t[i].rank; d++)
             fprintf(f, "%s%lld", d ? "," : "", (long long)t[i].dims[d]);
