@@ -46,15 +46,26 @@
  *    or touches what C writes; P touches nothing C writes; whatever P
  *    writes and C reads, both access by rows at the fusion depth through
  *    the same Buf (a view, or another index, would need recomputation).
- * 4. Steps 2 and 3 repeat until a round fuses nothing: a fusion can clear
+ * 4. Sibling matmuls with no consumer in common (q, k and v, read by
+ *    rope and the cache writes, which cannot fuse): kernels computing a
+ *    linear or matmul node, with the same chain, that read one storage
+ *    that is not a weight merge into the first of them as in step 2,
+ *    zipped, when they are independent, nothing between is in the way of
+ *    the later one moving up, and the zipped reduction keeps at most
+ *    FUSE_MAX_ZIP accumulators (what tile blocks as one gemm nest). One
+ *    kernel instead of three: one fork and join, and one run of weight
+ *    streams the prefetchers follow, where each small gemm paid its own.
+ *    Other kernels reading one input (norms, attention, top-k) keep
+ *    their own nests, which tile and the JIT's kernels know by shape.
+ * 5. Steps 2 to 4 repeat until a round fuses nothing: a fusion can clear
  *    the way for another (a kernel in between, or another reader, joins
  *    the consumer). A pair's note is its last decision.
- * 5. Intermediates of the fusions that only one kernel now touches (temps,
+ * 6. Intermediates of the fusions that only one kernel now touches (temps,
  *    not views) are contracted: one store read afterwards in its block at
  *    the same index becomes a `let` (or its value, a variable or a
  *    constant); else its rows become a local (S_LOCAL) below the d-th
  *    loop. Outputs, and buffers read elsewhere, keep their stores.
- * 6. Fused kernels get their names and sorted nodes; the notes are
+ * 7. Fused kernels get their names and sorted nodes; the notes are
  *    written, ordered by consumer; buffers no kernel uses are dropped, and
  *    the arena is laid out again. */
 #include "fuse.h"
@@ -590,7 +601,85 @@ static void rows(Fuse *f, Kernel *c)
     }
 }
 
-/* ---- 5. contraction ------------------------------------------------------ */
+/* ---- 4. siblings with no consumer in common ------------------------------ */
+
+/* Whether k computes a linear or matmul node. */
+static int matmul(const Kernel *k)
+{
+    for (int i = 0; i < k->nnodes; i++)
+        if (k->nodes[i]->op == OP_LINEAR || k->nodes[i]->op == OP_MATMUL)
+            return 1;
+    return 0;
+}
+
+/* The first storage, not a weight, that p1 and p2 both read; -1 if none. */
+static int shared_input(Fuse *f, Kernel *p1, Kernel *p2)
+{
+    char *t1 = touch(f, p1), *t2 = touch(f, p2);
+    for (int b = 0; b < f->nb; b++)
+        if ((t1[b] & FUSE_RD) && (t2[b] & FUSE_RD) && f->p->bufs[b]->kind != BK_WEIGHT)
+            return b;
+    return -1;
+}
+
+/* The lets ahead of the first loop below k's chain of depth d: a gemm's
+ * accumulators, which a zip keeps ahead of the one reduction loop. */
+static int lets_ahead(Kernel *k, int d)
+{
+    Stmt *L[FUSE_MAXD];
+    fuse_chain(k, L);
+    Block *blk = fuse_below(k, L, d);
+    int n = 0;
+    for (int i = 0; i < blk->n && blk->s[i]->kind != S_LOOP; i++)
+        n += blk->s[i]->kind == S_LET;
+    return n;
+}
+
+/* Why sibling p2 should not merge into p1 at depth d (past the limits of
+ * one nest); NULL when it may. */
+static const char *too_big(Fuse *f, Kernel *p1, Kernel *p2, int d)
+{
+    int accs = lets_ahead(p1, d) + lets_ahead(p2, d), size = stmts(p1) + stmts(p2);
+    if (accs > FUSE_MAX_ZIP)
+        return arena_printf(f->a, "together k%d and k%d would zip %d accumulators, more than "
+                            "%d", p1->id, p2->id, accs, FUSE_MAX_ZIP);
+    if (size > FUSE_MAX_STMTS)
+        return arena_printf(f->a, "together k%d and k%d would hold %d statements, more than "
+                            "%d", p1->id, p2->id, size, FUSE_MAX_STMTS);
+    return NULL;
+}
+
+/* Merges into matmul p1 the later matmuls that are its siblings by a
+ * shared input, whatever reads what they write. */
+static void horizontal(Fuse *f, Kernel *p1)
+{
+    Stmt *L[FUSE_MAXD];
+    int d = fuse_chain(p1, L);
+    if (d == 0 || !matmul(p1) || unfit(f, p1))
+        return;
+    for (int at = pos(f, p1) + 1; at < f->p->nkernels; at++) {
+        Kernel *p2 = f->p->kernels[at];
+        int b = matmul(p2) ? shared_input(f, p1, p2) : -1;
+        const char *why = NULL;
+        if (b < 0 || fuse_chain(p2, L) != d || unfit(f, p2))
+            continue;
+        if (!siblings(f, p1, p2, d, &why) || (why = too_big(f, p1, p2, d))) {
+            if (why)
+                decide(f, D_MERGE, p2->id, p1->id, "not merged: k%d into k%d: %s", p2->id,
+                       p1->id, why);
+            continue;
+        }
+        const char *name = kname(f, p2->id);
+        int zipped = fuse(f, p1, p2, d, 1);
+        decide(f, D_MERGE, p2->id, p1->id, "merged %s into %s: siblings reading b%d, no "
+               "consumer in common", name, kname(f, p1->id), b);
+        ir_note(f->a, &p1->notes, "merged %s: sibling reading b%d, %d loop%s zipped", name, b,
+                zipped, zipped == 1 ? "" : "s");
+        at--;                          /* p2's place holds the next kernel now */
+    }
+}
+
+/* ---- 6. contraction ------------------------------------------------------ */
 
 static void contract(Fuse *f, Buf *s)
 {
@@ -619,7 +708,7 @@ static void contract(Fuse *f, Buf *s)
                 (long long)bytes);
 }
 
-/* ---- 6. names and notes -------------------------------------------------- */
+/* ---- 7. names and notes -------------------------------------------------- */
 
 /* A kernel name without its sizes: "gemm_n8960_k1536" -> "gemm". */
 static const char *stem(Fuse *f, const char *name)
@@ -744,10 +833,11 @@ int pass_fuse(Module *m, PassCtx *cx)
     for (int b = 0; b < f.nb; b++)
         find_writer(&f, b);
     int before;
-    do {                              /* step 4: until a round fuses nothing */
+    do {                              /* step 5: until a round fuses nothing */
         before = p->nkernels;
         sweep(&f, points);
         sweep(&f, rows);
+        sweep(&f, horizontal);
     } while (p->nkernels < before);
     for (int i = 0; i < f.nmids; i++)
         contract(&f, f.mids[i]);

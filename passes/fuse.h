@@ -9,6 +9,7 @@
 
 #define FUSE_MAXD KILN_MAX_RANK   /* deepest fusion: a buffer's rank */
 #define FUSE_MAX_STMTS 256        /* largest fused body, in statements */
+#define FUSE_MAX_ZIP 8            /* accumulators of merged siblings: tile's gemm nest */
 
 enum { FUSE_RD = 1, FUSE_WR = 2 }; /* how a kernel touches a storage */
 
