@@ -51,6 +51,7 @@ $(B)/%.o: %.c
 # The micro-kernels JIT code calls are built as generated programs are
 # (runtime/rt_kernels.c): vectorised for this CPU, multiply-adds fused.
 $(B)/runtime/rt_kernels.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
+$(B)/runtime/rt_vec.o: KILN_CFLAGS += -O3 -march=native -fno-math-errno
 
 # The runtime as C text for generated programs: the header, then every
 # runtime/*.c without its include of the header.

@@ -22,7 +22,8 @@ static const char usage_text[] =
     "MODEL may also be a Hugging Face folder, imported first (as kiln import hf).\n"
     "\n"
     "commands:\n"
-    "  emit-c MODEL [-o FILE.c]      write the generated C (stdout without -o)\n"
+    "  emit-c MODEL [-o FILE.c]      write the generated C (stdout without -o);\n"
+    "                                --jit: the C kiln run hands libtcc\n"
     "  build MODEL [-o EXE]          build an executable with $CC (default cc; -o default: NAME)\n"
     "  build MODEL --lib -o DIR      build DIR/libNAME.so, DIR/libNAME.a and DIR/NAME.h\n"
     "                                (builds are cached: --no-cache builds anew)\n"
@@ -88,7 +89,7 @@ typedef struct {
     const char *stop_after, *dump_after;
     const char **disabled;
     int ndisabled;
-    int lib, verbose, no_cc, no_jit, bisect, no_cache;
+    int lib, verbose, no_cc, no_jit, bisect, no_cache, jit;
     int64_t max_memory;             /* 0: no limit */
     Storage weight_store;           /* --weight-dtype: weights of rank >= 2 */
     int weight_auto;                /* --weight-dtype auto (the default) */
@@ -204,6 +205,8 @@ static int parse_opts(Opts *o, int argc, char **argv)
             o->out = v;
         } else if (strcmp(a, "--lib") == 0) {
             o->lib = 1;
+        } else if (!strcmp(o->cmd, "emit-c") && strcmp(a, "--jit") == 0) {
+            o->jit = 1;
         } else if ((v = cli_opt_value(argc, argv, &i, "--dump-dir"))) {
             if (!*v)
                 return cli_usage("%s needs a directory", "--dump-dir");
@@ -385,7 +388,7 @@ static int cmd_emit(Module *m, const Opts *o)
     int rc = program(&m, o);
     if (rc)
         return rc;
-    const char *c = cg_emit_string(m, CG_CC);
+    const char *c = cg_emit_string(m, o->jit ? CG_JIT : CG_CC);
     if (!o->out || strcmp(o->out, "-") == 0) {
         fputs(c, stdout);             /* checked by main */
         return 0;

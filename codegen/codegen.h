@@ -30,12 +30,21 @@ typedef struct {
     CgFlavour fl;
     const char *model_type;      /* the handle's C type name */
     int in_parallel;             /* printing a parallel loop's body */
+    int vec;                     /* innermost nests through rt_vec (JIT) */
 } CgCx;
 /* Prints k's outlined parallel bodies (JIT) and the function itself:
  *   static int kN(MODEL *m)  returning an RT_* status. */
 void cg_kernel(CgCx *cx, const Kernel *k);
+/* An expression; a buffer's element (`b3[i0 * 64 + i1]`). */
+void cg_expr(CgCx *cx, const Expr *e);
+void cg_access(CgCx *cx, const Buf *b, Expr *const *idx);
 /* An f32 constant as C: %.9g with a '.' or exponent and an f suffix. */
 void cg_print_float(FILE *f, double v);
+
+/* ---- vec.c: innermost loop nests as rt_vec programs (JIT) ------------- */
+/* Prints the loop nest at s as a call of rt_vec and returns 1, or returns
+ * 0, printing nothing, when it does not qualify (see vec.c). */
+int cg_vec_nest(CgCx *cx, const Stmt *s, int depth);
 
 /* ---- info.c: the model's tensors as the runtime describes them ------- */
 /* Tables for rt_model (arena-allocated): inputs, outputs, weights, states

@@ -321,7 +321,7 @@ void cg_emit(FILE *f, const Module *m, CgFlavour fl)
     fputc('\n', f);
     handle(f, m);
     char *type = arena_printf(m->a, "%s_model", m->name);
-    CgCx cx = {f, m, fl, type, 0};
+    CgCx cx = {f, m, fl, type, 0, fl == CG_JIT};
     for (int i = 0; i < m->prog->nkernels; i++)
         cg_kernel(&cx, m->prog->kernels[i]);
     run_kernels(f, m, "kiln_run_kernels");

@@ -16,6 +16,7 @@
 /* ---- expressions ------------------------------------------------------- */
 
 static void expr(CgCx *cx, const Expr *e);
+void cg_expr(CgCx *cx, const Expr *e) { expr(cx, e); }
 
 /* Prints e as an operand of an operator of precedence p. Comparisons and
  * logic inside comparisons and logic are always parenthesised, as gcc's
@@ -81,6 +82,7 @@ static void access(CgCx *cx, const Buf *b, Expr *const *idx)
     offset(cx, b, idx);
     fputc(']', cx->f);
 }
+void cg_access(CgCx *cx, const Buf *b, Expr *const *idx) { access(cx, b, idx); }
 
 /* How b's elements are held: a 16-bit weight's storage, or f32/i32. */
 static Storage store(const Buf *b) { return (b->base ? b->base : b)->store; }
@@ -284,6 +286,8 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
 {
     switch (s->kind) {
     case S_LOOP:
+        if (cx->vec && cg_vec_nest(cx, s, depth))
+            return;
         if ((s->marks & MARK_PARALLEL) && cx->fl == CG_JIT) {
             parallel_loop(cx, s, depth, o);
             return;

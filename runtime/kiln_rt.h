@@ -241,6 +241,42 @@ RT_API void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_
 RT_API void rt_gemm_f16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                         const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 
+/* ---- vector programs (rt_vec.c) ----------------------------------------- */
+/* libtcc does not vectorise, so JIT code hands each innermost loop nest
+ * of f32 arithmetic to rt_vec: a program over the nest's iteration space,
+ * evaluated in blocks of RT_VEC_B elements, one instruction over a whole
+ * block at a time, by loops cc vectorised. The numbers are those of the
+ * scalar loops: every element goes through the same operations in the same
+ * order (no multiply-add is fused), libm gives exp, tanh, ...; reductions
+ * into a scalar (RT_V_RED) add element by element in loop order; a
+ * store's elements are written in loop order. codegen/vec.c says which
+ * nests qualify (a block must read no element the block stores but at
+ * that element) and writes the program:
+ *   code[0..3]  levels L (1..RT_VEC_LEVELS), pointers P, registers R, insns I
+ *   then per pointer: its storage (RT_F32, RT_BF16, RT_F16), then its
+ *               stride in elements at each level, outermost first
+ *   then I instructions of 5: op, d, a, b, c
+ * Registers are blocks of floats; a bool is 1.0f or 0.0f. ptr[p] is the
+ * pointer's element at the nest's first iteration; n[l] the trip count of
+ * level l; scal[j] the loop-invariant values. */
+#define RT_VEC_B 256
+#define RT_VEC_LEVELS 4
+#define RT_VEC_REGS 24
+enum {
+    RT_V_SCAL,      /* d = scal[a] (run once, before the first block) */
+    RT_V_LD,        /* d = *ptr[a] */
+    RT_V_ST,        /* *ptr[a] op= reg b, op c: 0 =, 1 +=, 2 max= */
+    RT_V_RED,       /* the float at ptr[a] op= each element of b in turn (c: 1 +, 2 max) */
+    RT_V_MOV,       /* d op= a, op b as RT_V_ST's */
+    RT_V_ADD, RT_V_SUB, RT_V_MUL, RT_V_DIV, RT_V_MAX, RT_V_MIN,   /* d = a op b */
+    RT_V_LT, RT_V_LE, RT_V_GT, RT_V_GE, RT_V_EQ, RT_V_NE, RT_V_AND, RT_V_OR,
+    RT_V_NEG, RT_V_ABS, RT_V_EXP, RT_V_LOG, RT_V_SQRT, RT_V_RSQRT,   /* d = op a */
+    RT_V_TANH, RT_V_ERF, RT_V_SIGMOID, RT_V_COS, RT_V_SIN, RT_V_NOT,
+    RT_V_SEL,       /* d = a != 0 ? b : c */
+    RT_V_COUNT
+};
+RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, const int64_t *n);
+
 /* ---- a model, as generated code describes it (rt_main.c) --------------- */
 typedef struct {
     const char *name;
@@ -462,7 +498,7 @@ RT_API int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int
     X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
     X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
-    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16)          \
+    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_vec) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half)         \
     X(rt_profile_add)                                                       \
     X(rt_tok_open) X(rt_tok_close) X(rt_tok_size) X(rt_tok_bos)             \

@@ -112,6 +112,11 @@ for m in examples/*.json; do
         bad "  compiles warning-free with -std=c11 -Wall -Wextra"; head -5 "$T/err"
     fi
 done
+# The JIT's C (what kiln run hands libtcc): its element-wise nests call rt_vec
+"$KILN" emit-c examples/layernorm.json --jit -o "$T/jit.c" &&
+    grep -q 'rt_vec(vc, vp, vs, vn);' "$T/jit.c" &&
+    ok "emit-c --jit writes the JIT's C, nests through rt_vec" ||
+    bad "emit-c --jit writes the JIT's C, nests through rt_vec"
 
 # ---- a built executable -------------------------------------------------------
 E=$T/emb

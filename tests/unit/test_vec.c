@@ -1,0 +1,258 @@
+/* tests/unit/test_vec.c: the JIT's vector programs (codegen/vec.c,
+ * runtime/rt_vec.c). Each case is a kernel written as .kir text that
+ * computes its graph's op (y = reduce_sum(x) over rows, or y = exp(x)):
+ * the JIT build must agree with the reference, and the nests that qualify
+ * go through rt_vec while those a block could get wrong (an element
+ * stored by one iteration and read by a later one) stay scalar C. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/unit/testlib.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* x f32[8,64] in; y f32[8] = row sums (or f32[8,64] = exp); b2 a temp of
+ * 600 floats, b3 a local f32[64], b4 a weight f32[64] held as bf16. */
+static const char sum_head[] =
+    "graph t\n"
+    "  input  %0 \"x\" : f32[8,64]\n"
+    "  %1 \"y\" = reduce_sum %0 {axes=[-1], keepdims=false} : f32[8]\n"
+    "  output %1\n"
+    "prog t\n"
+    "  buf b0 input 0 %0 : f32[8,64]\n"
+    "  buf b1 output 0 %1 : f32[8]\n"
+    "  buf b2 temp : f32[600] @0\n"
+    "  buf b3 local : f32[64]\n"
+    "  arena 2432\n"
+    "  kernel k0 t (%1)\n";
+static const char exp_head[] =
+    "graph t\n"
+    "  input  %0 \"x\" : f32[8,64]\n"
+    "  %1 \"y\" = exp %0 : f32[8,64]\n"
+    "  output %1\n"
+    "prog t\n"
+    "  buf b0 input 0 %0 : f32[8,64]\n"
+    "  buf b1 output 0 %1 : f32[8,64]\n"
+    "  buf b2 temp : f32[600] @0\n"
+    "  buf b3 local : f32[64]\n"
+    "  arena 2432\n"
+    "  kernel k0 t (%1)\n";
+
+static int count(const char *text, const char *part)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, part)); p++)
+        n++;
+    return n;
+}
+
+/* The kernel body under head: the JIT's C calls rt_vec `calls` times, and
+ * its outputs agree with the reference on random x (to 1e-6). */
+static void kernel(const char *head, const char *body, int calls)
+{
+    Arena *a = arena_new();
+    char text[8192];
+    snprintf(text, sizeof text, "%s%s", head, body);
+    Diags d;
+    diag_init(&d, a, "t.kir");
+    Module *m = ir_parse(a, "t.kir", text, &d);
+    if (!m) {
+        diag_print(&d, stderr);
+        fail_msg("the test's kernel does not parse:\n%s", body);
+    }
+    const char *c = cg_emit_string(m, CG_JIT);
+    if (count(c, "rt_vec(vc") != calls)
+        fail_msg("%d rt_vec calls, not %d, in\n%s", count(c, "rt_vec(vc"), calls, c);
+    float *x = tl_random(8 * 64, 7);
+    void *in[] = {x};
+    tl_check(m, in, NULL, 1e-6);
+    free(x);
+    arena_free(a);
+}
+
+/* A sum into a scalar from outside: folded in loop order. */
+static void sum_into_scalar(void **state)
+{
+    (void)state;
+    kernel(sum_head,
+           "    for i0 in 0..8\n"
+           "      let v1: f32 = 0.0\n"
+           "      for i2 in 0..64 reduce\n"
+           "        v1 += b0[i0, i2]\n"
+           "      b1[i0] = v1\n",
+           1);
+}
+
+/* The whole nest at once: rows and columns, a sum stored in place (a
+ * store that does not move along the last level). */
+static void sum_stored_in_place(void **state)
+{
+    (void)state;
+    kernel(sum_head,
+           "    for i0 in 0..8\n"
+           "      b1[i0] = 0.0\n"
+           "    for i1 in 0..8\n"
+           "      for i2 in 0..64\n"
+           "        b1[i1] += b0[i1, i2]\n",
+           1);
+}
+
+/* Lanes: a 2-level reduction into a local, summed in order after. */
+static void sum_by_lanes(void **state)
+{
+    (void)state;
+    kernel(sum_head,
+           "    for i0 in 0..8\n"
+           "      let v1: f32 = 0.0\n"
+           "      local b3\n"
+           "      for i2 in 0..32 vector\n"
+           "        b3[i2] = 0.0\n"
+           "      for i3 in 0..2 reduce\n"
+           "        for i4 in 0..32 vector\n"
+           "          b3[i4] += b0[i0, i3 * 32 + i4]\n"
+           "      for i5 in 0..32 reduce\n"
+           "        v1 += b3[i5]\n"
+           "      b1[i0] = v1\n",
+           3);
+}
+
+/* A running sum through a temp: iteration i2 reads what i2 - 1 stored,
+ * which a block would read before it is stored. Stays scalar. */
+static void prefix_stays_scalar(void **state)
+{
+    (void)state;
+    kernel(sum_head,
+           "    for i0 in 0..8\n"
+           "      b2[0] = 0.0\n"
+           "      for i2 in 0..64\n"
+           "        b2[i2 + 1] = b2[i2] + b0[i0, i2]\n"
+           "      b1[i0] = b2[64]\n",
+           0);
+}
+
+/* A read of what the same iteration stored, through the same access, is
+ * allowed (blocks of one row); through another access it is not. */
+static void read_back(void **state)
+{
+    (void)state;
+    kernel(exp_head,
+           "    for i0 in 0..8\n"
+           "      for i1 in 0..64\n"
+           "        b1[i0, i1] = b0[i0, i1]\n"
+           "        b1[i0, i1] = exp(b1[i0, i1])\n",
+           1);
+    kernel(exp_head,
+           "    for i0 in 0..8\n"
+           "      for i1 in 0..64\n"
+           "        b1[i0, i1] = exp(b0[i0, i1])\n"
+           "    for i2 in 0..8\n"
+           "      for i3 in 1..64\n"
+           "        b1[i2, i3] = exp(b0[i2, i3]) + (b1[i2, i3 - 1] - b1[i2, i3 - 1])\n",
+           1);
+}
+
+/* Lets, invariants, selects and comparisons: exp(x) built the long way,
+ * with a row's invariant scalar (v1 = 1.0) hoisted by the glue. */
+static void lets_and_selects(void **state)
+{
+    (void)state;
+    kernel(exp_head,
+           "    for i0 in 0..8\n"
+           "      let v1: f32 = 1.0\n"
+           "      for i2 in 0..64\n"
+           "        let v3: f32 = b0[i0, i2] * v1\n"
+           "        let v4: f32 = v3 < 0.0 ? exp(v3) : exp(max(v3, 0.0))\n"
+           "        v4 += 0.0\n"
+           "        b1[i0, i2] = v4\n",
+           1);
+}
+
+/* Integer arithmetic on a nest variable stays scalar. */
+static void integers_stay_scalar(void **state)
+{
+    (void)state;
+    kernel(exp_head,
+           "    for i0 in 0..8\n"
+           "      for i1 in 0..64\n"
+           "        b1[i0, i1] = exp(b0[i0, i1] + (f32(i1) - f32(i1)))\n",
+           0);
+}
+
+/* Transposed and strided reads: any constant stride. */
+static void strided_reads(void **state)
+{
+    (void)state;
+    kernel(exp_head,
+           "    for i0 in 0..64\n"
+           "      for i1 in 0..8\n"
+           "        b2[i0 * 8 + i1] = b0[i1, i0]\n"
+           "    for i2 in 0..8\n"
+           "      for i3 in 0..64\n"
+           "        b1[i2, i3] = exp(b2[i3 * 8 + i2])\n",
+           2);
+}
+
+/* Nests too small to pay for a call stay scalar. */
+static void small_nests_stay_scalar(void **state)
+{
+    (void)state;
+    kernel(exp_head,
+           "    for i0 in 0..8\n"
+           "      for i1 in 0..8\n"
+           "        for i2 in 0..8\n"
+           "          b1[i0, i1 * 8 + i2] = exp(b0[i0, i1 * 8 + i2])\n",
+           1);
+    kernel(exp_head,
+           "    for i0 in 0..8\n"
+           "      for i1 in 0..8\n"
+           "        b1[i0, i1 * 8] = 0.0\n"
+           "        for i3 in 0..8\n"
+           "          b1[i0, i1 * 8 + i3] = exp(b0[i0, i1 * 8 + i3])\n",
+           0);
+}
+
+/* Lets before an inner loop are computed where they are used (per
+ * element) unless they read storage the nest stores to. */
+static void outer_lets(void **state)
+{
+    (void)state;
+    kernel(exp_head,
+           "    for i0 in 0..8\n"
+           "      for i1 in 0..64\n"
+           "        let v2: f32 = b0[i0, i1]\n"
+           "        let v3: f32 = exp(v2)\n"
+           "        for i4 in 0..1\n"
+           "          b1[i0, i1 + i4] = v3\n",
+           1);
+    kernel(exp_head,
+           "    for i0 in 0..8\n"
+           "      for i1 in 0..64\n"
+           "        b1[i0, i1] = exp(b0[i0, i1])\n"
+           "    for i2 in 0..8\n"
+           "      for i3 in 0..64\n"
+           "        let v4: f32 = b1[i2, 0]\n"
+           "        for i5 in 0..1\n"
+           "          b1[i2, i3 + i5] = exp(b0[i2, i3]) + (v4 - v4)\n",
+           1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sum_into_scalar),
+        cmocka_unit_test(sum_stored_in_place),
+        cmocka_unit_test(sum_by_lanes),
+        cmocka_unit_test(prefix_stays_scalar),
+        cmocka_unit_test(read_back),
+        cmocka_unit_test(lets_and_selects),
+        cmocka_unit_test(integers_stay_scalar),
+        cmocka_unit_test(strided_reads),
+        cmocka_unit_test(small_nests_stay_scalar),
+        cmocka_unit_test(outer_lets),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
