@@ -116,14 +116,14 @@ static void unop(CgCx *cx, const Expr *e)
     case U_NEG: fputc('-', f); operand(cx, e->a, 9, 0); return;
     case U_NOT: fputc('!', f); operand(cx, e->a, 9, 0); return;
     case U_ABS: call1(cx, e->type == T_F32 ? "fabsf" : "llabs", e->a); return;
-    case U_EXP: call1(cx, "expf", e->a); return;
+    case U_EXP: call1(cx, "rt_expf", e->a); return;
     case U_LOG: call1(cx, "logf", e->a); return;
     case U_SQRT: call1(cx, "sqrtf", e->a); return;
     case U_RSQRT: fputs("1.0f / ", f); call1(cx, "sqrtf", e->a); return;
-    case U_TANH: call1(cx, "tanhf", e->a); return;
+    case U_TANH: call1(cx, "rt_tanhf", e->a); return;
     case U_ERF: call1(cx, "erff", e->a); return;
     case U_SIGMOID:
-        fputs("1.0f / (1.0f + expf(-", f);
+        fputs("1.0f / (1.0f + rt_expf(-", f);
         operand(cx, e->a, 9, 0);
         fputs("))", f);
         return;

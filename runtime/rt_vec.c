@@ -168,13 +168,13 @@ static void vec_op(int op, float *d, const float *a, const float *b, const float
     case RT_V_OR: MAP2(x != 0 || y != 0 ? 1.0f : 0.0f);
     case RT_V_NEG: MAP1(-x);
     case RT_V_ABS: MAP1(fabsf(x));
-    case RT_V_EXP: MAP1(expf(x));
+    case RT_V_EXP: MAP1(rt_expf(x));
     case RT_V_LOG: MAP1(logf(x));
     case RT_V_SQRT: MAP1(sqrtf(x));
     case RT_V_RSQRT: MAP1(1.0f / sqrtf(x));
-    case RT_V_TANH: MAP1(tanhf(x));
+    case RT_V_TANH: MAP1(rt_tanhf(x));
     case RT_V_ERF: MAP1(erff(x));
-    case RT_V_SIGMOID: MAP1(1.0f / (1.0f + expf(-x)));
+    case RT_V_SIGMOID: MAP1(1.0f / (1.0f + rt_expf(-x)));
     case RT_V_COS: MAP1(cosf(x));
     case RT_V_SIN: MAP1(sinf(x));
     case RT_V_NOT: MAP1(x != 0 ? 0.0f : 1.0f);
