@@ -21,6 +21,8 @@
  * 2. Then N tokens are drawn (rt_sample: temperature 0 is greedy), each
  *    printed as it comes and fed back at the next position, until N, the
  *    cache's S rows, or (with a tokenizer) its EOS or BOS token.
+ * 3. Without --threads, the decode steps' team size follows their times
+ *    (rg_gov below); the numbers never depend on it.
  * Output: --tokens prints the drawn ids on one line, space-separated;
  * --tokenizer prints the prompt's text, then each token's text. Last, on
  * stderr: prefill and decode tokens per second. */
@@ -30,6 +32,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The decode steps' team size, by measurement. On a machine shared with
+ * other work, a team as large as the cores waits at each of a step's joins
+ * for whichever of its threads the scheduler has paused: stories110M on 2
+ * cores with one busy process beside it decodes 34 tokens/s on 2 threads
+ * and 60 on 1 (115 on 2 when alone). Rules, per decode step:
+ * 1. Steps are timed. `best` is the fastest step at the current size.
+ * 2. A trial runs RG_TRIAL steps at one thread fewer, when the median of
+ *    the last RG_TRIAL steps passes 1.5 x best (something took a core), or
+ *    at one thread more (up to the most), when fewer run; either only
+ *    `wait` steps after the last trial.
+ * 3. A trial wins when its median beats the median of the RG_TRIAL steps
+ *    before it by 10 %: its size becomes the current one, `best` its
+ *    fastest step, `wait` RG_WAIT. A trial that loses doubles `wait` (up
+ *    to RG_WAIT_MAX), so a quiet machine pays for few of them.
+ * Alone on the machine, steps stay near `best` and no trial runs, so the
+ * team keeps every core. parallelize's contract (no sum depends on the
+ * thread count) makes the tokens the same whatever the sizes were. */
+#define RG_TRIAL 4
+#define RG_WAIT 8
+#define RG_WAIT_MAX 256
+
+typedef struct {
+    int on;                             /* 0: --threads fixed the size */
+    int most, cur, trial;               /* sizes: all cores, current, on trial (0: none) */
+    double best;                        /* fastest step at cur */
+    double last[RG_TRIAL], tried[RG_TRIAL];   /* the last steps at cur; the trial's */
+    int nlast, ntried;
+    int64_t since, wait;                /* steps since the last trial; before the next */
+    int64_t fewer;                      /* steps run with fewer threads than the most */
+} rg_gov;
 
 typedef struct {
     const rt_model *md;
@@ -47,6 +80,7 @@ typedef struct {
     void *scratch;                      /* rt_sample's */
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
+    rg_gov gov;
 } rg_ctx;
 
 static int rg_fail(const rg_ctx *g, int code, const char *fmt, ...)
@@ -254,6 +288,78 @@ static int rg_prefill(rg_ctx *g)
     return 0;
 }
 
+/* ---- the team size of decode steps (rg_gov) ---------------------------- */
+
+static double rg_median(const double *v, int n)
+{
+    double x[RG_TRIAL];
+    memcpy(x, v, sizeof *v * (size_t)n);
+    for (int i = 1; i < n; i++)          /* insertion sort: n is RG_TRIAL */
+        for (int j = i; j > 0 && x[j] < x[j - 1]; j--) {
+            double t = x[j];
+            x[j] = x[j - 1];
+            x[j - 1] = t;
+        }
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+static void rg_gov_init(rg_gov *gv, int fixed)
+{
+    memset(gv, 0, sizeof *gv);
+    gv->most = gv->cur = rt_get_threads();
+    gv->on = !fixed && gv->most > 1;
+    gv->wait = RG_WAIT;
+}
+
+/* The size the next step runs at, set. */
+static void rg_gov_next(rg_gov *gv)
+{
+    if (!gv->on || gv->trial || gv->since < gv->wait || gv->nlast < RG_TRIAL)
+        return;
+    if (gv->cur > 1 && rg_median(gv->last, RG_TRIAL) > 1.5 * gv->best)
+        gv->trial = gv->cur - 1;
+    else if (gv->cur < gv->most)
+        gv->trial = gv->cur + 1;
+    if (gv->trial) {
+        gv->ntried = 0;
+        rt_set_threads(gv->trial);
+    }
+}
+
+/* Takes the time of the step just run. */
+static void rg_gov_took(rg_gov *gv, double t)
+{
+    if (!gv->on)
+        return;
+    if ((gv->trial ? gv->trial : gv->cur) < gv->most)
+        gv->fewer++;
+    if (!gv->trial) {
+        gv->best = gv->nlast || gv->since ? (t < gv->best ? t : gv->best) : t;
+        memmove(gv->last, gv->last + 1, sizeof *gv->last * (RG_TRIAL - 1));
+        gv->last[RG_TRIAL - 1] = t;
+        gv->nlast += gv->nlast < RG_TRIAL;
+        gv->since++;
+        return;
+    }
+    gv->tried[gv->ntried++] = t;
+    if (gv->ntried < RG_TRIAL)
+        return;
+    double m = rg_median(gv->tried, RG_TRIAL);
+    if (m < 0.9 * rg_median(gv->last, RG_TRIAL)) {
+        gv->cur = gv->trial;
+        gv->best = gv->tried[0];
+        for (int i = 0; i < RG_TRIAL; i++)
+            gv->best = gv->tried[i] < gv->best ? gv->tried[i] : gv->best;
+        memcpy(gv->last, gv->tried, sizeof gv->tried);
+        gv->wait = RG_WAIT;
+    } else {
+        gv->wait = gv->wait * 2 < RG_WAIT_MAX ? gv->wait * 2 : RG_WAIT_MAX;
+    }
+    rt_set_threads(gv->cur);
+    gv->trial = 0;
+    gv->since = 0;
+}
+
 static void rg_print(rg_ctx *g, int prev, int id)
 {
     if (!g->tok) {
@@ -283,9 +389,12 @@ static int rg_decode(rg_ctx *g)
             break;
         g->tk[0] = next;
         g->ps[0] = (int32_t)pos++;
+        rg_gov_next(&g->gov);
+        double t = rt_now();
         int rc = rg_call(g, 0);
         if (rc)
             return rc;
+        rg_gov_took(&g->gov, rt_now() - t);
         g->calls++;
     }
     g->t_decode = rt_now() - t0;
@@ -308,6 +417,16 @@ static void rg_echo(rg_ctx *g)
 
 static double rg_rate(int64_t n, double s) { return s > 0 ? (double)n / s : 0; }
 
+/* "; 37 of 249 steps on fewer than 2 threads (the machine was busy)", or "". */
+static const char *rg_fewer(const rg_ctx *g, char *buf, size_t size)
+{
+    if (!g->gov.fewer)
+        return "";
+    snprintf(buf, size, "; %lld of %lld steps on fewer than %d threads (the machine was busy)",
+             (long long)g->gov.fewer, (long long)g->calls, g->gov.most);
+    return buf;
+}
+
 static int rg_main(rg_ctx *g)
 {
     int rc = rg_contract(g);
@@ -322,6 +441,7 @@ static int rg_main(rg_ctx *g)
         return rc;
     if (g->threads)
         rt_set_threads((int)g->threads);
+    rg_gov_init(&g->gov, g->threads != 0);
     g->h = g->md->open(g->weights);
     if (!g->h)
         return rg_fail(g, RT_EINTERNAL, "out of memory");
@@ -331,12 +451,13 @@ static int rg_main(rg_ctx *g)
     rc = rg_prefill(g);
     if (!rc)
         rc = rg_decode(g);
+    char note[96];
     if (!rc)
         fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld); "
-                "decode: %lld tokens in %.1f ms, %.1f tokens/s\n", g->prog, g->nids,
+                "decode: %lld tokens in %.1f ms, %.1f tokens/s%s\n", g->prog, g->nids,
                 g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->C,
                 (long long)g->n_decode, g->t_decode * 1e3,
-                rg_rate(g->calls, g->t_decode));
+                rg_rate(g->calls, g->t_decode), rg_fewer(g, note, sizeof note));
     return rc;
 }
 
