@@ -241,10 +241,22 @@ static void local(CgCx *cx, const Buf *b, int depth)
 
 /* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
  * micro-kernel (pasted, so cc inlines it; a symbol for libtcc);
- * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight. */
+ * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight.
+ * rt_dot(n, lanes, &A[...], &B[...], &P[...]). */
 static void call(CgCx *cx, const Stmt *s, int depth)
 {
-    static const int order[CALL_COUNT][3] = {[CALL_GEMM] = {1, 2, 0}};   /* A, B, C */
+    if (s->call == CALL_DOT) {
+        indent(cx, depth);
+        fprintf(cx->f, "rt_dot(%lld, %lld", (long long)s->tiles[1].ext[s->tiles[1].buf->rank - 1],
+                (long long)s->tiles[0].ext[s->tiles[0].buf->rank - 1]);
+        for (int i = 1; i <= 3; i++) {
+            fputs(", &", cx->f);
+            access(cx, s->tiles[i % 3].buf, s->tiles[i % 3].idx);
+        }
+        fputs(");\n", cx->f);
+        return;
+    }
+    static const int order[3] = {1, 2, 0};   /* A, B, C */
     int64_t m, n, k, ld;
     ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
     ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
@@ -254,7 +266,7 @@ static void call(CgCx *cx, const Stmt *s, int depth)
             st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m, (long long)n,
             (long long)k);
     for (int i = 0; i < s->ntiles; i++) {
-        const Tile *t = &s->tiles[order[s->call][i]];
+        const Tile *t = &s->tiles[order[i]];
         int64_t rows, cols;
         ir_tile_matrix(t, &rows, &cols, &ld);
         fputs(", &", cx->f);

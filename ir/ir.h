@@ -429,8 +429,15 @@ typedef struct {
  * meaning of their tiles (loop.c: call_table):
  *   gemm(C, A, B)  C[m,n] += A[m,k] B[k,n]: each element of C adds its k
  *                  products to itself in k order (fused multiply-adds),
- *                  so calls over consecutive k ranges continue one sum. */
-typedef enum { CALL_GEMM, CALL_COUNT } CallKind;
+ *                  so calls over consecutive k ranges continue one sum.
+ *   dot(P, A, B)   P[0] = A . B (rows of n, f32), in L lanes (P [1, L],
+ *                  L a power of two dividing n): lane l is the sum of the
+ *                  products of elements l, l + L, l + 2L, .. in that order
+ *                  (fused multiply-adds, from 0), then the lanes are
+ *                  summed by halving: P[l] += P[l + w] for l < w, w = L/2,
+ *                  L/4, .., 1. P's other elements are left as that leaves
+ *                  them. */
+typedef enum { CALL_GEMM, CALL_DOT, CALL_COUNT } CallKind;
 typedef struct {
     const char *name;             /* in .kir, and the runtime's rt_NAME */
     int ntiles;

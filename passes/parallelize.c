@@ -115,7 +115,7 @@ static Work block_work(const Block *blk)
         }
         if ((s->kind == S_STORE || s->kind == S_SET) && s->op != A_SET && s->e->type == T_F32)
             w.flops += 1;
-        if (s->kind == S_CALL) {          /* gemm: 2mnk FLOP, each operand element once */
+        if (s->kind == S_CALL) {          /* gemm 2mnk FLOP, dot 2n; each operand element once */
             w.flops += ir_call_flops(s);
             for (int t = 0; t < s->ntiles; t++)
                 w.mem += (double)shape_count(s->tiles[t].buf->rank, s->tiles[t].ext);

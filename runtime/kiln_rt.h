@@ -228,6 +228,11 @@ RT_API int rt_profile_write(const rt_profile *p, const rt_machine *mc, int threa
  * and m * n <= 256. What `call gemm(...)` statements print as. */
 RT_API void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float *c, int64_t ldc);
+/* dot(P, A, B) of the loop IR (ir/ir.h): p[l] = the sum of a[c*lanes + l]
+ * b[c*lanes + l] over c in order (fused multiply-adds, from 0), then p[l]
+ * += p[l + w] for l < w, w = lanes/2, .., 2; the dot product is p[0] +
+ * p[1] (p[0] for one lane). lanes: a power of two dividing n. */
+RT_API void rt_dot(int64_t n, int64_t lanes, const float *a, const float *b, float *p);
 /* Packs a weight of [batch][n][k] into panels [batch][n/nr][k][nr] (nr
  * divides n), elements of esize bytes (4, or 2 held 16-bit): *w is
  * replaced by a new rt_alloc'd buffer and the old one freed; on failure
@@ -543,7 +548,7 @@ RT_API int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int
     X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
     X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
-    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_vec) \
+    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_vec) X(rt_dot) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half)         \
     X(rt_profile_add)                                                       \
     X(rt_tok_open) X(rt_tok_close) X(rt_tok_size) X(rt_tok_bos)             \

@@ -31,6 +31,10 @@
  * Decode (m = 1) streams B once: half the bytes, about twice as fast
  * where memory bandwidth bounds it.
  *
+ * rt_dot: dot(P, A, B), attention's scores: the products summed in
+ * lanes (fused multiply-adds, as cc contracts the loops it replaces), the
+ * lanes summed by halving down to two.
+ *
  * rt_pack_panels: a weight [batch][n][k] (rows of k) becomes panels
  * [batch][n / nr][k][nr]: per k, the nr weights of nr consecutive rows
  * side by side, so that the kernel reads B = one panel with ldb = nr, a
@@ -239,6 +243,46 @@ void rt_gemm_f16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                  const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
     kr_gemm(RT_F16, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+/* rt_dot: lanes of 16 or 32 (attention's) summed in a local array cc
+ * keeps in registers; any other power of two in p itself. */
+#define KR_HALF(w)                                                           \
+    _Pragma("omp simd") for (int l = 0; l < (w); l++)                        \
+        s_[l] += s_[l + (w)]
+#define KR_DOT(L)                                                            \
+    do {                                                                     \
+        float s_[L];                                                         \
+        for (int l = 0; l < L; l++)                                          \
+            s_[l] = 0.0f;                                                    \
+        for (int64_t c = 0; c < n; c += L)                                   \
+            _Pragma("omp simd") for (int l = 0; l < L; l++)                  \
+                s_[l] += a[c + l] * b[c + l];                                \
+        if (L >= 32)              /* each step a loop of its own: unrolled */ \
+            KR_HALF(16);                                                     \
+        KR_HALF(8);                                                          \
+        KR_HALF(4);                                                          \
+        KR_HALF(2);                                                          \
+        for (int l = 0; l < L; l++)                                          \
+            p[l] = s_[l];                                                    \
+    } while (0)
+
+void rt_dot(int64_t n, int64_t lanes, const float *a, const float *b, float *p)
+{
+    if (lanes == 32) {
+        KR_DOT(32);
+    } else if (lanes == 16) {
+        KR_DOT(16);
+    } else {
+        for (int64_t l = 0; l < lanes; l++)
+            p[l] = 0.0f;
+        for (int64_t c = 0; c < n; c += lanes)
+            for (int64_t l = 0; l < lanes; l++)
+                p[l] += a[c + l] * b[c + l];
+        for (int64_t w = lanes / 2; w >= 2; w /= 2)
+            for (int64_t l = 0; l < w; l++)
+                p[l] += p[l + w];
+    }
 }
 
 /* One matrix [n][k] into panels, elements of type T. */
