@@ -54,7 +54,7 @@ static int row_tile(Tiler *t, const Expr *e, const Var *c, const Var *l, int64_t
     for (int d = 0; d < r; d++) {
         int64_t cl = ir_expr_coef(e->idx[d], l, &affine);
         int64_t cc = c ? ir_expr_coef(e->idx[d], c, &affine) : 0;
-        if (!affine || cl != (d == r - 1) || cc != (d == r - 1 ? L : 0))
+        if (!affine || cl != (d == r - 1) || cc != (c && d == r - 1 ? L : 0))
             return 0;
     }
     tile->buf = b;

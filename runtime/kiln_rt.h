@@ -256,10 +256,12 @@ RT_API void rt_gemm_f16(int64_t m, int64_t n, int64_t k, const float *a, int64_t
  * exp: e^x = 2^n e^r, n = x / ln 2 rounded (in the low bits of x log2 e +
  * 1.5 * 2^23), r = x - n ln 2 with ln 2 in two parts (Cody and Waite; the
  * first holds 9 bits, so n times it is exact), e^r by Taylor to r^7 (|r|
- * <= ln 2 / 2), times 2^(n/2) and 2^(n - n/2), each a normal float, so a
- * subnormal result is rounded once more at most. x is clamped to [-104,
- * 88.8] first, past which the result is 0 or inf anyway.
- * tanh: of |x| < 0.5, Taylor to x^17; else 1 - 2 / (e^2|x| + 1), |x|
+ * <= ln 2 / 2; each 1/k! rounded to f32), times 2^(n/2) and 2^(n - n/2),
+ * each a normal float, so a subnormal result is rounded once more at
+ * most. x is clamped to [-104, 88.8] first, past which the result is 0 or
+ * inf anyway.
+ * tanh: of |x| < 0.5, Taylor to x^17 (coefficients rounded to f32); else
+ * 1 - 2 / (e^2|x| + 1), |x|
  * clamped to 10 (tanh 10 is 1 in f32); the sign of x put back last. */
 typedef union { float f; uint32_t u; } rt_bits;
 static inline float rt_expf(float x)
@@ -270,8 +272,8 @@ static inline float rt_expf(float x)
     int32_t k = (int32_t)(t.u - 0x4b400000u), k1 = k / 2, k2 = k - k1;
     float r = c - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
-              r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f +
+              r * (0.00833333377f + r * (0.00138888892f + r * 0.000198412701f))))));
     s1.u = (uint32_t)(k1 + 127) << 23;
     s2.u = (uint32_t)(k2 + 127) << 23;
     return p * s1.f * s2.f;
@@ -281,9 +283,9 @@ static inline float rt_tanhf(float x)
     rt_bits v = {x}, a;
     a.u = v.u & 0x7fffffffu;
     float z = a.f * a.f;
-    float p = a.f + a.f * z * (-1.0f / 3 + z * (2.0f / 15 + z * (-17.0f / 315 + z * (62.0f / 2835 +
-              z * (-1382.0f / 155925 + z * (21844.0f / 6081075 + z * (-929569.0f / 638512875 +
-              z * (6404582.0f / 10854718875.0f))))))));
+    float p = a.f + a.f * z * (-0.333333343f + z * (0.13333334f + z * (-0.0539682545f +
+              z * (0.0218694881f + z * (-0.00886323582f + z * (0.00359212793f +
+              z * (-0.00145583437f + z * 0.000590027426f)))))));   /* -1/3, 2/15, -17/315, .. */
     float e = rt_expf(2.0f * (a.f > 10.0f ? 10.0f : a.f));
     rt_bits y = {a.f < 0.5f ? p : 1.0f - 2.0f / (e + 1.0f)};
     y.u |= v.u & 0x80000000u;
