@@ -257,6 +257,12 @@ static const int vun[U_COUNT] = {
 
 static int compute(Vec *v, const Expr *e);
 
+/* e is an f32 product computed in the nest (a multiply-add's half). */
+static int product(const Vec *v, const Expr *e)
+{
+    return e->kind == E_BIN && e->op == B_MUL && e->type == T_F32 && !invariant(v, e);
+}
+
 /* e into a register (its number), or -1: not a vector value. An f32 value
  * or a comparison of them; integers only where loop-invariant. */
 static int value(Vec *v, const Expr *e)
@@ -287,6 +293,14 @@ static int compute(Vec *v, const Expr *e)
         op = vbin[e->op];
         if (op < 0 || (e->a->type != T_F32 && e->op < B_AND))
             return -1;
+        if (e->op == B_ADD && (product(v, e->a) || product(v, e->b))) {
+            const Expr *m = product(v, e->a) ? e->a : e->b, *z = m == e->a ? e->b : e->a;
+            const Expr *x = invariant(v, m->a) ? m->b : m->a, *y = x == m->a ? m->b : m->a;
+            if ((a = value(v, x)) < 0 || (b = value(v, y)) < 0 || (c = value(v, z)) < 0)
+                return -1;
+            op = RT_V_FMA;        /* x * y + z, contracted as cc contracts it */
+            break;
+        }
         if ((a = value(v, e->a)) < 0 || (b = value(v, e->b)) < 0)
             return -1;
         break;
@@ -373,6 +387,13 @@ static int statement(Vec *v, const Stmt *s)
         if ((r = value(v, s->e)) < 0 || (p = pointer(v, s->buf, s->idx, NULL)) < 0)
             return 0;
         v->top = v->nlet;
+        int64_t *last = v->insn[v->ninsn - 1];
+        if (s->op == A_SET && r >= v->nlet && last[1] == r && last[0] >= RT_V_ADD &&
+            last[0] <= RT_V_FMA && v->ninsn < VEC_INSNS) {   /* computed into the store's place */
+            memcpy(v->insn[v->ninsn], last, sizeof v->insn[0]);
+            last[0] = RT_V_OUT, last[1] = r, last[2] = p, last[3] = last[4] = 0;
+            v->ninsn++;
+        }
         return emit(v, RT_V_ST, 0, p, r, asg(s->op));
     default: return 0;
     }

@@ -325,6 +325,10 @@ enum {
     RT_V_NEG, RT_V_ABS, RT_V_EXP, RT_V_LOG, RT_V_SQRT, RT_V_RSQRT,   /* d = op a */
     RT_V_TANH, RT_V_ERF, RT_V_SIGMOID, RT_V_COS, RT_V_SIN, RT_V_NOT,
     RT_V_SEL,       /* d = a != 0 ? b : c */
+    RT_V_FMA,       /* d = a * b + c, fused (as cc contracts it) */
+    RT_V_OUT,       /* the next instruction's d is pointer a's block where that
+                       is one contiguous f32 run (a store of d there then
+                       moves nothing) */
     RT_V_COUNT
 };
 RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, const int64_t *n);

@@ -68,6 +68,20 @@ static void vec_load(VecBlock *b, int p, int d, float *restrict reg)
     }
 }
 
+/* dst[c ..] += each row of v in turn, W lanes at once (two 16-lane chains
+ * in flight when W is 32). */
+#define VEC_LANES(W)                                                          \
+    do {                                                                      \
+        float acc[W];                                                         \
+        for (int j = 0; j < W; j++)                                           \
+            acc[j] = dst[c + j];                                              \
+        for (int64_t r = 0; r < nr; r++)                                      \
+            for (int j = 0; j < W; j++)                                       \
+                acc[j] += v[r * nc + c + j];                                  \
+        for (int j = 0; j < W; j++)                                           \
+            dst[c + j] = acc[j];                                              \
+    } while (0)
+
 /* Elements stored in loop order: a later one to the same place wins, as in
  * the loop. */
 static void vec_store(const VecBlock *b, int p, const float *v, int op)
@@ -78,16 +92,11 @@ static void vec_store(const VecBlock *b, int p, const float *v, int op)
         nc *= nr, nr = 1;
     if (op == 1 && s == 1 && nr > 1 && b->same[p] && nc % 16 == 0) {
         float *dst = (float *)b->ptr[p] + b->rowoff[p][0] + b->c0;
-        for (int64_t c = 0; c < nc; c += 16) {   /* lanes summed over rows in a register */
-            float acc[16];
-            for (int j = 0; j < 16; j++)
-                acc[j] = dst[c + j];
-            for (int64_t r = 0; r < nr; r++)
-                for (int j = 0; j < 16; j++)
-                    acc[j] += v[r * nc + c + j];
-            for (int j = 0; j < 16; j++)
-                dst[c + j] = acc[j];
-        }
+        int64_t c = 0;
+        for (; c + 32 <= nc; c += 32)             /* lanes summed over rows in registers */
+            VEC_LANES(32);
+        for (; c < nc; c += 16)
+            VEC_LANES(16);
         return;
     }
     for (int64_t r = 0; r < nr; r++, v += nc) {
@@ -182,6 +191,14 @@ static void vec_op(int op, float *d, const float *a, const float *b, const float
         for (int64_t k = 0; k < m; k++)
             d[k] = a[k] != 0 ? b[k] : c[k];
         break;
+    case RT_V_FMA:
+        if (ys)
+            for (int64_t k = 0; k < m; k++)
+                d[k] = fmaf(a[k], *b, c[k]);
+        else
+            for (int64_t k = 0; k < m; k++)
+                d[k] = fmaf(a[k], b[k], c[k]);
+        break;
     default: break;
     }
 }
@@ -232,22 +249,35 @@ static void vec_block(VecBlock *b, float (*reg)[RT_VEC_B])
 {
     const int64_t *in = vec_pointer(b, b->nptr);
     int64_t m = b->nr * b->nc;
+    float *out = NULL;            /* RT_V_OUT: where the next result goes */
     for (int64_t i = 0; i < b->code[3]; i++, in += 5) {
         int op = (int)in[0], d = (int)in[1];
         switch (op) {
         case RT_V_SCAL: break;
         case RT_V_LD: vec_load(b, (int)in[2], d, reg[d]); break;
-        case RT_V_ST: vec_store(b, (int)in[2], b->rp[in[3]], (int)in[4]); break;
+        case RT_V_OUT: {
+            const int64_t *pd = vec_pointer(b, (int)in[2]);
+            if (pd[0] == RT_F32 && pd[b->nlev] == 1 && b->flat[in[2]])
+                out = (float *)b->ptr[in[2]] + b->rowoff[in[2]][0] + b->c0;
+            break;
+        }
+        case RT_V_ST:
+            if (in[4] || b->rp[in[3]] != (float *)b->ptr[in[2]] + b->rowoff[in[2]][0] + b->c0 ||
+                !b->flat[in[2]] || vec_pointer(b, (int)in[2])[b->nlev] != 1)
+                vec_store(b, (int)in[2], b->rp[in[3]], (int)in[4]);
+            break;
         case RT_V_RED: vec_reduce(b->ptr[in[2]], b->rp[in[3]], m, (int)in[4]); break;
         case RT_V_MOV:
             vec_mov(reg[d], b->rp[in[2]], m, (int)in[3]);
             b->rp[d] = reg[d];
             break;
-        default:
-            vec_op(op, reg[d], b->rp[in[2]], b->rp[in[3]], b->rp[in[4]], b->scalar[in[2]],
-                   b->scalar[in[3]], m);
-            b->rp[d] = reg[d];
+        default: {
+            float *x = b->rp[in[2]], *y = b->rp[in[3]], *z = b->rp[in[4]];
+            b->rp[d] = out ? out : reg[d];
+            vec_op(op, b->rp[d], x, y, z, b->scalar[in[2]], b->scalar[in[3]], m);
+            out = NULL;
             break;
+        }
         }
     }
 }
