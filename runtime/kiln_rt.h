@@ -297,14 +297,15 @@ static inline float rt_tanhf(float x)
  * of f32 arithmetic to rt_vec: a program over the nest's iteration space,
  * evaluated in blocks of RT_VEC_B elements, one instruction over a whole
  * block at a time, by loops cc vectorised. The numbers are those of the
- * scalar loops: every element goes through the same operations in the same
- * order (no multiply-add is fused; rt_expf, rt_tanhf as the C calls them,
- * libm the other functions); reductions
- * into a scalar (RT_V_RED) add element by element in loop order; a
- * store's elements are written in loop order. codegen/vec.c says which
- * nests qualify (a block must read no element the block stores but at
- * that element) and writes the program:
- *   code[0..3]  levels L (1..RT_VEC_LEVELS), pointers P, registers R, insns I
+ * scalar loops as the cc build computes them: every element goes through
+ * the same operations in the same order (x * y + z fused, as cc contracts
+ * it; rt_expf, rt_tanhf as the C calls them, libm the other functions);
+ * reductions into a scalar (RT_V_RED) add element by element in loop
+ * order; a store's elements are written in loop order. codegen/vec.c says
+ * which nests qualify (a block must read no element the block stores but
+ * at that element) and writes the program:
+ *   code[0..4]  levels L (1..RT_VEC_LEVELS), pointers P, registers R,
+ *               insns I, rows a block at most (0: as many as fit)
  *   then per pointer: its storage (RT_F32, RT_BF16, RT_F16), then its
  *               stride in elements at each level, outermost first
  *   then I instructions of 5: op, d, a, b, c

@@ -6,8 +6,8 @@
  * elements sit in each register in loop order, row after row. Every
  * instruction runs over the whole block before the next one starts; each
  * is a plain loop, vectorised by cc (this file is built -O3 -march=native
- * -fno-math-errno; multiply-adds are not fused, so the numbers are the
- * scalar loops'). */
+ * -fno-math-errno, without contraction: a multiply-add is fused where the
+ * program says so, RT_V_FMA, and nowhere else). */
 #include "kiln_rt.h"
 
 #include <math.h>
