@@ -14,6 +14,7 @@
 #include <string.h>
 
 #define RT_VEC_PTRS 16
+#define RT_VEC_ROWS 64            /* rows a block at most */
 
 typedef struct {
     const int64_t *code;
@@ -22,7 +23,7 @@ typedef struct {
     int64_t rows, cols;
     /* the block: rows r0.., nr of them, columns c0.., nc of them */
     int64_t nr, nc, c0;
-    int64_t rowoff[RT_VEC_PTRS][RT_VEC_B];   /* element offset of each row */
+    int64_t rowoff[RT_VEC_PTRS][RT_VEC_ROWS];   /* element offset of each row */
     char flat[RT_VEC_PTRS];       /* the block's rows follow one another */
     char same[RT_VEC_PTRS];       /* the block's rows are one place */
     char stored[RT_VEC_PTRS];     /* a store goes through the pointer */
@@ -37,7 +38,7 @@ static const int64_t *vec_pointer(const VecBlock *b, int p)
 
 /* Loads the block into reg, or, when it is contiguous f32 nothing in the
  * nest stores to, points the register at it. */
-static void vec_load(VecBlock *b, int p, int d, float *restrict reg)
+static __attribute__((noinline)) void vec_load(VecBlock *b, int p, int d, float *restrict reg)
 {
     const int64_t *pd = vec_pointer(b, p);
     int64_t s = pd[b->nlev];                     /* stride along the columns */
@@ -84,7 +85,7 @@ static void vec_load(VecBlock *b, int p, int d, float *restrict reg)
 
 /* Elements stored in loop order: a later one to the same place wins, as in
  * the loop. */
-static void vec_store(const VecBlock *b, int p, const float *v, int op)
+static __attribute__((noinline)) void vec_store(const VecBlock *b, int p, const float *v, int op)
 {
     const int64_t *pd = vec_pointer(b, p);
     int64_t s = pd[b->nlev], nr = b->nr, nc = b->nc;
@@ -147,7 +148,11 @@ static void vec_mov(float *d, const float *a, int64_t m, int op)
 #define MAP1(expr) for (int64_t k = 0; k < m; k++) { float x = a[k]; d[k] = (expr); } break
 /* y one value (a scalar register) or one an element: loops of their own */
 #define MAP2(expr)                                                            \
-    if (ys)                                                                   \
+    if (xs && ys) {                                                           \
+        float x = *a, y = *b, r_ = (expr);                                    \
+        for (int64_t k = 0; k < m; k++)                                       \
+            d[k] = r_;                                                        \
+    } else if (ys)                                                            \
         for (int64_t k = 0; k < m; k++) { float x = a[k], y = *b; d[k] = (expr); } \
     else if (xs)                                                              \
         for (int64_t k = 0; k < m; k++) { float x = *a, y = b[k]; d[k] = (expr); } \
@@ -157,7 +162,7 @@ static void vec_mov(float *d, const float *a, int64_t m, int op)
 
 /* One arithmetic instruction over m elements (d may be a, b or c); xs, ys:
  * a, b hold one value. */
-static void vec_op(int op, float *d, const float *a, const float *b, const float *c,
+static __attribute__((noinline)) void vec_op(int op, float *d, const float *a, const float *b, const float *c,
                    int xs, int ys, int64_t m)
 {
     switch (op) {
@@ -293,6 +298,8 @@ RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, con
     if (b.rows <= 0 || b.cols <= 0)
         return;
     int64_t per = b.cols <= RT_VEC_B ? RT_VEC_B / b.cols : 1;   /* rows a block */
+    if (per > RT_VEC_ROWS)
+        per = RT_VEC_ROWS;
     if (code[4] && per > code[4])
         per = code[4];
     if (per > b.rows)
@@ -302,16 +309,29 @@ RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, con
     memset(b.stored, 0, sizeof b.stored);
     memset(b.scalar, 0, sizeof b.scalar);
     const int64_t *in = vec_pointer(&b, b.nptr);
+    char whole[RT_VEC_REGS] = {0};    /* read as a block, not as one value */
     for (int64_t i = 0; i < code[3]; i++, in += 5) {
-        if (in[0] == RT_V_ST)
+        int op = (int)in[0];
+        if (op == RT_V_ST)
             b.stored[in[2]] = 1;
+        if (op == RT_V_ST || op == RT_V_RED)
+            whole[in[3]] = 1;
+        else if (op == RT_V_MOV || (op >= RT_V_NEG && op <= RT_V_FMA))
+            whole[in[2]] = 1;
+        if (op == RT_V_SEL || op == RT_V_FMA)
+            whole[in[4]] = 1;
+        if (op == RT_V_SEL)
+            whole[in[3]] = 1;
+    }
+    in = vec_pointer(&b, b.nptr);
+    for (int64_t i = 0; i < code[3]; i++, in += 5)
         if (in[0] == RT_V_SCAL) {
-            for (int64_t k = 0; k < most; k++)
+            int64_t fill = whole[in[1]] ? most : 1;
+            for (int64_t k = 0; k < fill; k++)
                 reg[in[1]][k] = scal[in[2]];
             b.rp[in[1]] = reg[in[1]];
             b.scalar[in[1]] = 1;
         }
-    }
     int64_t idx[RT_VEC_LEVELS] = {0};
     for (int64_t r = 0; r < b.rows; r += b.nr) {
         b.nr = b.rows - r < per ? b.rows - r : per;

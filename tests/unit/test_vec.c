@@ -238,6 +238,14 @@ static void outer_lets(void **state)
            "        for i5 in 0..1\n"
            "          b1[i2, i3 + i5] = exp(b0[i2, i3]) + (v4 - v4)\n",
            1);
+    /* an outer let of one value: v2 * 0.5 has two one-value operands */
+    kernel(exp_head,
+           "    for i0 in 0..8\n"
+           "      for i1 in 0..64\n"
+           "        let v2: f32 = 2.0\n"
+           "        for i3 in 0..1\n"
+           "          b1[i0, i1 + i3] = exp(b0[i0, i1]) + (v2 * 0.5 - 1.0)\n",
+           1);
 }
 
 int main(void)
