@@ -152,11 +152,13 @@ static void vec_mov(float *d, const float *a, int64_t m, int op)
         float x = *a, y = *b, r_ = (expr);                                    \
         for (int64_t k = 0; k < m; k++)                                       \
             d[k] = r_;                                                        \
-    } else if (ys)                                                            \
-        for (int64_t k = 0; k < m; k++) { float x = a[k], y = *b; d[k] = (expr); } \
-    else if (xs)                                                              \
-        for (int64_t k = 0; k < m; k++) { float x = *a, y = b[k]; d[k] = (expr); } \
-    else                                                                      \
+    } else if (ys) {          /* the one value read once: d may be where it is */ \
+        const float y1 = *b;                                                  \
+        for (int64_t k = 0; k < m; k++) { float x = a[k], y = y1; d[k] = (expr); } \
+    } else if (xs) {                                                          \
+        const float x1 = *a;                                                  \
+        for (int64_t k = 0; k < m; k++) { float x = x1, y = b[k]; d[k] = (expr); } \
+    } else                                                                    \
         for (int64_t k = 0; k < m; k++) { float x = a[k], y = b[k]; d[k] = (expr); } \
     break
 
@@ -197,9 +199,11 @@ static __attribute__((noinline)) void vec_op(int op, float *d, const float *a, c
             d[k] = a[k] != 0 ? b[k] : c[k];
         break;
     case RT_V_FMA:
-        if (ys)
+        if (ys) {
+            const float y1 = *b;
             for (int64_t k = 0; k < m; k++)
-                d[k] = fmaf(a[k], *b, c[k]);
+                d[k] = fmaf(a[k], y1, c[k]);
+        }
         else
             for (int64_t k = 0; k < m; k++)
                 d[k] = fmaf(a[k], b[k], c[k]);
@@ -214,6 +218,19 @@ static __attribute__((noinline)) void vec_op(int op, float *d, const float *a, c
 static void vec_rows(VecBlock *b, int64_t *idx, const int64_t *n)
 {
     int outer = b->nlev - 1;
+    if (outer <= 1) {             /* one row level (or none): row r at (i + r) * stride */
+        for (int p = 0; p < b->nptr; p++) {
+            const int64_t *pd = vec_pointer(b, p);
+            int64_t s = outer ? pd[1] : 0, at = outer ? idx[0] * s : 0;
+            for (int64_t r = 0; r < b->nr; r++)
+                b->rowoff[p][r] = at + r * s;
+            b->flat[p] = s == b->cols * pd[b->nlev] || b->nr == 1;
+            b->same[p] = s == 0 || b->nr == 1;
+        }
+        if (outer)
+            idx[0] += b->nr;
+        return;
+    }
     for (int64_t r = 0; r < b->nr; r++) {
         if (r && idx[outer - 1]) {
             for (int p = 0; p < b->nptr; p++)
@@ -236,11 +253,6 @@ static void vec_rows(VecBlock *b, int64_t *idx, const int64_t *n)
     for (int p = 0; p < b->nptr; p++) {
         const int64_t *pd = vec_pointer(b, p);
         int64_t step = b->cols * pd[b->nlev], r = 1;
-        if (b->nlev == 2) {       /* one row level: its stride says */
-            b->flat[p] = pd[1] == step || b->nr == 1;
-            b->same[p] = pd[1] == 0 || b->nr == 1;
-            continue;
-        }
         while (r < b->nr && b->rowoff[p][r] == b->rowoff[p][0] + r * step)
             r++;
         b->flat[p] = r == b->nr;
