@@ -384,6 +384,14 @@ static int statement(Vec *v, const Stmt *s)
             return 0;             /* 4 */
         return emit(v, RT_V_RED, 0, p, r, asg(s->op));
     case S_STORE:
+        if (s->op == A_ADD && product(v, s->e)) {   /* += x * y, fused as cc fuses it */
+            int x, y;
+            if ((x = value(v, s->e->a)) < 0 || (y = value(v, s->e->b)) < 0 ||
+                (p = pointer(v, s->buf, s->idx, NULL)) < 0)
+                return 0;
+            v->top = v->nlet;
+            return emit(v, RT_V_ST, y, p, x, 3);
+        }
         if ((r = value(v, s->e)) < 0 || (p = pointer(v, s->buf, s->idx, NULL)) < 0)
             return 0;
         v->top = v->nlet;

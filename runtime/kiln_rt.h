@@ -318,7 +318,7 @@ static inline float rt_tanhf(float x)
 enum {
     RT_V_SCAL,      /* d = scal[a] (run once, before the first block) */
     RT_V_LD,        /* d = *ptr[a] */
-    RT_V_ST,        /* *ptr[a] op= reg b, op c: 0 =, 1 +=, 2 max= */
+    RT_V_ST,        /* *ptr[a] op= reg b, op c: 0 =, 1 +=, 2 max=, 3 += b * d (fused) */
     RT_V_RED,       /* the float at ptr[a] op= each element of b in turn (c: 1 +, 2 max) */
     RT_V_MOV,       /* d op= a, op b as RT_V_ST's */
     RT_V_ADD, RT_V_SUB, RT_V_MUL, RT_V_DIV, RT_V_MAX, RT_V_MIN,   /* d = a op b */

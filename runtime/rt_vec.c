@@ -71,38 +71,52 @@ static __attribute__((noinline)) void vec_load(VecBlock *b, int p, int d, float 
 
 /* dst[c ..] += each row of v in turn, W lanes at once (two 16-lane chains
  * in flight when W is 32). */
-#define VEC_LANES(W)                                                          \
+#define VEC_LANES(W, X)                                                       \
     do {                                                                      \
         float acc[W];                                                         \
         for (int j = 0; j < W; j++)                                           \
             acc[j] = dst[c + j];                                              \
         for (int64_t r = 0; r < nr; r++)                                      \
             for (int j = 0; j < W; j++)                                       \
-                acc[j] += v[r * nc + c + j];                                  \
+                acc[j] X;                                                     \
         for (int j = 0; j < W; j++)                                           \
             dst[c + j] = acc[j];                                              \
     } while (0)
+#define VEC_SUM += v[r * nc + c + j]
+#define VEC_FMA = fmaf(v[r * nc + c + j], w[r * nc + c + j], acc[j])
 
 /* Elements stored in loop order: a later one to the same place wins, as in
- * the loop. */
-static __attribute__((noinline)) void vec_store(const VecBlock *b, int p, const float *v, int op)
+ * the loop. op: 0 =, 1 +=, 2 max=, 3 += v * w (fused). */
+static __attribute__((noinline)) void vec_store(const VecBlock *b, int p, const float *v, int op,
+                                                const float *w)
 {
     const int64_t *pd = vec_pointer(b, p);
     int64_t s = pd[b->nlev], nr = b->nr, nc = b->nc;
     if (b->flat[p] && s == 1)     /* one run */
         nc *= nr, nr = 1;
-    if (op == 1 && s == 1 && nr > 1 && b->same[p] && nc % 16 == 0) {
+    if ((op == 1 || op == 3) && s == 1 && nr > 1 && b->same[p] && nc % 16 == 0) {
         float *dst = (float *)b->ptr[p] + b->rowoff[p][0] + b->c0;
         int64_t c = 0;
-        for (; c + 32 <= nc; c += 32)             /* lanes summed over rows in registers */
-            VEC_LANES(32);
-        for (; c < nc; c += 16)
-            VEC_LANES(16);
+        for (; c + 32 <= nc; c += 32) {           /* lanes summed over rows in registers */
+            if (op == 1)
+                VEC_LANES(32, VEC_SUM);
+            else
+                VEC_LANES(32, VEC_FMA);
+        }
+        for (; c < nc; c += 16) {
+            if (op == 1)
+                VEC_LANES(16, VEC_SUM);
+            else
+                VEC_LANES(16, VEC_FMA);
+        }
         return;
     }
     for (int64_t r = 0; r < nr; r++, v += nc) {
         float *dst = (float *)b->ptr[p] + b->rowoff[p][r] + b->c0 * s;
-        if (op == 0 && s == 1)
+        if (op == 3)
+            for (int64_t c = 0; c < nc; c++)
+                dst[c * s] = fmaf(v[c], w[r * nc + c], dst[c * s]);
+        else if (op == 0 && s == 1)
             for (int64_t c = 0; c < nc; c++)
                 dst[c] = v[c];
         else if (op == 0)
@@ -278,11 +292,13 @@ static void vec_block(VecBlock *b, float (*reg)[RT_VEC_B])
                 out = (float *)b->ptr[in[2]] + b->rowoff[in[2]][0] + b->c0;
             break;
         }
-        case RT_V_ST:
-            if (in[4] || b->rp[in[3]] != (float *)b->ptr[in[2]] + b->rowoff[in[2]][0] + b->c0 ||
-                !b->flat[in[2]] || vec_pointer(b, (int)in[2])[b->nlev] != 1)
-                vec_store(b, (int)in[2], b->rp[in[3]], (int)in[4]);
+        case RT_V_ST: {           /* nothing to move when computed in place (RT_V_OUT) */
+            int p = (int)in[2];
+            float *at = (float *)b->ptr[p] + b->rowoff[p][0] + b->c0;
+            if (in[4] || b->rp[in[3]] != at || !b->flat[p] || vec_pointer(b, p)[b->nlev] != 1)
+                vec_store(b, p, b->rp[in[3]], (int)in[4], in[4] == 3 ? b->rp[d] : NULL);
             break;
+        }
         case RT_V_RED: vec_reduce(b->ptr[in[2]], b->rp[in[3]], m, (int)in[4]); break;
         case RT_V_MOV:
             vec_mov(reg[d], b->rp[in[2]], m, (int)in[3]);
@@ -328,6 +344,8 @@ RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, con
             b.stored[in[2]] = 1;
         if (op == RT_V_ST || op == RT_V_RED)
             whole[in[3]] = 1;
+        if (op == RT_V_ST && in[4] == 3)
+            whole[in[1]] = 1;
         else if (op == RT_V_MOV || (op >= RT_V_NEG && op <= RT_V_FMA))
             whole[in[2]] = 1;
         if (op == RT_V_SEL || op == RT_V_FMA)
