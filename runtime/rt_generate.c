@@ -40,17 +40,19 @@
  * and 60 on 1 (115 on 2 when alone). Rules, per decode step:
  * 1. Steps are timed. `best` is the fastest step at the current size.
  * 2. A trial runs RG_TRIAL steps at one thread fewer, when the median of
- *    the last RG_TRIAL steps passes 1.5 x best (something took a core), or
+ *    the last RG_TRIAL steps passes RG_SLOW x best (something took a core), or
  *    at one thread more (up to the most), when fewer run; either only
  *    `wait` steps after the last trial.
- * 3. A trial wins when its median beats the median of the RG_TRIAL steps
- *    before it by 10 %: its size becomes the current one, `best` its
+ * 3. A trial wins when its median is under RG_GAIN x the median of the
+ *    RG_TRIAL steps before it: its size becomes the current one, `best` its
  *    fastest step, `wait` RG_WAIT. A trial that loses doubles `wait` (up
  *    to RG_WAIT_MAX), so a quiet machine pays for few of them.
  * Alone on the machine, steps stay near `best` and no trial runs, so the
  * team keeps every core. parallelize's contract (no sum depends on the
  * thread count) makes the tokens the same whatever the sizes were. */
-#define RG_TRIAL 4
+#define RG_TRIAL 4                      /* steps a trial runs; steps a median takes */
+#define RG_SLOW 1.5                     /* median / best past this: something took a core */
+#define RG_GAIN 0.9                     /* a trial wins below this share of the steps before */
 #define RG_WAIT 8
 #define RG_WAIT_MAX 256
 
@@ -308,6 +310,7 @@ static void rg_gov_init(rg_gov *gv, int fixed)
     memset(gv, 0, sizeof *gv);
     gv->most = gv->cur = rt_get_threads();
     gv->on = !fixed && gv->most > 1;
+    gv->best = 1e30;
     gv->wait = RG_WAIT;
 }
 
@@ -316,7 +319,7 @@ static void rg_gov_next(rg_gov *gv)
 {
     if (!gv->on || gv->trial || gv->since < gv->wait || gv->nlast < RG_TRIAL)
         return;
-    if (gv->cur > 1 && rg_median(gv->last, RG_TRIAL) > 1.5 * gv->best)
+    if (gv->cur > 1 && rg_median(gv->last, RG_TRIAL) > RG_SLOW * gv->best)
         gv->trial = gv->cur - 1;
     else if (gv->cur < gv->most)
         gv->trial = gv->cur + 1;
@@ -334,7 +337,7 @@ static void rg_gov_took(rg_gov *gv, double t)
     if ((gv->trial ? gv->trial : gv->cur) < gv->most)
         gv->fewer++;
     if (!gv->trial) {
-        gv->best = gv->nlast || gv->since ? (t < gv->best ? t : gv->best) : t;
+        gv->best = t < gv->best ? t : gv->best;
         memmove(gv->last, gv->last + 1, sizeof *gv->last * (RG_TRIAL - 1));
         gv->last[RG_TRIAL - 1] = t;
         gv->nlast += gv->nlast < RG_TRIAL;
@@ -345,7 +348,7 @@ static void rg_gov_took(rg_gov *gv, double t)
     if (gv->ntried < RG_TRIAL)
         return;
     double m = rg_median(gv->tried, RG_TRIAL);
-    if (m < 0.9 * rg_median(gv->last, RG_TRIAL)) {
+    if (m < RG_GAIN * rg_median(gv->last, RG_TRIAL)) {
         gv->cur = gv->trial;
         gv->best = gv->tried[0];
         for (int i = 0; i < RG_TRIAL; i++)
