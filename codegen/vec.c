@@ -44,7 +44,6 @@ typedef struct {
 } VecPtr;
 
 typedef struct {
-    Arena *a;
     const Stmt *lv[RT_VEC_LEVELS];
     int nlev;
     VecPtr ptr[16];
@@ -57,7 +56,7 @@ typedef struct {
     int nolet;
     int64_t insn[VEC_INSNS][5];
     int ninsn;
-    int top, nreg;                /* temporaries count up, scalars down */
+    int top;                      /* temporaries count up from it, scalars down */
     int onerow;
     const Expr *cse[32];          /* values in live temporaries, this statement */
     int cser[32], ncse;
@@ -160,8 +159,6 @@ static int temp(Vec *v)
 {
     if (v->top >= RT_VEC_REGS - v->nscal)
         return -1;
-    if (v->top + 1 > v->nreg)
-        v->nreg = v->top + 1;
     for (int i = 0; i < v->ncse; i++)     /* its old value is gone */
         if (v->cser[i] == v->top)
             v->cse[i] = v->cse[--v->ncse], v->cser[i] = v->cser[v->ncse], i--;
