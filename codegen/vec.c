@@ -254,6 +254,18 @@ static const int vun[U_COUNT] = {
 
 static int compute(Vec *v, const Expr *e);
 
+/* e is (x op1 y) op2 z, both of + - * / on f32, x op1 y computed in the
+ * nest with a block first (x, or y when op1 commutes), and not x * y +- z
+ * (a multiply-add, or a multiply-subtract cc would contract). */
+static int pair(const Vec *v, const Expr *e)
+{
+    const Expr *in = e->a;
+    if (e->type != T_F32 || e->op > B_DIV || in->kind != E_BIN || in->type != T_F32 ||
+        in->op > B_DIV || invariant(v, in) || (in->op == B_MUL && e->op <= B_SUB))
+        return 0;
+    return !invariant(v, in->a) || in->op == B_ADD || in->op == B_MUL;
+}
+
 /* e is an f32 product computed in the nest (a multiply-add's half). */
 static int product(const Vec *v, const Expr *e)
 {
@@ -296,6 +308,15 @@ static int compute(Vec *v, const Expr *e)
             if ((a = value(v, x)) < 0 || (b = value(v, y)) < 0 || (c = value(v, z)) < 0)
                 return -1;
             op = RT_V_FMA;        /* x * y + z, contracted as cc contracts it */
+            break;
+        }
+        if (pair(v, e)) {         /* (x op1 y) op2 z in one pass */
+            const Expr *in = e->a, *x = in->a, *y = in->b;
+            if (invariant(v, x))
+                x = in->b, y = in->a;  /* + and *: the block first */
+            if ((a = value(v, x)) < 0 || (b = value(v, y)) < 0 || (c = value(v, e->b)) < 0)
+                return -1;
+            op = RT_V_PAIR + 4 * in->op + e->op;
             break;
         }
         if ((a = value(v, e->a)) < 0 || (b = value(v, e->b)) < 0)
@@ -394,7 +415,7 @@ static int statement(Vec *v, const Stmt *s)
         v->top = v->nlet;
         int64_t *last = v->insn[v->ninsn - 1];
         if (s->op == A_SET && r >= v->nlet && last[1] == r && last[0] >= RT_V_ADD &&
-            last[0] <= RT_V_FMA && v->ninsn < VEC_INSNS) {   /* computed into the store's place */
+            last[0] <= RT_V_PAIR_LAST && v->ninsn < VEC_INSNS) {   /* computed in place */
             memcpy(v->insn[v->ninsn], last, sizeof v->insn[0]);
             last[0] = RT_V_OUT, last[1] = r, last[2] = p, last[3] = last[4] = 0;
             v->ninsn++;

@@ -327,6 +327,9 @@ enum {
     RT_V_TANH, RT_V_ERF, RT_V_SIGMOID, RT_V_COS, RT_V_SIN, RT_V_NOT,
     RT_V_SEL,       /* d = a != 0 ? b : c */
     RT_V_FMA,       /* d = a * b + c, fused (as cc contracts it) */
+    RT_V_PAIR,      /* RT_V_PAIR + 4 i + j: d = (a OPi b) OPj c, OP0..3 + - * /,
+                       rounded after each, never with i = 2 and j < 2 */
+    RT_V_PAIR_LAST = RT_V_PAIR + 15,
     RT_V_OUT,       /* the next instruction's d is pointer a's block where that
                        is one contiguous f32 run (a store of d there then
                        moves nothing) */

@@ -176,10 +176,26 @@ static void vec_mov(float *d, const float *a, int64_t m, int op)
         for (int64_t k = 0; k < m; k++) { float x = a[k], y = b[k]; d[k] = (expr); } \
     break
 
-/* One arithmetic instruction over m elements (d may be a, b or c); xs, ys:
- * a, b hold one value. */
-static __attribute__((noinline)) void vec_op(int op, float *d, const float *a, const float *b, const float *c,
-                   int xs, int ys, int64_t m)
+/* Two operations in one pass (RT_V_PAIR): x from a block, y and z each one
+ * value or a block; every intermediate rounded to f32, as in the loop. */
+#define PAIR(expr)                                                            \
+    if (ys && zs) {                                                           \
+        const float y1 = *b, z1 = *c;                                         \
+        for (int64_t k = 0; k < m; k++) { float x = a[k], y = y1, z = z1; d[k] = (expr); } \
+    } else if (ys) {                                                          \
+        const float y1 = *b;                                                  \
+        for (int64_t k = 0; k < m; k++) { float x = a[k], y = y1, z = c[k]; d[k] = (expr); } \
+    } else if (zs) {                                                          \
+        const float z1 = *c;                                                  \
+        for (int64_t k = 0; k < m; k++) { float x = a[k], y = b[k], z = z1; d[k] = (expr); } \
+    } else                                                                    \
+        for (int64_t k = 0; k < m; k++) { float x = a[k], y = b[k], z = c[k]; d[k] = (expr); } \
+    break
+
+/* One arithmetic instruction over m elements (d may be a, b or c); xs, ys,
+ * zs: a, b, c hold one value. */
+static __attribute__((noinline)) void vec_op(int op, float *d, const float *a, const float *b,
+                                             const float *c, int xs, int ys, int zs, int64_t m)
 {
     switch (op) {
     case RT_V_ADD: MAP2(x + y);
@@ -212,6 +228,20 @@ static __attribute__((noinline)) void vec_op(int op, float *d, const float *a, c
         for (int64_t k = 0; k < m; k++)
             d[k] = a[k] != 0 ? b[k] : c[k];
         break;
+    case RT_V_PAIR + 0: PAIR((x + y) + z);
+    case RT_V_PAIR + 1: PAIR((x + y) - z);
+    case RT_V_PAIR + 2: PAIR((x + y) * z);
+    case RT_V_PAIR + 3: PAIR((x + y) / z);
+    case RT_V_PAIR + 4: PAIR((x - y) + z);
+    case RT_V_PAIR + 5: PAIR((x - y) - z);
+    case RT_V_PAIR + 6: PAIR((x - y) * z);
+    case RT_V_PAIR + 7: PAIR((x - y) / z);
+    case RT_V_PAIR + 10: PAIR((x * y) * z);
+    case RT_V_PAIR + 11: PAIR((x * y) / z);
+    case RT_V_PAIR + 12: PAIR((x / y) + z);
+    case RT_V_PAIR + 13: PAIR((x / y) - z);
+    case RT_V_PAIR + 14: PAIR((x / y) * z);
+    case RT_V_PAIR + 15: PAIR((x / y) / z);
     case RT_V_FMA:
         if (ys) {
             const float y1 = *b;
@@ -307,7 +337,7 @@ static void vec_block(VecBlock *b, float (*reg)[RT_VEC_B])
         default: {
             float *x = b->rp[in[2]], *y = b->rp[in[3]], *z = b->rp[in[4]];
             b->rp[d] = out ? out : reg[d];
-            vec_op(op, b->rp[d], x, y, z, b->scalar[in[2]], b->scalar[in[3]], m);
+            vec_op(op, b->rp[d], x, y, z, b->scalar[in[2]], b->scalar[in[3]], b->scalar[in[4]], m);
             out = NULL;
             break;
         }
@@ -346,7 +376,7 @@ RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, con
             whole[in[3]] = 1;
         if (op == RT_V_ST && in[4] == 3)
             whole[in[1]] = 1;
-        else if (op == RT_V_MOV || (op >= RT_V_NEG && op <= RT_V_FMA))
+        else if (op == RT_V_MOV || (op >= RT_V_NEG && op <= RT_V_PAIR_LAST))
             whole[in[2]] = 1;
         if (op == RT_V_SEL || op == RT_V_FMA)
             whole[in[4]] = 1;
