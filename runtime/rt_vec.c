@@ -5,15 +5,26 @@
  * row is short (code[4] limits them), or a run of one row's columns; its
  * elements sit in each register in loop order, row after row. Every
  * instruction runs over the whole block before the next one starts; each
- * is a plain loop, vectorised by cc (this file is built -O3 -march=native
- * -fno-math-errno, without contraction: a multiply-add is fused where the
- * program says so, RT_V_FMA, and nowhere else). */
+ * is a plain loop, vectorised by cc (this file is built -O3 -mtune=native
+ * -fno-math-errno, the loops for three instruction sets, without
+ * contraction: a multiply-add is fused where the program says so, and
+ * nowhere else). */
 #include "kiln_rt.h"
 
 #include <math.h>
 #include <string.h>
 
 #define RT_VEC_PTRS 16
+/* The loops, each built three times, the one this CPU runs picked at load
+ * (gcc's target_clones: AVX-512, AVX2 with FMA, SSE2), so that kiln runs
+ * where the CPU, or valgrind's model of it, lacks AVX-512. Out of line:
+ * inlined into rt_vec, the loops' pointers were spilled and reloaded. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(KILN_NO_CLONES)
+#define VEC_KERNEL                                                            \
+    __attribute__((noinline, target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define VEC_KERNEL __attribute__((noinline))
+#endif
 #define RT_VEC_ROWS 64            /* rows a block at most */
 
 typedef struct {
@@ -38,7 +49,7 @@ static const int64_t *vec_pointer(const VecBlock *b, int p)
 
 /* Loads the block into reg, or, when it is contiguous f32 nothing in the
  * nest stores to, points the register at it. */
-static __attribute__((noinline)) void vec_load(VecBlock *b, int p, int d, float *restrict reg)
+static VEC_KERNEL void vec_load(VecBlock *b, int p, int d, float *restrict reg)
 {
     const int64_t *pd = vec_pointer(b, p);
     int64_t s = pd[b->nlev];                     /* stride along the columns */
@@ -87,7 +98,7 @@ static __attribute__((noinline)) void vec_load(VecBlock *b, int p, int d, float 
 
 /* Elements stored in loop order: a later one to the same place wins, as in
  * the loop. op: 0 =, 1 +=, 2 max=, 3 += v * w (fused). */
-static __attribute__((noinline)) void vec_store(const VecBlock *b, int p, const float *v, int op,
+static VEC_KERNEL void vec_store(const VecBlock *b, int p, const float *v, int op,
                                                 const float *w)
 {
     const int64_t *pd = vec_pointer(b, p);
@@ -134,7 +145,7 @@ static __attribute__((noinline)) void vec_store(const VecBlock *b, int p, const 
     }
 }
 
-static void vec_reduce(float *acc, const float *v, int64_t m, int op)
+static VEC_KERNEL void vec_reduce(float *acc, const float *v, int64_t m, int op)
 {
     float s = *acc;
     if (op == 1)
@@ -146,7 +157,7 @@ static void vec_reduce(float *acc, const float *v, int64_t m, int op)
     *acc = s;
 }
 
-static void vec_mov(float *d, const float *a, int64_t m, int op)
+static VEC_KERNEL void vec_mov(float *d, const float *a, int64_t m, int op)
 {
     if (op == 0)
         for (int64_t k = 0; k < m; k++)
@@ -194,7 +205,7 @@ static void vec_mov(float *d, const float *a, int64_t m, int op)
 
 /* One arithmetic instruction over m elements (d may be a, b or c); xs, ys,
  * zs: a, b, c hold one value. */
-static __attribute__((noinline)) void vec_op(int op, float *d, const float *a, const float *b,
+static VEC_KERNEL void vec_op(int op, float *d, const float *a, const float *b,
                                              const float *c, int xs, int ys, int zs, int64_t m)
 {
     switch (op) {
