@@ -15,6 +15,8 @@
 #include <string.h>
 
 #define RT_VEC_PTRS 16
+#define RT_VEC_ROWS 64            /* rows a block at most */
+
 /* The loops, each built three times, the one this CPU runs picked at load
  * (gcc's target_clones: AVX-512, AVX2 with FMA, SSE2), so that kiln runs
  * where the CPU, or valgrind's model of it, lacks AVX-512. Out of line:
@@ -25,7 +27,6 @@
 #else
 #define VEC_KERNEL __attribute__((noinline))
 #endif
-#define RT_VEC_ROWS 64            /* rows a block at most */
 
 typedef struct {
     const int64_t *code;
@@ -47,14 +48,25 @@ static const int64_t *vec_pointer(const VecBlock *b, int p)
     return b->code + 5 + (int64_t)p * (1 + b->nlev);
 }
 
+/* Pointer p's elements of the block as one contiguous run of floats, or
+ * NULL when they are not (16-bit, strided, or rows apart). */
+static float *vec_span(const VecBlock *b, int p)
+{
+    const int64_t *pd = vec_pointer(b, p);
+    if (pd[0] != RT_F32 || pd[b->nlev] != 1 || !b->flat[p])
+        return NULL;
+    return (float *)b->ptr[p] + b->rowoff[p][0] + b->c0;
+}
+
 /* Loads the block into reg, or, when it is contiguous f32 nothing in the
  * nest stores to, points the register at it. */
 static VEC_KERNEL void vec_load(VecBlock *b, int p, int d, float *restrict reg)
 {
     const int64_t *pd = vec_pointer(b, p);
     int64_t s = pd[b->nlev];                     /* stride along the columns */
-    if (pd[0] == RT_F32 && s == 1 && b->flat[p] && !b->stored[p]) {
-        b->rp[d] = (float *)b->ptr[p] + b->rowoff[p][0] + b->c0;
+    float *run = vec_span(b, p);
+    if (run && !b->stored[p]) {
+        b->rp[d] = run;
         return;
     }
     b->rp[d] = reg;
@@ -99,7 +111,7 @@ static VEC_KERNEL void vec_load(VecBlock *b, int p, int d, float *restrict reg)
 /* Elements stored in loop order: a later one to the same place wins, as in
  * the loop. op: 0 =, 1 +=, 2 max=, 3 += v * w (fused). */
 static VEC_KERNEL void vec_store(const VecBlock *b, int p, const float *v, int op,
-                                                const float *w)
+                                 const float *w)
 {
     const int64_t *pd = vec_pointer(b, p);
     int64_t s = pd[b->nlev], nr = b->nr, nc = b->nc;
@@ -205,8 +217,8 @@ static VEC_KERNEL void vec_mov(float *d, const float *a, int64_t m, int op)
 
 /* One arithmetic instruction over m elements (d may be a, b or c); xs, ys,
  * zs: a, b, c hold one value. */
-static VEC_KERNEL void vec_op(int op, float *d, const float *a, const float *b,
-                                             const float *c, int xs, int ys, int zs, int64_t m)
+static VEC_KERNEL void vec_op(int op, float *d, const float *a, const float *b, const float *c,
+                              int xs, int ys, int zs, int64_t m)
 {
     switch (op) {
     case RT_V_ADD: MAP2(x + y);
@@ -327,19 +339,11 @@ static void vec_block(VecBlock *b, float (*reg)[RT_VEC_B])
         switch (op) {
         case RT_V_SCAL: break;
         case RT_V_LD: vec_load(b, (int)in[2], d, reg[d]); break;
-        case RT_V_OUT: {
-            const int64_t *pd = vec_pointer(b, (int)in[2]);
-            if (pd[0] == RT_F32 && pd[b->nlev] == 1 && b->flat[in[2]])
-                out = (float *)b->ptr[in[2]] + b->rowoff[in[2]][0] + b->c0;
+        case RT_V_OUT: out = vec_span(b, (int)in[2]); break;
+        case RT_V_ST:             /* nothing to move when computed in place (RT_V_OUT) */
+            if (in[4] || !b->rp[in[3]] || b->rp[in[3]] != vec_span(b, (int)in[2]))
+                vec_store(b, (int)in[2], b->rp[in[3]], (int)in[4], in[4] == 3 ? b->rp[d] : NULL);
             break;
-        }
-        case RT_V_ST: {           /* nothing to move when computed in place (RT_V_OUT) */
-            int p = (int)in[2];
-            float *at = (float *)b->ptr[p] + b->rowoff[p][0] + b->c0;
-            if (in[4] || b->rp[in[3]] != at || !b->flat[p] || vec_pointer(b, p)[b->nlev] != 1)
-                vec_store(b, p, b->rp[in[3]], (int)in[4], in[4] == 3 ? b->rp[d] : NULL);
-            break;
-        }
         case RT_V_RED: vec_reduce(b->ptr[in[2]], b->rp[in[3]], m, (int)in[4]); break;
         case RT_V_MOV:
             vec_mov(reg[d], b->rp[in[2]], m, (int)in[3]);
@@ -377,6 +381,7 @@ RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, con
     _Alignas(64) float reg[RT_VEC_REGS][RT_VEC_B];
     memset(b.stored, 0, sizeof b.stored);
     memset(b.scalar, 0, sizeof b.scalar);
+    memset(b.rp, 0, sizeof b.rp);     /* an operand field an op does not use reads NULL */
     const int64_t *in = vec_pointer(&b, b.nptr);
     char whole[RT_VEC_REGS] = {0};    /* read as a block, not as one value */
     for (int64_t i = 0; i < code[3]; i++, in += 5) {
