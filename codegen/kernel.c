@@ -245,33 +245,31 @@ static void local(CgCx *cx, const Buf *b, int depth)
  * rt_dot(n, lanes, &A[...], &B[...], &P[...]). */
 static void call(CgCx *cx, const Stmt *s, int depth)
 {
-    if (s->call == CALL_DOT) {
-        indent(cx, depth);
-        fprintf(cx->f, "rt_dot(%lld, %lld", (long long)s->tiles[1].ext[s->tiles[1].buf->rank - 1],
-                (long long)s->tiles[0].ext[s->tiles[0].buf->rank - 1]);
-        for (int i = 1; i <= 3; i++) {
-            fputs(", &", cx->f);
-            access(cx, s->tiles[i % 3].buf, s->tiles[i % 3].idx);
-        }
-        fputs(");\n", cx->f);
-        return;
-    }
-    static const int order[3] = {1, 2, 0};   /* A, B, C */
+    static const int order[3] = {1, 2, 0};   /* A, B, then C or P, the one written */
+    int gemm = s->call == CALL_GEMM;
     int64_t m, n, k, ld;
-    ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
-    ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
     indent(cx, depth);
-    Storage st = store(s->tiles[2].buf);
-    fprintf(cx->f, "rt_%s%s(%lld, %lld, %lld", call_table[s->call].name,
-            st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m, (long long)n,
-            (long long)k);
+    if (gemm) {
+        ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
+        ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
+        Storage st = store(s->tiles[2].buf);
+        fprintf(cx->f, "rt_%s%s(%lld, %lld, %lld", call_table[s->call].name,
+                st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m,
+                (long long)n, (long long)k);
+    } else {
+        ir_tile_matrix(&s->tiles[1], &m, &n, &ld);
+        ir_tile_matrix(&s->tiles[0], &m, &k, &ld);
+        fprintf(cx->f, "rt_%s(%lld, %lld", call_table[s->call].name, (long long)n,
+                (long long)k);
+    }
     for (int i = 0; i < s->ntiles; i++) {
         const Tile *t = &s->tiles[order[i]];
         int64_t rows, cols;
         ir_tile_matrix(t, &rows, &cols, &ld);
         fputs(", &", cx->f);
         access(cx, t->buf, t->idx);
-        fprintf(cx->f, ", %lld", (long long)ld);
+        if (gemm)
+            fprintf(cx->f, ", %lld", (long long)ld);
     }
     fputs(");\n", cx->f);
 }
