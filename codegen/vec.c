@@ -37,7 +37,7 @@
 enum { VEC_MIN = 16, VEC_INSNS = 256, VEC_SCALARS = 64 };
 
 typedef struct {
-    const Buf *buf;               /* NULL: a scalar's address (var) */
+    Buf *buf;                     /* NULL: a scalar's address (var) */
     Expr **idx;
     const Var *var;
     int64_t s[RT_VEC_LEVELS];
@@ -60,13 +60,10 @@ typedef struct {
     int onerow;
     const Expr *cse[32];          /* values in live temporaries, this statement */
     int cser[32], ncse;
-    const Buf *wrote[16];         /* storage stored to, and its one access */
+    Buf *wrote[16];               /* storage stored to, and its one access */
     const Stmt *wstore[16];
     int nwrote;
 } Vec;
-
-/* How b's elements are held: RT_F32 (= ST_F32), RT_BF16, RT_F16. */
-static int storage(const Buf *b) { return (b->base ? b->base : b)->store; }
 
 static int is_nest_var(const Vec *v, const Var *x)
 {
@@ -104,9 +101,9 @@ static int assigned(const Vec *v, const Var *x)
     return 0;
 }
 
-static int written(const Vec *v, const Buf *b)
+static int written(const Vec *v, Buf *b)
 {
-    const Buf *r = b->base ? b->base : b;
+    Buf *r = ir_storage(b);
     for (int i = 0; i < v->nwrote; i++)
         if (v->wrote[i] == r)
             return i + 1;
@@ -192,7 +189,7 @@ static int same_access(const Buf *b, Expr *const *idx, const Buf *c, Expr *const
     return 1;
 }
 
-static int pointer(Vec *v, const Buf *b, Expr **idx, const Var *x)
+static int pointer(Vec *v, Buf *b, Expr **idx, const Var *x)
 {
     for (int i = 0; i < v->nptr; i++)
         if (x ? v->ptr[i].var == x : v->ptr[i].buf && same_access(v->ptr[i].buf, v->ptr[i].idx, b, idx))
@@ -223,7 +220,7 @@ static int scalar(Vec *v, const Expr *e)
 
 static int load(Vec *v, const Expr *e)
 {
-    const Buf *b = e->buf;
+    Buf *b = e->buf;
     if (b->dtype != DT_F32)
         return -1;
     int w = written(v, b);
@@ -350,7 +347,7 @@ static int stores(Vec *v)
         const Stmt *s = blk->s[i];
         if (s->kind != S_STORE)
             continue;
-        if (s->buf->dtype != DT_F32 || storage(s->buf) != ST_F32)
+        if (s->buf->dtype != DT_F32 || ir_storage(s->buf)->store != ST_F32)
             return 0;
         int w = written(v, s->buf);
         if (w) {                  /* stored twice an iteration: as if read */
@@ -365,7 +362,7 @@ static int stores(Vec *v)
         }
         if (v->nwrote == 16)
             return 0;
-        v->wrote[v->nwrote] = s->buf->base ? s->buf->base : s->buf;
+        v->wrote[v->nwrote] = ir_storage(s->buf);
         v->wstore[v->nwrote++] = s;
     }
     return 1;
@@ -477,7 +474,7 @@ static void print(CgCx *cx, const Vec *v, int depth)
             v->nlev, v->nptr, RT_VEC_REGS, v->ninsn, v->onerow);
     for (int i = 0; i < v->nptr; i++) {
         const VecPtr *p = &v->ptr[i];
-        fprintf(f, ",\n%*s%d", ind + 8, "", p->buf ? storage(p->buf) : RT_F32);
+        fprintf(f, ",\n%*s%d", ind + 8, "", p->buf ? (int)ir_storage(p->buf)->store : RT_F32);
         for (int l = 0; l < v->nlev; l++)
             fprintf(f, ", %lld", (long long)p->s[l]);
     }
