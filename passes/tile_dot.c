@@ -25,8 +25,7 @@
 /* s is `for v in 0..n` with one statement in its body; that statement. */
 static Stmt *only(const Stmt *s, int64_t n)
 {
-    if (s->kind != S_LOOP || s->lo->kind != E_INT || s->lo->i != 0 || s->hi->kind != E_INT ||
-        s->hi->i != n || s->body.n != 1)
+    if (!tile_const_loop(s) || s->lo->i != 0 || tile_trip(s) != n || s->body.n != 1)
         return NULL;
     return s->body.s[0];
 }
@@ -112,12 +111,9 @@ static int match(Tiler *t, Block *blk, int at, Stmt **call)
         if (off->kind != E_INT || off->i != w)
             return 0;
     }
-    Stmt tmp = {.kind = S_CALL, .call = CALL_DOT, .tiles = tiles, .ntiles = 3};
-    if (ir_call_refusal(t->a, &tmp))
-        return 0;
     Block scratch = {0};
     *call = s_call(t->a, &scratch, CALL_DOT, tiles, 3);
-    return n;
+    return ir_call_refusal(t->a, *call) ? 0 : n;
 }
 
 void tile_dots(Tiler *t, Block *blk)
