@@ -239,6 +239,18 @@ int ck_hf_shape(const char *type, CkShape *s)
     return -1;
 }
 
+int ck_hf_shape_named(const char *type, const char *name, CkShape *s)
+{
+    if (!strcmp(name, "tiny"))
+        return ck_hf_shape(type, s);
+    if (strcmp(name, "small") || strcmp(type, "qwen3_moe"))
+        return -1;
+    *s = (CkShape){.type = CK_QWEN3_MOE, .vocab = 1024, .dim = 512, .hidden = 1024, .layers = 4,
+                   .heads = 8, .kv_heads = 4, .head_dim = 64, .seq = 256, .experts = 32,
+                   .top_k = 4, .moe_hidden = 256, .norm_topk = 1};
+    return 0;
+}
+
 int ck_llama2c_shape(const char *name, CkShape *s)
 {
     static const struct {

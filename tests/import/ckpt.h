@@ -65,6 +65,11 @@ void ck_reset(CkModel *m);
  * and buffers), qwen3_moe (head_dim 32 != dim/heads, 4 experts, top 2,
  * renormalised, layer 1 of 3 dense). 0, or -1 for another name. */
 int ck_hf_shape(const char *type, CkShape *s);
+/* By name as well: "tiny" is ck_hf_shape's; "small" (qwen3_moe only) is
+ * big enough to time a decode step: vocab 1024, dim 512, 4 sparse layers
+ * of 32 experts [256, 512], top 4, 8 heads, 4 kv heads (202 MB of f32
+ * experts). 0, or -1 for another name or type. */
+int ck_hf_shape_named(const char *type, const char *name, CkShape *s);
 /* Shapes by name: "tiny" (vocab 320, dim 64, 2 layers, 4 heads, 2 kv
  * heads), "stories15M", "stories110M" (llama2.c's, shared classifier). */
 int ck_llama2c_shape(const char *name, CkShape *s);

@@ -5,6 +5,7 @@
  *          [--version 0|1] [--unshared] [--seed N]
  *   mkckpt hf llama|qwen2|gpt2|qwen3_moe DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
+ *          [--shape tiny|small]   (small: qwen3_moe only, for timing)
  *
  * DIR is made when missing. --config adds members to config.json, e.g.
  * '"rope_scaling": {"type": "linear", "factor": 2.0}'; --transformers-names
@@ -24,7 +25,8 @@ static int usage(const char *why)
             "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
             "                      [--unshared] [--seed N]\n"
             "       mkckpt hf llama|qwen2|gpt2|qwen3_moe DIR [--bf16] [--shards N] [--untied]\n"
-            "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n",
+            "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
+            "                      [--shape tiny|small]\n",
             why);
     return 2;
 }
@@ -83,7 +85,8 @@ int main(int argc, char **argv)
     int rc = parse(&a, argc, argv);
     if (rc)
         return rc;
-    if (!strcmp(a.kind, "llama2c") ? ck_llama2c_shape(a.shape, &s) : ck_hf_shape(a.what, &s))
+    if (!strcmp(a.kind, "llama2c") ? ck_llama2c_shape(a.shape, &s)
+                                   : ck_hf_shape_named(a.what, a.shape, &s))
         return usage("unknown shape or model type");
     if (a.untied)
         s.tied = 0;
