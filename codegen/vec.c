@@ -34,7 +34,7 @@
 
 #include <string.h>
 
-enum { VEC_MIN = 16, VEC_INSNS = 256, VEC_SCALARS = 64 };
+enum { VEC_MIN = 16, VEC_INSNS = RT_VEC_INSNS, VEC_SCALARS = 64 };
 
 typedef struct {
     Buf *buf;                     /* NULL: a scalar's address (var) */

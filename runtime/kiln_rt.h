@@ -312,9 +312,10 @@ static inline float rt_tanhf(float x)
  * Registers are blocks of floats; a bool is 1.0f or 0.0f. ptr[p] is the
  * pointer's element at the nest's first iteration; n[l] the trip count of
  * level l; scal[j] the loop-invariant values. */
-#define RT_VEC_B 1024
+#define RT_VEC_B 2048
 #define RT_VEC_LEVELS 4
 #define RT_VEC_REGS 16
+#define RT_VEC_INSNS 256         /* instructions a program at most */
 enum {
     RT_V_SCAL,      /* d = scal[a] (run once, before the first block) */
     RT_V_LD,        /* d = *ptr[a] */

@@ -4,8 +4,9 @@
  * order) by columns (the last level). A block is several whole rows when a
  * row is short (code[4] limits them), or a run of one row's columns; its
  * elements sit in each register in loop order, row after row. Every
- * instruction runs over the whole block before the next one starts; each
- * is a plain loop, vectorised by cc (this file is built -O3 -mtune=native
+ * instruction runs over the whole block before the next one starts (but
+ * two that vec_fusable pairs up, done in one loop); each is a plain
+ * loop, vectorised by cc (this file is built -O3 -mtune=native
  * -fno-math-errno, the loops for three instruction sets, without
  * contraction: a multiply-add is fused where the program says so, and
  * nowhere else). */
@@ -20,7 +21,9 @@
 /* The loops, each built three times, the one this CPU runs picked at load
  * (gcc's target_clones: AVX-512, AVX2 with FMA, SSE2), so that kiln runs
  * where the CPU, or valgrind's model of it, lacks AVX-512. Out of line:
- * inlined into rt_vec, the loops' pointers were spilled and reloaded. */
+ * inlined into rt_vec, the loops' pointers were spilled and reloaded. The
+ * drivers (vec_run, vec_block) are clones too: called from default-ISA
+ * code, every loop cost a quarter more on layernorm's last nest. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(KILN_NO_CLONES)
 #define VEC_KERNEL                                                            \
     __attribute__((noinline, target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -28,31 +31,45 @@
 #define VEC_KERNEL __attribute__((noinline))
 #endif
 
+/* Instructions done together, two loops becoming one (vec_fusable):
+ * VEC_FUSE_LANES: d = a op one value (add, subtract, multiply), done in
+ *     the lanes of the store after it, the only instruction to read d;
+ * VEC_FUSE_LATER: a pair of ops on a and two values, done by the one
+ *     instruction that reads its d, a multiply-add (VEC_FUSE_PAIR). */
+enum { VEC_FUSE_NONE, VEC_FUSE_LANES, VEC_FUSE_LATER, VEC_FUSE_PAIR };
+
 typedef struct {
-    const int64_t *code;
+    const int64_t *code, *insn;   /* the program, its first instruction */
     void *const *ptr;
     int nlev, nptr;
     int64_t rows, cols;
     /* the block: rows r0.., nr of them, columns c0.., nc of them */
     int64_t nr, nc, c0;
-    int64_t rowoff[RT_VEC_PTRS][RT_VEC_ROWS];   /* element offset of each row */
+    const int64_t *pd[RT_VEC_PTRS];   /* each pointer's storage, then strides */
+    /* element offset of row r of pointer p: with one row level (lin),
+     * rowoff[p][0] + r * step[p]; else rowoff[p][r] */
+    int lin;
+    int64_t step[RT_VEC_PTRS];
+    int64_t rowoff[RT_VEC_PTRS][RT_VEC_ROWS];
     char flat[RT_VEC_PTRS];       /* the block's rows follow one another */
     char same[RT_VEC_PTRS];       /* the block's rows are one place */
     char stored[RT_VEC_PTRS];     /* a store goes through the pointer */
     char scalar[RT_VEC_REGS];     /* the register holds one value throughout */
     float *rp[RT_VEC_REGS];       /* where each register's block is */
+    char fuse[RT_VEC_INSNS];      /* VEC_FUSE_*: how instruction i is done */
+    const int64_t *pend[RT_VEC_REGS]; /* the pair a VEC_FUSE_PAIR reads, by register */
 } VecBlock;
 
-static const int64_t *vec_pointer(const VecBlock *b, int p)
+static int64_t vec_off(const VecBlock *b, int p, int64_t r)
 {
-    return b->code + 5 + (int64_t)p * (1 + b->nlev);
+    return b->lin ? b->rowoff[p][0] + r * b->step[p] : b->rowoff[p][r];
 }
 
 /* Pointer p's elements of the block as one contiguous run of floats, or
  * NULL when they are not (16-bit, strided, or rows apart). */
 static float *vec_span(const VecBlock *b, int p)
 {
-    const int64_t *pd = vec_pointer(b, p);
+    const int64_t *pd = b->pd[p];
     if (pd[0] != RT_F32 || pd[b->nlev] != 1 || !b->flat[p])
         return NULL;
     return (float *)b->ptr[p] + b->rowoff[p][0] + b->c0;
@@ -62,7 +79,7 @@ static float *vec_span(const VecBlock *b, int p)
  * nest stores to, points the register at it. */
 static VEC_KERNEL void vec_load(VecBlock *b, int p, int d, float *restrict reg)
 {
-    const int64_t *pd = vec_pointer(b, p);
+    const int64_t *pd = b->pd[p];
     int64_t s = pd[b->nlev];                     /* stride along the columns */
     float *run = vec_span(b, p);
     if (run && !b->stored[p]) {
@@ -71,7 +88,7 @@ static VEC_KERNEL void vec_load(VecBlock *b, int p, int d, float *restrict reg)
     }
     b->rp[d] = reg;
     for (int64_t r = 0; r < b->nr; r++, reg += b->nc) {
-        int64_t at = b->rowoff[p][r] + b->c0 * s;
+        int64_t at = vec_off(b, p, r) + b->c0 * s;
         if (pd[0] == RT_F32) {
             const float *restrict src = (const float *)b->ptr[p] + at;
             if (s == 1)
@@ -92,50 +109,68 @@ static VEC_KERNEL void vec_load(VecBlock *b, int p, int d, float *restrict reg)
     }
 }
 
-/* dst[c ..] += each row of v in turn, W lanes at once (two 16-lane chains
- * in flight when W is 32). */
-#define VEC_LANES(W, X)                                                       \
-    do {                                                                      \
+/* dst[c ..] += each row's t in turn (T: the element), W lanes at once
+ * (two 16-lane chains in flight when W is 32). */
+#define VEC_LANES(W, T, ACC)                                                  \
+    for (; c + W <= nc; c += W) {                                             \
         float acc[W];                                                         \
         for (int j = 0; j < W; j++)                                           \
             acc[j] = dst[c + j];                                              \
         for (int64_t r = 0; r < nr; r++)                                      \
-            for (int j = 0; j < W; j++)                                       \
-                acc[j] X;                                                     \
+            for (int j = 0; j < W; j++) {                                     \
+                const int64_t k = r * nc + c + j;                             \
+                const float t = (T);                                          \
+                acc[j] = (ACC);                                               \
+            }                                                                 \
         for (int j = 0; j < W; j++)                                           \
             dst[c + j] = acc[j];                                              \
-    } while (0)
-#define VEC_SUM += v[r * nc + c + j]
-#define VEC_FMA = fmaf(v[r * nc + c + j], w[r * nc + c + j], acc[j])
+    }
+#define VEC_LANES_BOTH(T, ACC) VEC_LANES(32, T, ACC) VEC_LANES(16, T, ACC) break
+
+/* The lanes of a store += (op 1) or += t * w (op 3) whose rows are one
+ * place: summed over the rows in registers. pre: t is v's element as it
+ * is (0) or v op y (RT_V_ADD, RT_V_SUB, RT_V_MUL: the instruction before
+ * the store, computed here), and then w is t. */
+static VEC_KERNEL void vec_lanes(float *restrict dst, const float *v, const float *w, int64_t nr,
+                                 int64_t nc, int op, int pre, float y)
+{
+    int64_t c = 0;
+    switch (op == 1 ? pre : RT_V_COUNT + pre) {
+    case 0: VEC_LANES_BOTH(v[k], acc[j] + t);
+    case RT_V_ADD: VEC_LANES_BOTH(v[k] + y, acc[j] + t);
+    case RT_V_SUB: VEC_LANES_BOTH(v[k] - y, acc[j] + t);
+    case RT_V_MUL: VEC_LANES_BOTH(v[k] * y, acc[j] + t);
+    case RT_V_COUNT: VEC_LANES_BOTH(v[k], fmaf(t, w[k], acc[j]));
+    case RT_V_COUNT + RT_V_ADD: VEC_LANES_BOTH(v[k] + y, fmaf(t, t, acc[j]));
+    case RT_V_COUNT + RT_V_SUB: VEC_LANES_BOTH(v[k] - y, fmaf(t, t, acc[j]));
+    case RT_V_COUNT + RT_V_MUL: VEC_LANES_BOTH(v[k] * y, fmaf(t, t, acc[j]));
+    default: break;
+    }
+}
+
+/* A store through p takes vec_lanes. */
+static int vec_is_lanes(const VecBlock *b, int p, int op)
+{
+    int64_t s = b->pd[p][b->nlev];
+    return (op == 1 || op == 3) && s == 1 && b->nr > 1 && !b->flat[p] && b->same[p] &&
+           b->nc % 16 == 0;
+}
 
 /* Elements stored in loop order: a later one to the same place wins, as in
  * the loop. op: 0 =, 1 +=, 2 max=, 3 += v * w (fused). */
 static VEC_KERNEL void vec_store(const VecBlock *b, int p, const float *v, int op,
                                  const float *w)
 {
-    const int64_t *pd = vec_pointer(b, p);
+    const int64_t *pd = b->pd[p];
     int64_t s = pd[b->nlev], nr = b->nr, nc = b->nc;
-    if (b->flat[p] && s == 1)     /* one run */
-        nc *= nr, nr = 1;
-    if ((op == 1 || op == 3) && s == 1 && nr > 1 && b->same[p] && nc % 16 == 0) {
-        float *dst = (float *)b->ptr[p] + b->rowoff[p][0] + b->c0;
-        int64_t c = 0;
-        for (; c + 32 <= nc; c += 32) {           /* lanes summed over rows in registers */
-            if (op == 1)
-                VEC_LANES(32, VEC_SUM);
-            else
-                VEC_LANES(32, VEC_FMA);
-        }
-        for (; c < nc; c += 16) {
-            if (op == 1)
-                VEC_LANES(16, VEC_SUM);
-            else
-                VEC_LANES(16, VEC_FMA);
-        }
+    if (vec_is_lanes(b, p, op)) {
+        vec_lanes((float *)b->ptr[p] + b->rowoff[p][0] + b->c0, v, w, nr, nc, op, 0, 0);
         return;
     }
+    if (b->flat[p] && s == 1)     /* one run */
+        nc *= nr, nr = 1;
     for (int64_t r = 0; r < nr; r++, v += nc) {
-        float *dst = (float *)b->ptr[p] + b->rowoff[p][r] + b->c0 * s;
+        float *dst = (float *)b->ptr[p] + vec_off(b, p, r) + b->c0 * s;
         if (op == 3)
             for (int64_t c = 0; c < nc; c++)
                 dst[c * s] = fmaf(v[c], w[r * nc + c], dst[c * s]);
@@ -155,6 +190,14 @@ static VEC_KERNEL void vec_store(const VecBlock *b, int p, const float *v, int o
             for (int64_t c = 0; c < nc; c++)
                 dst[c * s] = dst[c * s] > v[c] ? dst[c * s] : v[c];
     }
+}
+
+/* A scalar register's block, in this instruction set's stores: the
+ * loads that read it then take the value from the store in flight. */
+static VEC_KERNEL void vec_fill(float *d, float v, int64_t m)
+{
+    for (int64_t k = 0; k < m; k++)
+        d[k] = v;
 }
 
 static VEC_KERNEL void vec_reduce(float *acc, const float *v, int64_t m, int op)
@@ -279,19 +322,49 @@ static VEC_KERNEL void vec_op(int op, float *d, const float *a, const float *b, 
     }
 }
 
+/* d = fma((x op1 y) op2 z, w, v) (RT_V_PAIR + pair, then RT_V_FMA): y
+ * and z one value each, the pair's result rounded to f32 as when it is
+ * a register of its own. */
+#define PAIR_FMA(expr)                                                        \
+    for (int64_t k = 0; k < m; k++) {                                         \
+        const float x = a[k];                                                 \
+        d[k] = fmaf((expr), w[k], v[k]);                                      \
+    }                                                                         \
+    break
+static VEC_KERNEL void vec_pair_fma(int pair, float *d, const float *a, float y, float z,
+                                    const float *w, const float *v, int64_t m)
+{
+    switch (pair) {
+    case 0: PAIR_FMA((x + y) + z);
+    case 1: PAIR_FMA((x + y) - z);
+    case 2: PAIR_FMA((x + y) * z);
+    case 3: PAIR_FMA((x + y) / z);
+    case 4: PAIR_FMA((x - y) + z);
+    case 5: PAIR_FMA((x - y) - z);
+    case 6: PAIR_FMA((x - y) * z);
+    case 7: PAIR_FMA((x - y) / z);
+    case 10: PAIR_FMA((x * y) * z);
+    case 11: PAIR_FMA((x * y) / z);
+    case 12: PAIR_FMA((x / y) + z);
+    case 13: PAIR_FMA((x / y) - z);
+    case 14: PAIR_FMA((x / y) * z);
+    case 15: PAIR_FMA((x / y) / z);
+    default: break;
+    }
+}
+
 /* The offsets of the block's rows, from the level indices of its first
  * row (idx, advanced past its last row on return). Within a run of the
  * innermost row level a row is the one before plus that level's stride. */
-static void vec_rows(VecBlock *b, int64_t *idx, const int64_t *n)
+static VEC_KERNEL void vec_rows(VecBlock *b, int64_t *idx, const int64_t *n)
 {
     int outer = b->nlev - 1;
     if (outer <= 1) {             /* one row level (or none): row r at (i + r) * stride */
         for (int p = 0; p < b->nptr; p++) {
-            const int64_t *pd = vec_pointer(b, p);
-            int64_t s = outer ? pd[1] : 0, at = outer ? idx[0] * s : 0;
-            for (int64_t r = 0; r < b->nr; r++)
-                b->rowoff[p][r] = at + r * s;
-            b->flat[p] = s == b->cols * pd[b->nlev] || b->nr == 1;
+            int64_t s = outer ? b->pd[p][1] : 0;
+            b->rowoff[p][0] = outer ? idx[0] * s : 0;
+            b->step[p] = s;
+            b->flat[p] = s == b->cols * b->pd[p][b->nlev] || b->nr == 1;
             b->same[p] = s == 0 || b->nr == 1;
         }
         if (outer)
@@ -301,10 +374,10 @@ static void vec_rows(VecBlock *b, int64_t *idx, const int64_t *n)
     for (int64_t r = 0; r < b->nr; r++) {
         if (r && idx[outer - 1]) {
             for (int p = 0; p < b->nptr; p++)
-                b->rowoff[p][r] = b->rowoff[p][r - 1] + vec_pointer(b, p)[outer];
+                b->rowoff[p][r] = b->rowoff[p][r - 1] + b->pd[p][outer];
         } else {
             for (int p = 0; p < b->nptr; p++) {
-                const int64_t *pd = vec_pointer(b, p);
+                const int64_t *pd = b->pd[p];
                 int64_t off = 0;
                 for (int l = 0; l < outer; l++)
                     off += idx[l] * pd[1 + l];
@@ -318,7 +391,7 @@ static void vec_rows(VecBlock *b, int64_t *idx, const int64_t *n)
         }
     }
     for (int p = 0; p < b->nptr; p++) {
-        const int64_t *pd = vec_pointer(b, p);
+        const int64_t *pd = b->pd[p];
         int64_t step = b->cols * pd[b->nlev], r = 1;
         while (r < b->nr && b->rowoff[p][r] == b->rowoff[p][0] + r * step)
             r++;
@@ -329,9 +402,9 @@ static void vec_rows(VecBlock *b, int64_t *idx, const int64_t *n)
     }
 }
 
-static void vec_block(VecBlock *b, float (*reg)[RT_VEC_B])
+static VEC_KERNEL void vec_block(VecBlock *b, float (*reg)[RT_VEC_B])
 {
-    const int64_t *in = vec_pointer(b, b->nptr);
+    const int64_t *in = b->insn;
     int64_t m = b->nr * b->nc;
     float *out = NULL;            /* RT_V_OUT: where the next result goes */
     for (int64_t i = 0; i < b->code[3]; i++, in += 5) {
@@ -350,8 +423,28 @@ static void vec_block(VecBlock *b, float (*reg)[RT_VEC_B])
             b->rp[d] = reg[d];
             break;
         default: {
+            const int64_t *st = in + 5;
+            if (b->fuse[i] == VEC_FUSE_LANES && !out && vec_is_lanes(b, (int)st[2], (int)st[4])) {
+                vec_lanes((float *)b->ptr[st[2]] + b->rowoff[st[2]][0] + b->c0, b->rp[in[2]],
+                          NULL, b->nr, b->nc, (int)st[4], op, *b->rp[in[3]]);
+                i++, in += 5;     /* the store is done */
+                break;
+            }
+            if (b->fuse[i] == VEC_FUSE_LATER && !out) {
+                b->pend[d] = in;
+                break;
+            }
             float *x = b->rp[in[2]], *y = b->rp[in[3]], *z = b->rp[in[4]];
+            const int64_t *pr = b->pend[in[2]];
+            float *px = pr ? b->rp[pr[2]] : NULL;     /* read before d is set: it may be d */
             b->rp[d] = out ? out : reg[d];
+            if (b->fuse[i] == VEC_FUSE_PAIR && pr) {
+                vec_pair_fma((int)(pr[0] - RT_V_PAIR), b->rp[d], px, *b->rp[pr[3]], *b->rp[pr[4]],
+                             y, z, m);
+                b->pend[in[2]] = NULL;
+                out = NULL;
+                break;
+            }
             vec_op(op, b->rp[d], x, y, z, b->scalar[in[2]], b->scalar[in[3]], b->scalar[in[4]], m);
             out = NULL;
             break;
@@ -360,34 +453,100 @@ static void vec_block(VecBlock *b, float (*reg)[RT_VEC_B])
     }
 }
 
-RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, const int64_t *n)
+/* Whether instruction in reads register r. */
+static int vec_reads(const int64_t *in, int64_t r)
 {
-    int nlev = (int)code[0];
-    VecBlock b;                   /* rowoff is written before it is read */
-    b.code = code, b.ptr = ptr, b.nlev = nlev, b.nptr = (int)code[1];
-    b.rows = 1, b.cols = n[nlev - 1], b.nr = b.nc = b.c0 = 0;
-    for (int l = 0; l < nlev - 1; l++)
-        b.rows *= n[l] > 0 ? n[l] : 0;
-    if (b.rows <= 0 || b.cols <= 0)
+    switch (in[0]) {
+    case RT_V_SCAL: case RT_V_LD: case RT_V_OUT: return 0;
+    case RT_V_ST: return in[3] == r || (in[4] == 3 && in[1] == r);
+    case RT_V_RED: return in[3] == r;
+    case RT_V_MOV: return in[2] == r || (in[3] && in[1] == r);
+    default:
+        if (in[0] >= RT_V_NEG && in[0] <= RT_V_NOT)
+            return in[2] == r;
+        if (in[0] >= RT_V_ADD && in[0] <= RT_V_OR)
+            return in[2] == r || in[3] == r;
+        return in[2] == r || in[3] == r || in[4] == r;
+    }
+}
+
+/* Whether instruction in writes register r. */
+static int vec_writes(const int64_t *in, int64_t r)
+{
+    return in[0] != RT_V_ST && in[0] != RT_V_RED && in[0] != RT_V_OUT && in[1] == r;
+}
+
+/* Pair i, on a block and two values, done later by the multiply-add that
+ * reads its d as the multiplicand, when nothing else reads d and nothing
+ * in between writes the pair's operands. */
+static void vec_fusable_pair(VecBlock *b, int64_t i)
+{
+    int64_t ni = b->code[3];
+    const int64_t *in = b->insn + 5 * i;
+    int64_t d = in[1];
+    if (!b->scalar[in[3]] || !b->scalar[in[4]] || b->scalar[in[2]])
         return;
-    int64_t per = b.cols <= RT_VEC_B ? RT_VEC_B / b.cols : 1;   /* rows a block */
-    if (per > RT_VEC_ROWS)
-        per = RT_VEC_ROWS;
-    if (code[4] && per > code[4])
-        per = code[4];
-    if (per > b.rows)
-        per = b.rows;
-    int64_t most = per * (b.cols < RT_VEC_B ? b.cols : RT_VEC_B);
+    int64_t j = i + 1;
+    for (; j < ni && !vec_reads(b->insn + 5 * j, d); j++)
+        if (vec_writes(b->insn + 5 * j, d) || vec_writes(b->insn + 5 * j, in[2]))
+            return;
+    if (j == ni)
+        return;
+    const int64_t *f = b->insn + 5 * j;
+    if (f[0] != RT_V_FMA || f[2] != d || f[3] == d || f[4] == d || b->scalar[f[3]] ||
+        b->scalar[f[4]])
+        return;
+    int64_t k = j + 1;            /* d's later reads: none before it is written */
+    if (f[1] != d)
+        for (; k < ni && !vec_reads(b->insn + 5 * k, d) && !vec_writes(b->insn + 5 * k, d); k++)
+            ;
+    if (f[1] == d || k == ni || !vec_reads(b->insn + 5 * k, d))
+        b->fuse[i] = VEC_FUSE_LATER, b->fuse[j] = VEC_FUSE_PAIR;
+}
+
+/* b->fuse: an add, subtract or multiply by one value whose result only
+ * the store after it reads, a += or fused += of it times itself (a
+ * register is written before it is read in a block). */
+static void vec_fusable(VecBlock *b)
+{
+    int64_t ni = b->code[3];
+    memset(b->fuse, VEC_FUSE_NONE, (size_t)ni);
+    for (int64_t i = 0; i < ni; i++) {
+        const int64_t *in = b->insn + 5 * i, *st = in + 5;
+        int op = (int)in[0];
+        int64_t d = in[1];
+        if (op >= RT_V_PAIR && op <= RT_V_PAIR_LAST)
+            vec_fusable_pair(b, i);
+        if (op < RT_V_ADD || op > RT_V_MUL || i + 1 >= ni || !b->scalar[in[3]] ||
+            b->scalar[in[2]] || st[0] != RT_V_ST || st[3] != d ||
+            (st[4] != 1 && (st[4] != 3 || st[1] != d)))
+            continue;
+        int64_t k = i + 2;        /* until d is written again */
+        for (; k < ni && !vec_reads(b->insn + 5 * k, d); k++)
+            if (vec_writes(b->insn + 5 * k, d))
+                break;
+        if (k == ni || !vec_reads(b->insn + 5 * k, d))
+            b->fuse[i] = VEC_FUSE_LANES;
+    }
+}
+
+/* The blocks of one call, per rows a block (in this instruction set, as
+ * the loops it calls, so that the scalar registers' stores are the width
+ * of the loads that read them). */
+static VEC_KERNEL void vec_run(VecBlock *b, const float *scal, const int64_t *n, int64_t per)
+{
+    int64_t most = per * (b->cols < RT_VEC_B ? b->cols : RT_VEC_B);
     _Alignas(64) float reg[RT_VEC_REGS][RT_VEC_B];
-    memset(b.stored, 0, sizeof b.stored);
-    memset(b.scalar, 0, sizeof b.scalar);
-    memset(b.rp, 0, sizeof b.rp);     /* an operand field an op does not use reads NULL */
-    const int64_t *in = vec_pointer(&b, b.nptr);
     char whole[RT_VEC_REGS] = {0};    /* read as a block, not as one value */
-    for (int64_t i = 0; i < code[3]; i++, in += 5) {
+    memset(b->stored, 0, sizeof b->stored);
+    memset(b->scalar, 0, sizeof b->scalar);
+    memset(b->rp, 0, sizeof b->rp);   /* an operand field an op does not use reads NULL */
+    memset(b->pend, 0, sizeof b->pend);
+    const int64_t *in = b->insn;
+    for (int64_t i = 0; i < b->code[3]; i++, in += 5) {
         int op = (int)in[0];
         if (op == RT_V_ST)
-            b.stored[in[2]] = 1;
+            b->stored[in[2]] = 1;
         if (op == RT_V_ST || op == RT_V_RED)
             whole[in[3]] = 1;
         if (op == RT_V_ST && in[4] == 3)
@@ -399,22 +558,48 @@ RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, con
         if (op == RT_V_SEL)
             whole[in[3]] = 1;
     }
-    in = vec_pointer(&b, b.nptr);
-    for (int64_t i = 0; i < code[3]; i++, in += 5)
+    in = b->insn;
+    for (int64_t i = 0; i < b->code[3]; i++, in += 5)
         if (in[0] == RT_V_SCAL) {
-            int64_t fill = whole[in[1]] ? most : 1;
-            for (int64_t k = 0; k < fill; k++)
-                reg[in[1]][k] = scal[in[2]];
-            b.rp[in[1]] = reg[in[1]];
-            b.scalar[in[1]] = 1;
+            vec_fill(reg[in[1]], scal[in[2]], whole[in[1]] ? most : 1);
+            b->rp[in[1]] = reg[in[1]];
+            b->scalar[in[1]] = 1;
         }
+    vec_fusable(b);
     int64_t idx[RT_VEC_LEVELS] = {0};
-    for (int64_t r = 0; r < b.rows; r += b.nr) {
-        b.nr = b.rows - r < per ? b.rows - r : per;
-        vec_rows(&b, idx, n);
-        for (b.c0 = 0; b.c0 < b.cols; b.c0 += b.nc) {
-            b.nc = b.cols - b.c0 < RT_VEC_B ? b.cols - b.c0 : RT_VEC_B;
-            vec_block(&b, reg);
+    for (int64_t r = 0; r < b->rows; r += b->nr) {
+        b->nr = b->rows - r < per ? b->rows - r : per;
+        vec_rows(b, idx, n);
+        for (b->c0 = 0; b->c0 < b->cols; b->c0 += b->nc) {
+            b->nc = b->cols - b->c0 < RT_VEC_B ? b->cols - b->c0 : RT_VEC_B;
+            vec_block(b, reg);
         }
     }
+}
+
+RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, const int64_t *n)
+{
+    int nlev = (int)code[0];
+    VecBlock b;                   /* rowoff is written before it is read */
+    b.code = code, b.ptr = ptr, b.nlev = nlev, b.nptr = (int)code[1];
+    b.rows = 1, b.cols = n[nlev - 1], b.nr = b.nc = b.c0 = 0;
+    b.lin = nlev <= 2;
+    for (int p = 0; p < b.nptr; p++)
+        b.pd[p] = code + 5 + (int64_t)p * (1 + nlev);
+    b.insn = code + 5 + (int64_t)b.nptr * (1 + nlev);
+    for (int l = 0; l < nlev - 1; l++)
+        b.rows *= n[l] > 0 ? n[l] : 0;
+    if (b.rows <= 0 || b.cols <= 0)
+        return;
+    int64_t per = 1;              /* rows a block (a 32-bit divide: a 64-bit one
+                                     cost a third of a short nest's call) */
+    if (b.cols <= RT_VEC_B)
+        per = (uint32_t)RT_VEC_B / (uint32_t)b.cols;
+    if (per > RT_VEC_ROWS)
+        per = RT_VEC_ROWS;
+    if (b.code[4] && per > b.code[4])
+        per = b.code[4];
+    if (per > b.rows)
+        per = b.rows;
+    vec_run(&b, scal, n, per);
 }

@@ -12,8 +12,11 @@
 
 #include "tests/unit/testlib.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "runtime/kiln_rt.h"
 
 /* x f32[8,64] in; y f32[8] = row sums (or f32[8,64] = exp); b2 a temp of
  * 600 floats, b3 a local f32[64], b4 a weight f32[64] held as bf16. */
@@ -248,6 +251,108 @@ static void outer_lets(void **state)
            1);
 }
 
+/* ---- two instructions done in one loop (rt_vec.c's vec_fusable) ------- */
+/* Programs written by hand (kiln_rt.h documents the layout), run on rows
+ * of 32 and compared bit for bit with the loops they stand for: fused or
+ * not, every element goes through the same operations. */
+
+/* lanes[j] += t * t (op 3) or t (op 1) over R rows, t = x op s (SUB,
+ * ADD, MUL); `later`: a sum of t into *red after the store, which reads
+ * t's register, so that the op cannot be left to the store. */
+static void lanes_case(int op, int st, int later)
+{
+    enum { R = 40, C = 32 };
+    float x[R * C], lanes[C], want[C], red = 0.0f, want_red = 0.0f, s = 0.375f;
+    float *xr = tl_random(R * C, 11);
+    memcpy(x, xr, sizeof x);
+    free(xr);
+    for (int j = 0; j < C; j++)
+        lanes[j] = want[j] = 0.25f * (float)j;
+    int64_t code[] = {2, 3, RT_VEC_REGS, later ? 5 : 4, 0,
+                      RT_F32, C, 1,           /* x */
+                      RT_F32, 0, 1,           /* lanes: every row the same place */
+                      RT_F32, 0, 0,           /* red */
+                      RT_V_LD, 0, 0, 0, 0,
+                      RT_V_SCAL, 15, 0, 0, 0,
+                      op, 0, 0, 15, 0,
+                      RT_V_ST, 0, 1, 0, st,
+                      RT_V_RED, 0, 2, 0, 1};
+    void *const ptr[] = {x, lanes, &red};
+    const float scal[] = {s};
+    const int64_t n[] = {R, C};
+    rt_vec(code, ptr, scal, n);
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < C; j++) {
+            float v = x[r * C + j];
+            float t = op == RT_V_SUB ? v - s : op == RT_V_ADD ? v + s : v * s;
+            want[j] = st == 3 ? fmaf(t, t, want[j]) : want[j] + t;
+            if (later)
+                want_red += t;
+        }
+    assert_memory_equal(lanes, want, sizeof want);
+    assert_true(red == want_red);
+}
+
+static void fused_into_lanes(void **state)
+{
+    (void)state;
+    const int ops[] = {RT_V_SUB, RT_V_ADD, RT_V_MUL};
+    for (int i = 0; i < 3; i++)
+        for (int later = 0; later < 2; later++) {
+            lanes_case(ops[i], 3, later);
+            lanes_case(ops[i], 1, later);
+        }
+}
+
+/* y = fma((x - s0) * s1, g, b) over N elements: the pair's register is
+ * x's (as codegen writes a norm's last nest), the result goes straight to
+ * y (RT_V_OUT); `keep`: the pair is also stored to z after the
+ * multiply-add, which reads its register, so it must be computed. */
+static void pair_case(int64_t N, int keep)
+{
+    float *x = tl_random(N, 12), *g = tl_random(N, 13), *b = tl_random(N, 14);
+    float *y = calloc((size_t)N, sizeof *y), *z = calloc((size_t)N, sizeof *z);
+    float s0 = 0.125f, s1 = 1.75f;
+    assert_non_null(y);
+    assert_non_null(z);
+    int r = keep ? 3 : 0;         /* the multiply-add's register */
+    int64_t code[] = {1, 5, RT_VEC_REGS, keep ? 10 : 9, 0,
+                      RT_F32, 1, RT_F32, 1, RT_F32, 1, RT_F32, 1, RT_F32, 1,
+                      RT_V_LD, 0, 0, 0, 0,
+                      RT_V_SCAL, 15, 0, 0, 0,
+                      RT_V_SCAL, 14, 1, 0, 0,
+                      RT_V_PAIR + 6, 0, 0, 15, 14,
+                      RT_V_LD, 1, 1, 0, 0,
+                      RT_V_LD, 2, 2, 0, 0,
+                      RT_V_OUT, 0, 3, 0, 0,
+                      RT_V_FMA, r, 0, 1, 2,
+                      RT_V_ST, 0, 3, r, 0,
+                      RT_V_ST, 0, 4, 0, 0};
+    void *const ptr[] = {x, g, b, y, z};
+    const float scal[] = {s0, s1};
+    const int64_t n[] = {N};
+    rt_vec(code, ptr, scal, n);
+    for (int64_t k = 0; k < N; k++) {
+        float t = (x[k] - s0) * s1;
+        float want = fmaf(t, g[k], b[k]);
+        if (memcmp(&y[k], &want, sizeof want) != 0)
+            fail_msg("y[%lld] = %.9g, not %.9g", (long long)k, y[k], want);
+        if (keep && memcmp(&z[k], &t, sizeof t) != 0)
+            fail_msg("z[%lld] = %.9g, not %.9g", (long long)k, z[k], t);
+    }
+    free(x), free(g), free(b), free(y), free(z);
+}
+
+static void pair_into_fma(void **state)
+{
+    (void)state;
+    for (int keep = 0; keep < 2; keep++) {
+        pair_case(4096, keep);
+        pair_case(RT_VEC_B + 37, keep);   /* a last block of its own */
+        pair_case(40, keep);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +366,8 @@ int main(void)
         cmocka_unit_test(strided_reads),
         cmocka_unit_test(small_nests_stay_scalar),
         cmocka_unit_test(outer_lets),
+        cmocka_unit_test(fused_into_lanes),
+        cmocka_unit_test(pair_into_fma),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
