@@ -577,9 +577,42 @@ static VEC_KERNEL void vec_run(VecBlock *b, const float *scal, const int64_t *n,
     }
 }
 
+/* A program of one level and two instructions on one contiguous f32 run:
+ * a fill (d = one value; store d =) or a fold (load; reduce into a
+ * float), done without the blocks' machinery, which costs more than these
+ * loops when they are short (an accumulator's lanes, then their sum).
+ * Returns 0 for any other program. */
+static VEC_KERNEL int vec_short(const int64_t *code, void *const *ptr, const float *scal, int64_t n)
+{
+    if (code[0] != 1 || code[3] != 2)
+        return 0;
+    const int64_t *in = code + 5 + 2 * code[1], *at = in + 5;
+    if (at[3] != in[1])
+        return 0;
+    if (in[0] == RT_V_SCAL && at[0] == RT_V_ST && at[4] == 0) {
+        const int64_t *pd = code + 5 + 2 * at[2];
+        if (pd[0] != RT_F32 || pd[1] != 1)
+            return 0;
+        float v = scal[in[2]], *d = ptr[at[2]];
+        for (int64_t k = 0; k < n; k++)
+            d[k] = v;
+        return 1;
+    }
+    if (in[0] == RT_V_LD && at[0] == RT_V_RED) {
+        const int64_t *pd = code + 5 + 2 * in[2];
+        if (pd[0] != RT_F32 || pd[1] != 1)
+            return 0;
+        vec_reduce(ptr[at[2]], ptr[in[2]], n, (int)at[4]);
+        return 1;
+    }
+    return 0;
+}
+
 RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, const int64_t *n)
 {
     int nlev = (int)code[0];
+    if (n[nlev - 1] <= 0 || vec_short(code, ptr, scal, n[nlev - 1]))
+        return;
     VecBlock b;                   /* rowoff is written before it is read */
     b.code = code, b.ptr = ptr, b.nlev = nlev, b.nptr = (int)code[1];
     b.rows = 1, b.cols = n[nlev - 1], b.nr = b.nc = b.c0 = 0;

@@ -343,6 +343,40 @@ static void pair_case(int64_t N, int keep)
     free(x), free(g), free(b), free(y), free(z);
 }
 
+/* A fill and a fold of one run (rt_vec.c's vec_short), each beside the
+ * same program with a second pointer, which takes the blocks: the same
+ * floats, in loop order. */
+static void fill_and_fold(void **state)
+{
+    (void)state;
+    enum { N = 3001 };
+    float *x = tl_random(N, 15), a[N], b[N], unused = 0.0f;
+    for (int op = 1; op <= 2; op++) {
+        int64_t fill1[] = {1, 1, RT_VEC_REGS, 2, 0, RT_F32, 1,
+                           RT_V_SCAL, 15, 0, 0, 0, RT_V_ST, 0, 0, 15, 0};
+        int64_t fill2[] = {1, 2, RT_VEC_REGS, 2, 0, RT_F32, 1, RT_F32, 0,
+                           RT_V_SCAL, 15, 0, 0, 0, RT_V_ST, 0, 0, 15, 0};
+        int64_t fold1[] = {1, 2, RT_VEC_REGS, 2, 0, RT_F32, 1, RT_F32, 0,
+                           RT_V_LD, 0, 0, 0, 0, RT_V_RED, 0, 1, 0, op};
+        int64_t fold2[] = {1, 3, RT_VEC_REGS, 2, 0, RT_F32, 1, RT_F32, 0, RT_F32, 0,
+                           RT_V_LD, 0, 0, 0, 0, RT_V_RED, 0, 1, 0, op};
+        const float scal[] = {0.625f};
+        const int64_t n[] = {N};
+        rt_vec(fill1, (void *const[]){a}, scal, n);
+        rt_vec(fill2, (void *const[]){b, &unused}, scal, n);
+        for (int k = 0; k < N; k++)
+            assert_true(a[k] == 0.625f && b[k] == 0.625f);
+        float s1 = 0.5f, s2 = 0.5f, want = 0.5f;
+        rt_vec(fold1, (void *const[]){x, &s1}, scal, n);
+        rt_vec(fold2, (void *const[]){x, &s2, &unused}, scal, n);
+        for (int k = 0; k < N; k++)
+            want = op == 1 ? want + x[k] : (want > x[k] ? want : x[k]);
+        assert_memory_equal(&s1, &want, sizeof want);
+        assert_memory_equal(&s2, &want, sizeof want);
+    }
+    free(x);
+}
+
 static void pair_into_fma(void **state)
 {
     (void)state;
@@ -368,6 +402,7 @@ int main(void)
         cmocka_unit_test(outer_lets),
         cmocka_unit_test(fused_into_lanes),
         cmocka_unit_test(pair_into_fma),
+        cmocka_unit_test(fill_and_fold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
