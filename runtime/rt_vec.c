@@ -171,7 +171,22 @@ static VEC_KERNEL void vec_store(const VecBlock *b, int p, const float *v, int o
         nc *= nr, nr = 1;
     for (int64_t r = 0; r < nr; r++, v += nc) {
         float *dst = (float *)b->ptr[p] + vec_off(b, p, r) + b->c0 * s;
-        if (op == 3)
+        if (s == 0 && op) {       /* the row folded into one place: in a register */
+            float acc = *dst;
+            if (op == 3)
+                for (int64_t c = 0; c < nc; c++)
+                    acc = fmaf(v[c], w[r * nc + c], acc);
+            else if (op == 1)
+                for (int64_t c = 0; c < nc; c++)
+                    acc += v[c];
+            else
+                for (int64_t c = 0; c < nc; c++)
+                    acc = acc > v[c] ? acc : v[c];
+            *dst = acc;
+        } else if (op == 3 && s == 1)
+            for (int64_t c = 0; c < nc; c++)
+                dst[c] = fmaf(v[c], w[r * nc + c], dst[c]);
+        else if (op == 3)
             for (int64_t c = 0; c < nc; c++)
                 dst[c * s] = fmaf(v[c], w[r * nc + c], dst[c * s]);
         else if (op == 0 && s == 1)

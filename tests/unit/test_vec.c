@@ -377,6 +377,41 @@ static void fill_and_fold(void **state)
     free(x);
 }
 
+/* Stores row by row (no lanes): y[r] op= x[r, c] (* w[r, c]) folded over a
+ * row (the store's column stride 0), and z[c] += x[r, c] * w[r, c] with
+ * every row at one place but rows of 20, not lanes of 16: bit for bit
+ * the loops' order. */
+static void stores_by_rows(void **state)
+{
+    (void)state;
+    enum { R = 70, C = 20 };
+    float *x = tl_random(R * C, 16), *w = tl_random(R * C, 17);
+    for (int op = 1; op <= 3; op++) {
+        float y[R], z[C], wy[R], wz[C];
+        for (int r = 0; r < R; r++)
+            y[r] = wy[r] = 0.5f;
+        for (int c = 0; c < C; c++)
+            z[c] = wz[c] = 0.25f;
+        int64_t code[] = {2, 4, RT_VEC_REGS, 4, 0,
+                          RT_F32, C, 1, RT_F32, C, 1, RT_F32, 1, 0, RT_F32, 0, 1,
+                          RT_V_LD, 0, 0, 0, 0,
+                          RT_V_LD, 1, 1, 0, 0,
+                          RT_V_ST, 1, 2, 0, op,
+                          RT_V_ST, 1, 3, 0, op == 2 ? 2 : 3};
+        const int64_t n[] = {R, C};
+        rt_vec(code, (void *const[]){x, w, y, z}, NULL, n);
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                float v = x[r * C + c], u = w[r * C + c];
+                wy[r] = op == 1 ? wy[r] + v : op == 2 ? (wy[r] > v ? wy[r] : v) : fmaf(v, u, wy[r]);
+                wz[c] = op == 2 ? (wz[c] > v ? wz[c] : v) : fmaf(v, u, wz[c]);
+            }
+        assert_memory_equal(y, wy, sizeof y);
+        assert_memory_equal(z, wz, sizeof z);
+    }
+    free(x), free(w);
+}
+
 static void pair_into_fma(void **state)
 {
     (void)state;
@@ -403,6 +438,7 @@ int main(void)
         cmocka_unit_test(fused_into_lanes),
         cmocka_unit_test(pair_into_fma),
         cmocka_unit_test(fill_and_fold),
+        cmocka_unit_test(stores_by_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
