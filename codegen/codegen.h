@@ -31,9 +31,12 @@ typedef struct {
     const char *model_type;      /* the handle's C type name */
     int in_parallel;             /* printing a parallel loop's body */
     int vec;                     /* innermost nests through rt_vec (JIT) */
+    int open;                    /* the open program's kernels (oN), which
+                                    write the derived weights */
 } CgCx;
 /* Prints k's outlined parallel bodies (JIT) and the function itself:
- *   static int kN(MODEL *m)  returning an RT_* status. */
+ *   static int kN(MODEL *m)  returning an RT_* status (oN for the open
+ *   program's). */
 void cg_kernel(CgCx *cx, const Kernel *k);
 /* An expression; a buffer's element (`b3[i0 * 64 + i1]`). */
 void cg_expr(CgCx *cx, const Expr *e);

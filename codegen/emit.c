@@ -5,7 +5,8 @@
  *   2. the runtime: its header, then its code (JIT: the header only; kiln
  *      hands its own runtime to libtcc as symbols);
  *   3. the tensor tables (rt_tensor_info) and weights' inline init data;
- *   4. the handle struct, one function per kernel (kernel.c);
+ *   4. the handle struct, one function per kernel (kernel.c), and the
+ *      open program's (oN, run once by NAME_open: passes/hoist.c);
  *   5. the kernel table (names and costs, for profiles) and the public
  *      API: NAME_open/status/error/run/reset/close;
  *   6. the rt_model descriptor and a thin main (cc only, unless
@@ -99,16 +100,16 @@ static void handle(FILE *f, const Module *m)
     fputs("    rt_err err;\n    int opened;                  /* weights loaded */\n", f);
     fprintf(f, "    unsigned char *arena;        /* intermediates: %lld bytes */\n",
             arena_bytes(m));
-    fprintf(f, "    void *w[%d];                 /* weights: f32, or 16-bit (kiln_weights' store) */\n",
-            count_nonzero(m->nweights));
+    fprintf(f, "    void *w[%d];                 /* weights: f32, or 16-bit (kiln_weights' store)%s */\n",
+            count_nonzero(m->nweights + ir_nderived(m)), m->open ? ", then derived" : "");
     fprintf(f, "    float *s[%d];                /* state */\n", count_nonzero(m->nstates));
     fputs("    const void *const *in;       /* this call's inputs */\n", f);
     fputs("    void *const *out;            /* this call's outputs */\n", f);
     fputs("    rt_profile *prof;            /* kernel timers (--profile); NULL: off */\n};\n\n", f);
 }
 
-/* Weights the tile pass packed (Buf.packed) change layout once loaded:
- * [.., N, K] into panels [.., N/P, K, P]. */
+/* Weights the tile pass packed (Buf.packed) change layout once loaded
+ * (derived weights once made): [.., N, K] into panels [.., N/P, K, P]. */
 static void pack_weights(FILE *f, const Module *m)
 {
     for (int i = 0; i < m->prog->nbufs; i++) {
@@ -121,7 +122,8 @@ static void pack_weights(FILE *f, const Module *m)
         fprintf(f, "    /* b%d: [%lld, %lld] as %lld panels [%lld, %lld] */\n", b->id, panels * p, k,
                 panels, k, p);
         fprintf(f, "    m->opened = m->opened && rt_pack_panels(&m->w[%d], %lld, %lld, %lld, %lld, "
-                "%d, &m->err) == 0;\n", b->index, batch, panels * p, k, p, b->store ? 2 : 4);
+                "%d, &m->err) == 0;\n", ir_held_index(m, b), batch, panels * p, k, p,
+                b->store ? 2 : 4);
     }
 }
 
@@ -139,8 +141,65 @@ static void api_open(FILE *f, const Module *m)
           "        return m;\n    }\n", f);
     fprintf(f, "    m->opened = rt_load_weights(weights_path, kiln_weights, %d, m->w, &m->err) == 0;\n",
             m->nweights);
+    if (m->open)
+        fputs("    m->opened = m->opened && kiln_open_kernels(m) == 0;\n", f);
     pack_weights(f, m);
     fputs("    return m;\n}\n\n", f);
+}
+
+/* ---- the open program ------------------------------------------------------ */
+
+/* The weights and derived weights that some kernel of some shape variant
+ * reads at run time: read[i] = 1 (i: ir_held_index). */
+static void read_at_run(const Module *m, char *read)
+{
+    ir_held_reads(m, m->prog, read);
+    for (int v = 0; v < m->nvariants; v++)
+        ir_held_reads(m, m->variants[v]->prog, read);
+}
+
+/* The open program's kernels (oN), and kiln_open_kernels, which NAME_open
+ * calls once the weights are loaded, before packing: each derived weight
+ * allocated, the kernels run in order, then every weight or derived
+ * weight that no kernel of any shape variant reads at run time freed
+ * (the weights that served only to make derived ones). */
+static void open_program(CgCx *cx, const Module *m)
+{
+    FILE *f = cx->f;
+    CgCx ox = *cx;
+    ox.open = 1;
+    for (int i = 0; i < m->open->nkernels; i++)
+        cg_kernel(&ox, m->open->kernels[i]);
+    fprintf(f, "static int kiln_open_kernels(%s_model *m)\n{\n", m->name);
+    for (int i = 0; i < m->open->nbufs; i++) {
+        const Buf *b = m->open->bufs[i];
+        if (b->kind != BK_DERIVED)
+            continue;
+        unsigned long long bytes = (unsigned long long)shape_count(b->rank, b->dims) *
+                                   (b->store ? 2 : 4);
+        fprintf(f, "    /* derived %d: %s%s%s%s */\n", b->index, dtype_name(b->dtype),
+                shape_str(m->a, b->rank, b->dims), b->store ? " " : "",
+                b->store ? storage_name(b->store) : "");
+        fprintf(f, "    if (!(m->w[%d] = rt_alloc(%lluu)))\n", ir_held_index(m, b), bytes);
+        fputs("        return rt_errf(&m->err, RT_EINTERNAL, \"out of memory\");\n", f);
+    }
+    fputs("    int rc = 0;\n", f);
+    for (int i = 0; i < m->open->nkernels; i++)
+        fprintf(f, "    if (rc == 0)\n        rc = o%d(m);\n", m->open->kernels[i]->id);
+    int n = m->nweights + ir_nderived(m);
+    char *read = arena_alloc(m->a, (size_t)n + 1);
+    read_at_run(m, read);
+    for (int i = 0, first = 1; i < m->open->nbufs; i++) {
+        int h = ir_held_index(m, m->open->bufs[i]);
+        if (h < 0 || read[h])
+            continue;
+        if (first)
+            fputs("    /* read only here, by no kernel of a run */\n", f);
+        fprintf(f, "    rt_free(m->w[%d]);\n    m->w[%d] = NULL;\n", h, h);
+        read[h] = 1;
+        first = 0;
+    }
+    fputs("    return rc;\n}\n\n", f);
 }
 
 /* Every kernel in order, called directly: a run without a profile costs
@@ -220,7 +279,8 @@ static void api_rest(FILE *f, const Module *m)
         fprintf(f, "    memset(m->s[%d], 0, %lluu);\n", i, (unsigned long long)node_bytes(m->states[i]));
     fputs("    (void)m;\n}\n\n", f);
     fprintf(f, "void %s_close(%s_model *m)\n{\n    if (!m)\n        return;\n", n, n);
-    fprintf(f, "    for (int i = 0; i < %d; i++)\n        rt_free(m->w[i]);\n", m->nweights);
+    fprintf(f, "    for (int i = 0; i < %d; i++)\n        rt_free(m->w[i]);\n",
+            m->nweights + ir_nderived(m));
     fprintf(f, "    for (int i = 0; i < %d; i++)\n        rt_free(m->s[i]);\n", m->nstates);
     fputs("    rt_free(m->arena);\n    free(m);\n}\n\n", f);
 }
@@ -321,13 +381,15 @@ void cg_emit(FILE *f, const Module *m, CgFlavour fl)
     fputc('\n', f);
     handle(f, m);
     char *type = arena_printf(m->a, "%s_model", m->name);
-    CgCx cx = {f, m, fl, type, 0, fl == CG_JIT};
+    CgCx cx = {f, m, fl, type, 0, fl == CG_JIT, 0};
     for (int i = 0; i < m->prog->nkernels; i++)
         cg_kernel(&cx, m->prog->kernels[i]);
     run_kernels(f, m, "kiln_run_kernels");
     if (m->nvariants)
         variant(&cx, m);
     run_timed(f, m);
+    if (m->open)
+        open_program(&cx, m);
     api_open(f, m);
     api_rest(f, m);
     descriptor(f, m, fl);

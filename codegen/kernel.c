@@ -189,6 +189,9 @@ static void var(CgCx *cx, const Var *v)
     fprintf(cx->f, "%c%d", v->kind == VAR_LOOP ? 'i' : 'v', v->id);
 }
 
+/* A kernel's C name starts k, o in the open program: kN, oN, kN_pJ. */
+static char kchar(const CgCx *cx) { return cx->open ? 'o' : 'k'; }
+
 static void assign(CgCx *cx, AsgOp op, void (*lhs)(CgCx *, const Stmt *),
                    const Stmt *s)
 {
@@ -208,6 +211,16 @@ static void assign(CgCx *cx, AsgOp op, void (*lhs)(CgCx *, const Stmt *),
 
 static void lhs_var(CgCx *cx, const Stmt *s) { var(cx, s->v); }
 static void lhs_store(CgCx *cx, const Stmt *s) { access(cx, s->buf, s->idx); }
+
+/* A store to a 16-bit derived weight (the open program's; always `=`,
+ * ir_verify_prog): the value rounded as rt_round_half rounds weights. */
+static void store_half(CgCx *cx, const Stmt *s, Storage st)
+{
+    access(cx, s->buf, s->idx);
+    fputs(st == ST_BF16 ? " = rt_f32_bf16(" : " = rt_f32_f16(", cx->f);
+    expr(cx, s->e);
+    fputs(");\n", cx->f);
+}
 
 typedef struct Outline Outline;
 static void block(CgCx *cx, const Block *blk, int depth, Outline *o);
@@ -326,7 +339,13 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
         fputs(";\n", cx->f);
         return;
     case S_SET: indent(cx, depth); assign(cx, s->op, lhs_var, s); return;
-    case S_STORE: indent(cx, depth); assign(cx, s->op, lhs_store, s); return;
+    case S_STORE:
+        indent(cx, depth);
+        if (store(s->buf) != ST_F32)
+            store_half(cx, s, store(s->buf));
+        else
+            assign(cx, s->op, lhs_store, s);
+        return;
     case S_IF:
         indent(cx, depth);
         fputs("if (", cx->f);
@@ -422,13 +441,15 @@ static void declare_bufs(CgCx *cx, const Block *blk, int depth)
     for (int i = 0; i < u.n; i++) {
         const Buf *b = u.v[i];
         const char *t = b->dtype == DT_I32 ? "int32_t" : b->store ? "uint16_t" : "float";
-        int ro = b->kind == BK_INPUT || b->kind == BK_WEIGHT;
+        int ro = b->kind == BK_INPUT || b->kind == BK_WEIGHT ||
+                 (b->kind == BK_DERIVED && !cx->open);
         indent(cx, depth);
         fprintf(cx->f, "%s%s *restrict b%d = ", ro ? "const " : "", t, b->id);
         switch (b->kind) {
         case BK_INPUT: fprintf(cx->f, "(const %s *)m->in[%d];\n", t, b->index); break;
         case BK_OUTPUT: fprintf(cx->f, "(%s *)m->out[%d];\n", t, b->index); break;
-        case BK_WEIGHT: fprintf(cx->f, "m->w[%d];\n", b->index); break;
+        case BK_WEIGHT:
+        case BK_DERIVED: fprintf(cx->f, "m->w[%d];\n", ir_held_index(cx->m, b)); break;
         case BK_STATE: fprintf(cx->f, "m->s[%d];\n", b->index); break;
         case BK_TEMP:
             fprintf(cx->f, "(%s *)(m->arena + %lld);\n", t, (long long)b->arena_off);
@@ -460,7 +481,7 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
     in.fl = CG_CC;                /* the body is serial C */
     in.in_parallel = 1;
     FILE *f = o->fns;
-    fprintf(f, "struct k%d_p%d_ctx {\n    %s *m;\n", o->k->id, j, cx->model_type);
+    fprintf(f, "struct %c%d_p%d_ctx {\n    %s *m;\n", kchar(cx), o->k->id, j, cx->model_type);
     for (int i = 0; i < o->nscope; i++) {
         fprintf(f, "    %s ", ctype(o->scope[i]->type));
         var(&in, o->scope[i]);
@@ -470,8 +491,9 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
         fprintf(f, "    %s *b%d;\n", o->arrays[i]->dtype == DT_I32 ? "int32_t" : "float",
                 o->arrays[i]->id);
     fputs("};\n\n", f);
-    fprintf(f, "static void k%d_p%d(void *ctx, int64_t lo, int64_t hi)\n{\n", o->k->id, j);
-    fprintf(f, "    const struct k%d_p%d_ctx *c = ctx;\n    %s *m = c->m;\n",
+    fprintf(f, "static void %c%d_p%d(void *ctx, int64_t lo, int64_t hi)\n{\n", kchar(cx),
+            o->k->id, j);
+    fprintf(f, "    const struct %c%d_p%d_ctx *c = ctx;\n    %s *m = c->m;\n", kchar(cx),
             o->k->id, j, cx->model_type);
     for (int i = 0; i < o->nscope; i++) {
         fprintf(f, "    %s ", ctype(o->scope[i]->type));
@@ -515,7 +537,7 @@ static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
     indent(cx, depth);
     fprintf(cx->f, "{\n");
     indent(cx, depth + 1);
-    fprintf(cx->f, "struct k%d_p%d_ctx c = {m", o->k->id, j);
+    fprintf(cx->f, "struct %c%d_p%d_ctx c = {m", kchar(cx), o->k->id, j);
     for (int i = 0; i < o->nscope; i++) {
         fputs(", ", cx->f);
         var(cx, o->scope[i]);
@@ -524,7 +546,7 @@ static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
         fprintf(cx->f, ", b%d", o->arrays[i]->id);
     fputs("};\n", cx->f);
     indent(cx, depth + 1);
-    fprintf(cx->f, "rt_parallel_for(k%d_p%d, &c, ", o->k->id, j);
+    fprintf(cx->f, "rt_parallel_for(%c%d_p%d, &c, ", kchar(cx), o->k->id, j);
     operand(cx, s->hi, 5, 0);
     fputs(" - ", cx->f);
     operand(cx, s->lo, 6, 1);
@@ -560,7 +582,7 @@ static void block(CgCx *cx, const Block *blk, int depth, Outline *o)
 
 static void comment(CgCx *cx, const Kernel *k)
 {
-    fprintf(cx->f, "/* k%d %s:", k->id, k->name);
+    fprintf(cx->f, "/* %c%d %s:", kchar(cx), k->id, k->name);
     for (int i = 0; i < k->nnodes; i++)
         fprintf(cx->f, "%s %%%d = %s", i ? ";" : "", k->nodes[i]->id,
                 op_table[k->nodes[i]->op].name);
@@ -579,7 +601,7 @@ void cg_kernel(CgCx *cx, const Kernel *k)
     char *body = arena_stream_text(a, bf), *fns = arena_stream_text(a, ff);
     fputs(fns, cx->f);
     comment(cx, k);
-    fprintf(cx->f, "static int k%d(%s *m)\n{\n", k->id, cx->model_type);
+    fprintf(cx->f, "static int %c%d(%s *m)\n{\n", kchar(cx), k->id, cx->model_type);
     fputs(body, cx->f);
     fputs("    return 0;\n}\n\n", cx->f);
 }

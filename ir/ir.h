@@ -238,7 +238,14 @@ struct Module {
     Node **outputs;
     int noutputs;
     Notes notes;                  /* of the last graph pass */
-    Prog *prog;                   /* loop IR, once lowered */
+    Prog *prog;                   /* loop IR, once lowered: run at every call */
+    /* The open program (passes/hoist.c): kernels run once when the model
+     * is opened, after its weights load and before any is packed, which
+     * read only weights and make the derived weights (BK_DERIVED) that
+     * prog's kernels read as they read weights. NULL: none. Its buffers
+     * are its own: weights as loaded, the derived weights it writes,
+     * views of those, and its kernels' locals. */
+    Prog *open;
     /* The program's other shape variants (a decoder's prefill chunk),
      * lowered alike and sharing this module's weights and state: codegen
      * writes them into the same program (NULL, 0: none). */
@@ -320,6 +327,8 @@ typedef enum {
     BK_OUTPUT,    /* caller's memory, written */
     BK_WEIGHT,    /* loaded at open */
     BK_STATE,     /* lives across calls, zero at open */
+    BK_DERIVED,   /* made once at open from weights by the open program
+                     (Module.open), then read as a weight is */
     BK_TEMP,      /* an intermediate, in the model's arena */
     BK_LOCAL,     /* a small array of one kernel, declared by S_LOCAL where
                      it is needed: private to each iteration of the loops
@@ -338,14 +347,15 @@ struct Buf {
     int64_t offset;
     Buf *base;
     Node *node;                   /* the value it holds, for dumps */
-    int index;                    /* input/output/weight/state number */
+    int index;                    /* input/output/weight/state/derived number */
     int64_t arena_off;            /* TEMP: byte offset in the arena; -1 */
-    /* WEIGHT packed in panels at load (rt_pack_panels): the node's
-     * [..., N, K] held as [..., N/P, K, P], P = dims[rank-1]; element
-     * [..., p, k, c] is the weight's [..., p*P + c, k]. */
+    /* WEIGHT or DERIVED packed in panels at load (rt_pack_panels): the
+     * node's [..., N, K] held as [..., N/P, K, P], P = dims[rank-1];
+     * element [..., p, k, c] is the weight's [..., p*P + c, k]. */
     int packed;
-    /* WEIGHT (not a view): how its elements are held (ST_BF16, ST_F16:
-     * 16 bits, widened to f32 by every load; ST_F32: dtype's own). */
+    /* WEIGHT or DERIVED (not a view): how its elements are held (ST_BF16,
+     * ST_F16: 16 bits, widened to f32 by every load, rounded by every
+     * store; ST_F32: dtype's own). */
     Storage store;
 };
 
@@ -532,9 +542,10 @@ double ir_call_flops(const Stmt *s);
 
 /* Row-major strides for a fresh buffer. */
 void ir_buf_contiguous(Buf *b);
-/* Prints the loop IR as .kir text (stable; KIR.md). */
+/* Prints the loop IR as .kir text (stable; KIR.md): the program, then
+ * the open program when there is one. */
 void ir_print_prog(FILE *f, const Module *m);
-/* The whole module: the graph, then the program once lowered. */
+/* The whole module: the graph, then the programs once lowered. */
 void ir_print_module(FILE *f, const Module *m);
 const char *bufkind_name(BufKind k);
 /* Binding strength of an expression as an operand, as in C: 0 select,
@@ -575,7 +586,8 @@ void ir_stmt_exprs(Stmt *s, ExprFn fn, void *ctx);
 typedef Expr *(*ExprMap)(Expr *e, void *ctx);
 void ir_stmt_map(Stmt *s, ExprMap fn, void *ctx);
 /* Dense var ids in order of appearance; dense kernel and buf ids, bufs
- * no kernel touches dropped (except inputs, outputs, weights, states). */
+ * no kernel touches dropped (except inputs, outputs, weights, states and
+ * derived weights). */
 void ir_kernel_renumber(Kernel *k);
 void ir_prog_renumber(Prog *p);
 /* Gives every intermediate (TEMP, not a view) its own 64-byte aligned
@@ -583,12 +595,30 @@ void ir_prog_renumber(Prog *p);
 void ir_prog_layout(Prog *p);
 /* Checks the loop IR's invariants (every var in scope, index counts,
  * nothing stored to inputs or weights, locals declared before use, no
- * nested parallel loops, no check inside a parallel loop); KILN_BUG. */
+ * nested parallel loops, no check inside a parallel loop), and the open
+ * program's (it reads weights and derived weights only, and writes only
+ * derived weights; those are numbered densely, each made once, and
+ * prog's derived buffers are among them); KILN_BUG. */
 void ir_verify_prog(const Module *m);
 /* Whether packed buffer b is its weight node's panels (Buf.packed):
- * a weight, no view, row-major, [..., N/P, K, P] of the node's [..., N, K],
- * and nothing views it. */
+ * a weight or derived weight, no view, row-major, [..., N/P, K, P] of the
+ * node's [..., N, K], and nothing views it. */
 int ir_packed_ok(const Prog *p, const Buf *b);
+/* Derived weights: how many the open program makes (0 without one), and
+ * the place of a weight or derived weight among everything held from
+ * open to close: weight i is i, derived weight j is nweights + j; -1 for
+ * other storage. */
+int ir_nderived(const Module *m);
+int ir_held_index(const Module *m, const Buf *b);
+/* read[ir_held_index(b)] = 1 for every weight or derived weight that a
+ * kernel of p (m's prog or open program) reads. */
+void ir_held_reads(const Module *m, const Prog *p, char *read);
+/* The open program's buffer that makes derived weight index; NULL. */
+const Buf *ir_derived_made(const Module *m, int index);
+/* Whether prog's derived buffer b is what the open program makes: not a
+ * view; the same node, element type and storage; the same dims, or as
+ * many elements packed (ir_packed_ok checks the panels). */
+int ir_derived_agree(const Module *m, const Buf *b);
 /* Structural equality of two expressions. */
 int ir_expr_equal(const Expr *x, const Expr *y);
 /* The coefficient of v in e when e is affine in v (sums, differences and

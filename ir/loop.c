@@ -335,7 +335,7 @@ const char *ir_call_refusal(Arena *a, const Stmt *s)
                                     t->buf->id, (long long)t->buf->dims[j]);
     }
     Buf *w = ir_storage(s->tiles[d->written].buf);
-    if (w->kind == BK_INPUT || w->kind == BK_WEIGHT)
+    if (w->kind == BK_INPUT || w->kind == BK_WEIGHT || w->kind == BK_DERIVED)
         return arena_printf(a, "%s writes b%d, %s storage", d->name,
                             s->tiles[d->written].buf->id, bufkind_name(w->kind));
     for (int i = 0; i < s->ntiles; i++)
@@ -376,7 +376,8 @@ static const char *unop_names[U_COUNT] = {
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf",
     "sigmoid", "cos", "sin", "not", "f32", "i64",
 };
-static const char *bufkind_names[] = {"input", "output", "weight", "state", "temp", "local"};
+static const char *bufkind_names[] = {"input", "output", "weight", "state", "derived", "temp",
+                                      "local"};
 static const char *etype_names[] = {"f32", "i32", "i64"};
 
 const char *binop_name(BinOp op) { return binop_names[op]; }
@@ -653,10 +654,11 @@ void ir_print_module(FILE *f, const Module *m)
         ir_print_prog(f, m);
 }
 
-void ir_print_prog(FILE *f, const Module *m)
+/* "prog NAME" or "open NAME", then the program's notes, buffers, arena
+ * and kernels. */
+static void print_section(FILE *f, const char *what, const Module *m, const Prog *p)
 {
-    const Prog *p = m->prog;
-    fprintf(f, "prog %s\n", m->name);
+    fprintf(f, "%s %s\n", what, m->name);
     ir_print_notes(f, &p->notes, 2);
     for (int i = 0; i < p->nbufs; i++)
         print_buf(f, p->bufs[i]);
@@ -664,4 +666,11 @@ void ir_print_prog(FILE *f, const Module *m)
         fprintf(f, "  arena %lld\n", (long long)p->arena_bytes);
     for (int i = 0; i < p->nkernels; i++)
         print_kernel(f, p->kernels[i]);
+}
+
+void ir_print_prog(FILE *f, const Module *m)
+{
+    print_section(f, "prog", m, m->prog);
+    if (m->open)
+        print_section(f, "open", m, m->open);
 }

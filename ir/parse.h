@@ -22,6 +22,8 @@ typedef struct {
     const char *next;             /* the text after the current line */
     int lineno, indent, eof;      /* eof: there is no current line */
     int noutputs_cap;
+    Prog *prog;                   /* the program being read: prog, or open */
+    int open;                     /* it is the open program */
     /* the kernel being read */
     Kernel *k;
     Var **vars;                   /* every var of k, in definition order */
@@ -77,7 +79,8 @@ Node *kir_node(Parser *ps);
 
 /* ---- parse_prog.c: the program ------------------------------------------ */
 /* prog = "prog" NAME NL {note | buf | arena} {kernel}, from the prog line
- * on. Links each node to the buffer holding its value. */
+ * on, then the open program when an `open` line follows (the same
+ * grammar). Links each node to the buffer holding its value. */
 void kir_prog(Parser *ps);
 
 /* ---- parse_expr.c: expressions -------------------------------------------- */

@@ -29,7 +29,7 @@ Var *kir_lookup(Parser *ps, VarKind kind, int id)
 /* A buffer of the program; a local one only where it is declared. */
 Buf *kir_buf(Parser *ps, int id)
 {
-    Prog *p = ps->m->prog;
+    Prog *p = ps->prog;
     if (id >= p->nbufs)
         kir_fail(ps, "b%d is not a buffer of the program", id);
     Buf *b = p->bufs[id];

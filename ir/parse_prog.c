@@ -10,7 +10,11 @@
  * 1. Buffers and the arena, then views linked to their bases.
  * 2. Kernels: the header, then statements by indentation, each kernel's
  *    variables made by id as their `for` or `let` declares them.
- * 3. Every node gets the buffer holding its value (Node.buf). */
+ * 3. The open program, when there is one, the same way; it holds only
+ *    weights, the derived weights it makes (each number once, from 0),
+ *    views of those and locals, and stores only to derived weights;
+ *    prog's derived buffers must be ones it makes, alike.
+ * 4. Every node gets the buffer holding its value (Node.buf). */
 #include "parse.h"
 
 #include <limits.h>
@@ -41,21 +45,23 @@ static BufKind buf_kind(Parser *ps)
     for (int k = BK_INPUT; k <= BK_LOCAL; k++)
         if (kir_accept(ps, bufkind_name((BufKind)k)))
             return (BufKind)k;
-    kir_fail(ps, "expected a buffer kind (input, output, weight, state, temp or local), "
-                 "found %s", kir_found(ps));
+    kir_fail(ps, "expected a buffer kind (input, output, weight, state, derived, temp or "
+                 "local), found %s", kir_found(ps));
 }
 
 /* The number of an input, output, weight or state buffer: one of the
- * graph's. */
+ * graph's; a derived weight's: checked with the open program. */
 static void buf_index(Parser *ps, const Buf *b)
 {
     const Module *m = ps->m;
     int count[] = {[BK_INPUT] = m->ninputs, [BK_OUTPUT] = m->noutputs,
                    [BK_WEIGHT] = m->nweights, [BK_STATE] = m->nstates};
-    if (b->kind > BK_STATE)
+    if (b->kind > BK_DERIVED)
         return;
     if (b->index < 0)
         kir_fail(ps, "b%d needs its number among the %ss", b->id, bufkind_name(b->kind));
+    if (b->kind == BK_DERIVED)
+        return;
     if (b->index >= count[b->kind])
         kir_fail(ps, "b%d is %s %d, but the graph has %d %ss", b->id, bufkind_name(b->kind),
                  b->index, count[b->kind], bufkind_name(b->kind));
@@ -120,9 +126,15 @@ static Pending buf(Parser *ps, Prog *p)
     b->node = n;
     Pending v = {b, -1, ps->lineno};
     b->store = kir_accept(ps, "bf16") ? ST_BF16 : kir_accept(ps, "f16") ? ST_F16 : ST_F32;
-    if (b->store != ST_F32 && (kind != BK_WEIGHT || t != DT_F32))
+    if (b->store != ST_F32 && ((kind != BK_WEIGHT && kind != BK_DERIVED) || t != DT_F32))
         kir_fail(ps, "only an f32 weight is stored as %s", storage_name(b->store));
+    if (ps->open && kind != BK_WEIGHT && kind != BK_DERIVED && kind != BK_TEMP &&
+        kind != BK_LOCAL)
+        kir_fail(ps, "b%d is %s storage: the open program reads only weights", b->id,
+                 bufkind_name(kind));
     b->packed = kir_accept(ps, "packed");
+    if (b->packed && ps->open)
+        kir_fail(ps, "b%d is packed: the open program runs before weights are packed", b->id);
     if (kir_accept(ps, "strides"))
         view(ps, b, &v.base);
     if (kir_accept(ps, "@") && (b->arena_off = kir_int(ps, "an arena offset")) < 0)
@@ -149,8 +161,14 @@ static void link_views(Parser *ps, Prog *p, const Pending *v, int n)
     }
     for (int i = 0; i < n; i++) {
         ps->lineno = v[i].line;
-        if (v[i].b->store != ST_F32 && v[i].base >= 0)
-            kir_fail(ps, "b%d is a view, which is stored as its base is", v[i].b->id);
+        const Buf *b = v[i].b, *st = ir_storage(v[i].b);
+        if (b->store != ST_F32 && v[i].base >= 0)
+            kir_fail(ps, "b%d is a view, which is stored as its base is", b->id);
+        if (b->kind == BK_DERIVED && b->base)
+            kir_fail(ps, "b%d is a derived weight: it is storage, not a view", b->id);
+        if (ps->open && b->kind == BK_TEMP && st->kind != BK_WEIGHT && st->kind != BK_DERIVED)
+            kir_fail(ps, "b%d is a temp of the open program, which has no arena: only a view "
+                     "of a weight or a derived weight", b->id);
         if (v[i].b->packed && !ir_packed_ok(p, v[i].b))
             kir_fail(ps, "b%d is packed, but not a weight's [..., N, K] as panels "
                      "[..., N/P, K, P] that no buffer views", v[i].b->id);
@@ -181,10 +199,13 @@ static void prog_header(Parser *ps, Prog *p)
         kir_indent(ps, 2);
         if (kir_accept(ps, "buf"))
             ARR_PUSH(ps->a, v, n, cap, buf(ps, p));
-        else if (kir_accept(ps, "arena"))
+        else if (!ps->open && kir_accept(ps, "arena"))
             arena_line(ps, p);
         else if (at_word(ps, "kernel"))
             break;
+        else if (ps->open)
+            kir_fail(ps, "expected buf or kernel (the open program has no arena), found %s",
+                     kir_found(ps));
         else
             kir_fail(ps, "expected buf, arena or kernel, found %s", kir_found(ps));
     }
@@ -346,9 +367,9 @@ static Stmt *check(Parser *ps, Block *blk)
 static Stmt *local(Parser *ps, Block *blk)
 {
     int id = kir_ref(ps, 'b');
-    if (id < 0 || id >= ps->m->prog->nbufs)
+    if (id < 0 || id >= ps->prog->nbufs)
         kir_fail(ps, "expected a buffer bN, found %s", kir_found(ps));
-    Buf *b = ps->m->prog->bufs[id];
+    Buf *b = ps->prog->bufs[id];
     if (b->kind != BK_LOCAL)
         kir_fail(ps, "b%d is a %s buffer, not a local one", id, bufkind_name(b->kind));
     kir_end(ps);
@@ -441,10 +462,16 @@ static Stmt *assign(Parser *ps, Block *blk)
         kir_fail(ps, "expected a statement, found %s", kir_found(ps));
     Buf *b = kir_buf(ps, id);
     BufKind k = ir_storage(b)->kind;
-    if (k == BK_INPUT || k == BK_WEIGHT)
+    if (k == BK_INPUT || k == BK_WEIGHT || (k == BK_DERIVED && !ps->open))
         kir_fail(ps, "b%d is %s storage: kernels do not store to it", id, bufkind_name(k));
+    if (ps->open && k != BK_DERIVED && k != BK_LOCAL)
+        kir_fail(ps, "b%d is %s storage: the open program stores only to derived weights", id,
+                 bufkind_name(k));
     Expr **idx = kir_indices(ps, b);
     AsgOp op = assign_op(ps);
+    if (op != A_SET && ir_storage(b)->store != ST_F32)
+        kir_fail(ps, "b%d is held as %s: a store to it is '='", id,
+                 storage_name(ir_storage(b)->store));
     Expr *e = kir_expr(ps);
     kir_end(ps);
     Stmt *s = s_store(ps->a, blk, b, idx, op, e);
@@ -551,22 +578,60 @@ static void link_nodes(Module *m)
             m->nodes[i]->buf = m->nodes[i]->in[0]->buf;
 }
 
-void kir_prog(Parser *ps)
+/* The open program's derived weights are numbered 0, 1, .. (each once),
+ * and every derived buffer of prog is one of them, alike. Problems are
+ * reported at line (the open line, else the prog line). */
+static void derived(Parser *ps, int line)
 {
     Module *m = ps->m;
-    if (!kir_accept(ps, "prog"))
-        kir_fail(ps, "expected 'prog' or the end of the file, found %s", kir_found(ps));
+    int n = ir_nderived(m), end = ps->lineno;
+    ps->lineno = line;
+    for (int i = 0; m->open && i < m->open->nbufs; i++) {
+        const Buf *b = m->open->bufs[i];
+        if (b->kind == BK_DERIVED && (b->index >= n || ir_derived_made(m, b->index) != b))
+            kir_fail(ps, "open b%d is derived %d: the open program's %d derived weights are "
+                     "numbered 0 to %d, each once", b->id, b->index, n, n - 1);
+    }
+    for (int i = 0; i < m->prog->nbufs; i++) {
+        const Buf *b = m->prog->bufs[i];
+        if (b->kind == BK_DERIVED && !ir_derived_agree(m, b))
+            kir_fail(ps, "b%d is derived %d, which the open program does not make with its "
+                     "node, type and storage", b->id, b->index);
+    }
+    ps->lineno = end;
+}
+
+/* WHAT NAME NL {note | buf | arena} {kernel}, WHAT "prog" or "open" */
+static Prog *section(Parser *ps, const char *what)
+{
+    Module *m = ps->m;
+    if (!kir_accept(ps, what))
+        kir_fail(ps, "expected '%s' or the end of the file, found %s", what, kir_found(ps));
     const char *name = kir_name(ps);
     if (!name || strcmp(name, m->name) != 0)
         kir_fail(ps, "expected the graph's name %s, found %s", m->name,
                  name ? arena_printf(ps->a, "'%s'", name) : kir_found(ps));
     kir_end(ps);
-    Prog *p = m->prog = ir_prog_new(ps->a);
+    Prog *p = ps->prog = ir_prog_new(ps->a);
     prog_header(ps, p);
     while (!ps->eof && ps->indent > 0) {
         kir_indent(ps, 2);
         kir_expect(ps, "kernel");
         kernel(ps, p);
     }
+    return p;
+}
+
+void kir_prog(Parser *ps)
+{
+    Module *m = ps->m;
+    int line = ps->lineno;
+    m->prog = section(ps, "prog");
+    if (!ps->eof) {
+        line = ps->lineno;
+        ps->open = 1;
+        m->open = section(ps, "open");
+    }
+    derived(ps, line);
     link_nodes(m);
 }

@@ -394,6 +394,7 @@ typedef struct {
     Buf **locals;
     int nlocals, caplocals;
     int parallel;
+    int open;                     /* the open program's */
     Arena *a;
 } Verify;
 
@@ -445,9 +446,14 @@ static void verify_stmt(Verify *vf, const Stmt *s)
         verify_expr(vf, s->args[i]);
     if (s->kind == S_STORE) {
         verify_buf(vf, s->buf);
-        BufKind k = ir_storage(s->buf)->kind;
-        if (k == BK_INPUT || k == BK_WEIGHT)
+        const Buf *st = ir_storage(s->buf);
+        int ok = vf->open ? st->kind == BK_DERIVED || st->kind == BK_LOCAL
+                          : st->kind != BK_INPUT && st->kind != BK_WEIGHT && st->kind != BK_DERIVED;
+        if (!ok)
             KILN_BUG("k%d stores to read-only b%d", vf->k->id, s->buf->id);
+        if (st->store != ST_F32 && s->op != A_SET)
+            KILN_BUG("k%d adds to b%d, held as %s", vf->k->id, s->buf->id,
+                     storage_name(st->store));
         for (int i = 0; i < s->buf->rank; i++)
             verify_expr(vf, s->idx[i]);
     }
@@ -498,7 +504,8 @@ int ir_packed_ok(const Prog *p, const Buf *b)
 {
     const Node *n = b->node;
     int r = b->rank;
-    if (b->kind != BK_WEIGHT || b->base || !n || n->rank < 2 || r != n->rank + 1 ||
+    if ((b->kind != BK_WEIGHT && b->kind != BK_DERIVED) || b->base || !n || n->rank < 2 ||
+        r != n->rank + 1 ||
         b->dims[r - 1] < 1 || b->dims[r - 3] * b->dims[r - 1] != n->dims[r - 3] ||
         b->dims[r - 2] != n->dims[r - 2] || b->offset)
         return 0;
@@ -517,9 +524,98 @@ int ir_packed_ok(const Prog *p, const Buf *b)
     return 1;
 }
 
-void ir_verify_prog(const Module *m)
+int ir_nderived(const Module *m)
 {
-    const Prog *p = m->prog;
+    int n = 0;
+    for (int i = 0; m->open && i < m->open->nbufs; i++)
+        n += m->open->bufs[i]->kind == BK_DERIVED;
+    return n;
+}
+
+int ir_held_index(const Module *m, const Buf *b)
+{
+    return b->kind == BK_WEIGHT ? b->index : b->kind == BK_DERIVED ? m->nweights + b->index : -1;
+}
+
+const Buf *ir_derived_made(const Module *m, int index)
+{
+    for (int i = 0; m->open && i < m->open->nbufs; i++)
+        if (m->open->bufs[i]->kind == BK_DERIVED && m->open->bufs[i]->index == index)
+            return m->open->bufs[i];
+    return NULL;
+}
+
+int ir_derived_agree(const Module *m, const Buf *b)
+{
+    const Buf *o = ir_derived_made(m, b->index);
+    if (!o || b->base || o->dtype != b->dtype || o->store != b->store || o->node != b->node)
+        return 0;
+    if (b->packed)
+        return shape_count(b->rank, b->dims) == shape_count(o->rank, o->dims);
+    return b->rank == o->rank &&
+           !memcmp(b->dims, o->dims, sizeof b->dims[0] * (size_t)b->rank);
+}
+
+typedef struct {
+    const Module *m;
+    char *read;
+} Held;
+
+static void held_expr(Expr *e, void *ctx)
+{
+    Held *h = ctx;
+    if (e->kind == E_LOAD) {
+        int i = ir_held_index(h->m, ir_storage(e->buf));
+        if (i >= 0)
+            h->read[i] = 1;
+        for (int d = 0; d < e->buf->rank; d++)
+            held_expr(e->idx[d], ctx);
+    }
+    if (e->a) held_expr(e->a, ctx);
+    if (e->b) held_expr(e->b, ctx);
+    if (e->c) held_expr(e->c, ctx);
+}
+
+static void held_stmt(Stmt *s, void *ctx)
+{
+    Held *h = ctx;
+    for (int t = 0; t < s->ntiles; t++) {
+        int i = ir_held_index(h->m, ir_storage(s->tiles[t].buf));
+        if (i >= 0)
+            h->read[i] = 1;
+    }
+    ir_stmt_exprs(s, held_expr, ctx);
+}
+
+void ir_held_reads(const Module *m, const Prog *p, char *read)
+{
+    Held h = {m, read};
+    for (int i = 0; i < p->nkernels; i++)
+        ir_block_walk(&p->kernels[i]->body, held_stmt, &h);
+}
+
+/* What the open program may hold: weights (as loaded, never packed),
+ * the derived weights it makes (each index once, densely), views of
+ * those, and locals. */
+static void verify_open_buf(const Module *m, const Buf *b, char *made)
+{
+    const Buf *st = b->base ? b->base : b;
+    if (st->kind != BK_WEIGHT && st->kind != BK_DERIVED && b->kind != BK_LOCAL)
+        KILN_BUG("open b%d is %s storage", b->id, bufkind_name(st->kind));
+    if (b->packed)
+        KILN_BUG("open b%d is packed: the open program runs before packing", b->id);
+    if (b->kind == BK_DERIVED && !b->base) {
+        int n = ir_nderived(m);
+        if (b->index < 0 || b->index >= n || made[b->index])
+            KILN_BUG("open b%d is derived %d: not one of 0..%d once", b->id, b->index, n - 1);
+        made[b->index] = 1;
+    }
+}
+
+static void verify_one(const Module *m, const Prog *p, int open)
+{
+    char made[ir_nderived(m) + 1];
+    memset(made, 0, sizeof made);
     for (int i = 0; i < p->nbufs; i++) {
         const Buf *b = p->bufs[i];
         if (b->id != i)
@@ -528,15 +624,27 @@ void ir_verify_prog(const Module *m)
             KILN_BUG("b%d is a view of something that is not a buffer", i);
         if (b->packed && !ir_packed_ok(p, b))
             KILN_BUG("b%d is packed, but not a weight's panels", i);
-        if (b->store != ST_F32 && (b->kind != BK_WEIGHT || b->base || b->dtype != DT_F32))
+        if (b->store != ST_F32 && ((b->kind != BK_WEIGHT && b->kind != BK_DERIVED) || b->base ||
+                                   b->dtype != DT_F32))
             KILN_BUG("b%d is stored as %s, but is not an f32 weight", i, storage_name(b->store));
+        if (b->kind == BK_DERIVED && !open && !ir_derived_agree(m, b))
+            KILN_BUG("b%d is derived %d, which the open program does not make so", i, b->index);
+        if (open)
+            verify_open_buf(m, b, made);
     }
     for (int i = 0; i < p->nkernels; i++) {
-        Verify vf = {p, p->kernels[i], NULL, 0, 0, NULL, 0, 0, 0, m->a};
+        Verify vf = {p, p->kernels[i], NULL, 0, 0, NULL, 0, 0, 0, open, m->a};
         if (vf.k->id != i)
             KILN_BUG("kernel %d has id %d", i, vf.k->id);
         verify_block(&vf, &vf.k->body);
     }
+}
+
+void ir_verify_prog(const Module *m)
+{
+    verify_one(m, m->prog, 0);
+    if (m->open)
+        verify_one(m, m->open, 1);
 }
 
 /* ---- affine index analysis and loop independence ------------------------ */

@@ -212,6 +212,7 @@ static const char *kind_name(BufKind k)
     case BK_OUTPUT: return "an output";
     case BK_WEIGHT: return "a weight";
     case BK_STATE: return "a state";
+    case BK_DERIVED: return "a derived weight";
     case BK_TEMP: return "an intermediate";
     case BK_LOCAL: return "a kernel's local";
     }

@@ -504,6 +504,15 @@ static const char *const bad_graphs[][2] = {
     {GRAPH_HEAD "junk\n", "t.kir: line 3: expected 'prog' or the end of the file, found 'junk'"},
 };
 
+/* A weight-only value, %2, as a derived weight: prog reads it, the open
+ * program (its header after OPEN_PROG, line 12) makes it. */
+#define OPEN_PROG                                                                                  \
+    "graph x\n  input  %0 \"a\" : f32[2,3]\n  weight %1 \"w\" : f32[2,3] init fill(1)\n"              \
+    "  %2 = neg %1 : f32[2,3]\n  %3 \"y\" = add %0, %2 : f32[2,3]\n  output %3\nprog x\n"            \
+    "  buf b0 input 0 %0 : f32[2,3]\n  buf b1 weight 0 %1 : f32[2,3]\n"                              \
+    "  buf b2 derived 0 %2 : f32[2,3]\n  buf b3 output 0 %3 : f32[2,3]\n"
+#define OPEN_HEAD OPEN_PROG "open x\n"
+
 static const char *const bad_progs[][2] = {
     {"graph x\n  input  %0 \"a\" : f32[2]\nprog y\n",
      "t.kir: line 3: expected the graph's name x, found 'y'"},
@@ -566,6 +575,34 @@ static const char *const bad_progs[][2] = {
     {"graph x\n  weight %0 \"w\" : f32[4,3] init fill(1)\nprog x\n"
      "  buf b0 weight 0 %0 : f32[3,4]\n",
      "t.kir: line 4: b0's shape is not that of weight 0 (%0)"},
+    /* the open program (hoist-weights) */
+    {OPEN_HEAD "  buf b0 input 0 %0 : f32[2,3]\n",
+     "t.kir: line 13: b0 is input storage: the open program reads only weights"},
+    {OPEN_PROG, "t.kir: line 7: b2 is derived 0, which the open program does not make with its "
+                "node, type and storage"},
+    {OPEN_HEAD "  buf b0 weight 0 %1 : f32[2,3]\n  buf b1 derived 1 %2 : f32[2,3]\n",
+     "t.kir: line 12: open b1 is derived 1: the open program's 1 derived weights are numbered 0 "
+     "to 0, each once"},
+    {OPEN_HEAD "  buf b0 weight 0 %1 : f32[2,3]\n  buf b1 derived 0 %2 : f32[3,2]\n",
+     "t.kir: line 12: b2 is derived 0, which the open program does not make with its node, type "
+     "and storage"},
+    {OPEN_HEAD "  buf b0 weight 0 %1 : f32[2,3]\n  buf b1 derived 0 %2 : f32[2,3]\n"
+     "  kernel k0 neg (%2)\n    b0[0, 0] = 1.0\n",
+     "t.kir: line 16: b0 is weight storage: kernels do not store to it"},
+    {OPEN_PROG "  kernel k0 add (%3)\n    b2[0, 0] = 1.0\nopen x\n  buf b0 derived 0 %2 : f32[2,3]\n",
+     "t.kir: line 13: b2 is derived storage: kernels do not store to it"},
+    {OPEN_HEAD "  buf b0 temp : f32[2,3]\n",
+     "t.kir: line 13: b0 is a temp of the open program, which has no arena: only a view of a "
+     "weight or a derived weight"},
+    {OPEN_HEAD "  buf b0 weight 0 %1 : f32[1,3,2] packed\n",
+     "t.kir: line 13: b0 is packed: the open program runs before weights are packed"},
+    {"graph x\n  weight %0 \"w\" : f32[2,3] init fill(1)\n  %1 \"y\" = neg %0 : f32[2,3]\n"
+     "  output %1\nprog x\n  buf b0 weight 0 %0 : f32[2,3] bf16\n"
+     "  buf b1 derived 0 %1 : f32[2,3] bf16\nopen x\n  buf b0 weight 0 %0 : f32[2,3] bf16\n"
+     "  buf b1 derived 0 %1 : f32[2,3] bf16\n  kernel k0 neg (%1)\n    b1[0, 0] += 1.0\n",
+     "t.kir: line 12: b1 is held as bf16: a store to it is '='"},
+    {OPEN_HEAD "  arena 64\n",
+     "t.kir: line 13: expected buf or kernel (the open program has no arena), found 'arena'"},
 };
 
 static void expect_refusal(const char *text, const char *want)
