@@ -33,7 +33,7 @@ static const char usage_text[] =
     "  check MODEL [CHECK OPTIONS]   run the reference, the cc build and the JIT on the\n"
     "                                same inputs; compare every output\n"
     "  print MODEL                   print the IR (.kir) after the last pass run\n"
-    "  dump MODEL --dump-dir DIR     write every stage: DIR/00-frontend.kir ... 08-codegen.c\n"
+    "  dump MODEL --dump-dir DIR     write every stage: DIR/00-frontend.kir ... 09-codegen.c\n"
     "  dump MODEL --after PASS       print one stage\n"
     "  opt FILE.kir --passes a,b     run passes on a dumped stage [-o OUT.kir]\n"
     "                                [--machine SPEC] (default: fixed figures)\n"

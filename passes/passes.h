@@ -40,9 +40,11 @@ struct PassCtx {
     void *user;
     int64_t max_memory;            /* plan-memory fails above it; 0: no limit */
     /* Weight layouts another shape variant of the program chose, which
-     * tile must keep (variants.c), by weight index: a packed weight's
-     * panel width, -1 for one kept as it is; NULL: tile chooses. */
+     * tile must keep (variants.c), by ir_held_index (weights, then
+     * derived weights): a packed weight's panel width, -1 for one kept as
+     * it is (npanels of them); NULL: tile chooses. */
     const int64_t *panels;
+    int npanels;
     /* --weight-dtype: how lower stores every weight of rank >= 2 (the
      * matrices, tables and experts a run streams); ST_F32: as f32.
      * weight_stores (auto: as the weights file stores each), by weight
@@ -71,6 +73,7 @@ int pass_pipeline(Module *m, PassCtx *cx);
 int pass_simplify(Module *m, PassCtx *cx);       /* simplify.c */
 int pass_lower(Module *m, PassCtx *cx);          /* lower.c */
 int pass_canonicalize_memrefs(Module *m, PassCtx *cx); /* canonicalize.c */
+int pass_hoist_weights(Module *m, PassCtx *cx);  /* hoist.c */
 int pass_fuse(Module *m, PassCtx *cx);           /* fuse.c */
 int pass_tile(Module *m, PassCtx *cx);           /* tile.c */
 int pass_parallelize(Module *m, PassCtx *cx);    /* parallelize.c */

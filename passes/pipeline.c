@@ -12,6 +12,8 @@ const PassDesc pass_table[] = {
     {"lower", LEVEL_LOWER, 1, pass_lower, "one loop nest per op"},
     {"canonicalize-memrefs", LEVEL_LOOP, 0, pass_canonicalize_memrefs,
      "reshape, transpose, slice, concat as index maps over strided memrefs, not copies"},
+    {"hoist-weights", LEVEL_LOOP, 0, pass_hoist_weights,
+     "kernels that read only weights run once at open, into derived weights"},
     {"fuse", LEVEL_LOOP, 0, pass_fuse, "merge producer and consumer loop nests where legal"},
     {"tile", LEVEL_LOOP, 0, pass_tile, "split and reorder loops for registers and caches"},
     {"parallelize", LEVEL_LOOP, 0, pass_parallelize,

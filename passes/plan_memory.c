@@ -17,7 +17,11 @@
  *    else the largest free one, grown; else a new slot.
  * 4. Slots are laid out one after the other, 64-byte aligned; the notes
  *    print the plan (slot, size, tenants with lifetimes), the peak, and
- *    the sum of all intermediates it replaced. */
+ *    the sum of all intermediates it replaced.
+ * 5. With an open program (hoist-weights), a note says what is held
+ *    outside the arena from open to close: the derived weights it makes,
+ *    and the weights (and derived weights) that no kernel here reads,
+ *    which the program frees once the open program has run. */
 #include "passes.h"
 
 #include <stdlib.h>
@@ -304,6 +308,29 @@ static void assign(Module *m, Life *life, int64_t sum)
     plan_notes(m, order, n, slot, nslots, sum);
 }
 
+/* Bytes of held buffer b: 2 an element held 16-bit, else 4. */
+static int64_t held_bytes(const Buf *b) { return shape_count(b->rank, b->dims) * (b->store ? 2 : 4); }
+
+static void held_notes(Module *m)
+{
+    int n = m->nweights + ir_nderived(m), made = 0, freed = 0;
+    int64_t made_bytes = 0, freed_bytes = 0;
+    char *read = arena_alloc(m->a, (size_t)n + 1);
+    ir_held_reads(m, m->prog, read);
+    for (int i = 0; i < m->open->nbufs; i++) {
+        const Buf *b = m->open->bufs[i];
+        int h = ir_held_index(m, b);
+        if (b->kind == BK_DERIVED)
+            made++, made_bytes += held_bytes(b);
+        if (h >= 0 && !read[h])
+            freed++, freed_bytes += held_bytes(b);
+    }
+    ir_note(m->a, &m->prog->notes, "plan-memory: beside the arena, the open program makes %d "
+            "derived weights (%lld bytes); %d weights and derived weights (%lld bytes) are read "
+            "only by it, and freed once it has run", made, (long long)made_bytes, freed,
+            (long long)freed_bytes);
+}
+
 int pass_plan_memory(Module *m, PassCtx *cx)
 {
     Prog *p = m->prog;
@@ -317,6 +344,8 @@ int pass_plan_memory(Module *m, PassCtx *cx)
         if (is_storage(p->bufs[i]) && life[i].first < 0)
             p->bufs[i]->arena_off = -1;          /* never touched: no place */
     assign(m, life, sum);
+    if (m->open)
+        held_notes(m);
     if (cx->max_memory && p->arena_bytes > cx->max_memory) {
         diag(cx->d, NULL, "plan-memory: the intermediates need %lld bytes at the peak, "
              "more than --max-memory %lld", (long long)p->arena_bytes,

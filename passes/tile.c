@@ -813,6 +813,7 @@ int pass_tile(Module *m, PassCtx *cx)
     Tiler t;
     memset(&t, 0, sizeof t);
     t.a = m->a;
+    t.m = m;
     t.p = m->prog;
     t.V = cx->machine.vector_bytes >= 8 ? cx->machine.vector_bytes / 4 : 2;
     t.L = 2 * t.V > 16 ? 2 * t.V : 16;
@@ -825,6 +826,7 @@ int pass_tile(Module *m, PassCtx *cx)
     t.cores = cx->machine.cores > 1 ? cx->machine.cores : 1;
     t.kn = arena_alloc(m->a, sizeof *t.kn * (size_t)(m->prog->nkernels + 1));
     t.panels = cx->panels;
+    t.npanels = cx->npanels;
     tile_gemms(&t);
     int changed = 0;
     for (int i = 0; i < m->prog->nkernels; i++) {

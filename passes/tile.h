@@ -24,6 +24,7 @@ typedef struct {
 
 typedef struct {
     Arena *a;
+    const Module *m;
     Prog *p;
     Kernel *k;                           /* the kernel being rewritten */
     int V, L, R;                         /* lanes per vector, per accumulator; rows */
@@ -31,6 +32,7 @@ typedef struct {
     int64_t l1, l2, cores;
     KernelNotes *kn;                     /* by kernel id */
     const int64_t *panels;               /* PassCtx.panels: imposed layouts */
+    int npanels;
 } Tiler;
 
 /* A note t->k gets once its variables are renumbered: "tile: " and fmt,

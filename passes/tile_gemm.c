@@ -185,7 +185,7 @@ static const char *check_b(Tiler *t, const Nest *n, const Stmt *red, const Expr 
         return arena_printf(t->a, "b%d is read neither as [.., k, j] nor as [.., j, k], "
                             "contiguous in its last dim", ir_storage(b)->id);
     *nk = 1;
-    if (b->kind != BK_WEIGHT || b->base || b->packed)
+    if ((b->kind != BK_WEIGHT && b->kind != BK_DERIVED) || b->base || b->packed)
         return arena_printf(t->a, "b%d is [.., j, k] and not a weight (which could be "
                             "packed at load)", ir_storage(b)->id);
     if (e->idx[r - 2]->kind != E_VAR || n->j->lo->i != 0 || tile_trip(n->j) != b->dims[r - 2])
@@ -359,9 +359,12 @@ static void refuse(Gm *g, Nest *n, const char *fmt, int id, const char *why)
  * why it cannot. */
 static const char *imposed(Gm *g, Nest *n, const Buf *b)
 {
-    if (!g->t->panels || b->kind != BK_WEIGHT)
+    int h = ir_held_index(g->t->m, b);
+    if (!g->t->panels || h < 0)
         return NULL;
-    int64_t want = g->t->panels[b->index];
+    if (h >= g->t->npanels)
+        KILN_BUG("b%d is held as %d, past the %d imposed layouts", b->id, h, g->t->npanels);
+    int64_t want = g->t->panels[h];
     if (want < 0)
         return "is kept as it is by another shape variant of the program";
     if (want % GRANULE || n->N % want)
@@ -430,10 +433,12 @@ static void pack(Tiler *t, Buf *b, int64_t nr)
     b->rank = r + 1;
     b->packed = 1;
     ir_buf_contiguous(b);
-    ir_note(t->a, &t->p->notes, "tile: weight b%d %%%d packed at load in panels of %lld outputs: "
+    ir_note(t->a, &t->p->notes, "tile: %sweight b%d %%%d packed at %s in panels of %lld outputs: "
             "[%lld, %lld] as [%lld, %lld, %lld], per k the %lld outputs' weights side by side, so "
-            "that a gemm call streams one panel with one vector load per k", b->id,
-            b->node ? b->node->id : -1, (long long)nr, (long long)n, (long long)k,
+            "that a gemm call streams one panel with one vector load per k",
+            b->kind == BK_DERIVED ? "derived " : "", b->id,
+            b->node ? b->node->id : -1, b->kind == BK_DERIVED ? "open" : "load", (long long)nr,
+            (long long)n, (long long)k,
             (long long)(n / nr), (long long)k, (long long)nr, (long long)nr);
 }
 

@@ -6,7 +6,10 @@
  * chooses layouts per module (panels of 64 outputs for one row, 32 for
  * many). Contract: v[0..n) are variants of one model with the same
  * weights and state in the same order; afterwards every packed weight is
- * packed alike in all of them. Algorithm:
+ * packed alike in all of them. Derived weights (hoist-weights) count as
+ * weights: the variants make the same ones (they come of the weights
+ * alone, whatever T), and the program makes them once, as the leader's
+ * open program does. Algorithm:
  * 1. The leader v[0] (the decode step, bound by streaming the weights in
  *    the layout chosen for it) goes through the passes as they choose.
  * 2. The others go through them with its layout imposed (PassCtx.panels:
@@ -19,15 +22,34 @@
 
 #include <string.h>
 
-/* Each weight's panel width in lowered m: -1 for one kept as it is. */
-static void layouts(const Module *m, int64_t *panels)
+/* Each weight's and derived weight's panel width in lowered m, by
+ * ir_held_index (n of them): -1 for one kept as it is. */
+static void layouts(const Module *m, int64_t *panels, int n)
 {
-    for (int i = 0; i < m->nweights; i++)
+    for (int i = 0; i < n; i++)
         panels[i] = -1;
     for (int i = 0; m->prog && i < m->prog->nbufs; i++) {
         const Buf *b = m->prog->bufs[i];
-        if (b->kind == BK_WEIGHT && b->packed)
-            panels[b->index] = b->dims[b->rank - 1];
+        int h = ir_held_index(m, b);
+        if (h >= 0 && h < n && b->packed)
+            panels[h] = b->dims[b->rank - 1];
+    }
+}
+
+/* v[i] makes the leader's derived weights: the same nodes (by name),
+ * shapes and storage. */
+static void same_derived(const Module *lead, const Module *m, int i)
+{
+    int n = ir_nderived(lead);
+    if (ir_nderived(m) != n)
+        KILN_BUG("shape variant %d makes %d derived weights, variant 0 %d", i, ir_nderived(m), n);
+    for (int j = 0; j < n; j++) {
+        const Buf *x = ir_derived_made(lead, j), *y = ir_derived_made(m, j);
+        if (!x || !y || x->store != y->store || x->rank != y->rank ||
+            memcmp(x->dims, y->dims, sizeof x->dims[0] * (size_t)x->rank) ||
+            !x->node != !y->node || (x->node && strcmp(x->node->name ? x->node->name : "",
+                                                       y->node->name ? y->node->name : "")))
+            KILN_BUG("shape variant %d's derived weight %d is not variant 0's", i, j);
     }
 }
 
@@ -51,11 +73,12 @@ static int shares(const Module *lead, const Module *m, Diags *d, int i)
     return 0;
 }
 
-/* Variants from i on compiled with the layouts `want` (NULL: free). */
-static int compile(Module **v, int from, int n, PassCtx *cx, const int64_t *want)
+/* Variants from i on compiled with the nw layouts `want` (NULL: free). */
+static int compile(Module **v, int from, int n, PassCtx *cx, const int64_t *want, int nw)
 {
     PassCtx c = *cx;
     c.panels = want;
+    c.npanels = nw;
     for (int i = from; i < n; i++)
         if (!shares(v[0], v[i], cx->d, i) || pass_pipeline(v[i], &c) != 0)
             return -1;
@@ -66,18 +89,19 @@ int pass_pipeline_variants(Module **v, int n, PassCtx *cx, Module *(*fresh)(void
                            void *user)
 {
     Arena *a = v[0]->a;
-    int nw = v[0]->nweights;
+    if (compile(v, 0, 1, cx, NULL, 0) != 0)
+        return -1;
+    int nw = v[0]->nweights + ir_nderived(v[0]);
     int64_t *want = arena_alloc(a, sizeof *want * (size_t)(nw + 1));
     int64_t *got = arena_alloc(a, sizeof *got * (size_t)(nw + 1));
-    if (compile(v, 0, 1, cx, NULL) != 0)
-        return -1;
-    layouts(v[0], want);
-    if (compile(v, 1, n, cx, want) != 0)
+    layouts(v[0], want, nw);
+    if (compile(v, 1, n, cx, want, nw) != 0)
         return -1;
     for (int round = 1;; round++) {
         int agree = 1;
         for (int i = 0; i < n; i++) {
-            layouts(v[i], got);
+            same_derived(v[0], v[i], i);
+            layouts(v[i], got, nw);
             for (int w = 0; w < nw; w++)
                 if (got[w] != want[w]) {
                     want[w] = -1;
@@ -91,7 +115,7 @@ int pass_pipeline_variants(Module **v, int n, PassCtx *cx, Module *(*fresh)(void
         for (int i = 0; i < n; i++)
             if (!(v[i] = fresh(user, i)))
                 return -1;
-        if (compile(v, 0, n, cx, want) != 0)
+        if (compile(v, 0, n, cx, want, nw) != 0)
             return -1;
     }
 }

@@ -91,8 +91,8 @@ expect 1 "a failed emit-c leaves an older file intact" "$KILN" emit-c "$T/bad1.j
 expect 0 "kiln passes" "$KILN" passes
 expect 0 "kiln dump --dump-dir" "$KILN" dump tests/models/linear.json --dump-dir "$T/dump"
 n=$(ls "$T/dump" | wc -l)
-[ "$n" = 9 ] && [ -f "$T/dump/00-frontend.kir" ] && [ -f "$T/dump/08-codegen.c" ] &&
-    ok "  00-frontend.kir ... 08-codegen.c" || bad "  00-frontend.kir ... 08-codegen.c ($n files)"
+[ "$n" = 10 ] && [ -f "$T/dump/00-frontend.kir" ] && [ -f "$T/dump/09-codegen.c" ] &&
+    ok "  00-frontend.kir ... 09-codegen.c" || bad "  00-frontend.kir ... 09-codegen.c ($n files)"
 expect 0 "kiln dump --after lower" "$KILN" dump tests/models/linear.json --after lower
 grep -q "^prog linear" "$T/out" && ok "  prints the loop IR" || bad "  prints the loop IR"
 expect 1 "--max-memory below the plan's peak" "$KILN" build examples/mlp.json --max-memory 1000 -o "$T/never"

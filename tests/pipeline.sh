@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/pipeline.sh: the pass pipeline keeps numbers right. For the two
-# transformer examples: every loop-level stage within tolerance
+# transformer examples and a model whose weights are stacked and computed
+# on (hoist-weights): every loop-level stage within tolerance
 # (check --bisect); each pass switched off in turn still correct; and the
 # cc build bit-identical with 1 and 2 OpenMP threads. KILN names the binary
 # (default ./kiln).
@@ -13,9 +14,9 @@ fails=0
 ok() { echo "ok    $1"; }
 bad() { echo "FAIL  $1"; sed 's/^/      /' "$T/log"; fails=$((fails + 1)); }
 
-for m in examples/llama2-step.json examples/qwen3-moe-block.json; do
+for m in examples/llama2-step.json examples/qwen3-moe-block.json tests/models/weights-only.json; do
     "$KILN" check "$m" --bisect >"$T/log" 2>&1 && ok "check --bisect $m" || bad "check --bisect $m"
-    for p in simplify canonicalize-memrefs fuse tile parallelize plan-memory; do
+    for p in simplify canonicalize-memrefs hoist-weights fuse tile parallelize plan-memory; do
         "$KILN" check "$m" --disable-pass "$p" --no-cc >"$T/log" 2>&1 &&
             ok "check $m --disable-pass $p" || bad "check $m --disable-pass $p"
     done
