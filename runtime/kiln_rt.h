@@ -389,6 +389,32 @@ RT_API int rt_sample_argmax(const float *logits, int n);
 RT_API int rt_sample(float *logits, int n, double temperature, double topp, uint64_t *state,
                      void *scratch);
 
+/* ---- the decode steps' team size (rt_gov.c) ----------------------------- */
+/* How many threads generate's decode steps run on, decided from their
+ * times (without --threads): rt_gov.c gives the rules. The caller sets
+ * the team (rt_set_threads) to what rt_gov_next says. */
+#define RT_GOV_TRIAL 4                  /* steps a trial runs; steps a median takes */
+#define RT_GOV_SLOW 1.5                 /* median / best past this: something took a core */
+#define RT_GOV_GAIN 0.9                 /* a trial wins below this share of the steps before */
+#define RT_GOV_WAIT 8                   /* steps between trials, doubled by each lost one */
+#define RT_GOV_WAIT_MAX 256
+typedef struct {
+    int on;                             /* 0: fixed (--threads, or one thread) */
+    int most, cur, trial;               /* sizes: all threads, current, on trial (0: none) */
+    double best;                        /* fastest step at cur */
+    double last[RT_GOV_TRIAL], tried[RT_GOV_TRIAL];   /* the last steps at cur; the trial's */
+    int nlast, ntried;
+    int64_t since, wait;                /* steps since the last trial; before the next */
+    int64_t fewer;                      /* steps run with fewer threads than the most */
+} rt_gov;
+/* most: the threads a step may use; fixed: the size may not change. */
+RT_API void rt_gov_init(rt_gov *gv, int most, int fixed);
+/* The team size the next step runs at: the current one, or a trial's. */
+RT_API int rt_gov_next(rt_gov *gv);
+/* Takes the time t (seconds, or any one unit) of the step just run at the
+ * size rt_gov_next gave. */
+RT_API void rt_gov_took(rt_gov *gv, double t);
+
 /* ---- tokenizers (rt_tokenizer.c, _hf.c, _vocab.c, _bpe.c) -------------- */
 /* Text to token ids and back, for generation. The format is told by the
  * file's content: llama2.c's tokenizer.bin, encoded as its run.c does

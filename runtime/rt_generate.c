@@ -22,7 +22,7 @@
  *    printed as it comes and fed back at the next position, until N, the
  *    cache's S rows, or (with a tokenizer) its EOS or BOS token.
  * 3. Without --threads, the decode steps' team size follows their times
- *    (rg_gov below); the numbers never depend on it.
+ *    (rt_gov.c); the numbers never depend on it.
  * Output: --tokens prints the drawn ids on one line, space-separated;
  * --tokenizer prints the prompt's text, then each token's text. Last, on
  * stderr: prefill and decode tokens per second. */
@@ -32,39 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The decode steps' team size, by measurement. On a machine shared with
- * other work, a team as large as the cores waits at each of a step's joins
- * for whichever of its threads the scheduler has paused: stories110M on 2
- * cores with one busy process beside it decodes 34 tokens/s on 2 threads
- * and 60 on 1 (115 on 2 when alone). Rules, per decode step:
- * 1. Steps are timed. `best` is the fastest step at the current size.
- * 2. A trial runs RG_TRIAL steps at one thread fewer, when the median of
- *    the last RG_TRIAL steps passes RG_SLOW x best (something took a core), or
- *    at one thread more (up to the most), when fewer run; either only
- *    `wait` steps after the last trial.
- * 3. A trial wins when its median is under RG_GAIN x the median of the
- *    RG_TRIAL steps before it: its size becomes the current one, `best` its
- *    fastest step, `wait` RG_WAIT. A trial that loses doubles `wait` (up
- *    to RG_WAIT_MAX), so a quiet machine pays for few of them.
- * Alone on the machine, steps stay near `best` and no trial runs, so the
- * team keeps every core. parallelize's contract (no sum depends on the
- * thread count) makes the tokens the same whatever the sizes were. */
-#define RG_TRIAL 4                      /* steps a trial runs; steps a median takes */
-#define RG_SLOW 1.5                     /* median / best past this: something took a core */
-#define RG_GAIN 0.9                     /* a trial wins below this share of the steps before */
-#define RG_WAIT 8
-#define RG_WAIT_MAX 256
-
-typedef struct {
-    int on;                             /* 0: --threads fixed the size */
-    int most, cur, trial;               /* sizes: all cores, current, on trial (0: none) */
-    double best;                        /* fastest step at cur */
-    double last[RG_TRIAL], tried[RG_TRIAL];   /* the last steps at cur; the trial's */
-    int nlast, ntried;
-    int64_t since, wait;                /* steps since the last trial; before the next */
-    int64_t fewer;                      /* steps run with fewer threads than the most */
-} rg_gov;
 
 typedef struct {
     const rt_model *md;
@@ -82,7 +49,7 @@ typedef struct {
     void *scratch;                      /* rt_sample's */
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
-    rg_gov gov;
+    rt_gov gov;
 } rg_ctx;
 
 static int rg_fail(const rg_ctx *g, int code, const char *fmt, ...)
@@ -290,79 +257,6 @@ static int rg_prefill(rg_ctx *g)
     return 0;
 }
 
-/* ---- the team size of decode steps (rg_gov) ---------------------------- */
-
-static double rg_median(const double *v, int n)
-{
-    double x[RG_TRIAL];
-    memcpy(x, v, sizeof *v * (size_t)n);
-    for (int i = 1; i < n; i++)          /* insertion sort: n is RG_TRIAL */
-        for (int j = i; j > 0 && x[j] < x[j - 1]; j--) {
-            double t = x[j];
-            x[j] = x[j - 1];
-            x[j - 1] = t;
-        }
-    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
-}
-
-static void rg_gov_init(rg_gov *gv, int fixed)
-{
-    memset(gv, 0, sizeof *gv);
-    gv->most = gv->cur = rt_get_threads();
-    gv->on = !fixed && gv->most > 1;
-    gv->best = 1e30;
-    gv->wait = RG_WAIT;
-}
-
-/* The size the next step runs at, set. */
-static void rg_gov_next(rg_gov *gv)
-{
-    if (!gv->on || gv->trial || gv->since < gv->wait || gv->nlast < RG_TRIAL)
-        return;
-    if (gv->cur > 1 && rg_median(gv->last, RG_TRIAL) > RG_SLOW * gv->best)
-        gv->trial = gv->cur - 1;
-    else if (gv->cur < gv->most)
-        gv->trial = gv->cur + 1;
-    if (gv->trial) {
-        gv->ntried = 0;
-        rt_set_threads(gv->trial);
-    }
-}
-
-/* Takes the time of the step just run. */
-static void rg_gov_took(rg_gov *gv, double t)
-{
-    if (!gv->on)
-        return;
-    if ((gv->trial ? gv->trial : gv->cur) < gv->most)
-        gv->fewer++;
-    if (!gv->trial) {
-        gv->best = t < gv->best ? t : gv->best;
-        memmove(gv->last, gv->last + 1, sizeof *gv->last * (RG_TRIAL - 1));
-        gv->last[RG_TRIAL - 1] = t;
-        gv->nlast += gv->nlast < RG_TRIAL;
-        gv->since++;
-        return;
-    }
-    gv->tried[gv->ntried++] = t;
-    if (gv->ntried < RG_TRIAL)
-        return;
-    double m = rg_median(gv->tried, RG_TRIAL);
-    if (m < RG_GAIN * rg_median(gv->last, RG_TRIAL)) {
-        gv->cur = gv->trial;
-        gv->best = gv->tried[0];
-        for (int i = 0; i < RG_TRIAL; i++)
-            gv->best = gv->tried[i] < gv->best ? gv->tried[i] : gv->best;
-        memcpy(gv->last, gv->tried, sizeof gv->tried);
-        gv->wait = RG_WAIT;
-    } else {
-        gv->wait = gv->wait * 2 < RG_WAIT_MAX ? gv->wait * 2 : RG_WAIT_MAX;
-    }
-    rt_set_threads(gv->cur);
-    gv->trial = 0;
-    gv->since = 0;
-}
-
 static void rg_print(rg_ctx *g, int prev, int id)
 {
     if (!g->tok) {
@@ -379,6 +273,7 @@ static int rg_decode(rg_ctx *g)
     uint64_t state = g->seed;
     int prev = g->ids[g->nids - 1];
     int64_t pos = g->nids;
+    int team = rt_get_threads();        /* what the steps run on now */
     int stop1 = g->tok ? rt_tok_eos(g->tok) : -1, stop2 = g->tok ? rt_tok_bos(g->tok) : -1;
     double t0 = rt_now();
     for (uint64_t i = 0; i < g->n; i++) {
@@ -392,12 +287,14 @@ static int rg_decode(rg_ctx *g)
             break;
         g->tk[0] = next;
         g->ps[0] = (int32_t)pos++;
-        rg_gov_next(&g->gov);
+        int size = rt_gov_next(&g->gov);
+        if (size != team)
+            rt_set_threads(team = size);
         double t = rt_now();
         int rc = rg_call(g, 0);
         if (rc)
             return rc;
-        rg_gov_took(&g->gov, rt_now() - t);
+        rt_gov_took(&g->gov, rt_now() - t);
         g->calls++;
     }
     g->t_decode = rt_now() - t0;
@@ -444,7 +341,7 @@ static int rg_main(rg_ctx *g)
         return rc;
     if (g->threads)
         rt_set_threads((int)g->threads);
-    rg_gov_init(&g->gov, g->threads != 0);
+    rt_gov_init(&g->gov, rt_get_threads(), g->threads != 0);
     g->h = g->md->open(g->weights);
     if (!g->h)
         return rg_fail(g, RT_EINTERNAL, "out of memory");
