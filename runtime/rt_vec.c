@@ -22,7 +22,7 @@
  * (gcc's target_clones: AVX-512, AVX2 with FMA, SSE2), so that kiln runs
  * where the CPU, or valgrind's model of it, lacks AVX-512. Out of line:
  * inlined into rt_vec, the loops' pointers were spilled and reloaded. The
- * drivers (vec_run, vec_block) are clones too: called from default-ISA
+ * drivers (vec_blocks, vec_block) are clones too: called from default-ISA
  * code, every loop cost a quarter more on layernorm's last nest. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(KILN_NO_CLONES)
 #define VEC_KERNEL                                                            \
@@ -548,7 +548,7 @@ static void vec_fusable(VecBlock *b)
 /* The blocks of one call, per rows a block (in this instruction set, as
  * the loops it calls, so that the scalar registers' stores are the width
  * of the loads that read them). */
-static VEC_KERNEL void vec_run(VecBlock *b, const float *scal, const int64_t *n, int64_t per)
+static VEC_KERNEL void vec_blocks(VecBlock *b, const float *scal, const int64_t *n, int64_t per)
 {
     int64_t most = per * (b->cols < RT_VEC_B ? b->cols : RT_VEC_B);
     _Alignas(64) float reg[RT_VEC_REGS][RT_VEC_B];
@@ -649,5 +649,5 @@ RT_API void rt_vec(const int64_t *code, void *const *ptr, const float *scal, con
         per = b.code[4];
     if (per > b.rows)
         per = b.rows;
-    vec_run(&b, scal, n, per);
+    vec_blocks(&b, scal, n, per);
 }
