@@ -144,7 +144,7 @@ static void stacks_made_at_open(void **state)
     assert_null(strstr(run, "o0("));
     assert_non_null(strstr(run, "k0("));
     for (int k = 0; k < 3 * E; k++) {
-        char call[16];
+        char call[32];
         snprintf(call, sizeof call, "rc = o%d(m);", k);
         assert_non_null(strstr(open, call));
     }
