@@ -107,16 +107,9 @@ static void touch(Touch *t, const Buf *b)
     t->bytes += (double)shape_count(b->rank, b->dims) * esize;
 }
 
-static void touch_expr(Expr *e, void *ctx)
+static void touch_load(Expr *e, void *ctx)
 {
-    if (e->kind == E_LOAD) {
-        touch(ctx, e->buf);
-        for (int i = 0; i < e->buf->rank; i++)
-            touch_expr(e->idx[i], ctx);
-    }
-    if (e->a) touch_expr(e->a, ctx);
-    if (e->b) touch_expr(e->b, ctx);
-    if (e->c) touch_expr(e->c, ctx);
+    touch(ctx, e->buf);
 }
 
 static void touch_stmt(Stmt *s, void *ctx)
@@ -125,7 +118,7 @@ static void touch_stmt(Stmt *s, void *ctx)
         touch(ctx, s->buf);
     for (int i = 0; i < s->ntiles; i++)
         touch(ctx, s->tiles[i].buf);
-    ir_stmt_exprs(s, touch_expr, ctx);
+    ir_stmt_loads(s, touch_load, ctx);
 }
 
 void ir_kernel_cost(const Kernel *k, double *flops, double *bytes)

@@ -581,6 +581,10 @@ void ir_block_walk(Block *blk, StmtFn fn, void *ctx);
 /* Calls fn on every expression tree of s (not of nested blocks). */
 typedef void (*ExprFn)(Expr *e, void *ctx);
 void ir_stmt_exprs(Stmt *s, ExprFn fn, void *ctx);
+/* Calls fn on every load (E_LOAD) of e's tree / of s's expression trees
+ * (not of nested blocks), a load before the loads in its indices. */
+void ir_expr_loads(Expr *e, ExprFn fn, void *ctx);
+void ir_stmt_loads(Stmt *s, ExprFn fn, void *ctx);
 /* Replaces every expression tree of s (not of nested blocks) by fn's
  * result for it. */
 typedef Expr *(*ExprMap)(Expr *e, void *ctx);

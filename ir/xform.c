@@ -24,6 +24,35 @@ void ir_stmt_exprs(Stmt *s, ExprFn fn, void *ctx)
             fn(s->tiles[i].idx[d], ctx);
 }
 
+void ir_expr_loads(Expr *e, ExprFn fn, void *ctx)
+{
+    if (e->kind == E_LOAD) {
+        fn(e, ctx);
+        for (int d = 0; d < e->buf->rank; d++)
+            ir_expr_loads(e->idx[d], fn, ctx);
+    }
+    if (e->a) ir_expr_loads(e->a, fn, ctx);
+    if (e->b) ir_expr_loads(e->b, fn, ctx);
+    if (e->c) ir_expr_loads(e->c, fn, ctx);
+}
+
+typedef struct {
+    ExprFn fn;
+    void *ctx;
+} LoadsFn;
+
+static void stmt_loads(Expr *e, void *ctx)
+{
+    const LoadsFn *l = ctx;
+    ir_expr_loads(e, l->fn, l->ctx);
+}
+
+void ir_stmt_loads(Stmt *s, ExprFn fn, void *ctx)
+{
+    LoadsFn l = {fn, ctx};
+    ir_stmt_exprs(s, stmt_loads, &l);
+}
+
 void ir_stmt_map(Stmt *s, ExprMap fn, void *ctx)
 {
     if (s->lo) s->lo = fn(s->lo, ctx);
@@ -320,18 +349,11 @@ void ir_kernel_renumber(Kernel *k)
     k->nvars = next;
 }
 
-static void mark_expr(Expr *e, void *ctx)
+static void mark_load(Expr *e, void *ctx)
 {
     char *used = ctx;
-    if (e->kind == E_LOAD) {
-        used[e->buf->id] = 1;
-        used[ir_storage(e->buf)->id] = 1;
-        for (int i = 0; i < e->buf->rank; i++)
-            mark_expr(e->idx[i], ctx);
-    }
-    if (e->a) mark_expr(e->a, ctx);
-    if (e->b) mark_expr(e->b, ctx);
-    if (e->c) mark_expr(e->c, ctx);
+    used[e->buf->id] = 1;
+    used[ir_storage(e->buf)->id] = 1;
 }
 
 static void mark_stmt(Stmt *s, void *ctx)
@@ -345,7 +367,7 @@ static void mark_stmt(Stmt *s, void *ctx)
         used[s->tiles[i].buf->id] = 1;
         used[ir_storage(s->tiles[i].buf)->id] = 1;
     }
-    ir_stmt_exprs(s, mark_expr, ctx);
+    ir_stmt_loads(s, mark_load, ctx);
 }
 
 void ir_prog_renumber(Prog *p)
@@ -561,19 +583,12 @@ typedef struct {
     char *read;
 } Held;
 
-static void held_expr(Expr *e, void *ctx)
+static void held_load(Expr *e, void *ctx)
 {
     Held *h = ctx;
-    if (e->kind == E_LOAD) {
-        int i = ir_held_index(h->m, ir_storage(e->buf));
-        if (i >= 0)
-            h->read[i] = 1;
-        for (int d = 0; d < e->buf->rank; d++)
-            held_expr(e->idx[d], ctx);
-    }
-    if (e->a) held_expr(e->a, ctx);
-    if (e->b) held_expr(e->b, ctx);
-    if (e->c) held_expr(e->c, ctx);
+    int i = ir_held_index(h->m, ir_storage(e->buf));
+    if (i >= 0)
+        h->read[i] = 1;
 }
 
 static void held_stmt(Stmt *s, void *ctx)
@@ -584,7 +599,7 @@ static void held_stmt(Stmt *s, void *ctx)
         if (i >= 0)
             h->read[i] = 1;
     }
-    ir_stmt_exprs(s, held_expr, ctx);
+    ir_stmt_loads(s, held_load, ctx);
 }
 
 void ir_held_reads(const Module *m, const Prog *p, char *read)

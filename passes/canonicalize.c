@@ -144,17 +144,10 @@ static void add(Buf **first, int *n, Buf *b)
     }
 }
 
-static void loads(Expr *e, void *ctx)
+static void load(Expr *e, void *ctx)
 {
     Access *ac = ctx;
-    if (e->kind == E_LOAD) {
-        add(&ac->load, &ac->nload, e->buf);
-        for (int i = 0; i < e->buf->rank; i++)
-            loads(e->idx[i], ctx);
-    }
-    if (e->a) loads(e->a, ctx);
-    if (e->b) loads(e->b, ctx);
-    if (e->c) loads(e->c, ctx);
+    add(&ac->load, &ac->nload, e->buf);
 }
 
 static void stmt_access(Stmt *s, void *ctx)
@@ -162,7 +155,7 @@ static void stmt_access(Stmt *s, void *ctx)
     Access *ac = ctx;
     if (s->kind == S_STORE)
         add(&ac->store, &ac->nstore, s->buf);
-    ir_stmt_exprs(s, loads, ctx);
+    ir_stmt_loads(s, load, ctx);
 }
 
 static Access access_of(Block *blk)

@@ -69,24 +69,17 @@ int fuse_same_rows(Kernel *p, Kernel *c, int d)
 
 /* ---- what kernels touch -------------------------------------------------- */
 
-static void touch_expr(Expr *e, void *ctx)
+static void touch_load(Expr *e, void *ctx)
 {
     char *t = ctx;
-    if (e->kind == E_LOAD) {
-        if (e->buf->kind != BK_LOCAL)
-            t[ir_storage(e->buf)->id] |= FUSE_RD;
-        for (int i = 0; i < e->buf->rank; i++)
-            touch_expr(e->idx[i], ctx);
-    }
-    if (e->a) touch_expr(e->a, ctx);
-    if (e->b) touch_expr(e->b, ctx);
-    if (e->c) touch_expr(e->c, ctx);
+    if (e->buf->kind != BK_LOCAL)
+        t[ir_storage(e->buf)->id] |= FUSE_RD;
 }
 
 static void touch_stmt(Stmt *s, void *ctx)
 {
     char *t = ctx;
-    ir_stmt_exprs(s, touch_expr, ctx);
+    ir_stmt_loads(s, touch_load, ctx);
     if (s->kind == S_STORE && s->buf->kind != BK_LOCAL)
         t[ir_storage(s->buf)->id] |= FUSE_WR;
     for (int i = 0; i < s->ntiles; i++)

@@ -74,17 +74,10 @@ static void add(Hoist *h, Ids *ids, Buf *b, char bit)
     ARR_PUSH(h->a, ids->v, ids->n, ids->cap, st->id);
 }
 
-static void scan_expr(Expr *e, void *ctx)
+static void scan_load(Expr *e, void *ctx)
 {
     Scan *sc = ctx;
-    if (e->kind == E_LOAD) {
-        add(sc->h, &sc->h->loads[sc->k], e->buf, 1);
-        for (int d = 0; d < e->buf->rank; d++)
-            scan_expr(e->idx[d], ctx);
-    }
-    if (e->a) scan_expr(e->a, ctx);
-    if (e->b) scan_expr(e->b, ctx);
-    if (e->c) scan_expr(e->c, ctx);
+    add(sc->h, &sc->h->loads[sc->k], e->buf, 1);
 }
 
 static void scan_stmt(Stmt *s, void *ctx)
@@ -97,7 +90,7 @@ static void scan_stmt(Stmt *s, void *ctx)
         int written = i == call_table[s->call].written;
         add(h, written ? &h->stores[sc->k] : &h->loads[sc->k], s->tiles[i].buf, written ? 2 : 1);
     }
-    ir_stmt_exprs(s, scan_expr, ctx);
+    ir_stmt_loads(s, scan_load, ctx);
 }
 
 /* Whether kernel k's own accesses allow it: loads of weights, derived

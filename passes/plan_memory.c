@@ -59,16 +59,9 @@ static void touch(Scan *sc, Buf *b)
     l->last = sc->k;
 }
 
-static void touch_expr(Expr *e, void *ctx)
+static void touch_load(Expr *e, void *ctx)
 {
-    if (e->kind == E_LOAD) {
-        touch(ctx, e->buf);
-        for (int i = 0; i < e->buf->rank; i++)
-            touch_expr(e->idx[i], ctx);
-    }
-    if (e->a) touch_expr(e->a, ctx);
-    if (e->b) touch_expr(e->b, ctx);
-    if (e->c) touch_expr(e->c, ctx);
+    touch(ctx, e->buf);
 }
 
 static void touch_stmt(Stmt *s, void *ctx)
@@ -77,7 +70,7 @@ static void touch_stmt(Stmt *s, void *ctx)
         touch(ctx, s->buf);
     for (int i = 0; i < s->ntiles; i++)
         touch(ctx, s->tiles[i].buf);
-    ir_stmt_exprs(s, touch_expr, ctx);
+    ir_stmt_loads(s, touch_load, ctx);
 }
 
 static Life *lifetimes(Module *m)
@@ -136,20 +129,13 @@ static int alias_of(const Buf *v, const Buf *a)
                       !memcmp(v->strides, a->strides, sizeof v->strides[0] * (size_t)v->rank));
 }
 
-static void match_expr(Expr *e, void *ctx)
+static void match_load(Expr *e, void *ctx)
 {
     Match *mt = ctx;
-    if (e->kind == E_LOAD) {
-        if (e->buf == mt->b || (ir_storage(e->buf) == mt->a && !alias_of(e->buf, mt->a)))
-            mt->ok = 0;           /* B read back, or A read through a reshaping view */
-        if (alias_of(e->buf, mt->a))
-            match_idx(mt, e->idx, e->buf->rank);
-        for (int i = 0; i < e->buf->rank; i++)
-            match_expr(e->idx[i], ctx);
-    }
-    if (e->a) match_expr(e->a, ctx);
-    if (e->b) match_expr(e->b, ctx);
-    if (e->c) match_expr(e->c, ctx);
+    if (e->buf == mt->b || (ir_storage(e->buf) == mt->a && !alias_of(e->buf, mt->a)))
+        mt->ok = 0;               /* B read back, or A read through a reshaping view */
+    if (alias_of(e->buf, mt->a))
+        match_idx(mt, e->idx, e->buf->rank);
 }
 
 static void match_stmt(Stmt *s, void *ctx)
@@ -166,7 +152,7 @@ static void match_stmt(Stmt *s, void *ctx)
     for (int i = 0; i < s->ntiles; i++)   /* a call reads or writes a whole tile */
         if (ir_storage(s->tiles[i].buf) == mt->a || ir_storage(s->tiles[i].buf) == mt->b)
             mt->ok = 0;
-    ir_stmt_exprs(s, match_expr, ctx);
+    ir_stmt_loads(s, match_load, ctx);
 }
 
 static int same_shape(const Buf *a, const Buf *b)
