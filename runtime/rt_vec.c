@@ -257,6 +257,14 @@ static VEC_KERNEL void vec_mov(float *d, const float *a, int64_t m, int op)
         for (int64_t k = 0; k < m; k++) { float x = a[k], y = b[k]; d[k] = (expr); } \
     break
 
+/* The pairs, RT_V_PAIR + i: (x OPi/4 y) OPi%4 z, each op one of + - * /
+ * (x * y + z is RT_V_FMA, so i is never 8 or 9). */
+#define VEC_PAIRS(X)                                                          \
+    X(0, (x + y) + z) X(1, (x + y) - z) X(2, (x + y) * z) X(3, (x + y) / z)   \
+    X(4, (x - y) + z) X(5, (x - y) - z) X(6, (x - y) * z) X(7, (x - y) / z)   \
+    X(10, (x * y) * z) X(11, (x * y) / z)                                     \
+    X(12, (x / y) + z) X(13, (x / y) - z) X(14, (x / y) * z) X(15, (x / y) / z)
+
 /* Two operations in one pass (RT_V_PAIR): x from a block, y and z each one
  * value or a block; every intermediate rounded to f32, as in the loop. */
 #define PAIR(expr)                                                            \
@@ -309,20 +317,8 @@ static VEC_KERNEL void vec_op(int op, float *d, const float *a, const float *b, 
         for (int64_t k = 0; k < m; k++)
             d[k] = a[k] != 0 ? b[k] : c[k];
         break;
-    case RT_V_PAIR + 0: PAIR((x + y) + z);
-    case RT_V_PAIR + 1: PAIR((x + y) - z);
-    case RT_V_PAIR + 2: PAIR((x + y) * z);
-    case RT_V_PAIR + 3: PAIR((x + y) / z);
-    case RT_V_PAIR + 4: PAIR((x - y) + z);
-    case RT_V_PAIR + 5: PAIR((x - y) - z);
-    case RT_V_PAIR + 6: PAIR((x - y) * z);
-    case RT_V_PAIR + 7: PAIR((x - y) / z);
-    case RT_V_PAIR + 10: PAIR((x * y) * z);
-    case RT_V_PAIR + 11: PAIR((x * y) / z);
-    case RT_V_PAIR + 12: PAIR((x / y) + z);
-    case RT_V_PAIR + 13: PAIR((x / y) - z);
-    case RT_V_PAIR + 14: PAIR((x / y) * z);
-    case RT_V_PAIR + 15: PAIR((x / y) / z);
+#define PAIR_CASE(i, expr) case RT_V_PAIR + i: PAIR(expr);
+    VEC_PAIRS(PAIR_CASE)
     case RT_V_FMA:
         if (ys) {
             const float y1 = *b;
@@ -350,20 +346,8 @@ static VEC_KERNEL void vec_pair_fma(int pair, float *d, const float *a, float y,
                                     const float *w, const float *v, int64_t m)
 {
     switch (pair) {
-    case 0: PAIR_FMA((x + y) + z);
-    case 1: PAIR_FMA((x + y) - z);
-    case 2: PAIR_FMA((x + y) * z);
-    case 3: PAIR_FMA((x + y) / z);
-    case 4: PAIR_FMA((x - y) + z);
-    case 5: PAIR_FMA((x - y) - z);
-    case 6: PAIR_FMA((x - y) * z);
-    case 7: PAIR_FMA((x - y) / z);
-    case 10: PAIR_FMA((x * y) * z);
-    case 11: PAIR_FMA((x * y) / z);
-    case 12: PAIR_FMA((x / y) + z);
-    case 13: PAIR_FMA((x / y) - z);
-    case 14: PAIR_FMA((x / y) * z);
-    case 15: PAIR_FMA((x / y) / z);
+#define PAIR_FMA_CASE(i, expr) case i: PAIR_FMA(expr);
+    VEC_PAIRS(PAIR_FMA_CASE)
     default: break;
     }
 }
