@@ -12,29 +12,13 @@
 
 #include <stdio.h>
 
-/* A graph with x f32[8,64] in and y f32[8,64] out; the program's buffers
- * b0 (x), b1 (y), b2 (a temp of 600 floats), b3 a local f32[64]; then the
- * kernel body given, indented one level below "kernel". */
-static const char head[] =
-    "graph t\n"
-    "  input  %0 \"x\" : f32[8,64]\n"
-    "  %1 \"y\" = exp %0 : f32[8,64]\n"
-    "  output %1\n"
-    "prog t\n"
-    "  buf b0 input 0 %0 : f32[8,64]\n"
-    "  buf b1 output 0 %1 : f32[8,64]\n"
-    "  buf b2 temp : f32[600] @0\n"
-    "  buf b3 local : f32[64]\n"
-    "  arena 2432\n"
-    "  kernel k0 t (%1)\n";
-
 /* Whether the kernel's first top-level loop is independent; the reason
  * (or "") goes to why. */
 static int independent(const char *body, char *why, size_t len)
 {
     Arena *a = arena_new();
     char text[4096];
-    snprintf(text, sizeof text, "%s%s", head, body);
+    snprintf(text, sizeof text, "%s%s", tl_exp_kir_head, body);
     Diags d;
     diag_init(&d, a, "t.kir");
     Module *m = ir_parse(a, "t.kir", text, &d);

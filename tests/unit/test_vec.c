@@ -18,7 +18,7 @@
 
 #include "runtime/kiln_rt.h"
 
-/* x f32[8,64] in; y f32[8] = row sums (or f32[8,64] = exp); b2 a temp of
+/* x f32[8,64] in; y f32[8] = row sums (y = exp(x): tl_exp_kir_head); b2 a temp of
  * 600 floats, b3 a local f32[64], b4 a weight f32[64] held as bf16. */
 static const char sum_head[] =
     "graph t\n"
@@ -28,18 +28,6 @@ static const char sum_head[] =
     "prog t\n"
     "  buf b0 input 0 %0 : f32[8,64]\n"
     "  buf b1 output 0 %1 : f32[8]\n"
-    "  buf b2 temp : f32[600] @0\n"
-    "  buf b3 local : f32[64]\n"
-    "  arena 2432\n"
-    "  kernel k0 t (%1)\n";
-static const char exp_head[] =
-    "graph t\n"
-    "  input  %0 \"x\" : f32[8,64]\n"
-    "  %1 \"y\" = exp %0 : f32[8,64]\n"
-    "  output %1\n"
-    "prog t\n"
-    "  buf b0 input 0 %0 : f32[8,64]\n"
-    "  buf b1 output 0 %1 : f32[8,64]\n"
     "  buf b2 temp : f32[600] @0\n"
     "  buf b3 local : f32[64]\n"
     "  arena 2432\n"
@@ -142,13 +130,13 @@ static void prefix_stays_scalar(void **state)
 static void read_back(void **state)
 {
     (void)state;
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..8\n"
            "      for i1 in 0..64\n"
            "        b1[i0, i1] = b0[i0, i1]\n"
            "        b1[i0, i1] = exp(b1[i0, i1])\n",
            1);
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..8\n"
            "      for i1 in 0..64\n"
            "        b1[i0, i1] = exp(b0[i0, i1])\n"
@@ -163,7 +151,7 @@ static void read_back(void **state)
 static void lets_and_selects(void **state)
 {
     (void)state;
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..8\n"
            "      let v1: f32 = 1.0\n"
            "      for i2 in 0..64\n"
@@ -178,7 +166,7 @@ static void lets_and_selects(void **state)
 static void integers_stay_scalar(void **state)
 {
     (void)state;
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..8\n"
            "      for i1 in 0..64\n"
            "        b1[i0, i1] = exp(b0[i0, i1] + (f32(i1) - f32(i1)))\n",
@@ -189,7 +177,7 @@ static void integers_stay_scalar(void **state)
 static void strided_reads(void **state)
 {
     (void)state;
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..64\n"
            "      for i1 in 0..8\n"
            "        b2[i0 * 8 + i1] = b0[i1, i0]\n"
@@ -203,13 +191,13 @@ static void strided_reads(void **state)
 static void small_nests_stay_scalar(void **state)
 {
     (void)state;
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..8\n"
            "      for i1 in 0..8\n"
            "        for i2 in 0..8\n"
            "          b1[i0, i1 * 8 + i2] = exp(b0[i0, i1 * 8 + i2])\n",
            1);
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..8\n"
            "      for i1 in 0..8\n"
            "        b1[i0, i1 * 8] = 0.0\n"
@@ -223,7 +211,7 @@ static void small_nests_stay_scalar(void **state)
 static void outer_lets(void **state)
 {
     (void)state;
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..8\n"
            "      for i1 in 0..64\n"
            "        let v2: f32 = b0[i0, i1]\n"
@@ -231,7 +219,7 @@ static void outer_lets(void **state)
            "        for i4 in 0..1\n"
            "          b1[i0, i1 + i4] = v3\n",
            1);
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..8\n"
            "      for i1 in 0..64\n"
            "        b1[i0, i1] = exp(b0[i0, i1])\n"
@@ -242,7 +230,7 @@ static void outer_lets(void **state)
            "          b1[i2, i3 + i5] = exp(b0[i2, i3]) + (v4 - v4)\n",
            1);
     /* an outer let of one value: v2 * 0.5 has two one-value operands */
-    kernel(exp_head,
+    kernel(tl_exp_kir_head,
            "    for i0 in 0..8\n"
            "      for i1 in 0..64\n"
            "        let v2: f32 = 2.0\n"

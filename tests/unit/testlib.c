@@ -280,6 +280,19 @@ void tl_assert_has(const char *text, const char *part)
         fail_msg("lowered program lacks:\n%s\n--- in:\n%s", part, text);
 }
 
+const char tl_exp_kir_head[] =
+    "graph t\n"
+    "  input  %0 \"x\" : f32[8,64]\n"
+    "  %1 \"y\" = exp %0 : f32[8,64]\n"
+    "  output %1\n"
+    "prog t\n"
+    "  buf b0 input 0 %0 : f32[8,64]\n"
+    "  buf b1 output 0 %1 : f32[8,64]\n"
+    "  buf b2 temp : f32[600] @0\n"
+    "  buf b3 local : f32[64]\n"
+    "  arena 2432\n"
+    "  kernel k0 t (%1)\n";
+
 int tl_has_line(const char *text, const char *line)
 {
     size_t len = strlen(line);

@@ -88,6 +88,11 @@ void tl_assert_has(const char *text, const char *part);
 /* The number (from 0) of text's first line that is `line` after its
  * indentation; fails when there is none. */
 int tl_has_line(const char *text, const char *line);
+/* The head of a .kir module for kernel tests: x f32[8,64] in, y = exp(x)
+ * out; the program's buffers b0 (x), b1 (y), b2 a temp of 600 floats, b3
+ * a local f32[64]; then "kernel k0 t (%1)", whose body follows, indented
+ * one level below it. */
+extern const char tl_exp_kir_head[];
 
 /* ---- the JIT build --------------------------------------------------- */
 
