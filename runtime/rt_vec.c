@@ -592,9 +592,7 @@ static VEC_KERNEL int vec_short(const int64_t *code, void *const *ptr, const flo
         const int64_t *pd = code + 5 + 2 * at[2];
         if (pd[0] != RT_F32 || pd[1] != 1)
             return 0;
-        float v = scal[in[2]], *d = ptr[at[2]];
-        for (int64_t k = 0; k < n; k++)
-            d[k] = v;
+        vec_fill(ptr[at[2]], scal[in[2]], n);
         return 1;
     }
     if (in[0] == RT_V_LD && at[0] == RT_V_RED) {
