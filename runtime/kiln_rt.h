@@ -20,6 +20,9 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE 1       /* glibc's madvise and MADV_HUGEPAGE (rt_mem.c) */
+#endif
 #include <stddef.h>
 #include <stdint.h>
 
