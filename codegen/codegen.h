@@ -7,8 +7,9 @@
 #include "runtime/kiln_rt.h"
 
 /* Two flavours of the same program: CG_CC for the system cc (the runtime
- * pasted in, OpenMP pragmas, a main), CG_JIT for libtcc (runtime symbols
- * handed in by kiln, parallel loops through rt_parallel_for). */
+ * pasted in, `omp simd` pragmas, a main), CG_JIT for libtcc (runtime
+ * symbols handed in by kiln, rt_vec programs); parallel loops go through
+ * rt_parallel_for in both. */
 typedef enum { CG_CC, CG_JIT } CgFlavour;
 
 /* ---- emit.c: the whole C file --------------------------------------- */

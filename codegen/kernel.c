@@ -3,10 +3,12 @@
  * A kernel becomes `static int kN(MODEL *m)`: pointers to the buffers it
  * touches (restrict; inputs and weights const), then its statements, one
  * C statement per IR statement, in the order of the math. A run-time
- * check returns its status through rt_errf. A loop marked parallel gets
- * `#pragma omp parallel for` (cc) or, for libtcc, which has no OpenMP, is
+ * check returns its status through rt_errf. A loop marked parallel is
  * outlined into `kN_pJ(ctx, lo, hi)` and called through rt_parallel_for
- * with a context holding the enclosing scalars it reads. */
+ * with a context holding the enclosing scalars and local arrays it reads,
+ * in both flavours: the runtime's pool splits iterations among threads
+ * dynamically, where OpenMP's parallel for would wait at its end for a
+ * thread the system has descheduled (runtime/rt_parallel.c). */
 #include "codegen.h"
 
 #include <math.h>
@@ -311,16 +313,11 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
     case S_LOOP:
         if (cx->vec && cg_vec_nest(cx, s, depth))
             return;
-        if ((s->marks & MARK_PARALLEL) && cx->fl == CG_JIT) {
+        if (s->marks & MARK_PARALLEL) {
             parallel_loop(cx, s, depth, o);
             return;
         }
         CgCx in = *cx;
-        if (s->marks & MARK_PARALLEL) {
-            indent(cx, depth);
-            fputs("#pragma omp parallel for schedule(static)\n", cx->f);
-            in.in_parallel = 1;
-        }
         if (s->marks & MARK_VECTOR) {     /* lanes never touch one another's elements */
             indent(cx, depth);
             fputs("#pragma omp simd\n", cx->f);
@@ -372,6 +369,7 @@ typedef struct {
     const Buf **v;
     int n, cap;
     Arena *a;
+    int outer;                    /* not inside parallel loops: outlined */
 } BufSet;
 
 static void use_buf(BufSet *u, const Buf *b)
@@ -419,7 +417,8 @@ static void uses_block(BufSet *u, const Block *blk)
             for (int d = 0; d < s->tiles[j].buf->rank; d++)
                 uses_expr(u, s->tiles[j].idx[d]);
         }
-        uses_block(u, &s->body);
+        if (!(u->outer && s->kind == S_LOOP && (s->marks & MARK_PARALLEL)))
+            uses_block(u, &s->body);
         uses_block(u, &s->els);
     }
 }
@@ -430,11 +429,12 @@ static int by_id(const void *x, const void *y)
     return a->id - b->id;
 }
 
-/* Declares a pointer for every buffer the block touches. */
-static void declare_bufs(CgCx *cx, const Block *blk, int depth)
+/* Declares a pointer for every buffer the block touches; outer: but for
+ * the bodies of its parallel loops, which declare their own. */
+static void declare_bufs(CgCx *cx, const Block *blk, int depth, int outer)
 {
     Arena *a = cx->m->a;
-    BufSet u = {NULL, 0, 0, a};
+    BufSet u = {NULL, 0, 0, a, outer};
     uses_block(&u, blk);
     if (u.n)                          /* qsort(NULL, 0) is undefined */
         qsort(u.v, (size_t)u.n, sizeof *u.v, by_id);
@@ -459,7 +459,7 @@ static void declare_bufs(CgCx *cx, const Block *blk, int depth)
     }
 }
 
-/* ---- outlined parallel loops (JIT flavour) ----------------------------- */
+/* ---- outlined parallel loops ------------------------------------------ */
 
 /* Scalars in scope at the parallel loop: enclosing loop variables and
  * locals, which the outlined body receives through its context, as it
@@ -512,7 +512,7 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
     }
     for (int i = 0; i < o->narrays; i++)
         fprintf(f, "    (void)b%d;\n", o->arrays[i]->id);
-    declare_bufs(&in, &s->body, 1);
+    declare_bufs(&in, &s->body, 1, 0);
     fputs("    for (int64_t ", f);
     var(&in, s->v);
     fputs(" = lo + ", f);
@@ -596,8 +596,8 @@ void cg_kernel(CgCx *cx, const Kernel *k)
     Outline o = {k, NULL, 0, 0, NULL, 0, 0, 0, ff};
     CgCx in = *cx;
     in.f = bf;
-    declare_bufs(&in, &k->body, 1);
-    block(&in, &k->body, 1, cx->fl == CG_JIT ? &o : NULL);
+    declare_bufs(&in, &k->body, 1, 1);
+    block(&in, &k->body, 1, &o);
     char *body = arena_stream_text(a, bf), *fns = arena_stream_text(a, ff);
     fputs(fns, cx->f);
     comment(cx, k);

@@ -2,17 +2,18 @@
  *
  * Contract: marks at most one loop of each kernel MARK_PARALLEL, never one
  * inside another, and notes in every kernel the loop chosen and its work,
- * or why the kernel stays serial. Codegen prints the mark as `#pragma omp
- * parallel for schedule(static)` (cc) or outlines the loop's body and
- * calls it through rt_parallel_for (JIT). Numbers do not change with the
- * thread count: a parallel loop's iterations touch disjoint elements
+ * or why the kernel stays serial. Codegen outlines the marked loop's body
+ * and calls it through rt_parallel_for, whose pool shares the iterations
+ * out among threads dynamically. Numbers do not change with the thread
+ * count, nor with which thread runs an iteration: a parallel loop's
+ * iterations touch disjoint elements
  * (ir_loop_independent), and a reduction loop is never split, so every
  * sum adds the same terms in the same order on 1 thread or 64.
  *
  * Work: the f32 operations, loads and stores of one run of the loop (a
  * copy does no FLOP yet moves memory), loops with a run-time bound
- * counted at their largest extent. A run costs a fork and a join, 0.3 us
- * with OpenMP's spinning threads on 2 cores and more on bigger machines;
+ * counted at their largest extent. A run costs a fork and a join, about
+ * 0.3 us with spinning threads on 2 cores and more on bigger machines;
  * below MIN_WORK = 64k operations (2 us of vectorised code, 20 us of
  * scalar code) the threads would spend about as long meeting as working.
  *

@@ -186,8 +186,11 @@ RT_API int rt_npy_write(const char *path, int dtype, int rank, const int64_t *di
 RT_API int rt_write_file(const char *path, const void *data, size_t n, rt_err *e);
 
 /* ---- threads and time (rt_parallel.c) ---------------------------------- */
-/* Calls fn(ctx, lo, hi) on disjoint ranges covering [0, n), one static
- * contiguous range per thread (OpenMP when compiled with it). */
+/* Calls fn(ctx, lo, hi) on disjoint ranges covering [0, n), on a pool of
+ * threads that share the ranges out dynamically (a thread that is late
+ * has its share taken by the others), when built with OpenMP; else one
+ * call fn(ctx, 0, n). Only for loops whose iterations are independent:
+ * which thread runs one must change nothing. */
 RT_API void rt_parallel_for(void (*fn)(void *ctx, int64_t lo, int64_t hi),
                             void *ctx, int64_t n);
 RT_API void rt_set_threads(int n);

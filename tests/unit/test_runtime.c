@@ -15,6 +15,7 @@
 #include "tests/unit/testlib.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,45 +170,157 @@ static void test_seed_input(void **state)
 
 typedef struct {
     atomic_int calls;
-    int *hits;
-    int64_t lo[64], hi[64];
+    atomic_int *hits;
+    pthread_t caller;
+    atomic_long by_caller;      /* iterations the calling thread ran */
+    atomic_int late;            /* 1: another thread's first chunk sleeps */
+    atomic_int empty;           /* calls with lo >= hi (cmocka asserts on one thread only) */
 } par_rec;
 
 static void par_fn(void *ctx, int64_t lo, int64_t hi)
 {
     par_rec *r = ctx;
-    int k = atomic_fetch_add(&r->calls, 1);
-    if (k < 64)
-        r->lo[k] = lo, r->hi[k] = hi;
+    atomic_fetch_add(&r->calls, 1);
+    if (lo >= hi)
+        atomic_fetch_add(&r->empty, 1);
+    if (pthread_equal(pthread_self(), r->caller))
+        atomic_fetch_add(&r->by_caller, (long)(hi - lo));
+    else if (atomic_exchange(&r->late, 0)) {
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);   /* a worker the system descheduled */
+    }
     for (int64_t i = lo; i < hi; i++)
-        r->hits[i]++; /* ranges are disjoint */
+        atomic_fetch_add(&r->hits[i], 1);
+}
+
+/* rt_parallel_for(par_fn) over n: every iteration once, in n calls at
+ * most; returns the iterations the caller ran. */
+static long par_run(int64_t n, int late)
+{
+    par_rec r = {.hits = calloc((size_t)n + 1, sizeof(atomic_int)), .caller = pthread_self()};
+    assert_non_null(r.hits);
+    atomic_init(&r.calls, 0);
+    atomic_init(&r.by_caller, 0);
+    atomic_init(&r.late, late);
+    atomic_init(&r.empty, 0);
+    rt_parallel_for(par_fn, &r, n);
+    assert_int_equal(atomic_load(&r.empty), 0);
+    for (int64_t i = 0; i < n; i++)
+        assert_int_equal(atomic_load(&r.hits[i]), 1);
+    int calls = atomic_load(&r.calls);
+    assert_true(n == 0 ? calls == 0 : calls >= 1 && calls <= n);
+    free(r.hits);
+    return atomic_load(&r.by_caller);
 }
 
 static void test_parallel_for(void **state)
 {
     (void)state;
-    int64_t ns[] = {0, 1, 2, 7, 1000};
-    for (int nt = 1; nt <= 2; nt++) {
+    int64_t ns[] = {0, 1, 2, 7, 1000, 100003};
+    for (int nt = 1; nt <= 3; nt++) {
         rt_set_threads(nt);
         assert_int_equal(rt_get_threads(), nt);
-        for (int k = 0; k < 5; k++) {
-            par_rec r = {.hits = calloc((size_t)ns[k] + 1, sizeof(int))};
-            atomic_init(&r.calls, 0);
-            rt_parallel_for(par_fn, &r, ns[k]);
-            for (int64_t i = 0; i < ns[k]; i++)
-                assert_int_equal(r.hits[i], 1);
-            int calls = atomic_load(&r.calls);
-            assert_true(ns[k] == 0 ? calls == 0 : calls >= 1 && calls <= nt);
-            for (int c = 0; c < calls; c++)
-                assert_true(r.lo[c] < r.hi[c]);
-            if (nt == 2 && ns[k] == 1000) { /* the static split, pinned */
-                assert_int_equal(calls, 2);
-                int a = r.lo[0] != 0;
-                assert_true(r.lo[a] == 0 && r.hi[a] == 500 && r.lo[!a] == 500 && r.hi[!a] == 1000);
-            }
-            free(r.hits);
+        for (int k = 0; k < 6; k++) {
+            long mine = par_run(ns[k], 0);
+            if (nt == 1)
+                assert_int_equal(mine, ns[k]);
         }
     }
+    /* Loops back to back, as a decode step runs them, with teams of 1-3 on
+     * 2 cores: threads come late, are descheduled holding chunks, find
+     * shares of a loop half published; enough loops for the 16-bit tags
+     * to wrap several times. */
+    for (int i = 0; i < 300000; i++)
+        par_run(1 + i % 5, 0);
+    rt_set_threads(2);
+    par_run(((int64_t)1 << 24) + 5, 0); /* more than a share holds: grouped */
+}
+
+typedef struct {
+    _Alignas(64) atomic_long v;
+} line_count;
+
+static void count_fn(void *ctx, int64_t lo, int64_t hi)
+{
+    line_count *c = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        atomic_fetch_add_explicit(&c[i].v, 1, memory_order_relaxed);
+}
+
+static atomic_int hog_on;
+
+static void *hog(void *arg)
+{
+    (void)arg;
+    while (atomic_load_explicit(&hog_on, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+/* Tiny loops back to back, more threads than cores (and a thread that
+ * only spins): a thread whose share is not yet stored may steal from one
+ * that is, threads are descheduled between reading a share and swapping
+ * it, and the tags wrap. */
+static void test_parallel_for_race(void **state)
+{
+    (void)state;
+    pthread_t h;
+    atomic_store(&hog_on, 1);
+    assert_int_equal(pthread_create(&h, NULL, hog, NULL), 0);
+    for (int nt = 2; nt <= 3; nt++) {
+        rt_set_threads(nt);
+        line_count c[4];
+        long want[4] = {0};
+        for (int k = 0; k < 4; k++)
+            atomic_init(&c[k].v, 0);
+        for (int i = 0; i < 200000; i++) {
+            rt_parallel_for(count_fn, c, 2 + i % 3);
+            for (int k = 0; k < 2 + i % 3; k++)
+                want[k]++;
+        }
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(atomic_load(&c[k].v), want[k]);
+    }
+    atomic_store(&hog_on, 0);
+    pthread_join(h, NULL);
+}
+
+/* A worker that sleeps in its first chunk holds the call up by that chunk
+ * only: the caller takes the rest (3/4 of the loop at least; a static
+ * split would give it half). */
+static void test_parallel_for_late(void **state)
+{
+    (void)state;
+    rt_set_threads(2);
+    for (int i = 0; i < 3; i++)
+        assert_true(par_run(1000, 1) >= 750);
+}
+
+static void inner_fn(void *ctx, int64_t lo, int64_t hi)
+{
+    atomic_int *hits = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        atomic_fetch_add(&hits[i], 1);
+}
+
+static void outer_fn(void *ctx, int64_t lo, int64_t hi)
+{
+    atomic_int *hits = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        rt_parallel_for(inner_fn, &hits[i * 16], 16);
+}
+
+/* A loop inside a loop's body runs on its thread, as it is. */
+static void test_parallel_for_nested(void **state)
+{
+    (void)state;
+    rt_set_threads(2);
+    atomic_int hits[64 * 16];
+    for (int i = 0; i < 64 * 16; i++)
+        atomic_init(&hits[i], 0);
+    rt_parallel_for(outer_fn, hits, 64);
+    for (int i = 0; i < 64 * 16; i++)
+        assert_int_equal(atomic_load(&hits[i]), 1);
 }
 
 static void test_now(void **state)
@@ -573,7 +686,9 @@ int main(void)
         cmocka_unit_test(test_errf_first_wins),   cmocka_unit_test(test_alloc),
         cmocka_unit_test(test_splitmix_pinned),   cmocka_unit_test(test_fill_random_pinned),
         cmocka_unit_test(test_fill_random_range), cmocka_unit_test(test_seed_input),
-        cmocka_unit_test(test_parallel_for),      cmocka_unit_test(test_now),
+        cmocka_unit_test(test_parallel_for),
+        cmocka_unit_test(test_parallel_for_race),
+        cmocka_unit_test(test_parallel_for_late), cmocka_unit_test(test_parallel_for_nested),      cmocka_unit_test(test_now),
         cmocka_unit_test(test_st_good),           cmocka_unit_test(test_st_empty),
         cmocka_unit_test(test_st_malformed),      cmocka_unit_test(test_st_bad_lengths),
         cmocka_unit_test(test_st_io_errors),      cmocka_unit_test(test_weights_load),
