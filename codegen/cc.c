@@ -449,13 +449,17 @@ static int write_header(const Module *m, const char *path, rt_err *err)
     return cg_write_file(path, arena_stream_text(m->a, f), err);
 }
 
-/* The commands that build the library's object, .so and .a from src. */
+/* The commands that build the library's object, .so and .a from src.
+ * The .so stays mapped after dlclose (-z nodelete, as libgomp's static
+ * TLS keeps it): the runtime's pool threads run its code and outlive any
+ * call (tests/cli.sh dlcloses one while they spin). */
 static void lib_commands(Arena *a, const char *cmd[3], const char *obj, const char *so,
                          const char *ar, const char *src)
 {
     cmd[0] = arena_printf(a, "%s " CG_CFLAGS " -fPIC -DKILN_NO_MAIN -c -o %s %s", cg_cc(), obj,
                           src);
-    cmd[1] = arena_printf(a, "%s -fopenmp -shared -o %s %s -lm", cg_cc(), so, obj);
+    cmd[1] = arena_printf(a, "%s -fopenmp -shared -Wl,-z,nodelete -o %s %s -lm", cg_cc(), so,
+                          obj);
     cmd[2] = arena_printf(a, "ar rcs %s %s", ar, obj);
 }
 

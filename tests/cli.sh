@@ -209,6 +209,48 @@ else
     bad "  a C program links the .a and computes the right numbers"; cat "$T/err"
 fi
 
+# dlopen, a run, dlclose at once while the pool's workers still spin in the
+# library's code, twice: the .so must stay mapped (-z nodelete).
+expect 0 "kiln build --lib of a model with parallel loops" \
+    "$KILN" build examples/mlp.json --lib -o "$T/libmlp"
+cat >"$T/dl.c" <<'EOF'
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <time.h>
+typedef void *(*open_fn)(const char *);
+typedef int (*run_fn)(void *, const void *const *, void *const *);
+int main(int argc, char **argv)
+{
+    (void)argc;
+    for (int round = 0; round < 2; round++) {
+        void *h = dlopen(argv[1], RTLD_NOW);
+        if (!h)
+            return 1;
+        open_fn op = (open_fn)dlsym(h, "mlp_block_open");
+        run_fn run = (run_fn)dlsym(h, "mlp_block_run");
+        float *x = calloc(40 * 1536, 4), *y = calloc(40 * 1536, 4);
+        const void *in[] = {x};
+        void *out[] = {y};
+        void *m = op ? op(NULL) : NULL;
+        if (!m || !run || run(m, in, out))
+            return 2;
+        dlclose(h);             /* the model left open: a test of the unload */
+        free(x);
+        free(y);
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+EOF
+if cc -std=c11 -Wall -Wextra -Werror -o "$T/dl" "$T/dl.c" -ldl 2>"$T/err" &&
+    OMP_NUM_THREADS=2 "$T/dl" "$T/libmlp/libmlp_block.so" 2>"$T/err"; then
+    ok "  dlopen, run, dlclose at once, twice: no crash"
+else
+    bad "  dlopen, run, dlclose at once, twice: no crash"; cat "$T/err"
+fi
+
 # ---- the build cache ---------------------------------------------------------
 # A fresh $XDG_CACHE_HOME: the user's cache is neither read nor written.
 # Hits are told by the note on stderr, never by time.
