@@ -68,7 +68,7 @@ $(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: runtime/kiln_rt.h $(RT_SRCS) Makefile
 
 $(B)/tests/%: tests/unit/%.c $(B)/tests/testlib.o $(OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $(filter %.c %.o,$^) -lcmocka $(LDLIBS)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< $(filter %.o,$^) -lcmocka $(LDLIBS)
 
 $(B)/tests/testlib.o: tests/unit/testlib.c
 	@mkdir -p $(dir $@)
@@ -85,12 +85,12 @@ $(B)/tests/test_import: $(B)/tests/ckpt.o
 
 $(B)/tests/mkckpt: tests/import/mkckpt.c $(B)/tests/ckpt.o $(OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< $(filter %.o,$^) $(LDLIBS)
 
 # Greedy generation through the reference interpreter, for tests/generate.sh.
 $(B)/tests/refgen: tests/gen/refgen.c $(OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< $(filter %.o,$^) $(LDLIBS)
 
 # A stories110M-shaped llama2.c checkpoint (440 MB, random weights)
 # imported, built and run: on demand, never part of `make test`.
