@@ -589,6 +589,12 @@ void ir_stmt_loads(Stmt *s, ExprFn fn, void *ctx);
  * result for it. */
 typedef Expr *(*ExprMap)(Expr *e, void *ctx);
 void ir_stmt_map(Stmt *s, ExprMap fn, void *ctx);
+/* e with its loads rewritten: operands and indices first, left to right,
+ * then fn(load, idx, ctx) with the load's indices as rewritten; NULL from
+ * fn keeps the load (on the new indices). A node none of whose operands
+ * changed is returned itself, so a tree without a rewritten load is e. */
+typedef Expr *(*LoadMap)(Expr *load, Expr **idx, void *ctx);
+Expr *ir_expr_map_loads(Arena *a, Expr *e, LoadMap fn, void *ctx);
 /* Dense var ids in order of appearance; dense kernel and buf ids, bufs
  * no kernel touches dropped (except inputs, outputs, weights, states and
  * derived weights). */

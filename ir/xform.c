@@ -68,6 +68,40 @@ void ir_stmt_map(Stmt *s, ExprMap fn, void *ctx)
             s->tiles[i].idx[d] = fn(s->tiles[i].idx[d], ctx);
 }
 
+Expr *ir_expr_map_loads(Arena *a, Expr *e, LoadMap fn, void *ctx)
+{
+    Expr *x, *y, *z;
+    switch (e->kind) {
+    case E_INT:
+    case E_FLT:
+    case E_VAR: return e;
+    case E_LOAD: {
+        Expr *idx[KILN_MAX_RANK], *r;
+        int changed = 0;
+        for (int d = 0; d < e->buf->rank; d++) {
+            idx[d] = ir_expr_map_loads(a, e->idx[d], fn, ctx);
+            changed |= idx[d] != e->idx[d];
+        }
+        if ((r = fn(e, idx, ctx)))
+            return r;
+        return changed ? e_load(a, e->buf, idx) : e;
+    }
+    case E_UN:
+        x = ir_expr_map_loads(a, e->a, fn, ctx);
+        return x == e->a ? e : e_un(a, (UnOp)e->op, x);
+    case E_BIN:
+        x = ir_expr_map_loads(a, e->a, fn, ctx);
+        y = ir_expr_map_loads(a, e->b, fn, ctx);
+        return x == e->a && y == e->b ? e : e_bin(a, (BinOp)e->op, x, y);
+    case E_SEL:
+        x = ir_expr_map_loads(a, e->a, fn, ctx);
+        y = ir_expr_map_loads(a, e->b, fn, ctx);
+        z = ir_expr_map_loads(a, e->c, fn, ctx);
+        return x == e->a && y == e->b && z == e->c ? e : e_sel(a, x, y, z);
+    }
+    KILN_BUG("bad expr kind %d", e->kind);
+}
+
 void ir_block_walk(Block *blk, StmtFn fn, void *ctx)
 {
     for (int i = 0; i < blk->n; i++) {

@@ -295,39 +295,15 @@ typedef struct {
 
 static int is_s(const Rw *r, Buf *b) { return b->kind != BK_LOCAL && ir_storage(b) == r->s; }
 
-static Expr *rw_expr(Rw *r, Expr *e)
+static Expr *rw_load(Expr *e, Expr **idx, void *ctx)
 {
-    Expr *x, *y, *z;
-    switch (e->kind) {
-    case E_INT:
-    case E_FLT:
-    case E_VAR: return e;
-    case E_LOAD: {
-        Expr *idx[KILN_MAX_RANK];
-        int changed = 0;
-        for (int i = 0; i < e->buf->rank; i++) {
-            idx[i] = rw_expr(r, e->idx[i]);
-            changed |= idx[i] != e->idx[i];
-        }
-        if (is_s(r, e->buf))
-            return r->rep ? r->rep : e_load(r->a, r->row, idx + r->d);
-        return changed ? e_load(r->a, e->buf, idx) : e;
-    }
-    case E_UN:
-        x = rw_expr(r, e->a);
-        return x == e->a ? e : e_un(r->a, (UnOp)e->op, x);
-    case E_BIN:
-        x = rw_expr(r, e->a);
-        y = rw_expr(r, e->b);
-        return x == e->a && y == e->b ? e : e_bin(r->a, (BinOp)e->op, x, y);
-    case E_SEL:
-        x = rw_expr(r, e->a);
-        y = rw_expr(r, e->b);
-        z = rw_expr(r, e->c);
-        return x == e->a && y == e->b && z == e->c ? e : e_sel(r->a, x, y, z);
-    }
-    KILN_BUG("bad expr kind %d", e->kind);
+    const Rw *r = ctx;
+    if (!is_s(r, e->buf))
+        return NULL;
+    return r->rep ? r->rep : e_load(r->a, r->row, idx + r->d);
 }
+
+static Expr *rw_expr(Rw *r, Expr *e) { return ir_expr_map_loads(r->a, e, rw_load, r); }
 
 /* Rewrites blk's statements from `from` on, and the blocks in them. */
 static void rw_block(Rw *r, Block *blk, int from)

@@ -248,37 +248,25 @@ typedef struct {
     Prog *o;
 } Move;
 
-/* e over the open program's buffers. Operands are moved left to right,
- * one statement each, so the open program's buffers come in the order a
- * reader meets them, whatever order a C compiler evaluates arguments in. */
+/* The open program's buffer of a load, made where a reader first meets
+ * it (ir_stmt_loads: a load before the loads in its indices). */
+static void open_load(Expr *e, void *ctx)
+{
+    Move *mv = ctx;
+    open_buf(mv->h, mv->o, e->buf);
+}
+
+/* The load over the open program's buffer (made already). */
+static Expr *move_load(Expr *e, Expr **idx, void *ctx)
+{
+    Move *mv = ctx;
+    return e_load(mv->h->a, open_buf(mv->h, mv->o, e->buf), idx);
+}
+
 static Expr *move_expr(Expr *e, void *ctx)
 {
     Move *mv = ctx;
-    Arena *a = mv->h->a;
-    Expr *x, *y, *z;
-    switch (e->kind) {
-    case E_INT:
-    case E_FLT:
-    case E_VAR: return e;
-    case E_LOAD: {
-        Expr *idx[KILN_MAX_RANK];
-        Buf *b = open_buf(mv->h, mv->o, e->buf);
-        for (int d = 0; d < e->buf->rank; d++)
-            idx[d] = move_expr(e->idx[d], ctx);
-        return e_load(a, b, idx);
-    }
-    case E_BIN:
-        x = move_expr(e->a, ctx);
-        y = move_expr(e->b, ctx);
-        return e_bin(a, (BinOp)e->op, x, y);
-    case E_UN: return e_un(a, (UnOp)e->op, move_expr(e->a, ctx));
-    case E_SEL:
-        x = move_expr(e->a, ctx);
-        y = move_expr(e->b, ctx);
-        z = move_expr(e->c, ctx);
-        return e_sel(a, x, y, z);
-    }
-    KILN_BUG("bad expr kind %d", e->kind);
+    return ir_expr_map_loads(mv->h->a, e, move_load, ctx);
 }
 
 static void move_stmt(Stmt *s, void *ctx)
@@ -286,6 +274,7 @@ static void move_stmt(Stmt *s, void *ctx)
     Move *mv = ctx;
     if (s->buf)                   /* what a store or local names first */
         s->buf = open_buf(mv->h, mv->o, s->buf);
+    ir_stmt_loads(s, open_load, ctx);
     ir_stmt_map(s, move_expr, ctx);
     for (int i = 0; i < s->ntiles; i++)
         s->tiles[i].buf = open_buf(mv->h, mv->o, s->tiles[i].buf);
