@@ -62,8 +62,7 @@ typedef struct {
     _Atomic int64_t left;               /* iterations not yet done */
     _Atomic int sleepers;
     _Atomic int nt;                     /* the loop's team, caller included */
-    _Atomic int shares;                 /* shares in use: threads started */
-    int workers;                        /* started (under run) */
+    _Atomic int workers;                /* started (under run): shares 0 .. workers */
     /* the loop: written under run before the shares are (release), read
      * after a successful claim (the loop cannot end before that chunk) */
     void (*fn)(void *, int64_t, int64_t);
@@ -71,7 +70,7 @@ typedef struct {
 } pl_pool;
 
 static pl_pool pl = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
-                     PTHREAD_COND_INITIALIZER, 0, 0, 0, 1, 1, 0, NULL, NULL};
+                     PTHREAD_COND_INITIALIZER, 0, 0, 0, 1, 0, NULL, NULL};
 static pl_share pl_shares[PL_MAX + 1];  /* 0: the caller's */
 
 static inline void pl_pause(void)
@@ -113,7 +112,7 @@ static int pl_claim(pl_share *s, uint64_t *w, int64_t *lo, int64_t *hi)
  * *tag: that share's. */
 static int pl_steal(int self, uint64_t *tag, int64_t *lo, int64_t *hi)
 {
-    int ns = atomic_load_explicit(&pl.shares, memory_order_acquire);
+    int ns = atomic_load_explicit(&pl.workers, memory_order_acquire) + 1;
     for (int k = 1; k < ns; k++) {
         pl_share *s = &pl_shares[(self + k) % ns];
         uint64_t w = atomic_load_explicit(&s->r, memory_order_acquire);
@@ -217,8 +216,7 @@ static int pl_start(int nt)
         pthread_attr_destroy(&at);
         if (rc)
             break;
-        pl.workers++;
-        atomic_store_explicit(&pl.shares, pl.workers + 1, memory_order_release);
+        atomic_fetch_add_explicit(&pl.workers, 1, memory_order_release);
     }
     return nt < pl.workers + 1 ? nt : pl.workers + 1;
 }

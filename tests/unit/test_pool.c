@@ -46,7 +46,7 @@ static void test_steal_before_publish(void **state)
     pl.fn = body;
     pl.ctx = NULL;
     atomic_store(&pl.nt, 2);
-    atomic_store(&pl.shares, 2);
+    atomic_store(&pl.workers, 1);
     atomic_store(&pl.left, N);
     atomic_store(&pl_shares[1].r, pl_pack((next_gen - 1) & 0xffff, N, N));
     atomic_store(&pl_shares[0].r, pl_pack(next_gen & 0xffff, 0, N / 2));
@@ -70,7 +70,7 @@ static void test_claim_and_steal(void **state)
     assert_true(lo == 10 && hi == 13);
     assert_true(atomic_load(&s.r) == pl_pack(7, 13, 20));
     atomic_store(&pl_shares[1].r, pl_pack(7, 13, 20));
-    atomic_store(&pl.shares, 2);
+    atomic_store(&pl.workers, 1);
     uint64_t tag;
     assert_true(pl_steal(0, &tag, &lo, &hi));
     assert_true(tag == 7 && lo == 16 && hi == 20);
