@@ -317,13 +317,12 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
             parallel_loop(cx, s, depth, o);
             return;
         }
-        CgCx in = *cx;
         if (s->marks & MARK_VECTOR) {     /* lanes never touch one another's elements */
             indent(cx, depth);
             fputs("#pragma omp simd\n", cx->f);
         }
         loop_head(cx, s, depth);
-        block(&in, &s->body, depth + 1, o);
+        block(cx, &s->body, depth + 1, o);
         indent(cx, depth);
         fputs("}\n", cx->f);
         return;
