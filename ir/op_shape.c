@@ -111,8 +111,32 @@ int ref_reshape(RefCx *cx, Node *n)
     return 0;
 }
 
+/* x's index along a dim of `inner` elements' stride whose next stride out
+ * is `outer`, when both are strides of y too (or y's count): then only y's
+ * dims between them move it, and it is their own row-major position,
+ * y's index scaled by its stride / inner; NULL when they are not. So
+ * [1,256,512] from [256,512] reads x[i1, i2], not x[flat / 512, flat %
+ * 512]. */
+static Expr *direct_index(Arena *a, const Node *y, Var **v, int64_t inner, int64_t outer)
+{
+    Expr *e = e_int(a, 0);
+    int64_t s = 1;
+    int in = 0, out = 0;
+    for (int i = y->rank - 1; i >= -1; i--) {
+        in |= s == inner;
+        out |= s == outer;
+        if (i < 0 || s >= outer)
+            continue;
+        if (s >= inner && y->dims[i] > 1)
+            e = e_add(a, e_mul(a, e_var(a, v[i]), e_int(a, s / inner)), e);
+        s *= y->dims[i];
+    }
+    return in && out ? e : NULL;
+}
+
 /* for y's indices: flat = row-major position in y;
- *   y[...] = x[flat / stride_j % dim_j for x's axes j] */
+ *   y[...] = x[flat / stride_j % dim_j for x's axes j], or the direct
+ * index where y's dims line up with x's. */
 void lower_reshape(LowerCx *cx, Node *n)
 {
     Arena *a = cx->a;
@@ -125,12 +149,14 @@ void lower_reshape(LowerCx *cx, Node *n)
     Expr *xi[KILN_MAX_RANK];
     int64_t stride = 1;
     for (int j = x->rank - 1; j >= 0; j--) {
-        Expr *q = e_bin(a, B_DIV, flat, e_int(a, stride));
-        if (x->dims[j] == 1)
+        int64_t next = stride * x->dims[j];
+        if (x->dims[j] == 1) {
             xi[j] = e_int(a, 0);
-        else
+        } else if (!(xi[j] = direct_index(a, n, v, stride, next))) {
+            Expr *q = e_bin(a, B_DIV, flat, e_int(a, stride));
             xi[j] = j == 0 ? q : e_bin(a, B_MOD, q, e_int(a, x->dims[j]));
-        stride *= x->dims[j];
+        }
+        stride = next;
     }
     Expr *xv = lw_load(cx, x, xi);
     s_store(a, body, lw_buf(cx, n), lw_vars(cx, n->rank, v), A_SET, xv);
