@@ -1,6 +1,7 @@
 /* passes/parallelize.c: one parallel loop per kernel with enough work.
  *
- * Contract: marks at most one loop of each kernel MARK_PARALLEL, never one
+ * Contract: marks at most one loop of each kernel (of the program, and of
+ * the open program when there is one) MARK_PARALLEL, never one
  * inside another, and notes in every kernel the loop chosen and its work,
  * or why the kernel stays serial. Codegen outlines the marked loop's body
  * and calls it through rt_parallel_for, whose pool shares the iterations
@@ -257,5 +258,7 @@ int pass_parallelize(Module *m, PassCtx *cx)
     int changed = 0;
     for (int i = 0; i < m->prog->nkernels; i++)
         changed |= parallelize_kernel(m->a, m->prog->kernels[i]);
+    for (int i = 0; m->open && i < m->open->nkernels; i++)
+        changed |= parallelize_kernel(m->a, m->open->kernels[i]);
     return changed;
 }
