@@ -107,25 +107,17 @@ static void touch(Touch *t, const Buf *b)
     t->bytes += (double)shape_count(b->rank, b->dims) * esize;
 }
 
-static void touch_load(Expr *e, void *ctx)
+static void touch_buf(Buf *b, int how, void *ctx)
 {
-    touch(ctx, e->buf);
-}
-
-static void touch_stmt(Stmt *s, void *ctx)
-{
-    if (s->kind == S_STORE)
-        touch(ctx, s->buf);
-    for (int i = 0; i < s->ntiles; i++)
-        touch(ctx, s->tiles[i].buf);
-    ir_stmt_loads(s, touch_load, ctx);
+    (void)how;
+    touch(ctx, b);
 }
 
 void ir_kernel_cost(const Kernel *k, double *flops, double *bytes)
 {
     Touch t;
     memset(&t, 0, sizeof t);
-    ir_block_walk((Block *)&k->body, touch_stmt, &t);
+    ir_block_bufs((Block *)&k->body, touch_buf, &t);
     *flops = block_flops(&k->body);
     *bytes = t.bytes;
 }

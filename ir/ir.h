@@ -585,6 +585,15 @@ void ir_stmt_exprs(Stmt *s, ExprFn fn, void *ctx);
  * (not of nested blocks), a load before the loads in its indices. */
 void ir_expr_loads(Expr *e, ExprFn fn, void *ctx);
 void ir_stmt_loads(Stmt *s, ExprFn fn, void *ctx);
+/* Calls fn(b, how, ctx) for every buffer each statement of blk (and the
+ * blocks in it) touches, in program order, and within a statement: the
+ * buffer it stores to (IR_WR), its call's tiles (IR_RD, and IR_WR for
+ * the one the call updates), then its loads as ir_stmt_loads visits them
+ * (IR_RD). Locals declared by S_LOCAL are not visited for the
+ * declaration, only where they are stored to or read. */
+enum { IR_RD = 1, IR_WR = 2 };
+typedef void (*BufFn)(Buf *b, int how, void *ctx);
+void ir_block_bufs(Block *blk, BufFn fn, void *ctx);
 /* Replaces every expression tree of s (not of nested blocks) by fn's
  * result for it. */
 typedef Expr *(*ExprMap)(Expr *e, void *ctx);

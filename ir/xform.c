@@ -53,6 +53,33 @@ void ir_stmt_loads(Stmt *s, ExprFn fn, void *ctx)
     ir_stmt_exprs(s, stmt_loads, &l);
 }
 
+typedef struct {
+    BufFn fn;
+    void *ctx;
+} BufsFn;
+
+static void load_buf(Expr *e, void *ctx)
+{
+    const BufsFn *b = ctx;
+    b->fn(e->buf, IR_RD, b->ctx);
+}
+
+static void stmt_bufs(Stmt *s, void *ctx)
+{
+    const BufsFn *b = ctx;
+    if (s->kind == S_STORE)
+        b->fn(s->buf, IR_WR, b->ctx);
+    for (int i = 0; i < s->ntiles; i++)
+        b->fn(s->tiles[i].buf, i == call_table[s->call].written ? IR_RD | IR_WR : IR_RD, b->ctx);
+    ir_stmt_loads(s, load_buf, ctx);
+}
+
+void ir_block_bufs(Block *blk, BufFn fn, void *ctx)
+{
+    BufsFn b = {fn, ctx};
+    ir_block_walk(blk, stmt_bufs, &b);
+}
+
 void ir_stmt_map(Stmt *s, ExprMap fn, void *ctx)
 {
     if (s->lo) s->lo = fn(s->lo, ctx);
@@ -617,30 +644,19 @@ typedef struct {
     char *read;
 } Held;
 
-static void held_load(Expr *e, void *ctx)
+static void held_buf(Buf *b, int how, void *ctx)
 {
     Held *h = ctx;
-    int i = ir_held_index(h->m, ir_storage(e->buf));
-    if (i >= 0)
+    int i = ir_held_index(h->m, ir_storage(b));
+    if (i >= 0 && (how & IR_RD))
         h->read[i] = 1;
-}
-
-static void held_stmt(Stmt *s, void *ctx)
-{
-    Held *h = ctx;
-    for (int t = 0; t < s->ntiles; t++) {
-        int i = ir_held_index(h->m, ir_storage(s->tiles[t].buf));
-        if (i >= 0)
-            h->read[i] = 1;
-    }
-    ir_stmt_loads(s, held_load, ctx);
 }
 
 void ir_held_reads(const Module *m, const Prog *p, char *read)
 {
     Held h = {m, read};
     for (int i = 0; i < p->nkernels; i++)
-        ir_block_walk(&p->kernels[i]->body, held_stmt, &h);
+        ir_block_bufs(&p->kernels[i]->body, held_buf, &h);
 }
 
 /* What the open program may hold: weights (as loaded, never packed),

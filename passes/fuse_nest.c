@@ -69,29 +69,17 @@ int fuse_same_rows(Kernel *p, Kernel *c, int d)
 
 /* ---- what kernels touch -------------------------------------------------- */
 
-static void touch_load(Expr *e, void *ctx)
+static void touch_buf(Buf *b, int how, void *ctx)
 {
     char *t = ctx;
-    if (e->buf->kind != BK_LOCAL)
-        t[ir_storage(e->buf)->id] |= FUSE_RD;
-}
-
-static void touch_stmt(Stmt *s, void *ctx)
-{
-    char *t = ctx;
-    ir_stmt_loads(s, touch_load, ctx);
-    if (s->kind == S_STORE && s->buf->kind != BK_LOCAL)
-        t[ir_storage(s->buf)->id] |= FUSE_WR;
-    for (int i = 0; i < s->ntiles; i++)
-        if (s->tiles[i].buf->kind != BK_LOCAL)
-            t[ir_storage(s->tiles[i].buf)->id] |=
-                i == call_table[s->call].written ? FUSE_RD | FUSE_WR : FUSE_RD;
+    if (b->kind != BK_LOCAL)
+        t[ir_storage(b)->id] |= (how & IR_RD ? FUSE_RD : 0) | (how & IR_WR ? FUSE_WR : 0);
 }
 
 char *fuse_touch(Arena *a, Prog *p, Kernel *k)
 {
     char *t = arena_alloc(a, (size_t)p->nbufs + 1);
-    ir_block_walk(&k->body, touch_stmt, t);
+    ir_block_bufs(&k->body, touch_buf, t);
     return t;
 }
 

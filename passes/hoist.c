@@ -74,23 +74,15 @@ static void add(Hoist *h, Ids *ids, Buf *b, char bit)
     ARR_PUSH(h->a, ids->v, ids->n, ids->cap, st->id);
 }
 
-static void scan_load(Expr *e, void *ctx)
-{
-    Scan *sc = ctx;
-    add(sc->h, &sc->h->loads[sc->k], e->buf, 1);
-}
-
-static void scan_stmt(Stmt *s, void *ctx)
+/* A tile a call updates counts as stored, not as read. */
+static void scan_buf(Buf *b, int how, void *ctx)
 {
     Scan *sc = ctx;
     Hoist *h = sc->h;
-    if (s->kind == S_STORE)
-        add(h, &h->stores[sc->k], s->buf, 2);
-    for (int i = 0; i < s->ntiles; i++) {
-        int written = i == call_table[s->call].written;
-        add(h, written ? &h->stores[sc->k] : &h->loads[sc->k], s->tiles[i].buf, written ? 2 : 1);
-    }
-    ir_stmt_loads(s, scan_load, ctx);
+    if (how & IR_WR)
+        add(h, &h->stores[sc->k], b, 2);
+    else
+        add(h, &h->loads[sc->k], b, 1);
 }
 
 /* Whether kernel k's own accesses allow it: loads of weights, derived
@@ -147,7 +139,7 @@ static int candidates(Hoist *h)
     int n = 0;
     for (int k = 0; k < p->nkernels; k++) {
         Scan sc = {h, k};
-        ir_block_walk(&p->kernels[k]->body, scan_stmt, &sc);
+        ir_block_bufs(&p->kernels[k]->body, scan_buf, &sc);
         for (int i = 0; i < h->loads[k].n; i++)
             h->mark[h->loads[k].v[i]] = 0;
         for (int i = 0; i < h->stores[k].n; i++)

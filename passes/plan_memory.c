@@ -59,18 +59,10 @@ static void touch(Scan *sc, Buf *b)
     l->last = sc->k;
 }
 
-static void touch_load(Expr *e, void *ctx)
+static void touch_buf(Buf *b, int how, void *ctx)
 {
-    touch(ctx, e->buf);
-}
-
-static void touch_stmt(Stmt *s, void *ctx)
-{
-    if (s->kind == S_STORE)
-        touch(ctx, s->buf);
-    for (int i = 0; i < s->ntiles; i++)
-        touch(ctx, s->tiles[i].buf);
-    ir_stmt_loads(s, touch_load, ctx);
+    (void)how;
+    touch(ctx, b);
 }
 
 static Life *lifetimes(Module *m)
@@ -83,7 +75,7 @@ static Life *lifetimes(Module *m)
     }
     Scan sc = {m, life, 0};
     for (sc.k = 0; sc.k < p->nkernels; sc.k++)
-        ir_block_walk(&p->kernels[sc.k]->body, touch_stmt, &sc);
+        ir_block_bufs(&p->kernels[sc.k]->body, touch_buf, &sc);
     return life;
 }
 
