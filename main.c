@@ -195,6 +195,17 @@ static int parse_opts(Opts *o, int argc, char **argv)
             o->weight_auto = v[0] == 'a';
         } else if (builds && strcmp(a, "--no-cache") == 0) {
             o->no_cache = 1;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--machine"))) {
+            Machine mc;
+            if (machine_parse(&mc, v) != 0)
+                return cli_usage("--machine takes default or l1d=48K,l2=2M,l3=32M,vector=64,cores=2; got '%s'", v);
+            o->machine = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--max-memory"))) {
+            char *end;
+            long long n = strtoll(v, &end, 10);
+            if (!*v || *end || n <= 0)
+                return cli_usage("--max-memory takes a number of bytes, got '%s'", v);
+            o->max_memory = n;
         } else if (is_run && a[0] == '-') {
             o->rest[o->nrest++] = argv[i];
             if (takes_value(a) && i + 1 < argc)
@@ -231,19 +242,8 @@ static int parse_opts(Opts *o, int argc, char **argv)
         } else if ((v = cli_opt_value(argc, argv, &i, "--tolerance"))) {
             if (!parse_number(v, &o->tol) || o->tol < 0)
                 return cli_usage("--tolerance takes a number >= 0, got '%s'", v);
-        } else if ((v = cli_opt_value(argc, argv, &i, "--machine"))) {
-            Machine mc;
-            if (machine_parse(&mc, v) != 0)
-                return cli_usage("--machine takes default or l1d=48K,l2=2M,l3=32M,vector=64,cores=2; got '%s'", v);
-            o->machine = v;
         } else if (strcmp(a, "--bisect") == 0) {
             o->bisect = 1;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--max-memory"))) {
-            char *end;
-            long long n = strtoll(v, &end, 10);
-            if (!*v || *end || n <= 0)
-                return cli_usage("--max-memory takes a number of bytes, got '%s'", v);
-            o->max_memory = n;
         } else if (strcmp(a, "--no-cc") == 0) {
             o->no_cc = 1;
         } else if (strcmp(a, "--no-jit") == 0) {

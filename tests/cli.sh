@@ -98,6 +98,11 @@ grep -q "^prog linear" "$T/out" && ok "  prints the loop IR" || bad "  prints th
 expect 1 "--max-memory below the plan's peak" "$KILN" build examples/mlp.json --max-memory 1000 -o "$T/never"
 says "more than --max-memory 1000"
 [ ! -e "$T/never" ] && ok "  nothing built" || bad "  nothing built"
+for c in run profile; do        # every model command takes the pipeline's options
+    expect 1 "kiln $c --max-memory below the plan's peak" "$KILN" $c examples/mlp.json --max-memory 1000
+    says "more than --max-memory 1000"
+    expect 0 "kiln $c --machine" "$KILN" $c examples/mlp.json --machine l1d=48K,l2=1M,l3=32M,vector=64,cores=2
+done
 expect 0 "check --bisect" "$KILN" check tests/models/norms.json --bisect
 expect 1 "check --bisect names a broken pass" env KILN_TEST_BREAK=fuse "$KILN" check tests/models/norms.json --bisect
 says "first pass off the reference: fuse: output 'bn' element [0,0,0,0]"
