@@ -651,11 +651,43 @@ char *cli_module_text(const Module *m)
     return arena_stream_text(m->a, f);
 }
 
+/* The next line of s that is not a comment (# after any indent), or its
+ * end; *len its length with the newline. */
+static const char *ir_line(const char *s, size_t *len)
+{
+    for (;;) {
+        size_t n = strcspn(s, "\n");
+        n += s[n] == '\n';
+        const char *t = s + strspn(s, " ");
+        if (*t != '#' || !n) {
+            *len = n;
+            return s;
+        }
+        s += n;
+    }
+}
+
+/* Whether two stages' texts are the same IR: their notes (comment lines)
+ * aside, which a pass may drop or add without changing anything. */
+static int same_ir(const char *a, const char *b)
+{
+    for (;;) {
+        size_t na, nb;
+        a = ir_line(a, &na);
+        b = ir_line(b, &nb);
+        if (na != nb || memcmp(a, b, na))
+            return 0;
+        if (!na)
+            return 1;
+        a += na, b += nb;
+    }
+}
+
 static void dump_stage(PassCtx *cx, Module *m, int pass, int changed)
 {
     Dump *dp = cx->user;
     char *text = cli_module_text(m);
-    int same = dp->prev && strcmp(dp->prev, text) == 0;
+    int same = dp->prev && same_ir(dp->prev, text);
     const char *state = changed < 0 ? "disabled" : pass == 0 ? "parsed"
                         : same ? "unchanged" : "changed";
     char *file = arena_printf(m->a, "# kiln %s: %s after %02d-%s (%s)\n%s", KILN_VERSION,

@@ -95,6 +95,11 @@ n=$(ls "$T/dump" | wc -l)
     ok "  00-frontend.kir ... 09-codegen.c" || bad "  00-frontend.kir ... 09-codegen.c ($n files)"
 expect 0 "kiln dump --after lower" "$KILN" dump tests/models/linear.json --after lower
 grep -q "^prog linear" "$T/out" && ok "  prints the loop IR" || bad "  prints the loop IR"
+# hoist-weights moves nothing in llama2-step, only its notes differ
+expect 0 "kiln dump --after hoist-weights" "$KILN" dump examples/llama2-step.json --after hoist-weights
+grep -q "after 04-hoist-weights (unchanged)" "$T/out" && ok "  says (unchanged)" || bad "  says (unchanged)"
+expect 0 "kiln dump --after fuse" "$KILN" dump examples/llama2-step.json --after fuse
+grep -q "after 05-fuse (changed)" "$T/out" && ok "  says (changed)" || bad "  says (changed)"
 expect 1 "--max-memory below the plan's peak" "$KILN" build examples/mlp.json --max-memory 1000 -o "$T/never"
 says "more than --max-memory 1000"
 [ ! -e "$T/never" ] && ok "  nothing built" || bad "  nothing built"
