@@ -9,7 +9,7 @@ int cli_usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "kiln: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see kiln --help)\n");
+    fputs(strstr(fmt, "(see ") ? "\n" : " (see kiln --help)\n", stderr);  /* one hint */
     return EXIT_USAGE;
 }
 

@@ -11,7 +11,8 @@
 enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };
 
 /* ---- cli.c: what every command's parsing shares ------------------------- */
-/* "kiln: " fmt (one %s: arg) " (see kiln --help)" on stderr; EXIT_USAGE. */
+/* "kiln: " fmt (one %s: arg) " (see kiln --help)" on stderr, the hint left
+ * out when fmt gives its own "(see ...)"; EXIT_USAGE. */
 int cli_usage(const char *fmt, const char *arg);
 /* "kiln: out of memory"; EXIT_INTERNAL. */
 int cli_out_of_memory(void);
@@ -47,7 +48,8 @@ int cli_profile_table(const char *path, const char *model, const rt_machine *mc,
 
 /* The program of a model (program.c): the pipeline on *m; for a decoder
  * (ir_decoder), its decode step and a prefill variant of `chunk` tokens
- * (<= 1: none) in one program, *m then the leader holding the other in
+ * (0: the default, 64; 1: none; more than the KV cache's rows: its rows,
+ * said on stderr) in one program, *m then the leader holding the other in
  * Module.variants. reload gives a fresh copy of the model (NULL on
  * failure, said). 0, or -1 with the problems in cx->d. */
 typedef struct PassCtx PassCtx;

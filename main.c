@@ -155,7 +155,7 @@ static int parse_opts(Opts *o, int argc, char **argv)
     o->tol = 1e-4;
     o->seed = 1;
     o->weight_auto = 1;
-    o->chunk = 64;
+    o->chunk = 0;                   /* 64, cli_program's default */
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
         int bad = 0;
@@ -813,7 +813,9 @@ static int command(int argc, char **argv)
     if (argc < 2)
         return cli_usage("%s", "missing command");
     const char *cmd = argv[1];
-    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    int help2 = argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"));
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h") ||
+        (help2 && strcmp(cmd, "bench") && strcmp(cmd, "machine"))) {   /* kiln build --help */
         fputs(usage_text, stdout);
         return 0;
     }

@@ -39,6 +39,11 @@ int cli_program(Module **mp, PassCtx *cx, int64_t chunk, int verbose,
     if (cx->stop_after || !ir_decoder(m, &dec))
         return pass_pipeline(m, cx);
     if (chunk > dec.max_seq)
+        fprintf(stderr, "kiln: %s: --chunk %lld is more than the KV cache's %lld rows: prefill "
+                "chunks of %lld\n", m->file, (long long)chunk, (long long)dec.max_seq,
+                (long long)dec.max_seq);
+    chunk = chunk ? chunk : 64;
+    if (chunk > dec.max_seq)
         chunk = dec.max_seq;
     Fresh f = {reload, user, {1, chunk}};
     Module *v[2] = {dec.tokens == 1 ? m : fresh(&f, 0), chunk > 1 ? fresh(&f, 1) : NULL};

@@ -489,8 +489,9 @@ int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err
 {
     static const char *const names[] = {"lib.so", "lib.a"};
     Arena *a = m->a;
-    const char *so = arena_printf(a, "%s/lib%s.so", dir, m->name);
-    const char *ar = arena_printf(a, "%s/lib%s.a", dir, m->name);
+    const char *sep = *dir && dir[strlen(dir) - 1] == '/' ? "" : "/";   /* out/ or out */
+    const char *so = arena_printf(a, "%s%slib%s.so", dir, sep, m->name);
+    const char *ar = arena_printf(a, "%s%slib%s.a", dir, sep, m->name);
     char *so_tmp = NULL, *ar_tmp = NULL;
     if (make_dir(dir, err) || !(so = regular_dest(a, so, err)) || !(ar = regular_dest(a, ar, err)) ||
         temp_beside(a, so, &so_tmp, err) || temp_beside(a, ar, &ar_tmp, err)) {
@@ -509,8 +510,9 @@ int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err
     int rc = hit ? 0 : compile_lib(m, b, c, dir, so_tmp, ar_tmp, err);
     if (!rc && !hit)
         keep(a, &s, b, 2, names, tmps);
+    const char *h = arena_printf(a, "%s%s%s.h", dir, sep, m->name);
     if (!rc)
-        rc = write_header(m, arena_printf(a, "%s/%s.h", dir, m->name), err);
+        rc = write_header(m, h, err);
     if (!rc)
         rc = commit(so_tmp, so, err);
     if (!rc)
@@ -518,10 +520,9 @@ int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err
     unlink(so_tmp);
     unlink(ar_tmp);
     if (!b->quiet && !rc && hit)
-        fprintf(stderr, "kiln: built %s, %s and %s/%s.h in %.1f ms (cache hit)\n", so, ar, dir,
-                m->name, (rt_now() - t0) * 1e3);
+        fprintf(stderr, "kiln: built %s, %s and %s in %.1f ms (cache hit)\n", so, ar, h,
+                (rt_now() - t0) * 1e3);
     else if (!b->quiet && !rc)
-        fprintf(stderr, "kiln: built %s, %s and %s/%s.h in %.2f s\n", so, ar, dir, m->name,
-                rt_now() - t0);
+        fprintf(stderr, "kiln: built %s, %s and %s in %.2f s\n", so, ar, h, rt_now() - t0);
     return rc;
 }

@@ -473,9 +473,10 @@ int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err)
     }
     if (!rc && !o->skip_jit)
         rc = (jit = alloc_outputs(&c)) ? run_jit(&c, jit, err) : rt_errf(err, RT_EINTERNAL, "out of memory");
-    if (!rc && !o->quiet)
-        fprintf(stderr, "kiln: check: cc run %.3f s, jit compile %.3f s, jit run %.3f s\n",
-                c.cc_run, c.jit_compile, c.jit_run);
+    if (!rc && !o->quiet && !o->skip_cc)
+        fprintf(stderr, "kiln: check: cc run %.3f s\n", c.cc_run);
+    if (!rc && !o->quiet && !o->skip_jit)
+        fprintf(stderr, "kiln: check: jit compile %.3f s, run %.3f s\n", c.jit_compile, c.jit_run);
     int bad = 0;
     if (!rc) {
         header(out, &c);

@@ -115,9 +115,34 @@ static int rg_opt(int argc, char **argv, int *i, const char **val)
     return -1;
 }
 
+static void rg_help(const rg_ctx *g)
+{
+    printf("usage: %s generate (--tokens ID,ID,... | --tokenizer FILE --prompt TEXT) [-n N]\n"
+           "       [--temperature T] [--topp P] [--seed S] [--weights W.safetensors] [--threads N]\n"
+           "Generates text: the prompt prefilled, then one decode step a token drawn.\n"
+           "  --tokens IDS        the prompt as token ids; prints the drawn ids\n"
+           "  --tokenizer FILE    llama2.c tokenizer.bin or Hugging Face tokenizer.json;\n"
+           "  --prompt TEXT       the prompt as text, BOS first; prints the text as it comes\n"
+           "  -n N                tokens to draw (default 32; fewer when the KV cache is\n"
+           "                      full or, with a tokenizer, EOS or BOS is drawn)\n"
+           "  --temperature T     0: greedy; else softmax of logits / T (default 1)\n"
+           "  --topp P            sample from the nucleus of mass P (default 0.9; 0 or 1: all)\n"
+           "  --seed S            the sampler's seed (default 1)\n"
+           "  --weights FILE      weights from safetensors (default: each weight's init)\n"
+           "  --threads N         a fixed team (default: every core, fewer while busy)\n"
+           "  -h, --help          print this and exit\n"
+           "On stderr at the end: prefill and decode tokens per second.\n",
+           g->prog);
+}
+
+/* 0, or an exit status: -1 when --help was printed (exit 0). */
 static int rg_parse(rg_ctx *g, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            rg_help(g);
+            return -1;
+        }
         const char *v = NULL;
         int k = rg_opt(argc, argv, &i, &v), ok = 1;
         if (k == -2)
@@ -372,6 +397,8 @@ int rt_generate(int argc, char **argv, const rt_model *md)
     int rc = rg_parse(&g, argc - 1, argv + 1);
     if (!rc)
         rc = rg_main(&g);
+    if (rc < 0)                         /* --help */
+        rc = 0;
     if (g.h)
         md->close(g.h);
     if (g.tok)

@@ -89,6 +89,8 @@ expect 1 "a failed emit-c leaves an older file intact" "$KILN" emit-c "$T/bad1.j
 
 # ---- the pass pipeline ----------------------------------------------------------
 expect 0 "kiln passes" "$KILN" passes
+expect 0 "kiln build --help" "$KILN" build --help
+grep -q "^usage: kiln COMMAND" "$T/out" && ok "  prints kiln's usage" || bad "  prints kiln's usage"
 expect 0 "kiln dump --dump-dir" "$KILN" dump tests/models/linear.json --dump-dir "$T/dump"
 n=$(ls "$T/dump" | wc -l)
 [ "$n" = 10 ] && [ -f "$T/dump/00-frontend.kir" ] && [ -f "$T/dump/09-codegen.c" ] &&

@@ -38,6 +38,9 @@ W=$T/hf/model.safetensors
 run "build --chunk 6 (decode and prefill variants)" "$KILN" build "$T/m.json" -o "$T/c6" --chunk 6 -v
 grep -q "decoder variants: decode (1 token" "$T/err" && ok "  said: two variants" || bad "  said: two variants"
 run "build --chunk 1 (decode only)" "$KILN" build "$T/m.json" -o "$T/c1" --chunk 1
+run "emit-c --chunk 100 (past the cache)" "$KILN" emit-c "$T/m.json" -o "$T/c100.c" --chunk 100
+grep -q "chunk 100 is more than the KV cache's 64 rows: prefill chunks of 64" "$T/err" &&
+    ok "  said: chunks of the cache's 64 rows" || bad "  said: chunks of the cache's 64 rows"
 run "build the folder (default chunk 64)" "$KILN" build "$T/hf" -o "$T/c64"
 
 # prompt NAME LENGTH N: the reference's greedy tokens, then every build's.
@@ -99,6 +102,9 @@ refuse 1 "a token past the vocabulary" "not a list of ids in [0, 320)" "$T/c6" g
 refuse 1 "a prompt past the cache" "more than the cache's 64 rows" \
     "$T/c6" generate --tokens "$(seq -s, 1 65)" --weights "$W"
 refuse 1 "not a decoder" "is not a decoder" "$KILN" run examples/mlp.json generate --tokens 1
+run "generate --help" "$T/c6" generate --help
+grep -q "^usage: .*generate (--tokens" "$T/out" && grep -q -- "--topp P" "$T/out" &&
+    ok "  prints generate's usage on stdout" || bad "  prints generate's usage on stdout"
 
 [ "$fails" = 0 ] && echo "generate: ok" || echo "generate: $fails failed"
 [ "$fails" = 0 ]
