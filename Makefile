@@ -4,6 +4,7 @@
 #   make test      every test (unit, golden, end-to-end)
 #   make golden    the golden pass tests; UPDATE=fuse/case rewrites one's expectation
 #   make demo      the main job on the shipped examples
+#   make tools     build/tests/mkckpt and refgen: checkpoints and tokenizers to try
 #   make deps      install the Debian packages kiln needs (as root)
 #   make bench     time every example and the linear kernels vs OpenBLAS
 #   make deps-bench  install OpenBLAS, which only the benchmark uses (as root)
@@ -91,6 +92,11 @@ $(B)/tests/mkckpt: tests/import/mkckpt.c $(B)/tests/ckpt.o $(OBJS)
 $(B)/tests/refgen: tests/gen/refgen.c $(OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< $(filter %.o,$^) $(LDLIBS)
+
+# The checkpoint and tokenizer writers alone, to try kiln on their files
+# (README "Generating text").
+tools: $(B)/tests/mkckpt $(B)/tests/refgen
+.PHONY: tools
 
 # A stories110M-shaped llama2.c checkpoint (440 MB, random weights)
 # imported, built and run: on demand, never part of `make test`.

@@ -1,4 +1,4 @@
-/* frontend/frontend.h: model files (../shared/MODEL-FORMAT.md) to graph IR.
+/* frontend/frontend.h: model files (MODEL-FORMAT.md) to graph IR.
  *
  * Contract: a file that breaks MODEL-FORMAT.md gives NULL and one line per
  * problem in d, "FILE: JSON-PATH: message", in a stable order; a file that

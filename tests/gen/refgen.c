@@ -108,7 +108,8 @@ int main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "tokenizer") == 0)
         return tokenizer(argv[2], atoi(argv[3]));
     if (argc != 7 || strcmp(argv[3], "--tokens") || strcmp(argv[5], "-n"))
-        return fail("usage: refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N");
+        return fail("usage: refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N\n"
+                    "       refgen tokenizer OUT.bin V");
     Arena *a = arena_new();
     Diags d;
     diag_init(&d, a, argv[1]);
