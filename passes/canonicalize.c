@@ -56,6 +56,12 @@ typedef struct {
     const Buf *view;    /* the buffer that became a view; NULL: copy kept */
 } Decision;
 
+/* Kernel indices, or buffers, in a growable list. */
+typedef struct {
+    int *v;
+    int n, cap;
+} Ints;
+
 typedef struct {
     Module *m;
     Arena *a;
@@ -64,6 +70,13 @@ typedef struct {
     char *placed;       /* by buffer id: made a view by step 1 */
     Decision *d;
     int nd, capd;
+    /* Who touches what, kept as the bodies and views change (so each
+     * question is about the few kernels involved, not every kernel's
+     * body: a model with thousands of expert copies has thousands of
+     * kernels). By buffer id: the kernels that load (rd) or store (wr)
+     * that very buffer, and for a storage the ids of its views. */
+    Ints *rd, *wr, *views;
+    int *stamp, now;    /* by kernel index: counted in query `now` */
 } Canon;
 
 /* ---- notes ---------------------------------------------------------------- */
@@ -165,37 +178,112 @@ static Access access_of(Block *blk)
     return ac;
 }
 
-/* How many live kernels write b's storage; *first gets the first's index. */
-static int writers(const Canon *c, Buf *b, int *first)
+/* ---- who touches what ------------------------------------------------------ */
+
+static void ints_del(Ints *l, int x)
 {
+    int n = 0;
+    for (int i = 0; i < l->n; i++)
+        if (l->v[i] != x)
+            l->v[n++] = l->v[i];
+    l->n = n;
+}
+
+typedef struct {
+    Canon *c;
+    int k, add;
+} Indexing;
+
+static void index_buf(Buf *b, int how, void *ctx)
+{
+    Indexing *ix = ctx;
+    Canon *c = ix->c;
+    for (int w = 0; w < 2; w++) {
+        Ints *l = &(w ? c->wr : c->rd)[b->id];
+        if (!(how & (w ? IR_WR : IR_RD)))
+            continue;
+        if (!ix->add)
+            ints_del(l, ix->k);
+        else if (!l->n || l->v[l->n - 1] != ix->k)
+            ARR_PUSH(c->a, l->v, l->n, l->cap, ix->k);
+    }
+}
+
+/* Kernel k's loads and stores into the index (add), or out of it. */
+static void index_kernel(Canon *c, int k, int add)
+{
+    Indexing ix = {c, k, add};
+    ir_block_bufs(&c->p->kernels[k]->body, index_buf, &ix);
+}
+
+static void index_all(Canon *c)
+{
+    size_t nb = (size_t)c->p->nbufs + 1;
+    c->rd = arena_alloc(c->a, sizeof *c->rd * nb);
+    c->wr = arena_alloc(c->a, sizeof *c->wr * nb);
+    c->views = arena_alloc(c->a, sizeof *c->views * nb);
+    c->stamp = arena_alloc(c->a, sizeof *c->stamp * ((size_t)c->p->nkernels + 1));
+    for (int k = 0; k < c->p->nkernels; k++)
+        index_kernel(c, k, 1);
+    for (int i = 0; i < c->p->nbufs; i++) {
+        Buf *b = c->p->bufs[i];
+        if (b->base)
+            ARR_PUSH(c->a, c->views[b->base->id].v, c->views[b->base->id].n,
+                     c->views[b->base->id].cap, b->id);
+    }
+}
+
+/* The live kernels after kernel `after` that load (write = 0) or store
+ * (1) b's storage, through it or any view of it: how many, and the
+ * lowest and highest index (-1 when none). */
+static int touching(Canon *c, Buf *b, int write, int after, int *lo, int *hi)
+{
+    Buf *s = ir_storage(b);
+    const Ints *views = &c->views[s->id];
     int count = 0;
-    for (int j = c->p->nkernels - 1; j >= 0; j--)
-        if (!c->dead[j] && ir_block_writes(&c->p->kernels[j]->body, b)) {
-            *first = j;
+    *lo = *hi = -1;
+    c->now++;
+    for (int m = -1; m < views->n; m++) {
+        const Ints *l = &(write ? c->wr : c->rd)[m < 0 ? s->id : views->v[m]];
+        for (int i = 0; i < l->n; i++) {
+            int k = l->v[i];
+            if (k <= after || c->dead[k] || c->stamp[k] == c->now)
+                continue;
+            c->stamp[k] = c->now;
             count++;
+            *lo = *lo < 0 || k < *lo ? k : *lo;
+            *hi = k > *hi ? k : *hi;
         }
+    }
     return count;
 }
 
-/* Index of the first (or last) live kernel that reads b's storage; -1. */
-static int reader(const Canon *c, Buf *b, int last)
+/* How many live kernels write b's storage; *first gets the first's index. */
+static int writers(Canon *c, Buf *b, int *first)
 {
-    int found = -1;
-    for (int j = 0; j < c->p->nkernels; j++)
-        if (!c->dead[j] && ir_block_reads(&c->p->kernels[j]->body, b)) {
-            found = j;
-            if (!last)
-                break;
-        }
-    return found;
+    int lo, hi, n = touching(c, b, 1, -1, &lo, &hi);
+    if (n)
+        *first = lo;
+    return n;
 }
 
-static int is_storage(const Prog *p, const Buf *b)
+/* Index of the first (or last) live kernel that reads b's storage; -1. */
+static int reader(Canon *c, Buf *b, int last)
 {
-    for (int i = 0; i < p->nbufs; i++)
-        if (p->bufs[i]->base == b)
-            return 1;
-    return 0;
+    int lo, hi;
+    touching(c, b, 0, -1, &lo, &hi);
+    return last ? hi : lo;
+}
+
+static int is_storage(const Canon *c, const Buf *b) { return c->views[b->id].n > 0; }
+
+/* b becomes a view of storage s (at strides and offset set by the caller). */
+static void view_into(Canon *c, Buf *b, Buf *s)
+{
+    b->base = ir_storage(s);
+    b->arena_off = -1;
+    ARR_PUSH(c->a, c->views[b->base->id].v, c->views[b->base->id].n,
+             c->views[b->base->id].cap, b->id);
 }
 
 static const char *kind_name(BufKind k)
@@ -216,7 +304,7 @@ static const char *kind_name(BufKind k)
  * uses it: it must be an intermediate written by exactly one kernel
  * before ki and read by none before that, and neither a view nor the
  * storage of one. NULL when it can. */
-static const char *movable(const Canon *c, Buf *x, const Node *xn, int ki)
+static const char *movable(Canon *c, Buf *x, const Node *xn, int ki)
 {
     Arena *a = c->a;
     const char *who = label(a, xn);
@@ -225,7 +313,7 @@ static const char *movable(const Canon *c, Buf *x, const Node *xn, int ki)
         return arena_printf(a, "%s is %s", who, kind_name(x->kind));
     if (x->base)
         return arena_printf(a, "%s is a view already", who);
-    if (is_storage(c->p, x))
+    if (is_storage(c, x))
         return arena_printf(a, "%s is the storage of views", who);
     if ((nw = writers(c, x, &w)) != 1)
         return arena_printf(a, "%s is written by %d kernels", who, nw);
@@ -240,7 +328,7 @@ static const char *movable(const Canon *c, Buf *x, const Node *xn, int ki)
 /* ---- 1. concat operands written in place ----------------------------------- */
 
 /* Why concat kernel ki's result y cannot take its operands in place. */
-static const char *concat_result(const Canon *c, Buf *y, int ki)
+static const char *concat_result(Canon *c, Buf *y, int ki)
 {
     int w = -1;
     if (y->kind != BK_TEMP && y->kind != BK_OUTPUT)
@@ -255,10 +343,9 @@ static const char *concat_result(const Canon *c, Buf *y, int ki)
 /* x becomes a view of the slice of y at `at` along ax. */
 static void place(Canon *c, Buf *x, Buf *y, int ax, int64_t at)
 {
-    x->base = ir_storage(y);
+    view_into(c, x, y);
     memcpy(x->strides, y->strides, sizeof y->strides[0] * (size_t)y->rank);
     x->offset = y->offset + at * y->strides[ax];
-    x->arena_off = -1;
     c->placed[x->id] = 1;
 }
 
@@ -287,6 +374,7 @@ static void place_concat(Canon *c, int ki)
     }
     Buf *y = ac.store;
     int ax = axis_norm(attr_i(n, "axis"), n->rank), kept = 0;
+    index_kernel(c, ki, 0);             /* its body changes: indexed again below */
     int64_t at = 0;
     for (int i = 0; i < n->nin; i++) {
         Stmt *s = k->body.s[i];
@@ -311,6 +399,7 @@ static void place_concat(Canon *c, int ki)
     }
     k->body.n = kept;
     c->dead[ki] = kept == 0;
+    index_kernel(c, ki, 1);
 }
 
 /* ---- 2. reshape, transpose, slice as views -------------------------------- */
@@ -399,29 +488,26 @@ static int inverse_of(const Node *n, const Buf *y, const Buf *x, int64_t *st)
     }
 }
 
-static void make_view(Buf *b, Buf *storage, const int64_t *st, int64_t off)
+static void make_view(Canon *c, Buf *b, Buf *storage, const int64_t *st, int64_t off)
 {
-    b->base = ir_storage(storage);
+    view_into(c, b, storage);
     memcpy(b->strides, st, sizeof *st * (size_t)b->rank);
     b->offset = off;
-    b->arena_off = -1;
 }
 
 /* Why a view y of x's storage, replacing copy kernel ki, could see a
  * write the copy would not have: a kernel after ki, up to y's last
  * reader, writes that storage. NULL when none does. */
-static const char *later_write(const Canon *c, int ki, Buf *x, Buf *y)
+static const char *later_write(Canon *c, int ki, Buf *x, Buf *y)
 {
     Buf *s = ir_storage(x);
-    int last = reader(c, y, 1);
-    for (int j = ki + 1; j <= last; j++) {
-        const Kernel *k = c->p->kernels[j];
-        if (!c->dead[j] && ir_block_writes(&k->body, s))
-            return arena_printf(c->a, "%s is written by %s after the copy, before the last read "
-                                      "of the result", label(c->a, s->node),
-                                k->nnodes ? op_label(c->a, k->nodes[0]) : "another kernel");
-    }
-    return NULL;
+    int last = reader(c, y, 1), j, hi;
+    if (!touching(c, s, 1, ki, &j, &hi) || j > last)
+        return NULL;
+    const Kernel *k = c->p->kernels[j];
+    return arena_printf(c->a, "%s is written by %s after the copy, before the last read "
+                              "of the result", label(c->a, s->node),
+                        k->nnodes ? op_label(c->a, k->nodes[0]) : "another kernel");
 }
 
 /* Result y of kernel ki is an output: its operand x is written there. */
@@ -443,7 +529,7 @@ static void invert(Canon *c, int ki, Node *n, Buf *x, Buf *y)
         keep(c, n, why);
         return;
     }
-    make_view(x, y, st, y->offset);
+    make_view(c, x, y, st, y->offset);
     c->dead[ki] = 1;
     decide(c, n, -1, arena_printf(a, "%s (an output): %s written in place", op_label(a, n),
                                   label(a, n->in[0])), x);
@@ -452,7 +538,7 @@ static void invert(Canon *c, int ki, Node *n, Buf *x, Buf *y)
 /* Why result y of copy kernel ki cannot become a view: it must be an
  * intermediate that kernel alone writes, neither a view nor the storage
  * of one. NULL when it can. */
-static const char *own_result(const Canon *c, Buf *y, int ki)
+static const char *own_result(Canon *c, Buf *y, int ki)
 {
     int w = -1;
     if (c->placed[y->id])
@@ -461,7 +547,7 @@ static const char *own_result(const Canon *c, Buf *y, int ki)
         return arena_printf(c->a, "its result is %s", kind_name(y->kind));
     if (y->base)
         return "its result is a view already";
-    if (is_storage(c->p, y))
+    if (is_storage(c, y))
         return "its result is the storage of views";
     if (writers(c, y, &w) != 1 || w != ki)
         return "its result is written by other kernels too";
@@ -499,7 +585,7 @@ static void view_shape_op(Canon *c, int ki)
         keep(c, n, why);
         return;
     }
-    make_view(y, x, st, off);
+    make_view(c, y, x, st, off);
     c->dead[ki] = 1;
     decide(c, n, -1, op_label(c->a, n), y);
 }
@@ -526,7 +612,8 @@ int pass_canonicalize_memrefs(Module *m, PassCtx *cx)
     (void)cx;
     Prog *p = m->prog;
     Canon c = {m, m->a, p, arena_alloc(m->a, (size_t)p->nkernels + 1),
-               arena_alloc(m->a, (size_t)p->nbufs + 1), NULL, 0, 0};
+               arena_alloc(m->a, (size_t)p->nbufs + 1), NULL, 0, 0, NULL, NULL, NULL, NULL, 0};
+    index_all(&c);
     for (int i = p->nkernels - 1; i >= 0; i--)
         if (shape_op(p->kernels[i], OP_CONCAT))
             place_concat(&c, i);
