@@ -56,6 +56,8 @@ typedef struct {
     char *other;                  /* by storage id: written by a kernel that is not one */
     int *derived;                 /* by storage id: derived number, -1 */
     Buf **to;                     /* by prog buffer id: its buffer in the open program */
+    Buf **held;                   /* by ir_held_index: the open program's weight or
+                                     derived weight (not a view); NULL: none yet */
 } Hoist;
 
 /* ---- 1. candidates ------------------------------------------------------- */
@@ -179,13 +181,21 @@ static void copy_stmt(Stmt *s, void *ctx)
     c->seen = 1;
 }
 
+static int has_id(const Ids *ids, int id)
+{
+    for (int i = 0; i < ids->n; i++)
+        if (ids->v[i] == id)
+            return 1;
+    return 0;
+}
+
 /* How derived storage st is held: as the storage every store to it copies
  * when that is 16-bit, else f32. */
 static Storage held_as(Hoist *h, Buf *st)
 {
     Copy c = {st, ST_F32, 0};
     for (int k = 0; k < h->p->nkernels; k++)
-        if (h->hoist[k])
+        if (h->hoist[k] && has_id(&h->stores[k], st->id))
             ir_block_walk(&h->p->kernels[k]->body, copy_stmt, &c);
     return c.store == ST_BF16 || c.store == ST_F16 ? (Storage)c.store : ST_F32;
 }
@@ -218,10 +228,9 @@ static Buf *open_buf(Hoist *h, Prog *o, Buf *b)
     if (h->to[b->id])
         return h->to[b->id];
     Buf *base = b->base ? open_buf(h, o, b->base) : NULL, *x = NULL;
-    for (int i = 0; !base && i < o->nbufs; i++)       /* a weight or derived weight there already */
-        if (o->bufs[i]->kind == b->kind && o->bufs[i]->index == b->index &&
-            (b->kind == BK_WEIGHT || b->kind == BK_DERIVED) && !o->bufs[i]->base)
-            x = o->bufs[i];
+    int held = base ? -1 : ir_held_index(h->m, b);    /* one there already? */
+    if (held >= 0)
+        x = h->held[held];
     if (!x) {
         x = ir_buf_new(h->a, o, b->kind, b->dtype, b->rank, b->dims);
         x->index = b->index;
@@ -231,6 +240,8 @@ static Buf *open_buf(Hoist *h, Prog *o, Buf *b)
         memcpy(x->strides, b->strides, sizeof b->strides[0] * (size_t)b->rank);
         x->offset = b->offset;
         x->arena_off = -1;
+        if (held >= 0)
+            h->held[held] = x;
     }
     return h->to[b->id] = x;
 }
@@ -272,12 +283,19 @@ static void move_stmt(Stmt *s, void *ctx)
         s->tiles[i].buf = open_buf(mv->h, mv->o, s->tiles[i].buf);
 }
 
-/* The candidates leave prog for the open program, in order. */
-static void move(Hoist *h, Prog *o)
+/* The candidates leave prog for the open program, in order (nderived:
+ * the derived weights there will be, made before or now). */
+static void move(Hoist *h, Prog *o, int nderived)
 {
     Prog *p = h->p;
     Move mv = {h, o};
     int n = 0;
+    h->held = arena_alloc(h->a, sizeof *h->held * ((size_t)(h->m->nweights + nderived) + 1));
+    for (int i = 0; i < o->nbufs; i++) {           /* an open program there already */
+        int held = o->bufs[i]->base ? -1 : ir_held_index(h->m, o->bufs[i]);
+        if (held >= 0)
+            h->held[held] = o->bufs[i];
+    }
     for (int k = 0; k < p->nkernels; k++) {
         Kernel *kn = p->kernels[k];
         if (!h->hoist[k]) {
@@ -292,21 +310,35 @@ static void move(Hoist *h, Prog *o)
 
 /* ---- 4. notes ------------------------------------------------------------ */
 
-/* "k3", "k3-k7" or "k3, k5 and 2 more": the open kernels that write st. */
-static const char *makers(Arena *a, const Prog *o, const Buf *st)
+/* The open kernels that write each storage of o (by buffer id): how
+ * many, the first and the last. */
+typedef struct {
+    int n, first, last;
+} Makers;
+
+typedef struct {
+    Makers *mk;
+    int k;
+} MakersScan;
+
+static void maker_buf(Buf *b, int how, void *ctx)
 {
-    int first = -1, last = -1, n = 0;
-    for (int k = 0; k < o->nkernels; k++)
-        if (ir_block_writes(&o->kernels[k]->body, (Buf *)st)) {
-            first = first < 0 ? k : first;
-            last = k;
-            n++;
-        }
-    if (n == 1)
-        return arena_printf(a, "k%d", first);
-    if (n == last - first + 1)
-        return arena_printf(a, "k%d-k%d", first, last);
-    return arena_printf(a, "%d kernels from k%d to k%d", n, first, last);
+    MakersScan *ms = ctx;
+    Makers *m = &ms->mk[ir_storage(b)->id];
+    if (!(how & IR_WR) || m->last == ms->k)
+        return;
+    m->first = m->n++ ? m->first : ms->k;
+    m->last = ms->k;
+}
+
+/* "k3", "k3-k7" or "5 kernels from k3 to k9": the open kernels that write st. */
+static const char *makers(Arena *a, const Makers *m)
+{
+    if (m->n == 1)
+        return arena_printf(a, "k%d", m->first);
+    if (m->n == m->last - m->first + 1)
+        return arena_printf(a, "k%d-k%d", m->first, m->last);
+    return arena_printf(a, "%d kernels from k%d to k%d", m->n, m->first, m->last);
 }
 
 /* The derived buffer of prog numbered index. */
@@ -332,16 +364,24 @@ static void notes(Hoist *h, Prog *o, int moved, int first, int made)
             "program, run once when the model is opened, not at every call; %d derived "
             "weight%s, %lld bytes, held beside the weights", moved, moved == 1 ? "" : "s", made,
             made == 1 ? "" : "s", (long long)bytes);
+    Makers *mk = arena_alloc(a, sizeof *mk * ((size_t)o->nbufs + 1));
+    for (int i = 0; i < o->nbufs; i++)
+        mk[i].last = -1;
+    for (int k = 0; k < o->nkernels; k++) {
+        MakersScan ms = {mk, k};
+        ir_block_bufs(&o->kernels[k]->body, maker_buf, &ms);
+    }
     for (int i = 0; i < o->nbufs; i++) {
-        const Buf *b = o->bufs[i], *r = prog_derived(p, b->index);
+        const Buf *b = o->bufs[i];
         if (b->kind != BK_DERIVED || b->index < first)
             continue;
+        const Buf *r = prog_derived(p, b->index);
         ir_note(a, &p->notes, "hoist-weights: derived %d: b%d%s %s%s%s, %lld bytes, made once at "
                 "open by open %s", b->index, r ? r->id : -1,
                 b->node ? arena_printf(a, " %%%d", b->node->id) : "", dtype_name(b->dtype),
                 shape_str(a, b->rank, b->dims), b->store ? arena_printf(a, " %s",
                 storage_name(b->store)) : "", (long long)(shape_count(b->rank, b->dims) *
-                (b->store ? 2 : 4)), makers(a, o, b));
+                (b->store ? 2 : 4)), makers(a, &mk[b->id]));
     }
 }
 
@@ -354,7 +394,7 @@ int pass_hoist_weights(Module *m, PassCtx *cx)
     Hoist h = {m, a, p, arena_alloc(a, sizeof(Ids) * nk), arena_alloc(a, sizeof(Ids) * nk),
                arena_alloc(a, nk), arena_alloc(a, nb), arena_alloc(a, sizeof(int) * nb),
                arena_alloc(a, nb), arena_alloc(a, sizeof(int) * nb),
-               arena_alloc(a, sizeof(Buf *) * nb)};
+               arena_alloc(a, sizeof(Buf *) * nb), NULL};
     int moved = candidates(&h);
     if (!moved)
         return 0;
@@ -362,7 +402,7 @@ int pass_hoist_weights(Module *m, PassCtx *cx)
         h.derived[i] = -1;
     int first = ir_nderived(m), made = make_derived(&h, first);
     Prog *o = m->open ? m->open : ir_prog_new(a);
-    move(&h, o);
+    move(&h, o, first + made);
     m->open = o;
     ir_prog_renumber(p);
     ir_prog_layout(p);

@@ -83,6 +83,31 @@ run "  run it with the index of its shards" "$T/l" --weights "$T/llama/model.saf
 run "qwen2: run the folder (JIT)" "$KILN" run "$T/qwen2" --seed 2
 run "moe: run the folder --tokens 3" "$KILN" run "$T/moe" --tokens 3 --seed 2
 
+# Qwen3-30B-A3B's config.json (48 layers of 128 experts, no weights): the
+# graph has 18432 expert copies; import and the whole pipeline must get
+# through it (canonicalize-memrefs and hoist-weights once asked every
+# kernel about every copy: over 10 minutes; about 2 s now).
+mkdir "$T/q3big"
+cat >"$T/q3big/config.json" <<'CFG'
+{"architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+ "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128,
+ "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+ "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48,
+ "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768,
+ "norm_topk_prob": true, "num_attention_heads": 32, "num_experts": 128,
+ "num_experts_per_tok": 8, "num_hidden_layers": 48, "num_key_value_heads": 4,
+ "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+ "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null,
+ "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+ "use_cache": true, "use_sliding_window": false, "vocab_size": 151936}
+CFG
+run "Qwen3-30B-A3B's config: import" "$KILN" import hf "$T/q3big" -o "$T/q3big.json" --max-seq 256
+run "  emit-c (decode and prefill variants; 18432 expert copies in the open program)" \
+    timeout 300 "$KILN" emit-c "$T/q3big.json" -o "$T/q3big.c"
+grep -q "^static int o18431(" "$T/q3big.c" && ok "  o0-o18431 copy the experts at open" ||
+    bad "  o0-o18431 copy the experts at open"
+rm -f "$T/q3big.c" "$T/q3big.json"
+
 "$MKCKPT" hf llama "$T/scaled" --config '"rope_scaling": {"type": "linear", "factor": 2.0}'
 refuse 1 "rope_scaling refused by name" "config.json: rope_scaling: not supported" \
     "$KILN" import hf "$T/scaled" -o "$T/never.json"
