@@ -24,6 +24,23 @@ char *cg_emit_string(const Module *m, CgFlavour fl);
  * " \ ?) escaped, so no name can end the literal or form a trigraph. */
 void cg_print_cstring(FILE *f, const char *s);
 
+/* ---- share.c: kernels alike, one function ----------------------------- */
+/* Kernels whose C differs only in the buffers they point to (a model's
+ * layers; its experts' copies at open) share one function, sN(m, p),
+ * over an array p of those pointers. A table of each kernel's C so
+ * written, a template (kernel.c): how many kernels have it, and the N of
+ * the sN printed for it (-1: not yet). */
+typedef struct CgShare CgShare;
+typedef struct {
+    const char *text;
+    int uses, n;
+} CgShared;
+CgShare *cg_share_new(Arena *a);
+/* The entry of text, added (uses 0) when absent. */
+CgShared *cg_share_find(CgShare *sh, const char *text);
+/* The next template number. */
+int cg_share_next(CgShare *sh);
+
 /* ---- kernel.c: one kernel as a C function ---------------------------- */
 typedef struct {
     FILE *f;
@@ -34,11 +51,30 @@ typedef struct {
     int vec;                     /* innermost nests through rt_vec (JIT) */
     int open;                    /* the open program's kernels (oN), which
                                     write the derived weights */
+    CgShare *share;              /* kernels alike share a function; NULL: none */
+    /* Set by cg_kernel for the kernel being printed: */
+    const char *stem;            /* its functions' names: "k12" (k12_p0), "o3" */
+    struct CgNames *names;       /* printing a template: its buffers' names;
+                                    NULL: b<id> */
 } CgCx;
-/* Prints k's outlined parallel bodies (JIT) and the function itself:
+/* A template's buffers, numbered by place: the storages it points to
+ * (b<i> is p[i], i < nptrs), then its local arrays as they come; and the
+ * messages of its run-time checks (which name the node), p[nptrs + j]. */
+typedef struct CgNames {
+    const Buf **v;
+    int n, cap, nptrs;
+    const char **msgs;
+    int nmsgs, capmsgs;
+} CgNames;
+/* Prints k's outlined parallel bodies and the function itself:
  *   static int kN(MODEL *m)  returning an RT_* status (oN for the open
- *   program's). */
+ *   program's). With cx->share, after cg_kernel_count has seen every
+ *   kernel: a kernel whose C another kernel has too is a wrapper,
+ *   kN(m) { void *const p[] = {its pointers}; return sT(m, p); }, and sT
+ *   is printed before its first wrapper. */
 void cg_kernel(CgCx *cx, const Kernel *k);
+/* Counts k's C in cx->share (the first pass over the kernels). */
+void cg_kernel_count(CgCx *cx, const Kernel *k);
 /* An expression; a buffer's element (`b3[i0 * 64 + i1]`). */
 void cg_expr(CgCx *cx, const Expr *e);
 void cg_access(CgCx *cx, const Buf *b, Expr *const *idx);

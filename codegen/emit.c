@@ -202,6 +202,24 @@ static void open_program(CgCx *cx, const Module *m)
     fputs("    return rc;\n}\n\n", f);
 }
 
+/* Each kernel's C seen once, before any is printed, so that kernels alike
+ * share one function (kernel.c): the program's, the prefill variant's
+ * and the open program's, with the contexts they are printed in. */
+static void count_kernels(CgCx *cx, const Module *m)
+{
+    for (int i = 0; i < m->prog->nkernels; i++)
+        cg_kernel_count(cx, m->prog->kernels[i]);
+    CgCx vx = *cx, ox = *cx;
+    for (int j = 0; j < m->nvariants; j++) {
+        vx.m = m->variants[j];
+        for (int i = 0; i < vx.m->prog->nkernels; i++)
+            cg_kernel_count(&vx, vx.m->prog->kernels[i]);
+    }
+    ox.open = 1;
+    for (int i = 0; m->open && i < m->open->nkernels; i++)
+        cg_kernel_count(&ox, m->open->kernels[i]);
+}
+
 /* Every kernel in order, called directly: a run without a profile costs
  * what it did before profiles. */
 static void run_kernels(FILE *f, const Module *m, const char *fn)
@@ -386,7 +404,8 @@ void cg_emit(FILE *f, const Module *m, CgFlavour fl)
     fputc('\n', f);
     handle(f, m);
     char *type = arena_printf(m->a, "%s_model", m->name);
-    CgCx cx = {f, m, fl, type, 0, fl == CG_JIT, 0};
+    CgCx cx = {f, m, fl, type, 0, fl == CG_JIT, 0, cg_share_new(m->a), NULL, NULL};
+    count_kernels(&cx, m);
     for (int i = 0; i < m->prog->nkernels; i++)
         cg_kernel(&cx, m->prog->kernels[i]);
     run_kernels(f, m, "kiln_run_kernels");

@@ -8,7 +8,15 @@
  * with a context holding the enclosing scalars and local arrays it reads,
  * in both flavours: the runtime's pool splits iterations among threads
  * dynamically, where OpenMP's parallel for would wait at its end for a
- * thread the system has descheduled (runtime/rt_parallel.c). */
+ * thread the system has descheduled (runtime/rt_parallel.c).
+ *
+ * Kernels alike (codegen.h, "share.c") share one function: cg_kernel
+ * prints each kernel first as a template, `sT(MODEL *m, void *const *p)`,
+ * whose buffers are named by their place (b0 is p[0]) and whose
+ * functions by a stem left blank; when another kernel printed the same
+ * template, the kernel is a wrapper that fills p and calls sT. So the
+ * layers of a model, alike but for their weights and arena slots, are
+ * compiled once: the C holds one function per distinct kernel. */
 #include "codegen.h"
 
 #include <math.h>
@@ -78,9 +86,11 @@ static void offset(CgCx *cx, const Buf *b, Expr *const *idx)
         fprintf(cx->f, "%s%lld", terms ? " + " : "", (long long)b->offset);
 }
 
+static int bname(CgCx *cx, const Buf *b);
+
 static void access(CgCx *cx, const Buf *b, Expr *const *idx)
 {
-    fprintf(cx->f, "b%d[", b->base ? b->base->id : b->id);
+    fprintf(cx->f, "b%d[", bname(cx, b->base ? b->base : b));
     offset(cx, b, idx);
     fputc(']', cx->f);
 }
@@ -194,6 +204,20 @@ static void var(CgCx *cx, const Var *v)
 /* A kernel's C name starts k, o in the open program: kN, oN, kN_pJ. */
 static char kchar(const CgCx *cx) { return cx->open ? 'o' : 'k'; }
 
+/* The N of buffer b's C name bN: its id, or in a template its place
+ * (CgNames; a local array numbered where it first appears). */
+static int bname(CgCx *cx, const Buf *b)
+{
+    CgNames *t = cx->names;
+    if (!t)
+        return b->id;
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i] == b)
+            return i;
+    ARR_PUSH(cx->m->a, t->v, t->n, t->cap, b);
+    return t->n - 1;
+}
+
 static void assign(CgCx *cx, AsgOp op, void (*lhs)(CgCx *, const Stmt *),
                    const Stmt *s)
 {
@@ -237,7 +261,13 @@ static void check(CgCx *cx, const Stmt *s, int depth)
     fputs("))\n", cx->f);
     indent(cx, depth + 1);
     fputs("return rt_errf(&m->err, RT_EINVAL, ", cx->f);
-    cg_print_cstring(cx->f, s->msg);
+    CgNames *t = cx->names;
+    if (t) {                      /* a template: the message is the kernel's */
+        ARR_PUSH(cx->m->a, t->msgs, t->nmsgs, t->capmsgs, s->msg);
+        fprintf(cx->f, "(const char *)p[%d]", t->nptrs + t->nmsgs - 1);
+    } else {
+        cg_print_cstring(cx->f, s->msg);
+    }
     for (int i = 0; i < s->nargs; i++) {
         fputs(", (long long)(", cx->f);
         expr(cx, s->args[i]);
@@ -251,7 +281,7 @@ static void local(CgCx *cx, const Buf *b, int depth)
 {
     indent(cx, depth);
     fprintf(cx->f, "_Alignas(64) %s b%d[%lld];\n", b->dtype == DT_I32 ? "int32_t" : "float",
-            b->id, (long long)shape_count(b->rank, b->dims));
+            bname(cx, b), (long long)shape_count(b->rank, b->dims));
 }
 
 /* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
@@ -428,33 +458,66 @@ static int by_id(const void *x, const void *y)
     return a->id - b->id;
 }
 
-/* Declares a pointer for every buffer the block touches; outer: but for
- * the bodies of its parallel loops, which declare their own. */
-static void declare_bufs(CgCx *cx, const Block *blk, int depth, int outer)
+/* The storages the block touches, by id; outer: but for the bodies of
+ * its parallel loops. */
+static BufSet storages(CgCx *cx, const Block *blk, int outer)
 {
-    Arena *a = cx->m->a;
-    BufSet u = {NULL, 0, 0, a, outer};
+    BufSet u = {NULL, 0, 0, cx->m->a, outer};
     uses_block(&u, blk);
     if (u.n)                          /* qsort(NULL, 0) is undefined */
         qsort(u.v, (size_t)u.n, sizeof *u.v, by_id);
+    return u;
+}
+
+/* Where the pointer to storage b comes from, as a pointer to t; t NULL:
+ * as a void * (a wrapper's p[i]). */
+static void pointer_to(CgCx *cx, const Buf *b, const char *t)
+{
+    FILE *f = cx->f;
+    switch (b->kind) {
+    case BK_INPUT:
+        if (t)
+            fprintf(f, "(const %s *)m->in[%d]", t, b->index);
+        else
+            fprintf(f, "(void *)m->in[%d]", b->index);
+        break;
+    case BK_OUTPUT:
+        if (t)
+            fprintf(f, "(%s *)", t);
+        fprintf(f, "m->out[%d]", b->index);
+        break;
+    case BK_WEIGHT:
+    case BK_DERIVED: fprintf(f, "m->w[%d]", ir_held_index(cx->m, b)); break;
+    case BK_STATE: fprintf(f, "m->s[%d]", b->index); break;
+    case BK_TEMP:
+        if (t)
+            fprintf(f, "(%s *)(m->arena + %lld)", t, (long long)b->arena_off);
+        else
+            fprintf(f, "m->arena + %lld", (long long)b->arena_off);
+        break;
+    case BK_LOCAL: KILN_BUG("local b%d declared as a pointer", b->id);
+    }
+}
+
+/* Declares a pointer for every buffer the block touches; outer: but for
+ * the bodies of its parallel loops, which declare their own. In a
+ * template each comes from p, in its place. */
+static void declare_bufs(CgCx *cx, const Block *blk, int depth, int outer)
+{
+    BufSet u = storages(cx, blk, outer);
     for (int i = 0; i < u.n; i++) {
         const Buf *b = u.v[i];
         const char *t = b->dtype == DT_I32 ? "int32_t" : b->store ? "uint16_t" : "float";
         int ro = b->kind == BK_INPUT || b->kind == BK_WEIGHT ||
                  (b->kind == BK_DERIVED && !cx->open);
         indent(cx, depth);
-        fprintf(cx->f, "%s%s *restrict b%d = ", ro ? "const " : "", t, b->id);
-        switch (b->kind) {
-        case BK_INPUT: fprintf(cx->f, "(const %s *)m->in[%d];\n", t, b->index); break;
-        case BK_OUTPUT: fprintf(cx->f, "(%s *)m->out[%d];\n", t, b->index); break;
-        case BK_WEIGHT:
-        case BK_DERIVED: fprintf(cx->f, "m->w[%d];\n", ir_held_index(cx->m, b)); break;
-        case BK_STATE: fprintf(cx->f, "m->s[%d];\n", b->index); break;
-        case BK_TEMP:
-            fprintf(cx->f, "(%s *)(m->arena + %lld);\n", t, (long long)b->arena_off);
-            break;
-        case BK_LOCAL: KILN_BUG("local b%d declared as a pointer", b->id);
+        fprintf(cx->f, "%s%s *restrict b%d = ", ro ? "const " : "", t, bname(cx, b));
+        if (cx->names) {
+            fprintf(cx->f, "p[%d];\n", bname(cx, b));
+            continue;
         }
+        pointer_to(cx, b, t);
+        fputs(";\n", cx->f);
     }
 }
 
@@ -464,7 +527,6 @@ static void declare_bufs(CgCx *cx, const Block *blk, int depth, int outer)
  * locals, which the outlined body receives through its context, as it
  * receives the local arrays in scope (a row computed before the loop). */
 struct Outline {
-    const Kernel *k;
     const Var **scope;
     int nscope, cap;
     const Buf **arrays;
@@ -473,6 +535,8 @@ struct Outline {
     FILE *fns;                    /* outlined functions, printed first */
 };
 
+static const char *array_type(const Buf *b) { return b->dtype == DT_I32 ? "int32_t" : "float"; }
+
 static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
 {
     CgCx in = *cx;
@@ -480,20 +544,23 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
     in.fl = CG_CC;                /* the body is serial C */
     in.in_parallel = 1;
     FILE *f = o->fns;
-    fprintf(f, "struct %c%d_p%d_ctx {\n    %s *m;\n", kchar(cx), o->k->id, j, cx->model_type);
+    const char *st = cx->stem;
+    fprintf(f, "struct %s_p%d_ctx {\n    %s *m;\n", st, j, cx->model_type);
+    if (cx->names)
+        fputs("    void *const *p;\n", f);
     for (int i = 0; i < o->nscope; i++) {
         fprintf(f, "    %s ", ctype(o->scope[i]->type));
         var(&in, o->scope[i]);
         fputs(";\n", f);
     }
     for (int i = 0; i < o->narrays; i++)
-        fprintf(f, "    %s *b%d;\n", o->arrays[i]->dtype == DT_I32 ? "int32_t" : "float",
-                o->arrays[i]->id);
+        fprintf(f, "    %s *b%d;\n", array_type(o->arrays[i]), bname(&in, o->arrays[i]));
     fputs("};\n\n", f);
-    fprintf(f, "static void %c%d_p%d(void *ctx, int64_t lo, int64_t hi)\n{\n", kchar(cx),
-            o->k->id, j);
-    fprintf(f, "    const struct %c%d_p%d_ctx *c = ctx;\n    %s *m = c->m;\n", kchar(cx),
-            o->k->id, j, cx->model_type);
+    fprintf(f, "static void %s_p%d(void *ctx, int64_t lo, int64_t hi)\n{\n", st, j);
+    fprintf(f, "    const struct %s_p%d_ctx *c = ctx;\n    %s *m = c->m;\n", st, j,
+            cx->model_type);
+    if (cx->names)
+        fputs("    void *const *p = c->p;\n", f);
     for (int i = 0; i < o->nscope; i++) {
         fprintf(f, "    %s ", ctype(o->scope[i]->type));
         var(&in, o->scope[i]);
@@ -502,15 +569,17 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
         fputs(";\n", f);
     }
     for (int i = 0; i < o->narrays; i++)
-        fprintf(f, "    %s *b%d = c->b%d;\n", o->arrays[i]->dtype == DT_I32 ? "int32_t" : "float",
-                o->arrays[i]->id, o->arrays[i]->id);
+        fprintf(f, "    %s *b%d = c->b%d;\n", array_type(o->arrays[i]), bname(&in, o->arrays[i]),
+                bname(&in, o->arrays[i]));
+    if (cx->names)
+        fputs("    (void)m;\n    (void)p;\n", f);
     for (int i = 0; i < o->nscope; i++) {
         fputs("    (void)", f);
         var(&in, o->scope[i]);
         fputs(";\n", f);
     }
     for (int i = 0; i < o->narrays; i++)
-        fprintf(f, "    (void)b%d;\n", o->arrays[i]->id);
+        fprintf(f, "    (void)b%d;\n", bname(&in, o->arrays[i]));
     declare_bufs(&in, &s->body, 1, 0);
     fputs("    for (int64_t ", f);
     var(&in, s->v);
@@ -536,16 +605,16 @@ static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
     indent(cx, depth);
     fprintf(cx->f, "{\n");
     indent(cx, depth + 1);
-    fprintf(cx->f, "struct %c%d_p%d_ctx c = {m", kchar(cx), o->k->id, j);
+    fprintf(cx->f, "struct %s_p%d_ctx c = {m%s", cx->stem, j, cx->names ? ", p" : "");
     for (int i = 0; i < o->nscope; i++) {
         fputs(", ", cx->f);
         var(cx, o->scope[i]);
     }
     for (int i = 0; i < o->narrays; i++)
-        fprintf(cx->f, ", b%d", o->arrays[i]->id);
+        fprintf(cx->f, ", b%d", bname(cx, o->arrays[i]));
     fputs("};\n", cx->f);
     indent(cx, depth + 1);
-    fprintf(cx->f, "rt_parallel_for(%c%d_p%d, &c, ", kchar(cx), o->k->id, j);
+    fprintf(cx->f, "rt_parallel_for(%s_p%d, &c, ", cx->stem, j);
     operand(cx, s->hi, 5, 0);
     fputs(" - ", cx->f);
     operand(cx, s->lo, 6, 1);
@@ -588,19 +657,97 @@ static void comment(CgCx *cx, const Kernel *k)
     fputs(" */\n", cx->f);
 }
 
-void cg_kernel(CgCx *cx, const Kernel *k)
+/* k's functions as C: the outlined parallel bodies in *fns, then the
+ * kernel's own, named by cx->stem; with names, a template, over p. */
+static char *render(CgCx *cx, const Kernel *k, CgNames *names, char **fns)
 {
     Arena *a = cx->m->a;
     FILE *bf = arena_stream(a), *ff = arena_stream(a);
-    Outline o = {k, NULL, 0, 0, NULL, 0, 0, 0, ff};
+    Outline o = {NULL, 0, 0, NULL, 0, 0, 0, ff};
     CgCx in = *cx;
     in.f = bf;
+    in.names = names;
     declare_bufs(&in, &k->body, 1, 1);
     block(&in, &k->body, 1, &o);
-    char *body = arena_stream_text(a, bf), *fns = arena_stream_text(a, ff);
-    fputs(fns, cx->f);
+    char *body = arena_stream_text(a, bf);
+    *fns = arena_stream_text(a, ff);
+    if (names)
+        return arena_printf(a, "static int %s(%s *m, void *const *p)\n{\n    (void)m;\n"
+                            "    (void)p;\n%s    return 0;\n}\n\n", cx->stem,
+                            cx->model_type, body);
+    return arena_printf(a, "static int %s(%s *m)\n{\n%s    return 0;\n}\n\n", cx->stem,
+                        cx->model_type, body);
+}
+
+/* A template stem no C name can hold: a byte that names and messages
+ * print escaped. */
+#define TSTEM "\001"
+
+/* k as a template (stem TSTEM), all its functions; its buffers' names
+ * in *names, the storages first, in p's order. */
+static char *template_of(CgCx *cx, const Kernel *k, CgNames *names)
+{
+    BufSet u = storages(cx, &k->body, 0);
+    memset(names, 0, sizeof *names);
+    for (int i = 0; i < u.n; i++)
+        ARR_PUSH(cx->m->a, names->v, names->n, names->cap, u.v[i]);
+    names->nptrs = u.n;
+    CgCx t = *cx;
+    t.stem = TSTEM;
+    char *fns, *fn = render(&t, k, names, &fns);
+    return arena_printf(cx->m->a, "%s%s", fns, fn);
+}
+
+void cg_kernel_count(CgCx *cx, const Kernel *k)
+{
+    CgNames names;
+    cg_share_find(cx->share, template_of(cx, k, &names))->uses++;
+}
+
+/* text with every TSTEM made stem. */
+static void put_stem(FILE *f, const char *text, const char *stem)
+{
+    for (const char *at; (at = strchr(text, TSTEM[0])); text = at + 1) {
+        fwrite(text, 1, (size_t)(at - text), f);
+        fputs(stem, f);
+    }
+    fputs(text, f);
+}
+
+void cg_kernel(CgCx *cx, const Kernel *k)
+{
+    Arena *a = cx->m->a;
+    CgCx in = *cx;
+    in.stem = arena_printf(a, "%c%d", kchar(cx), k->id);
+    CgNames names;
+    CgShared *t = cx->share ? cg_share_find(cx->share, template_of(cx, k, &names)) : NULL;
+    if (!t || t->uses < 2) {
+        char *fns, *fn = render(&in, k, NULL, &fns);
+        fputs(fns, cx->f);
+        comment(cx, k);
+        fputs(fn, cx->f);
+        return;
+    }
+    if (t->n < 0) {
+        t->n = cg_share_next(cx->share);
+        fprintf(cx->f, "/* s%d: the code of %d kernels that differ only in the buffers they "
+                       "point to (and the names in their messages) */\n", t->n, t->uses);
+        put_stem(cx->f, t->text, arena_printf(a, "s%d", t->n));
+    }
     comment(cx, k);
-    fprintf(cx->f, "static int %c%d(%s *m)\n{\n", kchar(cx), k->id, cx->model_type);
-    fputs(body, cx->f);
-    fputs("    return 0;\n}\n\n", cx->f);
+    fprintf(cx->f, "static int %s(%s *m)\n{\n", in.stem, cx->model_type);
+    if (names.nptrs + names.nmsgs) {
+        fprintf(cx->f, "    void *const p[%d] = {", names.nptrs + names.nmsgs);
+        for (int i = 0; i < names.nptrs; i++) {
+            fputs(i ? ", " : "", cx->f);
+            pointer_to(&in, names.v[i], NULL);
+        }
+        for (int i = 0; i < names.nmsgs; i++) {
+            fputs(names.nptrs + i ? ",\n        " : "", cx->f);
+            cg_print_cstring(cx->f, names.msgs[i]);
+        }
+        fprintf(cx->f, "};\n    return s%d(m, p);\n}\n\n", t->n);
+    } else {
+        fprintf(cx->f, "    return s%d(m, NULL);\n}\n\n", t->n);
+    }
 }

@@ -124,6 +124,16 @@ for m in examples/*.json; do
         bad "  compiles warning-free with -std=c11 -Wall -Wextra"; head -5 "$T/err"
     fi
 done
+# Kernels alike share a function: llama2-step's 6 layers have each kernel
+# once, as sN(m, p), and each layer's kernel is a wrapper that fills p
+# (the cache writes too, whose check messages name their layer).
+"$KILN" emit-c examples/llama2-step.json -o "$T/l2.c"
+n=$(grep -c '^static int s[0-9]*(llama2_step_model \*m, void \*const \*p)' "$T/l2.c")
+w=$(grep -c 'return s[0-9]*(m, p);' "$T/l2.c")
+c=$(grep -A3 '^static int k[0-9]*(' "$T/l2.c" | grep -c "\"cache_write 'layers\.[0-5]\.")
+[ "$n" -ge 4 ] && [ "$w" -ge $((5 * n)) ] && [ "$c" -ge 12 ] &&
+    ok "emit-c llama2-step: $n shared kernel functions, $w wrappers, $c cache writes among them" ||
+    bad "emit-c llama2-step: shared kernel functions ($n templates, $w wrappers, $c cache writes)"
 # The JIT's C (what kiln run hands libtcc): its element-wise nests call rt_vec
 "$KILN" emit-c examples/layernorm.json --jit -o "$T/jit.c" &&
     grep -q 'rt_vec(vc, vp, vs, vn);' "$T/jit.c" &&
