@@ -71,7 +71,8 @@ static int ref_data(const Module *m, const CgInfos *info, uint64_t seed, Tensor 
 {
     for (int i = 0; i < m->nweights; i++) {
         rt_tensor_info wi = info->weights[i];
-        wi.store = RT_F32;                       /* the reference reads f32 */
+        wi.store = RT_F32;                       /* the reference reads f32, */
+        wi.panel = 0;                            /* as the graph lays it out */
         void *p;
         if (rt_load_weights(NULL, &wi, 1, &p, err))
             return err->code;

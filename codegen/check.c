@@ -378,7 +378,8 @@ static int load_weights(Check *c, rt_err *err)
     rt_tensor_info *f32 = arena_alloc(m->a, sizeof *f32 * (size_t)(m->nweights + 1));
     for (int i = 0; i < m->nweights; i++) {
         f32[i] = c->info.weights[i];
-        f32[i].store = RT_F32;
+        f32[i].store = RT_F32;               /* the reference reads f32, as the graph */
+        f32[i].panel = 0;                    /* lays it out */
     }
     if (rt_load_weights(c->o->weights, f32, m->nweights, (void **)c->weights, err)) {
         rt_st_close(&file);

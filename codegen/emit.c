@@ -49,7 +49,7 @@ static void info_row(FILE *f, const rt_tensor_info *t, const char *data)
             data ? data : "NULL", (long long)t->hi);
     /* how it is held: 16-bit for a weight of --weight-dtype bf16/f16 */
     const char *store = t->store == RT_BF16 ? "RT_BF16" : t->store == RT_F16 ? "RT_F16" : "RT_F32";
-    fprintf(f, ", %s},\n", store);
+    fprintf(f, ", %s, %lld},\n", store, (long long)t->panel);
 }
 
 static void table(FILE *f, const char *name, const rt_tensor_info *t, int n)
@@ -109,12 +109,13 @@ static void handle(FILE *f, const Module *m)
 }
 
 /* Weights the tile pass packed (Buf.packed) change layout once loaded
- * (derived weights once made): [.., N, K] into panels [.., N/P, K, P]. */
+ * (derived weights once made): [.., N, K] into panels [.., N/P, K, P];
+ * most as they load (rt_tensor_info.panel), the others here. */
 static void pack_weights(FILE *f, const Module *m)
 {
     for (int i = 0; i < m->prog->nbufs; i++) {
         const Buf *b = m->prog->bufs[i];
-        if (!b->packed)
+        if (!b->packed || cg_pack_at_load(m, b))
             continue;
         int r = b->rank;
         long long batch = shape_count(r - 3, b->dims), panels = b->dims[r - 3],

@@ -35,6 +35,20 @@ static void weight_init(rt_tensor_info *t, const Node *w)
     t->data = w->init.data;
 }
 
+int64_t cg_pack_at_load(const Module *m, const Buf *b)
+{
+    if (!b->packed || b->kind != BK_WEIGHT)
+        return 0;
+    if (m->open) {
+        int n = m->nweights + ir_nderived(m);
+        char *read = arena_alloc(m->a, (size_t)n + 1);
+        ir_held_reads(m, m->open, read);
+        if (read[ir_held_index(m, b)])
+            return 0;
+    }
+    return b->dims[b->rank - 1];
+}
+
 void cg_infos(const Module *m, CgInfos *t)
 {
     t->inputs = table(m, m->inputs, m->ninputs);
@@ -48,7 +62,9 @@ void cg_infos(const Module *m, CgInfos *t)
         weight_init(&t->weights[i], m->weights[i]);
     for (int i = 0; m->prog && i < m->prog->nbufs; i++) {
         const Buf *b = m->prog->bufs[i];           /* a weight's storage */
-        if (b->kind == BK_WEIGHT && !b->base && b->index >= 0 && b->index < m->nweights)
+        if (b->kind == BK_WEIGHT && !b->base && b->index >= 0 && b->index < m->nweights) {
             t->weights[b->index].store = (int)b->store;
+            t->weights[b->index].panel = cg_pack_at_load(m, b);
+        }
     }
 }

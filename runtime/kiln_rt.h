@@ -66,6 +66,10 @@ typedef struct {
     /* weights: how held in memory: RT_F32, or RT_BF16 / RT_F16 (16 bits
      * a value, rounded once at load, widened exactly where read) */
     int store;
+    /* weights: packed at load in panels of this many rows, as
+     * rt_pack_panels(nr = panel) lays out [..., N, K]; 0: as the file
+     * holds them */
+    int64_t panel;
 } rt_tensor_info;
 
 /* ---- memory (rt_mem.c) -------------------------------------------------- */

@@ -54,13 +54,18 @@ static void wt_init(const rt_tensor_info *w, float *d)
         memcpy(d, w->data, (size_t)w->count * sizeof *d);
 }
 
+/* Whether the file holds t as w is held: f32, or w's 16-bit store. */
+static int wt_as_held(const rt_st_tensor *t, const rt_tensor_info *w)
+{
+    int file = t->dtype == RT_ST_F32 ? RT_F32 : t->dtype == RT_ST_BF16 ? RT_BF16 : RT_F16;
+    return file == (w->store == RT_BF16 || w->store == RT_F16 ? w->store : RT_F32);
+}
+
 /* Fills a 16-bit weight d: a copy of t when it is of the store's type,
  * else rounded from f32 made in a scratch buffer. */
 static int wt_half(const rt_st_tensor *t, const rt_tensor_info *w, uint16_t *d, rt_err *e)
 {
-    int same = t && (t->dtype == RT_ST_BF16 ? RT_BF16 : t->dtype == RT_ST_F16 ? RT_F16 : -1) ==
-                        w->store;
-    if (same) {
+    if (t && wt_as_held(t, w)) {
         const unsigned char *p = t->data;           /* little-endian in the file */
         for (int64_t i = 0; i < w->count; i++, p += 2)
             d[i] = (uint16_t)(p[0] | p[1] << 8);
@@ -77,6 +82,47 @@ static int wt_half(const rt_st_tensor *t, const rt_tensor_info *w, uint16_t *d, 
     rt_round_half(d, f, w->count, w->store);
     rt_free(f);
     return 0;
+}
+
+/* Weight w packed straight from the file's tensor t, whose elements are
+ * held as they will be (f32, or the store's own 16 bits): element i of
+ * row kk of panel g (the panels of every batch in turn) is the file's
+ * row g * nr + i, column kk, as rt_pack_panels lays them out. One pass,
+ * where widening and then packing took two and a second buffer; the
+ * panels shared out on the thread pool. */
+typedef struct {
+    const rt_st_tensor *t;
+    const rt_tensor_info *w;
+    void *d;
+} wt_pack_job;
+
+static void wt_pack_panels(void *ctx, int64_t lo, int64_t hi)
+{
+    const wt_pack_job *j = ctx;
+    int64_t k = j->w->dims[j->w->rank - 1], nr = j->w->panel;
+    const unsigned char *s = j->t->data;         /* little-endian in the file */
+    for (int64_t g = lo; g < hi; g++)
+        for (int64_t kk = 0; kk < k; kk++) {
+            int64_t at = (g * k + kk) * nr, from = g * nr * k + kk;
+            if (j->t->dtype == RT_ST_F32)
+                for (int64_t i = 0; i < nr; i++) {
+                    const unsigned char *p = s + (from + i * k) * 4;
+                    uint32_t u = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                                 (uint32_t)p[3] << 24;
+                    memcpy((float *)j->d + at + i, &u, 4);
+                }
+            else
+                for (int64_t i = 0; i < nr; i++) {
+                    const unsigned char *p = s + (from + i * k) * 2;
+                    ((uint16_t *)j->d)[at + i] = (uint16_t)(p[0] | p[1] << 8);
+                }
+        }
+}
+
+static void wt_pack_file(const rt_st_tensor *t, const rt_tensor_info *w, void *d)
+{
+    wt_pack_job j = {t, w, d};
+    rt_parallel_for(wt_pack_panels, &j, w->count / (w->panel * w->dims[w->rank - 1]));
 }
 
 /* One weight: checks where it comes from, then allocates and fills it. */
@@ -102,12 +148,23 @@ static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, void **out,
         return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
                        (long long)w->count * (long long)esize);
     int rc = 0;
-    if (half)
+    int64_t k = w->rank >= 2 ? w->dims[w->rank - 1] : 0, n = w->rank >= 2 ? w->dims[w->rank - 2] : 0;
+    if (w->panel && (k < 1 || n < 1 || n % w->panel)) {
+        rt_free(d);
+        return rt_errf(e, RT_EINTERNAL, "weight '%s': cannot pack in panels of %lld", w->name,
+                       (long long)w->panel);
+    }
+    int as_held = t && wt_as_held(t, w);
+    if (w->panel && as_held)
+        wt_pack_file(t, w, d);
+    else if (half)
         rc = wt_half(t, w, d, e);
     else if (t)
         rt_st_to_f32(t, d);
     else
         wt_init(w, d);
+    if (!rc && w->panel && !as_held)             /* made another way: packed after */
+        rc = rt_pack_panels(&d, w->count / (n * k), n, k, w->panel, (int)esize, e);
     if (rc)
         rt_free(d);
     else

@@ -230,13 +230,96 @@ static void load16(void **state)
     rt_free(d[1]);
 }
 
+/* A weight packed as it loads (rt_tensor_info.panel) is laid out as
+ * rt_pack_panels lays it out, whichever way it was made: packed straight
+ * from the file (f32 as f32, bf16 as bf16, on the thread pool), or made
+ * first (widened, rounded, from its init) and packed after. */
+static void packed_like(const void *src, int64_t batch, int64_t n, int64_t k, int64_t nr,
+                        size_t esize, void *out)
+{
+    for (int64_t q = 0; q < batch; q++)
+        for (int64_t p = 0; p < n / nr; p++)
+            for (int64_t kk = 0; kk < k; kk++)
+                for (int64_t i = 0; i < nr; i++)
+                    memcpy((char *)out + (size_t)((q * n + p * nr) * k + kk * nr + i) * esize,
+                           (const char *)src + (size_t)((q * n + p * nr + i) * k + kk) * esize,
+                           esize);
+}
+
+static void load_packed(void **state)
+{
+    (void)state;
+    /* f: F32 [2][4][3] = 0.5 * i; h: BF16 [4][3], bits 0x3f80 + i */
+    static const char hd[] = "{\"f\": {\"dtype\": \"F32\", \"shape\": [2,4,3], \"data_offsets\": [0, 96]},"
+                             " \"h\": {\"dtype\": \"BF16\", \"shape\": [4,3], \"data_offsets\": [96, 120]}}";
+    float f[24];
+    uint16_t h[12];
+    for (int i = 0; i < 24; i++)
+        f[i] = 0.5f * (float)i + 0.001f;
+    for (int i = 0; i < 12; i++)
+        h[i] = (uint16_t)(0x3f80 + i);
+    size_t hl = sizeof hd - 1, size = 8 + hl + sizeof f + sizeof h;
+    unsigned char *file = calloc(1, size);
+    assert_non_null(file);
+    file[0] = (unsigned char)hl;
+    memcpy(file + 8, hd, hl);
+    memcpy(file + 8 + hl, f, sizeof f);
+    memcpy(file + 8 + hl + sizeof f, h, sizeof h);
+    const char *path = tl_tmp_path("packed.safetensors");
+    tl_put_file(path, file, size);
+    free(file);
+
+    /* in pairs (a file's every tensor is a weight), then an init alone */
+    rt_tensor_info w[5] = {
+        {.name = "f", .rank = 3, .dims = {2, 4, 3}, .count = 24, .store = RT_F32, .panel = 2},
+        {.name = "h", .rank = 2, .dims = {4, 3}, .count = 12, .store = RT_BF16, .panel = 2},
+        {.name = "f", .rank = 3, .dims = {2, 4, 3}, .count = 24, .store = RT_BF16, .panel = 4},
+        {.name = "h", .rank = 2, .dims = {4, 3}, .count = 12, .store = RT_F32, .panel = 4},
+        {.name = "g", .rank = 2, .dims = {2, 3}, .count = 6, .init = RT_INIT_RANDOM, .seed = 3,
+         .scale = 1, .store = RT_F32, .panel = 2},
+    }, as_is[5];
+    memcpy(as_is, w, sizeof w);
+    for (int i = 0; i < 5; i++)
+        as_is[i].panel = 0;
+    void *d[5], *flat[5];
+    rt_err e = {0, ""};
+    for (int i = 0; i < 5; i += 2) {
+        const char *from = i < 4 ? path : NULL;
+        int nw = i < 4 ? 2 : 1;
+        if (rt_load_weights(from, w + i, nw, d + i, &e) ||
+            rt_load_weights(from, as_is + i, nw, flat + i, &e))
+            fail_msg("%s", e.msg);
+    }
+    size_t es[5] = {4, 2, 2, 4, 4};
+    int64_t batch[5] = {2, 1, 2, 1, 1}, n[5] = {4, 4, 4, 4, 2}, nr[5] = {2, 2, 4, 4, 2};
+    for (int i = 0; i < 5; i++) {
+        unsigned char want[96];
+        packed_like(flat[i], batch[i], n[i], 3, nr[i], es[i], want);
+        assert_memory_equal(d[i], want, (size_t)w[i].count * es[i]);
+        rt_free(d[i]);
+        rt_free(flat[i]);
+    }
+    /* f packed straight from the file: its first panel's first row holds
+     * rows 0 and 1 of column 0 */
+    assert_int_equal(rt_load_weights(path, w, 2, d, &e), 0);
+    assert_true(((float *)d[0])[0] == f[0] && ((float *)d[0])[1] == f[3]);
+    rt_free(d[0]);
+    rt_free(d[1]);
+    /* rows that panels do not divide: refused, nothing left allocated */
+    w[0].panel = 3;
+    assert_int_equal(rt_load_weights(path, w, 2, d, &e), RT_EINTERNAL);
+    assert_non_null(strstr(e.msg, "cannot pack in panels of 3"));
+    assert_null(d[0]);
+    assert_null(d[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_rounding), cmocka_unit_test(f16_rounding),
         cmocka_unit_test(round_trips),   cmocka_unit_test(gemm16),
         cmocka_unit_test(f16_specials),  cmocka_unit_test(pack16),
-        cmocka_unit_test(load16),
+        cmocka_unit_test(load16),        cmocka_unit_test(load_packed),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }
