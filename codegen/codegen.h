@@ -93,11 +93,6 @@ typedef struct {
     rt_tensor_info *inputs, *outputs, *weights, *states;
 } CgInfos;
 void cg_infos(const Module *m, CgInfos *t);
-/* The panel width a packed weight b (Buf.packed) is packed to as it
- * loads (rt_tensor_info.panel), or 0: a derived weight, or a weight the
- * open program reads as loaded, which NAME_open packs after the open
- * program has run. */
-int64_t cg_pack_at_load(const Module *m, const Buf *b);
 
 /* ---- cc.c: the system cc --------------------------------------------- */
 /* `$CC` or "cc", and the flags every build uses. */

@@ -111,11 +111,11 @@ static void handle(FILE *f, const Module *m)
 /* Weights the tile pass packed (Buf.packed) change layout once loaded
  * (derived weights once made): [.., N, K] into panels [.., N/P, K, P];
  * most as they load (rt_tensor_info.panel), the others here. */
-static void pack_weights(FILE *f, const Module *m)
+static void pack_weights(FILE *f, const Module *m, const rt_tensor_info *weights)
 {
     for (int i = 0; i < m->prog->nbufs; i++) {
         const Buf *b = m->prog->bufs[i];
-        if (!b->packed || cg_pack_at_load(m, b))
+        if (!b->packed || (b->kind == BK_WEIGHT && weights[b->index].panel))
             continue;
         int r = b->rank;
         long long batch = shape_count(r - 3, b->dims), panels = b->dims[r - 3],
@@ -128,7 +128,7 @@ static void pack_weights(FILE *f, const Module *m)
     }
 }
 
-static void api_open(FILE *f, const Module *m)
+static void api_open(FILE *f, const Module *m, const rt_tensor_info *weights)
 {
     const char *n = m->name;
     fprintf(f, "%s_model *%s_open(const char *weights_path)\n{\n", n, n);
@@ -144,7 +144,7 @@ static void api_open(FILE *f, const Module *m)
             m->nweights);
     if (m->open)
         fputs("    m->opened = m->opened && kiln_open_kernels(m) == 0;\n", f);
-    pack_weights(f, m);
+    pack_weights(f, m, weights);
     fputs("    return m;\n}\n\n", f);
 }
 
@@ -415,7 +415,7 @@ void cg_emit(FILE *f, const Module *m, CgFlavour fl)
     run_timed(f, m);
     if (m->open)
         open_program(&cx, m);
-    api_open(f, m);
+    api_open(f, m, t.weights);
     api_rest(f, m);
     descriptor(f, m, fl);
 }

@@ -35,20 +35,6 @@ static void weight_init(rt_tensor_info *t, const Node *w)
     t->data = w->init.data;
 }
 
-int64_t cg_pack_at_load(const Module *m, const Buf *b)
-{
-    if (!b->packed || b->kind != BK_WEIGHT)
-        return 0;
-    if (m->open) {
-        int n = m->nweights + ir_nderived(m);
-        char *read = arena_alloc(m->a, (size_t)n + 1);
-        ir_held_reads(m, m->open, read);
-        if (read[ir_held_index(m, b)])
-            return 0;
-    }
-    return b->dims[b->rank - 1];
-}
-
 void cg_infos(const Module *m, CgInfos *t)
 {
     t->inputs = table(m, m->inputs, m->ninputs);
@@ -60,11 +46,18 @@ void cg_infos(const Module *m, CgInfos *t)
             t->inputs[i].hi = ir_input_hi(m, m->inputs[i]);
     for (int i = 0; i < m->nweights; i++)
         weight_init(&t->weights[i], m->weights[i]);
+    /* A packed weight is packed as it loads (panel: its panels' width),
+     * but for one the open program reads as loaded: NAME_open packs that
+     * after the open program has run (emit.c). */
+    char *open_reads = arena_alloc(m->a, (size_t)(m->nweights + ir_nderived(m)) + 1);
+    if (m->open)
+        ir_held_reads(m, m->open, open_reads);
     for (int i = 0; m->prog && i < m->prog->nbufs; i++) {
         const Buf *b = m->prog->bufs[i];           /* a weight's storage */
         if (b->kind == BK_WEIGHT && !b->base && b->index >= 0 && b->index < m->nweights) {
             t->weights[b->index].store = (int)b->store;
-            t->weights[b->index].panel = cg_pack_at_load(m, b);
+            if (b->packed && !open_reads[b->index])
+                t->weights[b->index].panel = b->dims[b->rank - 1];
         }
     }
 }
