@@ -638,6 +638,8 @@ const Buf *ir_derived_made(const Module *m, int index);
  * view; the same node, element type and storage; the same dims, or as
  * many elements packed (ir_packed_ok checks the panels). */
 int ir_derived_agree(const Module *m, const Buf *b);
+
+/* ---- indep.c: affine indices and loop independence ------------------- */
 /* Structural equality of two expressions. */
 int ir_expr_equal(const Expr *x, const Expr *y);
 /* The coefficient of v in e when e is affine in v (sums, differences and
