@@ -86,7 +86,7 @@ run "moe: run the folder --tokens 3" "$KILN" run "$T/moe" --tokens 3 --seed 2
 # Qwen3-30B-A3B's config.json (48 layers of 128 experts, no weights): the
 # graph has 18432 expert copies; import and the whole pipeline must get
 # through it (canonicalize-memrefs and hoist-weights once asked every
-# kernel about every copy: over 10 minutes; about 2 s now).
+# kernel about every copy: over 10 minutes; about 3 s now).
 mkdir "$T/q3big"
 cat >"$T/q3big/config.json" <<'CFG'
 {"architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
