@@ -84,7 +84,15 @@ $(B)/tests/ckpt.o: tests/import/ckpt.c
 
 $(B)/tests/test_import: $(B)/tests/ckpt.o
 
-$(B)/tests/mkckpt: tests/import/mkckpt.c $(B)/tests/ckpt.o $(OBJS)
+# Hugging Face tokenizer.json files (tests/gen/hftok.c), for the tokenizer
+# tests and mkckpt's folders.
+$(B)/tests/hftok.o: tests/gen/hftok.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
+
+$(B)/tests/test_tokenizer: $(B)/tests/hftok.o
+
+$(B)/tests/mkckpt: tests/import/mkckpt.c $(B)/tests/ckpt.o $(B)/tests/hftok.o $(OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< $(filter %.o,$^) $(LDLIBS)
 

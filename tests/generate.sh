@@ -8,9 +8,9 @@
 # padded last one, and one whose last chunk no longer fits in the cache,
 # decoded token by token), decode-only (--chunk 1), the default chunk
 # (64) from the folder itself, and the JIT; GPT-2 and qwen3_moe folders
-# under the JIT too. Sampling is reproducible
-# from its seed; the tokenizer path prints the prompt's text; misuse is
-# refused with one line.
+# under the JIT too, and with their own tokenizer.json. Sampling is
+# reproducible from its seed; the tokenizer path prints the prompt's text;
+# misuse is refused with one line.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
@@ -94,6 +94,23 @@ run "refgen tokenizer" "$REFGEN" tokenizer "$T/tok.bin" 320
     ok "tokenizer: the prompt's text, then the tokens'" || { bad "tokenizer: the prompt's text"; cat "$T/text" "$T/err"; }
 same "tokenizer: kiln run prints the same" "$T/text" "$KILN" run "$T/m.json" generate \
     --tokenizer "$T/tok.bin" --prompt "the cat sat on the mat" -n 12 --temperature 0 --weights "$W"
+
+# With a folder's own tokenizer.json (mkckpt writes one of the model's
+# vocab: byte-level BPE, Qwen2's pre-tokenizer for qwen3_moe, GPT-2's):
+# the cc build of the folder and kiln run print the same text.
+run "build the qwen3_moe folder" "$KILN" build "$T/qwen3_moe" -o "$T/moe"
+"$T/moe" generate --tokenizer "$T/qwen3_moe/tokenizer.json" --prompt "the cat sat on the mat" \
+    --weights "$T/qwen3_moe/model.safetensors" \
+    -n 12 --temperature 0 >"$T/text" 2>"$T/err" && grep -aq "^the cat sat on the mat" "$T/text" &&
+    ok "qwen3_moe tokenizer.json: the prompt's text, then the tokens'" ||
+    { bad "qwen3_moe tokenizer.json: the prompt's text"; cat "$T/text" "$T/err"; }
+grep -q "prefill: 10 tokens" "$T/err" && ok "  the prompt is 10 tokens (no BOS)" || bad "  the prompt is 10 tokens"
+same "  kiln run prints the same" "$T/text" "$KILN" run "$T/qwen3_moe" generate \
+    --tokenizer "$T/qwen3_moe/tokenizer.json" --prompt "the cat sat on the mat" -n 12 --temperature 0
+"$KILN" run "$T/gpt2" generate --tokenizer "$T/gpt2/tokenizer.json" --prompt "the cat sat" -n 8 \
+    --temperature 0 >"$T/text" 2>"$T/err" && grep -aq "^the cat sat" "$T/text" &&
+    ok "gpt2 tokenizer.json: the prompt's text, then the tokens'" ||
+    { bad "gpt2 tokenizer.json: the prompt's text"; cat "$T/text" "$T/err"; }
 
 refuse 2 "no prompt" "give --tokens IDS" "$T/c6" generate -n 3 --weights "$W"
 refuse 2 "unknown option" "unknown argument '--bogus'" "$T/c6" generate --tokens 1 --bogus

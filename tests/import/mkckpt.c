@@ -10,8 +10,12 @@
  * DIR is made when missing. --config adds members to config.json, e.g.
  * '"rope_scaling": {"type": "linear", "factor": 2.0}'; --transformers-names
  * writes GPT-2 as transformers saves it ("transformer.h.0...", no
- * buffers) instead of as the Hub has it. */
+ * buffers) instead of as the Hub has it. The byte-level BPE types (gpt2,
+ * qwen2, qwen3_moe) get a tokenizer.json of the model's vocab too
+ * (tests/gen/hftok.h), as their Hub folders have; llama's is SentencePiece
+ * BPE, which kiln does not read. */
 #include "ckpt.h"
+#include "tests/gen/hftok.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -107,6 +111,10 @@ int main(int argc, char **argv)
             snprintf(why, sizeof why, "%s: %s", a.out, strerror(errno)), rc = -1;
         else
             rc = ck_write_hf(m, a.out, a.shards, a.config, why, sizeof why);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tokenizer.json", a.out);
+        if (!rc && s.type != CK_LLAMA && hf_tokenizer_write(path, s.type != CK_GPT2, s.vocab))
+            snprintf(why, sizeof why, "%.500s: cannot write", path), rc = -1;
     }
     ck_free(m);
     if (rc)

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "runtime/kiln_rt.h"
+#include "tests/gen/hftok.h"
 #include "tests/unit/testlib.h"
 
 #include <stdio.h>
@@ -81,119 +82,15 @@ static const char *bin_file(const char *name, const Word *words, int n, size_t c
     return p;
 }
 
-/* GPT-2's bytes_to_unicode: the printable Latin-1 bytes stand for
- * themselves, the other 68 for U+0100.. in byte order. */
-static unsigned byte_char(unsigned b)
+/* A tokenizer.json (tests/gen/hftok.h) in the test's directory. */
+static const char *hf_file(const char *name, int qwen2, const HfPair *m, int nm, const char *post)
 {
-    unsigned n = 0;
-    for (unsigned c = 0; c < b; c++)
-        n += !((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE));
-    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE ? b : 0x100 + n;
-}
-
-/* A byte inside a JSON string: as ByteLevel's character when level, else
- * as it is (UTF-8 passes through byte by byte). */
-static void put_char(TkBuf *b, unsigned char byte, int level)
-{
-    unsigned c = level ? byte_char(byte) : byte;
-    char u[8];
-    if (c == '"' || c == '\\')
-        snprintf(u, sizeof u, "\\%c", c);
-    else if (c < 0x80 || !level)
-        snprintf(u, sizeof u, "%c", c);
-    else
-        snprintf(u, sizeof u, "%c%c", 0xC0 | c >> 6, 0x80 | (c & 0x3F));
-    puts_(b, u);
-}
-
-static void put_chars(TkBuf *b, const char *s, int level)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        put_char(b, *p, level);
-}
-
-static void put_json(TkBuf *b, const char *s, int level)
-{
-    puts_(b, "\"");
-    put_chars(b, s, level);
-    puts_(b, "\"");
-}
-
-typedef struct {
-    const char *a, *b;          /* raw bytes: a + b becomes a token */
-} Pair;
-
-static const char *qwen2_re =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
-    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-/* model = { type: "BPE", ..., vocab, merges }: the bytes, then each
- * merge's token. */
-static void put_model(TkBuf *b, int qwen2, const Pair *m, int nm)
-{
-    char num[64];
-    puts_(b, "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
-             "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
-             "\"fuse_unk\": false, \"byte_fallback\": false,\n\"vocab\": {");
-    for (int i = 0; i < 256 + nm; i++) {
-        puts_(b, "\"");
-        if (i < 256)
-            put_char(b, (unsigned char)i, 1);
-        else {
-            put_chars(b, m[i - 256].a, 1);
-            put_chars(b, m[i - 256].b, 1);
-        }
-        snprintf(num, sizeof num, "\": %d%s", i, i + 1 < 256 + nm ? ", " : "},\n\"merges\": [");
-        puts_(b, num);
-    }
-    for (int i = 0; i < nm; i++) {
-        puts_(b, qwen2 ? "[\"" : "\"");     /* ["A", "B"] or "A B" */
-        put_chars(b, m[i].a, 1);
-        puts_(b, qwen2 ? "\", \"" : " ");
-        put_chars(b, m[i].b, 1);
-        puts_(b, qwen2 ? "\"]" : "\"");
-        puts_(b, i + 1 < nm ? ", " : "");
-    }
-    puts_(b, "]}");
-}
-
-/* A tokenizer.json: ids 0..255 the bytes, 256 + i the token of merge i,
- * then the added tokens "<|endoftext|>" and "<|bos|>". qwen2: the Split
- * pre-tokenizer (and merges as arrays), else GPT-2's ByteLevel. post:
- * the post_processor's JSON, or NULL. */
-static const char *hf_file(const char *name, int qwen2, const Pair *m, int nm, const char *post)
-{
-    TkBuf b = {0};
-    char num[160];
-    snprintf(num, sizeof num, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n"
-             "\"added_tokens\": [{\"id\": %d, \"content\": \"<|endoftext|>\", ", 256 + nm);
-    puts_(&b, num);
-    puts_(&b, "\"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": "
-              "false, \"special\": true},\n");
-    snprintf(num, sizeof num, "{\"id\": %d, \"content\": \"<|bos|>\", \"special\": true}],\n",
-             257 + nm);
-    puts_(&b, num);
-    puts_(&b, qwen2
-                  ? "\"normalizer\": {\"type\": \"NFC\"},\n\"pre_tokenizer\": {\"type\": "
-                    "\"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
-                    "{\"Regex\": "
-                  : "\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"ByteLevel\", "
-                    "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true},\n");
-    if (qwen2) {
-        put_json(&b, qwen2_re, 0);
-        puts_(&b,
-              "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
-              "\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}]},\n");
-    }
-    puts_(&b, "\"post_processor\": ");
-    puts_(&b, post ? post : "null");
-    puts_(&b, ",\n\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
-              "\"trim_offsets\": true, \"use_regex\": true},\n\"model\": ");
-    put_model(&b, qwen2, m, nm);
-    puts_(&b, "}\n");
+    size_t n;
+    char *text = hf_tokenizer_json(qwen2, m, nm, post, &n);
+    assert_non_null(text);
     const char *p = tl_tmp_path(name);
-    tl_put_file(p, b.s, b.n);
-    free(b.s);
+    tl_put_file(p, text, n);
+    free(text);
     return p;
 }
 
@@ -379,7 +276,7 @@ static void test_bin_malformed(void **state)
 
 /* Merge i makes token 256 + i. The first three would join across the
  * pre-tokenizer's pieces: they must never act. */
-static const Pair merges[] = {
+static const HfPair merges[] = {
     {"o", " "},  {"d", "'"},     {"s", " "},    {"H", "e"},   {"l", "l"},   {"He", "ll"},
     {"Hell", "o"}, {" ", "w"},   {"o", "r"},    {" w", "or"}, {"l", "d"},   {" wor", "ld"},
     {"'", "s"},  {" ", "1"},     {" 1", "2"},   {" 12", "3"}, {"1", "2"},   {" ", " "},
