@@ -431,6 +431,9 @@ static int cmd_run(Module *m, const Opts *o)
     args[o->nrest + 1] = NULL;
     rt_model md = *cg_jit_model(j);
     md.machine = o->figures;
+    char usage[strlen(o->model) + 16];
+    snprintf(usage, sizeof usage, "kiln run %s", o->model);
+    md.usage = usage;
     rc = rt_main(o->nrest + 1, args, &md);
     cg_jit_free(j);
     return rc;

@@ -327,10 +327,10 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
           "    kiln_open, kiln_status, kiln_error, kiln_run, kiln_close,\n", f);
     fprintf(f, "    %d, kiln_kernels, kiln_profile, KILN_MACHINE,\n", m->prog->nkernels);
     if (m->nvariants)
-        fprintf(f, "    %lld, kiln_run_chunk, kiln_reset,\n};\n",
+        fprintf(f, "    %lld, kiln_run_chunk, kiln_reset, NULL,\n};\n",
                 (long long)m->variants[0]->inputs[0]->dims[0]);
     else
-        fputs("    0, NULL, kiln_reset,\n};\n", f);
+        fputs("    0, NULL, kiln_reset, NULL,\n};\n", f);
     if (fl == CG_CC)
         fputs("\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
               "    return rt_main(argc, argv, &kiln_model);\n}\n#endif\n", f);

@@ -372,6 +372,7 @@ typedef struct {
     int chunk;
     int (*run_chunk)(void *h, const void *const *in, void *const *out);
     void (*reset)(void *h);                    /* zeroes the state */
+    const char *usage;  /* the command --help names (NULL: argv[0]) */
 } rt_model;
 
 /* The thin main of every generated executable, and of `kiln run`:

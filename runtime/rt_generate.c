@@ -132,7 +132,7 @@ static void rg_help(const rg_ctx *g)
            "  --threads N         a fixed team (default: every core, fewer while busy)\n"
            "  -h, --help          print this and exit\n"
            "On stderr at the end: prefill and decode tokens per second.\n",
-           g->prog);
+           g->md->usage ? g->md->usage : g->prog);
 }
 
 /* 0, or an exit status: -1 when --help was printed (exit 0). */

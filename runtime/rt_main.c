@@ -237,6 +237,7 @@ static int rm_parse(rm_ctx *c, int argc, char **argv)
 static void rm_help(const rm_ctx *c)
 {
     const rt_model *md = c->md;
+    const char *usage = md->usage ? md->usage : c->prog;
     char sh[160];
     printf("usage: %s [--weights W.safetensors] [--input NAME=F.npy]... [--output NAME=F.npy]...\n"
            "       [--repeat N] [--threads N] [--seed S] [--profile FILE]\n"
@@ -252,11 +253,11 @@ static void rm_help(const rm_ctx *c)
            "  --profile FILE      time every kernel call; write one JSON line per kernel\n"
            "                      name to FILE (calls, times, FLOPs, bytes, rates)\n"
            "  -h, --help          print this and exit\n",
-           c->prog, md->name ? md->name : "");
+           usage, md->name ? md->name : "");
     if (md->reset && md->ninputs == 2 && !strcmp(md->inputs[0].name, "tokens"))
         printf("or:    %s generate --tokens 1,2,3 | --tokenizer FILE --prompt TEXT [-n N]\n"
                "       [--temperature T] [--topp P] [--seed S] [--weights W] [--threads N]\n"
-               "  generates text from a prompt%s (README \"Generating text\")\n", c->prog,
+               "  generates text from a prompt%s (README \"Generating text\")\n", usage,
                md->run_chunk ? ", prefilled in chunks of the prefill variant" : "");
     printf("inputs:\n");
     for (int i = 0; i < md->ninputs; i++)

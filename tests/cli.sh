@@ -146,6 +146,9 @@ expect 0 "kiln build tests/models/embedding.json" "$KILN" build tests/models/emb
 npy "$T/ids.npy" '<i4' '(2, 3)' 0 1 2 9 8 7
 expect 0 "run with --input and --output" "$E" --input "ids=$T/ids.npy" --output "e=$T/e.npy"
 [ -s "$T/e.npy" ] && ok "  the output file is written" || bad "  the output file is written"
+expect 0 "kiln run MODEL --help" "$KILN" run tests/models/embedding.json --help
+grep -q "^usage: kiln run tests/models/embedding.json \[--weights" "$T/out" &&
+    ok "  names kiln run and the model" || bad "  names kiln run and the model"
 expect 0 "kiln run writes the same output" "$KILN" run tests/models/embedding.json --input "ids=$T/ids.npy" --output "e=$T/e_jit.npy"
 cmp -s "$T/e.npy" "$T/e_jit.npy" && ok "  JIT and cc outputs are identical" || bad "  JIT and cc outputs are identical"
 
