@@ -52,6 +52,8 @@ typedef struct {
     int open;                    /* the open program's kernels (oN), which
                                     write the derived weights */
     CgShare *share;              /* kernels alike share a function; NULL: none */
+    struct CgCalls *calls;       /* rows of a call table instead of wrappers;
+                                    NULL: wrappers */
     /* Set by cg_kernel for the kernel being printed: */
     const char *stem;            /* its functions' names: "k12" (k12_p0), "o3" */
     struct CgNames *names;       /* printing a template: its buffers' names;
@@ -66,12 +68,24 @@ typedef struct CgNames {
     const char **msgs;
     int nmsgs, capmsgs;
 } CgNames;
+/* A call table (the open program's, emit.c): a row a kernel,
+ *   {oN, NULL, 0, 0}            a kernel of its own, or
+ *   {NULL, sT, nrefs, at}       a shared function over the pointers that
+ *                               refs[at .. at + nrefs) name,
+ * a ref {'w', i} (m->w[i]), {'s', i} (m->s[i]), {'a', off} (m->arena +
+ * off) or {'m', j} (msgs[j], a check's message). */
+typedef struct CgCalls {
+    FILE *rows, *refs, *msgs;   /* their initializers' text */
+    int nrows, nrefs, nmsgs;
+    int maxrefs;                /* the most refs a row has */
+} CgCalls;
 /* Prints k's outlined parallel bodies and the function itself:
  *   static int kN(MODEL *m)  returning an RT_* status (oN for the open
  *   program's). With cx->share, after cg_kernel_count has seen every
  *   kernel: a kernel whose C another kernel has too is a wrapper,
  *   kN(m) { void *const p[] = {its pointers}; return sT(m, p); }, and sT
- *   is printed before its first wrapper. */
+ *   is printed before its first wrapper; with cx->calls, a row of that
+ *   table instead (every kernel has one). */
 void cg_kernel(CgCx *cx, const Kernel *k);
 /* Counts k's C in cx->share (the first pass over the kernels). */
 void cg_kernel_count(CgCx *cx, const Kernel *k);

@@ -159,18 +159,56 @@ static void read_at_run(const Module *m, char *read)
         ir_held_reads(m, m->variants[v]->prog, read);
 }
 
+/* The call table of the open program (CgCalls, codegen.h), and kiln_ref,
+ * which makes a ref a pointer. */
+static void open_calls(FILE *f, const Module *m, CgCalls *c)
+{
+    Arena *a = m->a;
+    fputs("/* The open program, a call a row: a kernel's own function, or a shared one over\n"
+          " * the pointers kiln_open_refs[at .. at + nrefs) name: {'w', i} m->w[i], {'s', i}\n"
+          " * m->s[i], {'a', off} m->arena + off, {'m', j} kiln_open_msgs[j]. */\n", f);
+    fprintf(f, "struct kiln_call {\n    int (*own)(%s_model *);\n"
+               "    int (*shared)(%s_model *, void *const *);\n    int nrefs, at;\n};\n",
+            m->name, m->name);
+    fprintf(f, "static const struct kiln_call kiln_open_calls[%d] = {\n%s};\n",
+            count_nonzero(c->nrows), arena_stream_text(a, c->rows));
+    if (!c->maxrefs) {
+        fputc('\n', f);
+        return;
+    }
+    fputs("struct kiln_ref {\n    char kind;\n    long long v;\n};\n", f);
+    fprintf(f, "static const struct kiln_ref kiln_open_refs[%d] = {%s\n};\n", c->nrefs,
+            arena_stream_text(a, c->refs));
+    fprintf(f, "static const char *const kiln_open_msgs[%d] = {%s%s};\n\n",
+            count_nonzero(c->nmsgs), arena_stream_text(a, c->msgs), c->nmsgs ? "\n" : "NULL");
+    fprintf(f, "static void *kiln_ref(%s_model *m, const struct kiln_ref *r)\n{\n", m->name);
+    fputs("    switch (r->kind) {\n"
+          "    case 'w': return m->w[r->v];\n"
+          "    case 's': return m->s[r->v];\n"
+          "    case 'a': return m->arena + r->v;\n"
+          "    default: return (void *)kiln_open_msgs[r->v];\n"
+          "    }\n}\n\n", f);
+}
+
 /* The open program's kernels (oN), and kiln_open_kernels, which NAME_open
  * calls once the weights are loaded, before packing: each derived weight
- * allocated, the kernels run in order, then every weight or derived
+ * allocated, the kernels run in order from a call table (a MoE model has
+ * one a layer and expert, 18432 in Qwen3-30B-A3B: a wrapper function
+ * each, called one by one from here, took cc 60 s), then every weight or derived
  * weight that no kernel of any shape variant reads at run time freed
  * (the weights that served only to make derived ones). */
 static void open_program(CgCx *cx, const Module *m)
 {
     FILE *f = cx->f;
+    Arena *a = m->a;
+    CgCalls calls = {arena_stream(a), arena_stream(a), arena_stream(a), 0, 0, 0, 0};
     CgCx ox = *cx;
     ox.open = 1;
-    for (int i = 0; i < m->open->nkernels; i++)
+    ox.calls = &calls;
+    int nk = m->open->nkernels;
+    for (int i = 0; i < nk; i++)
         cg_kernel(&ox, m->open->kernels[i]);
+    open_calls(f, m, &calls);
     fprintf(f, "static int kiln_open_kernels(%s_model *m)\n{\n", m->name);
     for (int i = 0; i < m->open->nbufs; i++) {
         const Buf *b = m->open->bufs[i];
@@ -185,8 +223,16 @@ static void open_program(CgCx *cx, const Module *m)
         fputs("        return rt_errf(&m->err, RT_EINTERNAL, \"out of memory\");\n", f);
     }
     fputs("    int rc = 0;\n", f);
-    for (int i = 0; i < m->open->nkernels; i++)
-        fprintf(f, "    if (rc == 0)\n        rc = o%d(m);\n", m->open->kernels[i]->id);
+    if (calls.maxrefs)
+        fprintf(f, "    void *p[%d];\n", calls.maxrefs);
+    fprintf(f, "    for (int i = 0; rc == 0 && i < %d; i++) {\n"
+               "        const struct kiln_call *c = &kiln_open_calls[i];\n", nk);
+    if (calls.maxrefs)
+        fputs("        for (int j = 0; j < c->nrefs; j++)\n"
+              "            p[j] = kiln_ref(m, &kiln_open_refs[c->at + j]);\n"
+              "        rc = c->own ? c->own(m) : c->shared(m, p);\n    }\n", f);
+    else
+        fputs("        rc = c->own ? c->own(m) : c->shared(m, NULL);\n    }\n", f);
     int n = m->nweights + ir_nderived(m);
     char *read = arena_alloc(m->a, (size_t)n + 1);
     read_at_run(m, read);
@@ -405,7 +451,7 @@ void cg_emit(FILE *f, const Module *m, CgFlavour fl)
     fputc('\n', f);
     handle(f, m);
     char *type = arena_printf(m->a, "%s_model", m->name);
-    CgCx cx = {f, m, fl, type, 0, fl == CG_JIT, 0, cg_share_new(m->a), NULL, NULL};
+    CgCx cx = {f, m, fl, type, 0, fl == CG_JIT, 0, cg_share_new(m->a), NULL, NULL, NULL};
     count_kernels(&cx, m);
     for (int i = 0; i < m->prog->nkernels; i++)
         cg_kernel(&cx, m->prog->kernels[i]);

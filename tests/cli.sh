@@ -128,7 +128,7 @@ done
 # once, as sN(m, p), and each layer's kernel is a wrapper that fills p
 # (the cache writes too, whose check messages name their layer).
 "$KILN" emit-c examples/llama2-step.json -o "$T/l2.c"
-n=$(grep -c '^static int s[0-9]*(llama2_step_model \*m, void \*const \*p)' "$T/l2.c")
+n=$(grep -c '^static __attribute__((noinline)) int s[0-9]*(llama2_step_model \*m, void \*const \*p)' "$T/l2.c")
 w=$(grep -c 'return s[0-9]*(m, p);' "$T/l2.c")
 c=$(grep -A3 '^static int k[0-9]*(' "$T/l2.c" | grep -c "\"cache_write 'layers\.[0-5]\.")
 [ "$n" -ge 4 ] && [ "$w" -ge $((5 * n)) ] && [ "$c" -ge 12 ] &&

@@ -104,8 +104,10 @@ CFG
 run "Qwen3-30B-A3B's config: import" "$KILN" import hf "$T/q3big" -o "$T/q3big.json" --max-seq 256
 run "  emit-c (decode and prefill variants; 18432 expert copies in the open program)" \
     timeout 300 "$KILN" emit-c "$T/q3big.json" -o "$T/q3big.c"
-grep -q "^static int o18431(" "$T/q3big.c" && ok "  o0-o18431 copy the experts at open" ||
-    bad "  o0-o18431 copy the experts at open"
+grep -q "^static const struct kiln_call kiln_open_calls\[18432\]" "$T/q3big.c" &&
+    grep -q "^    {NULL, s[0-9]*, 2, 36862},   /\* o18431 " "$T/q3big.c" &&
+    ok "  o0-o18431 copy the experts at open, rows of a call table" ||
+    bad "  o0-o18431 copy the experts at open, rows of a call table"
 rm -f "$T/q3big.c" "$T/q3big.json"
 
 "$MKCKPT" hf llama "$T/scaled" --config '"rope_scaling": {"type": "linear", "factor": 2.0}'
