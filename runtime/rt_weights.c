@@ -84,38 +84,52 @@ static int wt_half(const rt_st_tensor *t, const rt_tensor_info *w, uint16_t *d, 
     return 0;
 }
 
-/* Weight w packed straight from the file's tensor t, whose elements are
- * held as they will be (f32, or the store's own 16 bits): element i of
- * row kk of panel g (the panels of every batch in turn) is the file's
- * row g * nr + i, column kk, as rt_pack_panels lays them out. One pass,
- * where widening and then packing took two and a second buffer; the
- * panels shared out on the thread pool. */
+/* Weight w packed straight from the file's tensor t, which is f32 or of
+ * w's 16-bit store: element i of row kk of panel g (the panels of every
+ * batch in turn) is the file's row g * nr + i, column kk, as
+ * rt_pack_panels lays them out, rounded when w is held in 16 bits that
+ * the file is not. One pass, where widening, rounding and packing took
+ * two or three and a buffer each; the panels shared out on the thread
+ * pool. */
 typedef struct {
     const rt_st_tensor *t;
     const rt_tensor_info *w;
     void *d;
 } wt_pack_job;
 
+static float wt_f32_at(const unsigned char *p)      /* little-endian in the file */
+{
+    uint32_t u = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 static void wt_pack_panels(void *ctx, int64_t lo, int64_t hi)
 {
     const wt_pack_job *j = ctx;
     int64_t k = j->w->dims[j->w->rank - 1], nr = j->w->panel;
-    const unsigned char *s = j->t->data;         /* little-endian in the file */
+    int from_f32 = j->t->dtype == RT_ST_F32, store = j->w->store;
+    const unsigned char *s = j->t->data;
+    float *df = j->d;
+    uint16_t *dh = j->d;
     for (int64_t g = lo; g < hi; g++)
         for (int64_t kk = 0; kk < k; kk++) {
             int64_t at = (g * k + kk) * nr, from = g * nr * k + kk;
-            if (j->t->dtype == RT_ST_F32)
-                for (int64_t i = 0; i < nr; i++) {
-                    const unsigned char *p = s + (from + i * k) * 4;
-                    uint32_t u = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                                 (uint32_t)p[3] << 24;
-                    memcpy((float *)j->d + at + i, &u, 4);
-                }
-            else
+            if (!from_f32)                          /* the store's own 16 bits */
                 for (int64_t i = 0; i < nr; i++) {
                     const unsigned char *p = s + (from + i * k) * 2;
-                    ((uint16_t *)j->d)[at + i] = (uint16_t)(p[0] | p[1] << 8);
+                    dh[at + i] = (uint16_t)(p[0] | p[1] << 8);
                 }
+            else if (store == RT_BF16)
+                for (int64_t i = 0; i < nr; i++)
+                    dh[at + i] = rt_f32_bf16(wt_f32_at(s + (from + i * k) * 4));
+            else if (store == RT_F16)
+                for (int64_t i = 0; i < nr; i++)
+                    dh[at + i] = rt_f32_f16(wt_f32_at(s + (from + i * k) * 4));
+            else
+                for (int64_t i = 0; i < nr; i++)
+                    df[at + i] = wt_f32_at(s + (from + i * k) * 4);
         }
 }
 
@@ -154,8 +168,8 @@ static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, void **out,
         return rt_errf(e, RT_EINTERNAL, "weight '%s': cannot pack in panels of %lld", w->name,
                        (long long)w->panel);
     }
-    int as_held = t && wt_as_held(t, w);
-    if (w->panel && as_held)
+    int from_file = t && (wt_as_held(t, w) || (half && t->dtype == RT_ST_F32));
+    if (w->panel && from_file)
         wt_pack_file(t, w, d);
     else if (half)
         rc = wt_half(t, w, d, e);
@@ -163,7 +177,7 @@ static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, void **out,
         rt_st_to_f32(t, d);
     else
         wt_init(w, d);
-    if (!rc && w->panel && !as_held)             /* made another way: packed after */
+    if (!rc && w->panel && !from_file)           /* made another way: packed after */
         rc = rt_pack_panels(&d, w->count / (n * k), n, k, w->panel, (int)esize, e);
     if (rc)
         rt_free(d);

@@ -270,29 +270,34 @@ static void load_packed(void **state)
     free(file);
 
     /* in pairs (a file's every tensor is a weight), then an init alone */
-    rt_tensor_info w[5] = {
+    rt_tensor_info w[7] = {
         {.name = "f", .rank = 3, .dims = {2, 4, 3}, .count = 24, .store = RT_F32, .panel = 2},
         {.name = "h", .rank = 2, .dims = {4, 3}, .count = 12, .store = RT_BF16, .panel = 2},
         {.name = "f", .rank = 3, .dims = {2, 4, 3}, .count = 24, .store = RT_BF16, .panel = 4},
         {.name = "h", .rank = 2, .dims = {4, 3}, .count = 12, .store = RT_F32, .panel = 4},
+        {.name = "f", .rank = 3, .dims = {2, 4, 3}, .count = 24, .store = RT_F16, .panel = 2},
+        {.name = "h", .rank = 2, .dims = {4, 3}, .count = 12, .store = RT_F16, .panel = 2},
         {.name = "g", .rank = 2, .dims = {2, 3}, .count = 6, .init = RT_INIT_RANDOM, .seed = 3,
          .scale = 1, .store = RT_F32, .panel = 2},
-    }, as_is[5];
+    }, as_is[7];
     memcpy(as_is, w, sizeof w);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 7; i++)
         as_is[i].panel = 0;
-    void *d[5], *flat[5];
+    void *d[7], *flat[7];
     rt_err e = {0, ""};
-    for (int i = 0; i < 5; i += 2) {
-        const char *from = i < 4 ? path : NULL;
-        int nw = i < 4 ? 2 : 1;
+    for (int i = 0; i < 7; i += 2) {
+        const char *from = i < 6 ? path : NULL;
+        int nw = i < 6 ? 2 : 1;
         if (rt_load_weights(from, w + i, nw, d + i, &e) ||
             rt_load_weights(from, as_is + i, nw, flat + i, &e))
             fail_msg("%s", e.msg);
     }
-    size_t es[5] = {4, 2, 2, 4, 4};
-    int64_t batch[5] = {2, 1, 2, 1, 1}, n[5] = {4, 4, 4, 4, 2}, nr[5] = {2, 2, 4, 4, 2};
-    for (int i = 0; i < 5; i++) {
+    /* the paths: as held (0, 1) or rounded from f32 (2, 4) as they pack;
+     * widened (3) or converted (5) first, then packed; an init's (6) */
+    size_t es[7] = {4, 2, 2, 4, 2, 2, 4};
+    int64_t batch[7] = {2, 1, 2, 1, 2, 1, 1}, n[7] = {4, 4, 4, 4, 4, 4, 2},
+            nr[7] = {2, 2, 4, 4, 2, 2, 2};
+    for (int i = 0; i < 7; i++) {
         unsigned char want[96];
         packed_like(flat[i], batch[i], n[i], 3, nr[i], es[i], want);
         assert_memory_equal(d[i], want, (size_t)w[i].count * es[i]);
