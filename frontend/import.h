@@ -25,7 +25,7 @@ typedef struct {
 #define IMP_DEFAULT_SEQ 2048    /* HF default S: max_position_embeddings, capped */
 
 /* ---- import_hf.c: a Hugging Face folder -------------------------------- */
-/* The graph for DIR/config.json (model_type llama, qwen2, gpt2, qwen3_moe).
+/* The graph for DIR/config.json (model_type llama, qwen2, gpt2, qwen3, qwen3_moe).
  * NULL when refused (problems in d, which the caller set to name
  * DIR/config.json; *io = 1 when a file could not be read). */
 char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io);
@@ -91,7 +91,7 @@ char *ig_text(ImpGraph *g, const char *output);
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
 /* ---- import_decoder.c: the decoder graphs -------------------------------- */
-/* A llama-family decoder (llama2.c, llama, qwen2, qwen3_moe): pre-norm
+/* A llama-family decoder (llama2.c, llama, qwen2, qwen3, qwen3_moe): pre-norm
  * blocks of rmsnorm, rotary attention with a KV cache, SwiGLU or a
  * mixture of experts, and the weight names of its checkpoint. */
 typedef struct {
@@ -104,7 +104,7 @@ typedef struct {
                                    llama2.c's layers.L.attention.wq.weight */
     int tied;                   /* logits use the embedding table */
     int qkv_bias;               /* q, k, v projections have biases (qwen2) */
-    int qk_norm;                /* rmsnorm of each q and k head (qwen3_moe) */
+    int qk_norm;                /* rmsnorm of each q and k head (qwen3, qwen3_moe) */
     /* mixture of experts (qwen3_moe): a layer is sparse when moe[L] */
     const unsigned char *moe;
     int64_t experts, top_k, moe_hidden;

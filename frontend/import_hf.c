@@ -225,7 +225,7 @@ static void no_sliding(Cfg *c)
         bad(c, "layer_types", types, "must be a list");
 }
 
-/* The fields llama, qwen2 and qwen3_moe share. L->max_seq holds
+/* The fields llama, qwen2, qwen3 and qwen3_moe share. L->max_seq holds
  * max_position_embeddings until the options set S. */
 static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
 {
@@ -262,6 +262,17 @@ static void read_qwen2(Cfg *c, ImpLlama *L)
     L->qkv_bias = 1;
     no_sliding(c);
     only_bool(c, "use_mrope", 0);
+}
+
+/* Qwen3's dense models: qwen2's layers without the q/k/v biases, with
+ * an rmsnorm of each q and k head (transformers' modeling_qwen3). */
+static void read_qwen3(Cfg *c, ImpLlama *L)
+{
+    llama_common(c, L, 40960);
+    L->hidden = need(c, "intermediate_size");
+    only_bool(c, "attention_bias", 0);
+    no_sliding(c);
+    L->qk_norm = 1;
 }
 
 /* Layer l is sparse unless listed in mlp_only_layers or off the
@@ -441,7 +452,9 @@ static json_t *load_config(Arena *a, const char *path, Diags *d, int *io)
 
 char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
 {
-    static const char *const types[] = {"llama", "qwen2", "gpt2", "qwen3_moe", NULL};
+    static const char *const types[] = {"llama", "qwen2", "gpt2", "qwen3", "qwen3_moe", NULL};
+    static void (*const read[])(Cfg *, ImpLlama *) = {read_llama, read_qwen2, NULL, read_qwen3,
+                                                     read_qwen3_moe};
     int before = d->n;
     *io = 0;
     json_t *root = load_config(a, arena_printf(a, "%s/config.json", dir), d, io);
@@ -458,9 +471,9 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
             t = i;
     if (t < 0) {
         if (type)
-            bad(&c, "model_type", type, "kiln imports llama, qwen2, gpt2 and qwen3_moe");
+            bad(&c, "model_type", type, "kiln imports llama, qwen2, gpt2, qwen3 and qwen3_moe");
         else
-            diag(d, "model_type", "missing (kiln imports llama, qwen2, gpt2 and qwen3_moe)");
+            diag(d, "model_type", "missing (kiln imports llama, qwen2, gpt2, qwen3 and qwen3_moe)");
         arena_release(a, root);
         return NULL;
     }
@@ -471,7 +484,7 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
     if (t == 2)
         read_gpt2(&c, &G);
     else
-        (t == 0 ? read_llama : t == 1 ? read_qwen2 : read_qwen3_moe)(&c, &L);
+        read[t](&c, &L);
     leftovers(&c);
     arena_release(a, root);
     if (d->n > before)

@@ -73,6 +73,7 @@ qwen2 qwen2
 gpt2hub gpt2
 gpt2tf gpt2 --transformers-names --untied --shards 2
 moe qwen3_moe --bf16
+qwen3 qwen3 --untied
 EOF
 ls "$T/llama/model.safetensors.index.json" >/dev/null 2>&1 && ok "  llama: shards and an index" ||
     bad "  llama: shards and an index"
@@ -82,6 +83,26 @@ run "  run it with the index of its shards" "$T/l" --weights "$T/llama/model.saf
     --seed 2
 run "qwen2: run the folder (JIT)" "$KILN" run "$T/qwen2" --seed 2
 run "moe: run the folder --tokens 3" "$KILN" run "$T/moe" --tokens 3 --seed 2
+
+# Qwen3-0.6B's config.json as the Hub has it (no weights): imported, and
+# the graph's names and shapes are the checkpoint's.
+mkdir "$T/q06"
+cat >"$T/q06/config.json" <<'CFG'
+{"architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+ "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+ "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+ "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+ "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+ "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+ "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+ "use_cache": true, "use_sliding_window": false, "vocab_size": 151936}
+CFG
+run "Qwen3-0.6B's config: import" "$KILN" import hf "$T/q06" -o "$T/q06.json" --max-seq 256
+grep -q '"model.layers.27.self_attn.k_norm.weight".*128' "$T/q06.json" &&
+    grep -q '"model.layers.0.self_attn.q_proj.weight".*\[ *2048, *1024 *\]' "$T/q06.json" &&
+    ok "  28 layers, q/k norms of head_dim 128, q_proj [2048, 1024]" ||
+    bad "  28 layers, q/k norms of head_dim 128, q_proj [2048, 1024]"
+rm -f "$T/q06.json"
 
 # Qwen3-30B-A3B's config.json (48 layers of 128 experts, no weights): the
 # graph has 18432 expert copies; import and the whole pipeline must get

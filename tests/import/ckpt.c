@@ -42,7 +42,7 @@ struct CkModel {
     float *x, *xb, *xb2, *q, *k, *v, *att, *h1, *h2, *h3, *logits;
 };
 
-static const char *const type_names[] = {"llama", "qwen2", "gpt2", "qwen3_moe"};
+static const char *const type_names[] = {"llama", "qwen2", "gpt2", "qwen3_moe", "qwen3"};
 
 const CkShape *ck_shape(const CkModel *m) { return &m->s; }
 
@@ -109,7 +109,7 @@ static void llama_layer(CkModel *m, CkLayer *L, int l)
         L->bk = bias(m, m->kvd);
         L->bv = bias(m, m->kvd);
     }
-    if (s->type == CK_QWEN3_MOE) {
+    if (s->type == CK_QWEN3_MOE || s->type == CK_QWEN3) {
         L->q_norm = norm(m, m->hd);
         L->k_norm = norm(m, m->hd);
     }
@@ -230,6 +230,8 @@ int ck_hf_shape(const char *type, CkShape *s)
         {.type = CK_QWEN3_MOE, .vocab = 330, .dim = 64, .hidden = 96, .layers = 3, .heads = 4,
          .kv_heads = 2, .head_dim = 32, .seq = 64, .experts = 4, .top_k = 2, .moe_hidden = 32,
          .norm_topk = 1, .dense_layers = 1u << 1},
+        {.type = CK_QWEN3, .vocab = 350, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
+         .kv_heads = 2, .head_dim = 32, .seq = 64, .tied = 1},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (!strcmp(type, type_names[shapes[i].type])) {
@@ -423,7 +425,7 @@ static void llama_step(CkModel *m, int token, int pos)
     const CkShape *s = &m->s;
     int D = s->dim, hd = m->hd;
     double eps = s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6;
-    double theta = s->type == CK_QWEN3_MOE ? 1e6 : 1e4;
+    double theta = s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 ? 1e6 : 1e4;
     memcpy(m->x, m->embed + (int64_t)token * D, sizeof *m->x * (size_t)D);
     for (int l = 0; l < s->layers; l++) {
         const CkLayer *L = &m->L[l];
@@ -722,7 +724,7 @@ static void config_llama(FILE *f, const CkModel *m)
 {
     const CkShape *s = &m->s;
     static const char *const arch[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "",
-                                       "Qwen3MoeForCausalLM"};
+                                       "Qwen3MoeForCausalLM", "Qwen3ForCausalLM"};
     fprintf(f, "  \"architectures\": [\"%s\"],\n  \"attention_dropout\": 0.0,\n"
             "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"silu\",\n"
             "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n"
@@ -732,7 +734,8 @@ static void config_llama(FILE *f, const CkModel *m)
             "  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n  \"vocab_size\": %d,\n",
             arch[s->type], s->dim, s->hidden, s->seq, s->heads, s->layers, s->kv_heads,
             s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6,
-            s->type == CK_QWEN3_MOE ? "1000000.0" : "10000.0", s->tied ? "true" : "false",
+            s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 ? "1000000.0" : "10000.0",
+            s->tied ? "true" : "false",
             s->vocab);
     if (s->type == CK_LLAMA)
         fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n");
@@ -741,6 +744,8 @@ static void config_llama(FILE *f, const CkModel *m)
                 "  \"use_sliding_window\": false,\n");
     if (s->type == CK_QWEN2)
         fprintf(f, "  \"use_mrope\": false,\n");
+    if (s->type == CK_QWEN3)
+        fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n", m->hd);
     if (s->type == CK_QWEN3_MOE) {
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n  \"decoder_sparse_step\": 1,\n"
                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"

@@ -5,7 +5,7 @@
  * (a llama2.c .bin, version 0 or 1; a Hugging Face folder: config.json
  * and model.safetensors, or shards and their index) and run by a forward
  * pass written here by hand from the models' own definitions (llama2.c's
- * run.c; transformers' modeling_llama, _qwen2, _gpt2, _qwen3_moe), one
+ * run.c; transformers' modeling_llama, _qwen2, _gpt2, _qwen3, _qwen3_moe), one
  * token at a time with its own KV cache. That pass knows nothing of kiln's
  * graphs: it is the reference an imported model must agree with. */
 #ifndef KILN_CKPT_H
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { CK_LLAMA, CK_QWEN2, CK_GPT2, CK_QWEN3_MOE } CkType;
+typedef enum { CK_LLAMA, CK_QWEN2, CK_GPT2, CK_QWEN3_MOE, CK_QWEN3 } CkType;
 
 typedef struct {
     CkType type;
@@ -63,7 +63,8 @@ void ck_reset(CkModel *m);
  * 2 layers, 4 heads, 2 kv heads, untied, interleaved so that it also
  * writes as llama2.c), qwen2 (tied, q/k/v biases), gpt2 (the Hub's names
  * and buffers), qwen3_moe (head_dim 32 != dim/heads, 4 experts, top 2,
- * renormalised, layer 1 of 3 dense). 0, or -1 for another name. */
+ * renormalised, layer 1 of 3 dense), qwen3 (tied, head_dim 32 as qwen3_moe,
+ * its layers all dense). 0, or -1 for another name. */
 int ck_hf_shape(const char *type, CkShape *s);
 /* By name as well: "tiny" is ck_hf_shape's; "small" (qwen3_moe only) is
  * big enough to time a decode step: vocab 1024, dim 512, 4 sparse layers

@@ -3,7 +3,7 @@
  *
  *   mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M]
  *          [--version 0|1] [--unshared] [--seed N]
- *   mkckpt hf llama|qwen2|gpt2|qwen3_moe DIR [--bf16] [--shards N]
+ *   mkckpt hf llama|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
  *          [--shape tiny|small]   (small: qwen3_moe only, for timing)
  *
@@ -11,7 +11,7 @@
  * '"rope_scaling": {"type": "linear", "factor": 2.0}'; --transformers-names
  * writes GPT-2 as transformers saves it ("transformer.h.0...", no
  * buffers) instead of as the Hub has it. The byte-level BPE types (gpt2,
- * qwen2, qwen3_moe) get a tokenizer.json of the model's vocab too
+ * qwen2, qwen3, qwen3_moe) get a tokenizer.json of the model's vocab too
  * (tests/gen/hftok.h), as their Hub folders have; llama's is SentencePiece
  * BPE, which kiln does not read. */
 #include "ckpt.h"
@@ -28,7 +28,7 @@ static int usage(const char *why)
     fprintf(stderr, "mkckpt: %s\n"
             "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
             "                      [--unshared] [--seed N]\n"
-            "       mkckpt hf llama|qwen2|gpt2|qwen3_moe DIR [--bf16] [--shards N] [--untied]\n"
+            "       mkckpt hf llama|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16] [--shards N] [--untied]\n"
             "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
             "                      [--shape tiny|small]\n",
             why);

@@ -339,6 +339,18 @@ static void test_hf_gpt2(void **state)
     hf_case(&s, 2, 2, 8);
 }
 
+/* Qwen3's dense models: q/k rmsnorm per head, head_dim 32 where
+ * hidden/heads is 16; then BF16, untied, in 2 shards. */
+static void test_hf_qwen3(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("qwen3");
+    hf_case(&s, 1, 1, 10);
+    s.bf16 = 1;
+    s.tied = 0;
+    hf_case(&s, 2, 3, 8);
+}
+
 /* A dense layer among sparse ones; then 70 experts, so that the experts'
  * weights stack in two rounds of concat. */
 static void test_hf_qwen3_moe(void **state)
@@ -398,7 +410,7 @@ static void test_hf_refused(void **state)
     refused("qwen2", "\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
             "config.json: layer_types[1]: \"sliding_attention\" not supported (kiln: \"full_attention\")");
     refused("qwen2", "\"model_type\": \"mistral\"",
-            "config.json: model_type: kiln imports llama, qwen2, gpt2 and qwen3_moe, got \"mistral\"");
+            "config.json: model_type: kiln imports llama, qwen2, gpt2, qwen3 and qwen3_moe, got \"mistral\"");
     refused("gpt2", "\"activation_function\": \"relu\"",
             "config.json: activation_function: \"relu\" not supported (kiln: gelu_new, "
             "gelu_pytorch_tanh, gelu)");
@@ -517,7 +529,8 @@ int main(void)
         cmocka_unit_test(test_llama2c_stories15M),
         cmocka_unit_test(test_llama2c_graph),  cmocka_unit_test(test_llama2c_refused),
         cmocka_unit_test(test_hf_llama),       cmocka_unit_test(test_hf_qwen2),
-        cmocka_unit_test(test_hf_gpt2),        cmocka_unit_test(test_hf_qwen3_moe),
+        cmocka_unit_test(test_hf_gpt2),        cmocka_unit_test(test_hf_qwen3),
+        cmocka_unit_test(test_hf_qwen3_moe),
         cmocka_unit_test(test_hf_refused),     cmocka_unit_test(test_hf_rope_scaling),
         cmocka_unit_test(test_hf_graph),       cmocka_unit_test(test_shards),
     };
