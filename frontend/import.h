@@ -100,6 +100,9 @@ typedef struct {
     int64_t tokens, max_seq;    /* T, S */
     double eps, theta;
     const char *rope_style;     /* "half" or "interleaved" */
+    int rope_llama3;            /* Llama 3.1's scaling of the frequencies, */
+    double rope_factor, rope_low, rope_high;    /* with its factor, low and */
+    int64_t rope_original;      /* high_freq_factor, original_max_position_embeddings */
     int hf_names;               /* model.layers.L.self_attn.q_proj.weight, else
                                    llama2.c's layers.L.attention.wq.weight */
     int tied;                   /* logits use the embedding table */

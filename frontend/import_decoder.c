@@ -118,8 +118,16 @@ static const char *project(Llama *L, const char *what, const char *in, const cha
 
 static const char *rope(Llama *L, const char *name, const char *in)
 {
+    const ImpLlama *c = L->c;
     const char *at = arena_printf(L->x.a, "{\"theta\": %s, \"style\": \"%s\"}",
-                                  ig_num(L->x.g, L->c->theta), L->c->rope_style);
+                                  ig_num(L->x.g, c->theta), c->rope_style);
+    if (c->rope_llama3)
+        at = arena_printf(L->x.a, "{\"theta\": %s, \"style\": \"%s\", \"scaling\": \"llama3\", "
+                          "\"factor\": %s, \"low_freq_factor\": %s, \"high_freq_factor\": %s, "
+                          "\"original_max_position_embeddings\": %lld}",
+                          ig_num(L->x.g, c->theta), c->rope_style, ig_num(L->x.g, c->rope_factor),
+                          ig_num(L->x.g, c->rope_low), ig_num(L->x.g, c->rope_high),
+                          (long long)c->rope_original);
     return ig_node(L->x.g, name, "rope", at, 2, in, L->x.positions);
 }
 

@@ -177,33 +177,75 @@ static void common(Cfg *c)
 
 /* ---- the llama family ---------------------------------------------------------- */
 
-/* rope_theta (or transformers 5's rope_parameters); no scaling. */
-static double rope(Cfg *c)
+/* The rope of transformers' RoPE parameters: rope_scaling (transformers
+ * 4) or rope_parameters (5: rope_theta inside). rope_type (or its old
+ * name type) "default" is plain; "llama3" (Llama 3.1, 3.2) needs its four
+ * numbers, which become the rope op's attributes; any other type (linear,
+ * dynamic, yarn, ...) and any other key are refused by name. */
+static void rope_object(Cfg *c, const char *name, json_t *o, ImpLlama *L)
 {
-    double theta = get_num(c, "rope_theta", 10000.0);
-    refuse(c, "rope_scaling");
-    json_t *p = take(c, "rope_parameters");
-    if (p && !json_is_object(p))
-        bad(c, "rope_parameters", p, "must be an object");
+    static const char *const nums[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings"};
+    double v[4] = {0};
+    int llama3 = 0;
     const char *key;
-    json_t *v;
-    json_object_foreach(p, key, v) {
-        const char *at = arena_printf(c->fx.a, "rope_parameters.%s", fe_quote(&c->fx, key));
-        if (!strcmp(key, "rope_theta") && json_is_number(v) && json_number_value(v) > 0)
-            theta = json_number_value(v);
-        else if (!strcmp(key, "rope_type") && json_is_string(v) &&
-                 !strcmp(json_string_value(v), "default"))
-            continue;
-        else if (!strcmp(key, "rope_type") || !strcmp(key, "rope_theta"))
-            bad(c, at, v, !strcmp(key, "rope_type") ? "only \"default\" is supported"
-                                                    : "must be a number > 0");
-        else
+    json_t *j;
+    if (o && !json_is_object(o))
+        bad(c, name, o, "must be an object");
+    json_object_foreach(o, key, j) {
+        const char *at = arena_printf(c->fx.a, "%s.%s", name, fe_quote(&c->fx, key));
+        int num = -1;
+        for (int i = 0; i < 4; i++)
+            num = strcmp(key, nums[i]) ? num : i;
+        if (!strcmp(key, "rope_type") || !strcmp(key, "type")) {
+            const char *t = json_string_value(j);
+            if (t && !strcmp(t, "llama3"))
+                llama3 = 1;
+            else if (!t || strcmp(t, "default"))
+                bad(c, at, j, "only \"default\" and \"llama3\" are supported");
+        } else if (!strcmp(key, "rope_theta") && !strcmp(name, "rope_parameters")) {
+            if (json_is_number(j) && json_number_value(j) > 0 && isfinite(json_number_value(j)))
+                L->theta = json_number_value(j);
+            else
+                bad(c, at, j, "must be a number > 0");
+        } else if (num >= 0) {
+            if (json_is_number(j) && json_number_value(j) > 0 && isfinite(json_number_value(j)))
+                v[num] = json_number_value(j);
+            else
+                bad(c, at, j, "must be a number > 0");
+        } else {
             diag(c->fx.d, at, "not supported");
+        }
     }
+    if (!llama3)
+        return;
+    for (int i = 0; i < 4; i++)
+        if (!v[i])
+            diag(c->fx.d, arena_printf(c->fx.a, "%s.%s", name, nums[i]),
+                 "missing (rope_type \"llama3\" needs it)");
+    if (v[0] && v[0] < 1)
+        diag(c->fx.d, arena_printf(c->fx.a, "%s.factor", name), "%g is below 1", v[0]);
+    if (v[1] && v[2] && v[2] <= v[1])
+        diag(c->fx.d, arena_printf(c->fx.a, "%s.high_freq_factor", name),
+             "%g is not above low_freq_factor %g", v[2], v[1]);
+    if (v[3] != floor(v[3]) || v[3] > INT32_MAX)
+        diag(c->fx.d, arena_printf(c->fx.a, "%s.%s", name, nums[3]),
+             "%g is not a whole number of positions below 2^31", v[3]);
+    L->rope_llama3 = 1;
+    L->rope_factor = v[0], L->rope_low = v[1], L->rope_high = v[2];
+    L->rope_original = (int64_t)v[3];
+}
+
+/* rope_theta, and rope_scaling or rope_parameters (rope_object). */
+static void rope(Cfg *c, ImpLlama *L)
+{
+    L->theta = get_num(c, "rope_theta", 10000.0);
+    json_t *scaling = take(c, "rope_scaling"), *params = take(c, "rope_parameters");
+    rope_object(c, "rope_scaling", scaling, L);
+    rope_object(c, "rope_parameters", params, L);
     json_t *partial = take(c, "partial_rotary_factor");
     if (partial && !(json_is_number(partial) && json_number_value(partial) == 1.0))
         diag(c->fx.d, "partial_rotary_factor", "%s not supported", fe_got(&c->fx, partial));
-    return theta;
 }
 
 /* Sliding-window attention: refused when switched on; its size and its
@@ -238,7 +280,7 @@ static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
     L->head_dim = get_int(c, "head_dim", 0, 1);
     L->max_seq = get_int(c, "max_position_embeddings", max_pos, 1);
     L->eps = get_num(c, "rms_norm_eps", 1e-6);
-    L->theta = rope(c);
+    rope(c, L);
     L->tied = get_bool(c, "tie_word_embeddings", 0);
     one_of(c, "hidden_act", silu);
     L->rope_style = "half";

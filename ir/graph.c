@@ -112,10 +112,16 @@ static void print_attrs(FILE *f, const Node *n)
     const AttrSpec *s = op_table[n->op].attrs;
     if (!s[0].name)
         return;
+    int quiet = 1;              /* the quiet attributes all hold their defaults */
+    for (int i = 0; s[i].name; i++)
+        quiet &= !s[i].quiet || (n->attrs.v[i].i == s[i].i && n->attrs.v[i].f == s[i].f);
     fputs(" {", f);
-    for (int i = 0; s[i].name; i++) {
+    for (int i = 0, first = 1; s[i].name; i++) {
         const AttrVal *v = &n->attrs.v[i];
-        fprintf(f, "%s%s=", i ? ", " : "", s[i].name);
+        if (s[i].quiet && quiet)
+            continue;
+        fprintf(f, "%s%s=", first ? "" : ", ", s[i].name);
+        first = 0;
         switch (s[i].kind) {
         case AT_INT: fprintf(f, "%lld", (long long)v->i); break;
         case AT_FLOAT: print_double(f, v->f); break;

@@ -20,7 +20,7 @@
 
 #define KILN_VERSION "0.1.0"
 #define KILN_MAX_RANK 6
-#define KILN_MAX_ATTRS 6
+#define KILN_MAX_ATTRS 10         /* attributes of one op (test_ir checks each) */
 #define KILN_MAX_NAME 128          /* bytes in a tensor or node name */
 #define KILN_MAX_ELEMS (INT64_C(1) << 40) /* elements in one tensor */
 
@@ -145,6 +145,9 @@ typedef struct {
     double f;
     const char *choices;
     int internal;         /* set by kiln, never by a model file */
+    int quiet;            /* the op's quiet attributes are dumped only when
+                             one is not its default (a variant few models
+                             use: rope's scaling) */
 } AttrSpec;
 
 typedef struct {

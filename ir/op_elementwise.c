@@ -5,7 +5,7 @@
 #include <math.h>
 
 const AttrSpec gelu_attrs[] = {
-    {"approximate", AT_ENUM, 0, 0, 0, "none|tanh", 0},
+    {"approximate", AT_ENUM, 0, 0, 0, "none|tanh", 0, 0},
     {0},
 };
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 const AttrSpec matmul_attrs[] = {
-    {"transpose_b", AT_BOOL, 0, 0, 0, NULL, 0},
+    {"transpose_b", AT_BOOL, 0, 0, 0, NULL, 0, 0},
     {0},
 };
 

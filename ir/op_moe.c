@@ -14,8 +14,8 @@
 #include <stdlib.h>
 
 const AttrSpec moe_attrs[] = {
-    {"top_k", AT_INT, 1, 0, 0, NULL, 0},
-    {"norm_topk_prob", AT_BOOL, 0, 1, 0, NULL, 0},
+    {"top_k", AT_INT, 1, 0, 0, NULL, 0, 0},
+    {"norm_topk_prob", AT_BOOL, 0, 1, 0, NULL, 0, 0},
     {0},
 };
 

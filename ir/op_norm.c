@@ -9,10 +9,10 @@
 
 #include <math.h>
 
-const AttrSpec rmsnorm_attrs[] = {{"eps", AT_FLOAT, 0, 0, 1e-6, NULL, 0}, {0}};
-const AttrSpec layernorm_attrs[] = {{"eps", AT_FLOAT, 0, 0, 1e-5, NULL, 0}, {0}};
-const AttrSpec batchnorm_attrs[] = {{"eps", AT_FLOAT, 0, 0, 1e-5, NULL, 0}, {0}};
-const AttrSpec softmax_attrs[] = {{"axis", AT_INT, 0, -1, 0, NULL, 0}, {0}};
+const AttrSpec rmsnorm_attrs[] = {{"eps", AT_FLOAT, 0, 0, 1e-6, NULL, 0, 0}, {0}};
+const AttrSpec layernorm_attrs[] = {{"eps", AT_FLOAT, 0, 0, 1e-5, NULL, 0, 0}, {0}};
+const AttrSpec batchnorm_attrs[] = {{"eps", AT_FLOAT, 0, 0, 1e-5, NULL, 0, 0}, {0}};
+const AttrSpec softmax_attrs[] = {{"axis", AT_INT, 0, -1, 0, NULL, 0, 0}, {0}};
 
 /* Operand i (a per-channel parameter such as w) must be f32[dim], dim
  * being dim `axis` of x. */

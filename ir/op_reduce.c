@@ -7,17 +7,17 @@
 #include <string.h>
 
 const AttrSpec reduce_attrs[] = {
-    {"axes", AT_INTS, 1, 0, 0, NULL, 0},
-    {"keepdims", AT_BOOL, 0, 0, 0, NULL, 0},
+    {"axes", AT_INTS, 1, 0, 0, NULL, 0, 0},
+    {"keepdims", AT_BOOL, 0, 0, 0, NULL, 0, 0},
     {0},
 };
-const AttrSpec argmax_attrs[] = {{"axis", AT_INT, 0, -1, 0, NULL, 0}, {0}};
+const AttrSpec argmax_attrs[] = {{"axis", AT_INT, 0, -1, 0, NULL, 0, 0}, {0}};
 /* result is internal: the frontend makes one topk node per declared
  * output, 0 for the values (f32) and 1 for the indices (i32). */
 const AttrSpec topk_attrs[] = {
-    {"k", AT_INT, 1, 0, 0, NULL, 0},
-    {"axis", AT_INT, 0, -1, 0, NULL, 0},
-    {"result", AT_ENUM, 0, 0, 0, "values|indices", 1},
+    {"k", AT_INT, 1, 0, 0, NULL, 0, 0},
+    {"axis", AT_INT, 0, -1, 0, NULL, 0, 0},
+    {"result", AT_ENUM, 0, 0, 0, "values|indices", 1, 0},
     {0},
 };
 

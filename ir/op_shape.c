@@ -7,14 +7,14 @@
 
 #include <string.h>
 
-const AttrSpec reshape_attrs[] = {{"shape", AT_INTS, 1, 0, 0, NULL, 0}, {0}};
-const AttrSpec transpose_attrs[] = {{"perm", AT_INTS, 1, 0, 0, NULL, 0}, {0}};
-const AttrSpec concat_attrs[] = {{"axis", AT_INT, 0, 0, 0, NULL, 0}, {0}};
+const AttrSpec reshape_attrs[] = {{"shape", AT_INTS, 1, 0, 0, NULL, 0, 0}, {0}};
+const AttrSpec transpose_attrs[] = {{"perm", AT_INTS, 1, 0, 0, NULL, 0, 0}, {0}};
+const AttrSpec concat_attrs[] = {{"axis", AT_INT, 0, 0, 0, NULL, 0, 0}, {0}};
 /* end defaults to the whole axis (INT64_MAX, clamped like Python). */
 const AttrSpec slice_attrs[] = {
-    {"axis", AT_INT, 1, 0, 0, NULL, 0},
-    {"start", AT_INT, 0, 0, 0, NULL, 0},
-    {"end", AT_INT, 0, INT64_MAX, 0, NULL, 0},
+    {"axis", AT_INT, 1, 0, 0, NULL, 0, 0},
+    {"start", AT_INT, 0, 0, 0, NULL, 0, 0},
+    {"end", AT_INT, 0, INT64_MAX, 0, NULL, 0, 0},
     {0},
 };
 

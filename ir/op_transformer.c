@@ -12,14 +12,20 @@
 #include <string.h>
 
 const AttrSpec rope_attrs[] = {
-    {"theta", AT_FLOAT, 0, 0, 10000.0, NULL, 0},
-    {"style", AT_ENUM, 0, 0, 0, "half|interleaved", 0},
-    {"rotary_dim", AT_INT, 0, 0, 0, NULL, 0},      /* 0: D */
+    {"theta", AT_FLOAT, 0, 0, 10000.0, NULL, 0, 0},
+    {"style", AT_ENUM, 0, 0, 0, "half|interleaved", 0, 0},
+    {"rotary_dim", AT_INT, 0, 0, 0, NULL, 0, 0},      /* 0: D */
+    /* Llama 3.1's frequency scaling (rope_freq); dumps show it when set */
+    {"scaling", AT_ENUM, 0, 0, 0, "none|llama3", 0, 1},
+    {"factor", AT_FLOAT, 0, 0, 8.0, NULL, 0, 1},
+    {"low_freq_factor", AT_FLOAT, 0, 0, 1.0, NULL, 0, 1},
+    {"high_freq_factor", AT_FLOAT, 0, 0, 4.0, NULL, 0, 1},
+    {"original_max_position_embeddings", AT_INT, 0, 8192, 0, NULL, 0, 1},
     {0},
 };
 const AttrSpec attention_attrs[] = {
-    {"causal", AT_BOOL, 0, 1, 0, NULL, 0},
-    {"scale", AT_FLOAT, 0, 0, 0.0, NULL, 0},        /* 0: 1/sqrt(D) */
+    {"causal", AT_BOOL, 0, 1, 0, NULL, 0, 0},
+    {"scale", AT_FLOAT, 0, 0, 0.0, NULL, 0, 0},        /* 0: 1/sqrt(D) */
     {0},
 };
 
@@ -135,7 +141,8 @@ void lower_embedding(LowerCx *cx, Node *n)
 }
 
 /* ---- rope ------------------------------------------------------------------
- * Pair i (0 <= i < rd/2) turns by angle pos * theta^(-2i/rd). The pair is
+ * Pair i (0 <= i < rd/2) turns by angle pos * f_i, f_i = theta^(-2i/rd)
+ * (scaled with `scaling` "llama3": rope_freq). The pair is
  * (i, i + rd/2) for style "half" (rotate_half, Hugging Face Llama/Qwen) and
  * (2i, 2i + 1) for "interleaved" (Meta Llama, llama2.c):
  *   out[a] = x[a] cos - x[b] sin,  out[b] = x[b] cos + x[a] sin.
@@ -148,6 +155,27 @@ static int64_t rope_dim(const Node *n)
 }
 
 static int rope_interleaved(const Node *n) { return attr_i(n, "style") == 1; }
+
+/* f_i, radians a position. With "llama3" (Llama 3.1, transformers'
+ * _compute_llama3_parameters), from wavelength w = 2pi / f and the
+ * original context L: w < L / high_freq_factor keeps f; w > L /
+ * low_freq_factor is f / factor; between, with s = (L / w - low) / (high -
+ * low), (1 - s) f / factor + s f. */
+static double rope_freq(const Node *n, int64_t i)
+{
+    double f = pow(attr_f(n, "theta"), -2.0 * (double)i / (double)rope_dim(n));
+    if (attr_i(n, "scaling") != 1)
+        return f;
+    double factor = attr_f(n, "factor"), lo = attr_f(n, "low_freq_factor"),
+           hi = attr_f(n, "high_freq_factor");
+    double L = (double)attr_i(n, "original_max_position_embeddings"), w = 2.0 * M_PI / f;
+    if (w < L / hi)
+        return f;
+    if (w > L / lo)
+        return f / factor;
+    double sm = (L / w - lo) / (hi - lo);
+    return (1.0 - sm) * f / factor + sm * f;
+}
 
 int infer_rope(InferCx *cx, Node *n)
 {
@@ -179,6 +207,27 @@ int infer_rope(InferCx *cx, Node *n)
              (long long)D, shp(cx, x), (long long)rd);
         bad = -1;
     }
+    if (attr_i(n, "scaling") == 1) {
+        double factor = attr_f(n, "factor"), lo = attr_f(n, "low_freq_factor"),
+               hi = attr_f(n, "high_freq_factor");
+        if (!(factor >= 1) || isinf(factor)) {
+            diag(cx->d, attr_where(cx, n, "factor"),
+                 "rope: factor must be a number >= 1, got %g", factor);
+            bad = -1;
+        }
+        if (!(lo > 0) || !(hi > lo) || isinf(hi)) {
+            diag(cx->d, attr_where(cx, n, "high_freq_factor"),
+                 "rope: low_freq_factor %g and high_freq_factor %g must be 0 < low < high", lo,
+                 hi);
+            bad = -1;
+        }
+        if (attr_i(n, "original_max_position_embeddings") < 1) {
+            diag(cx->d, attr_where(cx, n, "original_max_position_embeddings"),
+                 "rope: original_max_position_embeddings must be >= 1, got %lld",
+                 (long long)attr_i(n, "original_max_position_embeddings"));
+            bad = -1;
+        }
+    }
     set_like(n, x);
     return bad;
 }
@@ -187,7 +236,6 @@ int ref_rope(RefCx *cx, Node *n)
 {
     Tensor *x = ref_in(cx, n, 0), *pos = ref_in(cx, n, 1), *o = ref_out(cx, n);
     int64_t T = x->dims[0], H = x->dims[1], D = x->dims[2], rd = rope_dim(n);
-    double theta = attr_f(n, "theta");
     int il = rope_interleaved(n);
     memcpy(o->f, x->f, sizeof(float) * (size_t)x->count);     /* dims past rd */
     for (int64_t t = 0; t < T; t++)
@@ -195,7 +243,7 @@ int ref_rope(RefCx *cx, Node *n)
             const float *xr = x->f + (t * H + h) * D;
             float *orow = o->f + (t * H + h) * D;
             for (int64_t i = 0; i < rd / 2; i++) {
-                double ang = pos->i[t] * pow(theta, -2.0 * (double)i / (double)rd);
+                double ang = pos->i[t] * rope_freq(n, i);
                 int64_t ia = il ? 2 * i : i, ib = il ? 2 * i + 1 : i + rd / 2;
                 orow[ia] = (float)(xr[ia] * cos(ang) - xr[ib] * sin(ang));
                 orow[ib] = (float)(xr[ib] * cos(ang) + xr[ia] * sin(ang));
@@ -204,9 +252,9 @@ int ref_rope(RefCx *cx, Node *n)
     return 0;
 }
 
-/* Angles in fixed point: pair i turns by pos * f_i turns, f_i =
- * theta^(-2i/rd) / 2pi. Only the fraction of a turn matters, and pos is an
- * integer, so with turns[i] = round(frac(f_i) * 2^31) (an i32)
+/* Angles in fixed point: pair i turns by pos * g_i turns, g_i = f_i / 2pi.
+ * Only the fraction of a turn matters, and pos is an integer, so with
+ * turns[i] = round(frac(g_i) * 2^31) (an i32)
  *   angle = f32((pos * turns[i]) mod 2^31) * (2pi / 2^31)
  * in i64 arithmetic, then f32. Its error is pos * 1.5e-9 rad from the
  * rounding of turns[i] plus 4e-7 rad from the f32: 3e-6 at position
@@ -215,9 +263,9 @@ int ref_rope(RefCx *cx, Node *n)
  * pos, C's % gives a negative remainder: still the angle mod 2pi. */
 #define ROPE_ONE_TURN (INT64_C(1) << 31)
 
-static int64_t rope_turns(double theta, int64_t i, int64_t rd)
+static int64_t rope_turns(const Node *n, int64_t i)
 {
-    double f = pow(theta, -2.0 * (double)i / (double)rd) / (2.0 * M_PI);
+    double f = rope_freq(n, i) / (2.0 * M_PI);
     int64_t q = llround((f - floor(f)) * (double)ROPE_ONE_TURN);
     return q % ROPE_ONE_TURN;
 }
@@ -229,7 +277,7 @@ static Buf *rope_table(LowerCx *cx, Kernel *k, Node *n)
     Buf *turns = lw_temp(cx, DT_I32, 1, &half);
     for (int64_t i = 0; i < half; i++)
         s_store(cx->a, &k->body, turns, lw_idx(cx, 1, e_int(cx->a, i)), A_SET,
-                e_int(cx->a, rope_turns(attr_f(n, "theta"), i, rope_dim(n))));
+                e_int(cx->a, rope_turns(n, i)));
     return turns;
 }
 

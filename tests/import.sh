@@ -132,10 +132,31 @@ grep -q "^static const struct kiln_call kiln_open_calls\[18432\]" "$T/q3big.c" &
 rm -f "$T/q3big.c" "$T/q3big.json"
 
 "$MKCKPT" hf llama "$T/scaled" --config '"rope_scaling": {"type": "linear", "factor": 2.0}'
-refuse 1 "rope_scaling refused by name" "config.json: rope_scaling: not supported" \
+refuse 1 "linear rope_scaling refused by name" \
+    'config.json: rope_scaling.type: only "default" and "llama3" are supported, got "linear"' \
     "$KILN" import hf "$T/scaled" -o "$T/never.json"
-refuse 1 "  ...by build of the folder too" "config.json: rope_scaling: not supported" \
+refuse 1 "  ...by build of the folder too" 'rope_scaling.type: only "default" and "llama3"' \
     "$KILN" build "$T/scaled" -o "$T/never"
+
+# Llama-3.2-1B's config.json (no weights): its llama3 rope_scaling becomes
+# the rope nodes' attributes.
+mkdir "$T/l32"
+cat >"$T/l32/config.json" <<'CFG'
+{"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+ "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
+ "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+ "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+ "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+ "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+ "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                  "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+ "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+ "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256}
+CFG
+run "Llama-3.2-1B's config: import" "$KILN" import hf "$T/l32" -o "$T/l32.json" --max-seq 256
+grep -q '"scaling": "llama3", "factor": 32, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192' \
+    "$T/l32.json" && ok "  its rope nodes scale as Llama 3.1" || bad "  its rope nodes scale as Llama 3.1"
+rm -f "$T/l32.json"
 "$MKCKPT" hf qwen2 "$T/window" --config '"use_sliding_window": true'
 refuse 1 "use_sliding_window refused by name" "config.json: use_sliding_window: true not supported" \
     "$KILN" import hf "$T/window" -o "$T/never.json"

@@ -338,11 +338,26 @@ static float silu(float x) { return x / (1.0f + expf(-x)); }
 /* Rotary embedding of n heads of hd at pos: pairs (2i, 2i+1) (llama2.c
  * run.c) or (i, i + hd/2) (transformers' rotate_half), frequency
  * theta^(-2i/hd). */
-static void rope(float *x, int n, int hd, int pos, double theta, int interleaved)
+/* transformers' _compute_llama3_parameters, as torch.where writes it:
+ * low frequencies divided by the factor, high ones kept, the band
+ * between blended by the context's length over the wavelength. */
+static double llama3_freq(double inv_freq)
+{
+    const double factor = 8, low = 1, high = 4, old = 32;
+    double wavelen = 2 * M_PI / inv_freq;
+    double scaled = wavelen > old / low ? inv_freq / factor : inv_freq;
+    double smooth = (old / wavelen - low) / (high - low);
+    double smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+    int medium = !(wavelen < old / high) && !(wavelen > old / low);
+    return medium ? smoothed : scaled;
+}
+
+static void rope(float *x, int n, int hd, int pos, double theta, int interleaved, int llama3)
 {
     for (int h = 0; h < n; h++)
         for (int i = 0; i < hd / 2; i++) {
-            double a = pos * pow(theta, -2.0 * i / hd);
+            double f = pow(theta, -2.0 * i / hd);
+            double a = pos * (llama3 ? llama3_freq(f) : f);
             float c = (float)cos(a), s = (float)sin(a);
             float *p = x + h * hd + (interleaved ? 2 * i : i);
             float *q = interleaved ? p + 1 : p + hd / 2;
@@ -437,8 +452,8 @@ static void llama_step(CkModel *m, int token, int pos)
             rmsnorm(m->q + h * hd, m->q + h * hd, L->q_norm, hd, eps);
         for (int h = 0; L->k_norm && h < s->kv_heads; h++)
             rmsnorm(m->k + h * hd, m->k + h * hd, L->k_norm, hd, eps);
-        rope(m->q, s->heads, hd, pos, theta, s->interleaved);
-        rope(m->k, s->kv_heads, hd, pos, theta, s->interleaved);
+        rope(m->q, s->heads, hd, pos, theta, s->interleaved, s->llama3_rope);
+        rope(m->k, s->kv_heads, hd, pos, theta, s->interleaved, s->llama3_rope);
         int64_t row = ((int64_t)l * s->seq + pos) * m->kvd;
         memcpy(m->kc + row, m->k, sizeof(float) * (size_t)m->kvd);
         memcpy(m->vc + row, m->v, sizeof(float) * (size_t)m->kvd);
@@ -730,10 +745,13 @@ static void config_llama(FILE *f, const CkModel *m)
             "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n"
             "  \"intermediate_size\": %d,\n  \"max_position_embeddings\": %d,\n"
             "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n"
-            "  \"num_key_value_heads\": %d,\n  \"rms_norm_eps\": %g,\n  \"rope_scaling\": null,\n"
+            "  \"num_key_value_heads\": %d,\n  \"rms_norm_eps\": %g,\n  \"rope_scaling\": %s,\n"
             "  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n  \"vocab_size\": %d,\n",
             arch[s->type], s->dim, s->hidden, s->seq, s->heads, s->layers, s->kv_heads,
             s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6,
+            s->llama3_rope ? "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
+                             " \"original_max_position_embeddings\": 32, \"rope_type\": \"llama3\"}"
+                           : "null",
             s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 ? "1000000.0" : "10000.0",
             s->tied ? "true" : "false",
             s->vocab);

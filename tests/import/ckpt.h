@@ -27,6 +27,9 @@ typedef struct {
                                    the HF folder then holds wq, wk permuted
                                    as transformers' conversion script does */
     int bf16;                   /* weights rounded to bf16 (HF: stored BF16) */
+    int llama3_rope;            /* rope_scaling of rope_type llama3: factor 8,
+                                   low_freq_factor 1, high_freq_factor 4,
+                                   original_max_position_embeddings 32 */
     /* qwen3_moe: experts in every layer but those in dense_layers (a bit
      * mask), top_k of them, renormalised when norm_topk */
     int experts, top_k, moe_hidden, norm_topk;

@@ -399,8 +399,9 @@ static void test_hf_refused(void **state)
     refused("llama", "\"mlp_bias\": true", "config.json: mlp_bias: true not supported");
     refused("llama", "\"hidden_act\": \"gelu\"",
             "config.json: hidden_act: \"gelu\" not supported (kiln: silu)");
-    refused("llama", "\"rope_parameters\": {\"rope_type\": \"llama3\"}",
-            "config.json: rope_parameters.rope_type: only \"default\" is supported, got \"llama3\"");
+    refused("llama", "\"rope_parameters\": {\"rope_type\": \"yarn\"}",
+            "config.json: rope_parameters.rope_type: only \"default\" and \"llama3\" are "
+            "supported, got \"yarn\"");
     refused("llama", "\"quantization_config\": {\"quant_method\": \"gptq\"}",
             "config.json: quantization_config: not supported");
     refused("llama", "\"num_key_value_heads\": 3",
@@ -423,11 +424,26 @@ static void test_hf_refused(void **state)
 }
 
 /* The rope_scaling line of the first case above: its own message. */
+/* Llama 3.1's rope_scaling (rope_type llama3) against the reference's own
+ * scaled frequencies; other types, and llama3 without its numbers,
+ * refused by name. */
 static void test_hf_rope_scaling(void **state)
 {
     (void)state;
+    CkShape s = hf_shape("llama");
+    s.llama3_rope = 1;
+    hf_case(&s, 1, 1, 12);
+    hf_case(&s, 1, 4, 10);
     refused("llama", "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}",
-            "config.json: rope_scaling: not supported");
+            "config.json: rope_scaling.type: only \"default\" and \"llama3\" are supported, "
+            "got \"linear\"");
+    refused("llama", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"low_freq_factor\": 1, "
+            "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}",
+            "config.json: rope_scaling.factor: missing (rope_type \"llama3\" needs it)");
+    refused("llama", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, "
+            "\"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+            "\"original_max_position_embeddings\": 8192, \"beta_fast\": 32}",
+            "config.json: rope_scaling.beta_fast: not supported");
 }
 
 /* The graph of an imported decoder, and the options' shapes. */

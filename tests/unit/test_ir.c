@@ -360,9 +360,26 @@ static void input_hi_rope(void **state)
     tl_free(m);
 }
 
+/* Every op's attributes fit a node's KILN_MAX_ATTRS values, and every op
+ * has a name. */
+static void op_table_fits(void **state)
+{
+    (void)state;
+    for (int op = 0; op < OP_COUNT; op++) {
+        int n = 0;
+        while (op_table[op].attrs && op_table[op].attrs[n].name)
+            n++;
+        assert_non_null(op_table[op].name);
+        if (n > KILN_MAX_ATTRS)
+            fail_msg("%s has %d attributes, more than KILN_MAX_ATTRS %d", op_table[op].name, n,
+                     KILN_MAX_ATTRS);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(op_table_fits),
         cmocka_unit_test(arena_blocks),
         cmocka_unit_test(arena_out_of_memory),
         cmocka_unit_test(arena_out_of_memory_wrap),

@@ -177,6 +177,15 @@ static void rope_refusals(void **state)
     Node *r = tl_op(m, OP_ROPE, "r", 2, x, pos);
     tl_attr_f(r, "theta", 0);
     tl_infer_err(m, r, 1, "nodes[10].attrs.theta: rope: theta must be a positive number, got 0");
+    r = tl_op(m, OP_ROPE, "r", 2, x, pos);
+    tl_attr_i(r, "scaling", 1);
+    tl_attr_f(r, "factor", 0.5);
+    tl_infer_err(m, r, 1, "nodes[11].attrs.factor: rope: factor must be a number >= 1, got 0.5");
+    r = tl_op(m, OP_ROPE, "r", 2, x, pos);
+    tl_attr_i(r, "scaling", 1);
+    tl_attr_f(r, "high_freq_factor", 1);
+    tl_infer_err(m, r, 1, "nodes[12].attrs.high_freq_factor: rope: low_freq_factor 1 and "
+                          "high_freq_factor 1 must be 0 < low < high");
     static const int64_t bad_dims[] = {3, 10, -2};
     for (int i = 0; i < 3; i++) {
         r = tl_op(m, OP_ROPE, "r", 2, x, pos);
@@ -248,6 +257,37 @@ static void rope_interleaved_by_hand(void **state)
         5, 6,
     };
     tl_assert_close(out[0], want, 12);
+    free(out[0]);
+    tl_check(m, in, NULL, 1e-5);
+    tl_free(m);
+}
+
+/* Llama 3.1's scaling: rotary_dim 8, theta 10000, so f_i = 1, 0.1, 0.01,
+ * 0.001 and wavelengths 2pi / f_i = 6.28, 62.8, 628.3, 6283.2; original
+ * context 1024, low_freq_factor 1, high_freq_factor 4, factor 8, so
+ * wavelengths under 1024 / 4 = 256 keep f (pairs 0, 1), over 1024 / 1
+ * divide it by 8 (pair 3: 0.000125), and pair 2 blends: s = (1024 /
+ * 628.3185 - 1) / 3 = 0.2099155, f = (1 - s) 0.01 / 8 + s 0.01 =
+ * 0.00308676. x = 1 in the first half, 0 in the second, at position 100:
+ * out = cos, then sin, of 100, 10, 0.308676, 0.0125. */
+static void rope_llama3_by_hand(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(1, 1, 8));
+    Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(1));
+    Node *r = tl_op(m, OP_ROPE, "r", 2, x, pos);
+    tl_attr_i(r, "scaling", 1);
+    tl_attr_i(r, "original_max_position_embeddings", 1024);
+    assert_int_equal(tl_infer(m, r, NULL, 0), 0);
+    tl_outputs(m, 1, r);
+    float xd[8] = {1, 1, 1, 1, 0, 0, 0, 0};
+    int32_t pd[1] = {100};
+    void *in[] = {xd, pd}, *out[1];
+    tl_ref_ok(m, in, NULL, NULL, out);
+    float want[8] = {0.862318872f,  -0.839071529f, 0.952736603f, 0.999921876f,
+                     -0.506365641f, -0.544021111f, 0.303797572f, 0.0124996745f};
+    tl_assert_close(out[0], want, 8);
     free(out[0]);
     tl_check(m, in, NULL, 1e-5);
     tl_free(m);
@@ -951,7 +991,7 @@ int main(void)
         cmocka_unit_test(rope_infers),
         cmocka_unit_test(rope_refusals),
         cmocka_unit_test(rope_half_by_hand),
-        cmocka_unit_test(rope_interleaved_by_hand),
+        cmocka_unit_test(rope_interleaved_by_hand), cmocka_unit_test(rope_llama3_by_hand),
         cmocka_unit_test(rope_far_positions),
         cmocka_unit_test(rope_lowers),
         cmocka_unit_test(attention_infers),
