@@ -58,6 +58,22 @@ static int64_t get_int(Cfg *c, const char *key, int64_t dflt, int64_t lo)
 
 static int64_t need(Cfg *c, const char *key) { return get_int(c, key, -1, 1); }
 
+/* The most layers, and expert matrices (layers x experts), that an
+ * imported graph may have: a config past them is refused by name rather
+ * than built into a graph that cannot fit in memory. Published models
+ * stay well below (126 layers; 94 layers of 128 experts). */
+#define IMP_MAX_LAYERS 1024
+#define IMP_MAX_EXPERTS 65536
+
+static int64_t need_layers(Cfg *c, const char *key)
+{
+    int64_t n = need(c, key);
+    if (n <= IMP_MAX_LAYERS)
+        return n;
+    diag(c->fx.d, key, "%lld is more than kiln's %d layers", (long long)n, IMP_MAX_LAYERS);
+    return 1;
+}
+
 /* A finite number > 0; dflt when absent. */
 static double get_num(Cfg *c, const char *key, double dflt)
 {
@@ -274,7 +290,7 @@ static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
     static const char *const silu[] = {"silu", NULL};
     L->vocab = need(c, "vocab_size");
     L->dim = need(c, "hidden_size");
-    L->layers = need(c, "num_hidden_layers");
+    L->layers = need_layers(c, "num_hidden_layers");
     L->heads = need(c, "num_attention_heads");
     L->kv_heads = get_int(c, "num_key_value_heads", L->heads, 1);
     L->head_dim = get_int(c, "head_dim", 0, 1);
@@ -347,6 +363,11 @@ static void read_qwen3_moe(Cfg *c, ImpLlama *L)
     ignore(c, training);
     L->qk_norm = 1;
     L->experts = get_int(c, "num_experts", -1, 0);
+    if (L->experts * L->layers > IMP_MAX_EXPERTS) {
+        diag(c->fx.d, "num_experts", "%lld experts in each of %lld layers: more than kiln's %d "
+             "expert matrices", (long long)L->experts, (long long)L->layers, IMP_MAX_EXPERTS);
+        L->experts = 1;
+    }
     L->top_k = need(c, "num_experts_per_tok");
     L->moe_hidden = need(c, "moe_intermediate_size");
     L->norm_topk = get_bool(c, "norm_topk_prob", 0);
@@ -392,7 +413,7 @@ static void read_gpt2(Cfg *c, ImpGpt2 *G)
     static const char *const acts[] = {"gelu_new", "gelu_pytorch_tanh", "gelu", NULL};
     G->vocab = need(c, "vocab_size");
     G->dim = need(c, "n_embd");
-    G->layers = need(c, "n_layer");
+    G->layers = need_layers(c, "n_layer");
     G->heads = need(c, "n_head");
     G->n_positions = need(c, "n_positions");
     G->hidden = get_int(c, "n_inner", 4 * G->dim, 1);

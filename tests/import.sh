@@ -157,6 +157,10 @@ run "Llama-3.2-1B's config: import" "$KILN" import hf "$T/l32" -o "$T/l32.json" 
 grep -q '"scaling": "llama3", "factor": 32, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192' \
     "$T/l32.json" && ok "  its rope nodes scale as Llama 3.1" || bad "  its rope nodes scale as Llama 3.1"
 rm -f "$T/l32.json"
+"$MKCKPT" hf llama "$T/deep" --config '"num_hidden_layers": 2000000000'
+refuse 1 "a graph that cannot fit refused by name" \
+    "config.json: num_hidden_layers: 2000000000 is more than kiln's 1024 layers" \
+    "$KILN" import hf "$T/deep" -o "$T/never.json"
 "$MKCKPT" hf qwen2 "$T/window" --config '"use_sliding_window": true'
 refuse 1 "use_sliding_window refused by name" "config.json: use_sliding_window: true not supported" \
     "$KILN" import hf "$T/window" -o "$T/never.json"
