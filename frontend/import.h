@@ -25,7 +25,8 @@ typedef struct {
 #define IMP_DEFAULT_SEQ 2048    /* HF default S: max_position_embeddings, capped */
 
 /* ---- import_hf.c: a Hugging Face folder -------------------------------- */
-/* The graph for DIR/config.json (model_type llama, qwen2, gpt2, qwen3, qwen3_moe).
+/* The graph for DIR/config.json (model_type llama, mistral, mixtral, qwen2, qwen3,
+ * qwen3_moe, gpt2).
  * NULL when refused (problems in d, which the caller set to name
  * DIR/config.json; *io = 1 when a file could not be read). */
 char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io);
@@ -91,7 +92,8 @@ char *ig_text(ImpGraph *g, const char *output);
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
 /* ---- import_decoder.c: the decoder graphs -------------------------------- */
-/* A llama-family decoder (llama2.c, llama, qwen2, qwen3, qwen3_moe): pre-norm
+/* A llama-family decoder (llama2.c, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe):
+ * pre-norm
  * blocks of rmsnorm, rotary attention with a KV cache, SwiGLU or a
  * mixture of experts, and the weight names of its checkpoint. */
 typedef struct {
@@ -103,12 +105,15 @@ typedef struct {
     int rope_llama3;            /* Llama 3.1's scaling of the frequencies, */
     double rope_factor, rope_low, rope_high;    /* with its factor, low and */
     int64_t rope_original;      /* high_freq_factor, original_max_position_embeddings */
-    int hf_names;               /* model.layers.L.self_attn.q_proj.weight, else
-                                   llama2.c's layers.L.attention.wq.weight */
+    int hf_names;               /* model.layers.L.self_attn.q_proj.weight (2:
+                                   with Mixtral's block_sparse_moe experts),
+                                   else llama2.c's layers.L.attention.wq.weight */
     int tied;                   /* logits use the embedding table */
     int qkv_bias;               /* q, k, v projections have biases (qwen2) */
     int qk_norm;                /* rmsnorm of each q and k head (qwen3, qwen3_moe) */
-    /* mixture of experts (qwen3_moe): a layer is sparse when moe[L] */
+    int64_t window;             /* mistral's sliding window: 0 none, else at
+                                   least S (imp_hf checks), so not in the graph */
+    /* mixture of experts (qwen3_moe, mixtral): a layer is sparse when moe[L] */
     const unsigned char *moe;
     int64_t experts, top_k, moe_hidden;
     int norm_topk;

@@ -72,14 +72,14 @@ static const char *cache(Dec *x, const char *kv, const char *in, int64_t S, int6
 typedef struct {
     const char *embed, *norm, *head, *layer;
     const char *attn_norm, *q, *k, *v, *o, *q_norm, *k_norm, *ffn_norm, *gate, *up, *down;
-    const char *router, *expert;
+    const char *router, *expert, *egate, *eup, *edown;
 } LlamaNames;
 
 static const LlamaNames llama2c_names = {
     "tok_embeddings.weight", "norm.weight", "output.weight", "layers.%d.",
     "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
     NULL, NULL, "ffn_norm", "feed_forward.w1", "feed_forward.w3", "feed_forward.w2",
-    NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL,
 };
 
 static const LlamaNames hf_names = {
@@ -87,6 +87,16 @@ static const LlamaNames hf_names = {
     "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
     "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "post_attention_layernorm",
     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate", "mlp.experts.%d.",
+    "gate_proj", "up_proj", "down_proj",
+};
+
+/* Mixtral's: Hugging Face's, but for its experts (w1 gate, w3 up, w2 down). */
+static const LlamaNames mixtral_names = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.%d.",
+    "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+    "self_attn.o_proj", NULL, NULL, "post_attention_layernorm",
+    NULL, NULL, NULL, "block_sparse_moe.gate", "block_sparse_moe.experts.%d.",
+    "w1", "w3", "w2",
 };
 
 typedef struct {
@@ -205,9 +215,9 @@ static const char *experts(Llama *L, const char *h)
     Dec *x = &L->x;
     const ImpLlama *c = L->c;
     const char *router = lw(x, L->n->router, ".weight", IG_DIMS(c->experts, c->dim));
-    const char *gate = stack(L, "gate_proj", c->moe_hidden, c->dim);
-    const char *up = stack(L, "up_proj", c->moe_hidden, c->dim);
-    const char *down = stack(L, "down_proj", c->dim, c->moe_hidden);
+    const char *gate = stack(L, L->n->egate, c->moe_hidden, c->dim);
+    const char *up = stack(L, L->n->eup, c->moe_hidden, c->dim);
+    const char *down = stack(L, L->n->edown, c->dim, c->moe_hidden);
     const char *at = arena_printf(x->a, "{\"top_k\": %lld, \"norm_topk_prob\": %s}",
                                   (long long)c->top_k, c->norm_topk ? "true" : "false");
     return ig_node(x->g, nd(x, "ffn_out"), "moe", at, 5, h, router, gate, up, down);
@@ -226,7 +236,8 @@ static const char *llama_layer(Llama *L, const char *in)
 char *imp_llama_graph(Arena *a, const ImpLlama *c)
 {
     Llama L = {.x = {.a = a, .g = ig_new(a, c->model_name), .T = c->tokens}, .c = c,
-               .n = c->hf_names ? &hf_names : &llama2c_names};
+               .n = c->hf_names == 2 ? &mixtral_names : c->hf_names ? &hf_names
+                                                                    : &llama2c_names};
     Dec *x = &L.x;
     io(x);
     const char *embed = ig_weight(x->g, L.n->embed, IG_DIMS(c->vocab, c->dim));

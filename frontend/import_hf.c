@@ -264,6 +264,18 @@ static void rope(Cfg *c, ImpLlama *L)
         diag(c->fx.d, "partial_rotary_factor", "%s not supported", fe_got(&c->fx, partial));
 }
 
+/* key, the experts a layer (required, >= 0), within IMP_MAX_EXPERTS
+ * matrices over the layers. */
+static int64_t moe_count(Cfg *c, const char *key, ImpLlama *L)
+{
+    int64_t e = get_int(c, key, -1, 0);
+    if (e * L->layers <= IMP_MAX_EXPERTS)
+        return e;
+    diag(c->fx.d, key, "%lld experts in each of %lld layers: more than kiln's %d expert "
+         "matrices", (long long)e, (long long)L->layers, IMP_MAX_EXPERTS);
+    return 1;
+}
+
 /* Sliding-window attention: refused when switched on; its size and its
  * layer count mean nothing while it is off. */
 static void no_sliding(Cfg *c)
@@ -283,7 +295,8 @@ static void no_sliding(Cfg *c)
         bad(c, "layer_types", types, "must be a list");
 }
 
-/* The fields llama, qwen2, qwen3 and qwen3_moe share. L->max_seq holds
+/* The fields the llama family (llama, mistral, mixtral, qwen2, qwen3,
+ * qwen3_moe) share. L->max_seq holds
  * max_position_embeddings until the options set S. */
 static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
 {
@@ -320,6 +333,44 @@ static void read_qwen2(Cfg *c, ImpLlama *L)
     L->qkv_bias = 1;
     no_sliding(c);
     only_bool(c, "use_mrope", 0);
+}
+
+/* Mistral (7B v0.1 ... v0.3, Nemo): llama's layers and names. Its
+ * sliding window (transformers' default 4096; null: none) lets a query
+ * see the `sliding_window` rows before it; with a KV cache of no more
+ * rows than that, every query sees every row, as kiln's attention does:
+ * imp_hf checks it once S is known. */
+static void read_mistral(Cfg *c, ImpLlama *L)
+{
+    llama_common(c, L, 131072);
+    L->hidden = need(c, "intermediate_size");
+    int given = json_object_get(c->root, "sliding_window") != NULL;
+    L->window = get_int(c, "sliding_window", given ? 0 : 4096, 1);
+}
+
+/* Mixtral (8x7B, 8x22B): Mistral's attention, and in every layer a moe
+ * of num_local_experts SwiGLU experts of intermediate_size, the top
+ * num_experts_per_tok of the router's softmax renormalised (transformers'
+ * MixtralSparseMoeBlock: norm_topk_prob true). router_jitter_noise acts in
+ * training only. */
+static void read_mixtral(Cfg *c, ImpLlama *L)
+{
+    static const char *const training[] = {"output_router_logits", "router_aux_loss_coef",
+                                           "router_jitter_noise", NULL};
+    llama_common(c, L, 131072);
+    L->window = get_int(c, "sliding_window", 0, 1);
+    ignore(c, training);
+    L->experts = moe_count(c, "num_local_experts", L);
+    L->top_k = need(c, "num_experts_per_tok");
+    L->moe_hidden = need(c, "intermediate_size");
+    L->norm_topk = 1;
+    unsigned char *moe = arena_alloc(c->fx.a, (size_t)L->layers);
+    memset(moe, 1, (size_t)L->layers);
+    L->moe = moe;
+    L->hf_names = 2;
+    if (L->top_k > L->experts)
+        diag(c->fx.d, "num_experts_per_tok", "%lld is more than num_local_experts %lld",
+             (long long)L->top_k, (long long)L->experts);
 }
 
 /* Qwen3's dense models: qwen2's layers without the q/k/v biases, with
@@ -362,12 +413,7 @@ static void read_qwen3_moe(Cfg *c, ImpLlama *L)
     no_sliding(c);
     ignore(c, training);
     L->qk_norm = 1;
-    L->experts = get_int(c, "num_experts", -1, 0);
-    if (L->experts * L->layers > IMP_MAX_EXPERTS) {
-        diag(c->fx.d, "num_experts", "%lld experts in each of %lld layers: more than kiln's %d "
-             "expert matrices", (long long)L->experts, (long long)L->layers, IMP_MAX_EXPERTS);
-        L->experts = 1;
-    }
+    L->experts = moe_count(c, "num_experts", L);
     L->top_k = need(c, "num_experts_per_tok");
     L->moe_hidden = need(c, "moe_intermediate_size");
     L->norm_topk = get_bool(c, "norm_topk_prob", 0);
@@ -515,9 +561,10 @@ static json_t *load_config(Arena *a, const char *path, Diags *d, int *io)
 
 char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
 {
-    static const char *const types[] = {"llama", "qwen2", "gpt2", "qwen3", "qwen3_moe", NULL};
+    static const char *const types[] = {"llama", "qwen2", "gpt2", "qwen3", "qwen3_moe",
+                                        "mistral", "mixtral", NULL};
     static void (*const read[])(Cfg *, ImpLlama *) = {read_llama, read_qwen2, NULL, read_qwen3,
-                                                     read_qwen3_moe};
+                                                     read_qwen3_moe, read_mistral, read_mixtral};
     int before = d->n;
     *io = 0;
     json_t *root = load_config(a, arena_printf(a, "%s/config.json", dir), d, io);
@@ -534,9 +581,11 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
             t = i;
     if (t < 0) {
         if (type)
-            bad(&c, "model_type", type, "kiln imports llama, qwen2, gpt2, qwen3 and qwen3_moe");
+            bad(&c, "model_type", type,
+                "kiln imports llama, mistral, mixtral, qwen2, qwen3, qwen3_moe and gpt2");
         else
-            diag(d, "model_type", "missing (kiln imports llama, qwen2, gpt2, qwen3 and qwen3_moe)");
+            diag(d, "model_type",
+                 "missing (kiln imports llama, mistral, mixtral, qwen2, qwen3, qwen3_moe and gpt2)");
         arena_release(a, root);
         return NULL;
     }
@@ -558,5 +607,9 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
     }
     llama_shapes(&c, &L);
     shape_opts(d, o, L.max_seq, 0, &L.tokens, &L.max_seq);
+    if (L.window && L.window < L.max_seq)
+        diag(d, "sliding_window", "%lld is less than the KV cache's %lld rows: kiln attends to "
+             "every row (import with --max-seq %lld or less)", (long long)L.window,
+             (long long)L.max_seq, (long long)L.window);
     return d->n > before ? NULL : imp_llama_graph(a, &L);
 }

@@ -74,6 +74,8 @@ gpt2hub gpt2
 gpt2tf gpt2 --transformers-names --untied --shards 2
 moe qwen3_moe --bf16
 qwen3 qwen3 --untied
+mistral mistral
+mixtral mixtral --bf16
 EOF
 ls "$T/llama/model.safetensors.index.json" >/dev/null 2>&1 && ok "  llama: shards and an index" ||
     bad "  llama: shards and an index"
@@ -137,6 +139,48 @@ refuse 1 "linear rope_scaling refused by name" \
     "$KILN" import hf "$T/scaled" -o "$T/never.json"
 refuse 1 "  ...by build of the folder too" 'rope_scaling.type: only "default" and "llama3"' \
     "$KILN" build "$T/scaled" -o "$T/never"
+
+# Mistral-7B-v0.1's config.json (no weights): its sliding window of 4096
+# is full attention over a KV cache of 2048 rows (the default S), and is
+# refused over 8192 rows.
+mkdir "$T/m7"
+cat >"$T/m7/config.json" <<'CFG'
+{"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+ "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+ "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+ "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+ "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+ "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0",
+ "use_cache": true, "vocab_size": 32000}
+CFG
+run "Mistral-7B-v0.1's config: import" "$KILN" import hf "$T/m7" -o "$T/m7.json"
+grep -q '"layers.31.k_cache", "shape": \[2048, 8, 128\]' "$T/m7.json" &&
+    ok "  32 layers, a KV cache of 2048 rows of 8 heads of 128" ||
+    bad "  32 layers, a KV cache of 2048 rows of 8 heads of 128"
+rm -f "$T/m7.json"
+refuse 1 "  --max-seq past its sliding window refused" \
+    "config.json: sliding_window: 4096 is less than the KV cache's 8192 rows" \
+    "$KILN" import hf "$T/m7" --max-seq 8192 -o "$T/never.json"
+
+# Mixtral-8x7B-v0.1's config.json (no weights): 8 experts in each of 32
+# layers, under block_sparse_moe's names, through the whole pipeline.
+mkdir "$T/mx"
+cat >"$T/mx/config.json" <<'CFG'
+{"architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1,
+ "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+ "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mixtral",
+ "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32,
+ "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": false,
+ "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02,
+ "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+ "transformers_version": "4.36.0.dev0", "use_cache": true, "vocab_size": 32000}
+CFG
+run "Mixtral-8x7B's config: import" "$KILN" import hf "$T/mx" -o "$T/mx.json" --max-seq 256
+grep -q '"model.layers.31.block_sparse_moe.experts.7.w2.weight", "shape": \[4096, 14336\]' \
+    "$T/mx.json" && ok "  the experts' w2 of layer 31, [4096, 14336]" ||
+    bad "  the experts' w2 of layer 31, [4096, 14336]"
+run "  emit-c" timeout 300 "$KILN" emit-c "$T/mx.json" -o "$T/mx.c"
+rm -f "$T/mx.json" "$T/mx.c"
 
 # Llama-3.2-1B's config.json (no weights): its llama3 rope_scaling becomes
 # the rope nodes' attributes.

@@ -42,7 +42,8 @@ struct CkModel {
     float *x, *xb, *xb2, *q, *k, *v, *att, *h1, *h2, *h3, *logits;
 };
 
-static const char *const type_names[] = {"llama", "qwen2", "gpt2", "qwen3_moe", "qwen3"};
+static const char *const type_names[] = {"llama", "qwen2", "gpt2", "qwen3_moe", "qwen3", "mistral",
+                                          "mixtral"};
 
 const CkShape *ck_shape(const CkModel *m) { return &m->s; }
 
@@ -92,7 +93,8 @@ static float *bias(CkModel *m, int64_t n) { return weights(m, n, 0, 0.1f); }
 
 static int is_moe(const CkModel *m, int l)
 {
-    return m->s.type == CK_QWEN3_MOE && m->s.experts && !(m->s.dense_layers >> l & 1);
+    return (m->s.type == CK_QWEN3_MOE || m->s.type == CK_MIXTRAL) && m->s.experts &&
+           !(m->s.dense_layers >> l & 1);
 }
 
 static void llama_layer(CkModel *m, CkLayer *L, int l)
@@ -118,7 +120,9 @@ static void llama_layer(CkModel *m, CkLayer *L, int l)
         L->router = weights(m, E * D, 0, 1.0f);   /* routing far from ties */
         L->eg = matrix(m, E * I, D);
         L->eu = matrix(m, E * I, D);
-        L->ed = weights(m, E * D * I, 0, 1.0f / sqrtf((float)I));
+        /* down 4x the usual scale: the experts move the logits enough that
+         * a routing mistake (say, weights not renormalised) shows */
+        L->ed = weights(m, E * D * I, 0, 4.0f / sqrtf((float)I));
     } else {
         L->w1 = matrix(m, H, D);
         L->w2 = matrix(m, D, H);
@@ -232,6 +236,10 @@ int ck_hf_shape(const char *type, CkShape *s)
          .norm_topk = 1, .dense_layers = 1u << 1},
         {.type = CK_QWEN3, .vocab = 350, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
          .kv_heads = 2, .head_dim = 32, .seq = 64, .tied = 1},
+        {.type = CK_MISTRAL, .vocab = 320, .dim = 64, .hidden = 128, .layers = 2, .heads = 4,
+         .kv_heads = 1, .seq = 64},
+        {.type = CK_MIXTRAL, .vocab = 330, .dim = 64, .hidden = 48, .layers = 2, .heads = 4,
+         .kv_heads = 2, .seq = 64, .experts = 4, .top_k = 2, .moe_hidden = 48, .norm_topk = 1},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (!strcmp(type, type_names[shapes[i].type])) {
@@ -681,7 +689,14 @@ static void hf_llama(const CkModel *m, List *ls)
             add(ls, NAME("%sself_attn.k_norm.weight", pre), L->k_norm, 1, m->hd, 0, 0, 0);
         }
         add(ls, NAME("%spost_attention_layernorm.weight", pre), L->ffn_norm, 1, D, 0, 0, 0);
-        if (L->router) {
+        if (L->router && s->type == CK_MIXTRAL) {
+            add(ls, NAME("%sblock_sparse_moe.gate.weight", pre), L->router, 2, E, D, 0, 0);
+            for (int64_t e = 0; e < E; e++) {
+                add(ls, NAME("%sblock_sparse_moe.experts.%d.w1.weight", pre, (int)e), L->eg + e * I * D, 2, I, D, 0, 0);
+                add(ls, NAME("%sblock_sparse_moe.experts.%d.w3.weight", pre, (int)e), L->eu + e * I * D, 2, I, D, 0, 0);
+                add(ls, NAME("%sblock_sparse_moe.experts.%d.w2.weight", pre, (int)e), L->ed + e * D * I, 2, D, I, 0, 0);
+            }
+        } else if (L->router) {
             add(ls, NAME("%smlp.gate.weight", pre), L->router, 2, E, D, 0, 0);
             for (int64_t e = 0; e < E; e++) {
                 add(ls, NAME("%smlp.experts.%d.gate_proj.weight", pre, (int)e), L->eg + e * I * D, 2, I, D, 0, 0);
@@ -739,7 +754,8 @@ static void config_llama(FILE *f, const CkModel *m)
 {
     const CkShape *s = &m->s;
     static const char *const arch[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "",
-                                       "Qwen3MoeForCausalLM", "Qwen3ForCausalLM"};
+                                       "Qwen3MoeForCausalLM", "Qwen3ForCausalLM",
+                                       "MistralForCausalLM", "MixtralForCausalLM"};
     fprintf(f, "  \"architectures\": [\"%s\"],\n  \"attention_dropout\": 0.0,\n"
             "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"silu\",\n"
             "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n"
@@ -757,7 +773,14 @@ static void config_llama(FILE *f, const CkModel *m)
             s->vocab);
     if (s->type == CK_LLAMA)
         fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n");
-    if (s->type != CK_LLAMA)
+    if (s->type == CK_MISTRAL)
+        fprintf(f, "  \"sliding_window\": 4096,\n");
+    else if (s->type == CK_MIXTRAL)
+        fprintf(f, "  \"sliding_window\": null,\n  \"num_local_experts\": %d,\n"
+                "  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
+                "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n",
+                s->experts, s->top_k);
+    else if (s->type != CK_LLAMA)
         fprintf(f, "  \"sliding_window\": 4096,\n  \"max_window_layers\": 21,\n"
                 "  \"use_sliding_window\": false,\n");
     if (s->type == CK_QWEN2)

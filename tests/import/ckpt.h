@@ -5,7 +5,8 @@
  * (a llama2.c .bin, version 0 or 1; a Hugging Face folder: config.json
  * and model.safetensors, or shards and their index) and run by a forward
  * pass written here by hand from the models' own definitions (llama2.c's
- * run.c; transformers' modeling_llama, _qwen2, _gpt2, _qwen3, _qwen3_moe), one
+ * run.c; transformers' modeling_llama, _mistral, _mixtral, _qwen2, _gpt2, _qwen3,
+ * _qwen3_moe), one
  * token at a time with its own KV cache. That pass knows nothing of kiln's
  * graphs: it is the reference an imported model must agree with. */
 #ifndef KILN_CKPT_H
@@ -14,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { CK_LLAMA, CK_QWEN2, CK_GPT2, CK_QWEN3_MOE, CK_QWEN3 } CkType;
+typedef enum { CK_LLAMA, CK_QWEN2, CK_GPT2, CK_QWEN3_MOE, CK_QWEN3, CK_MISTRAL, CK_MIXTRAL } CkType;
 
 typedef struct {
     CkType type;
@@ -30,8 +31,8 @@ typedef struct {
     int llama3_rope;            /* rope_scaling of rope_type llama3: factor 8,
                                    low_freq_factor 1, high_freq_factor 4,
                                    original_max_position_embeddings 32 */
-    /* qwen3_moe: experts in every layer but those in dense_layers (a bit
-     * mask), top_k of them, renormalised when norm_topk */
+    /* qwen3_moe, mixtral: experts in every layer but those in dense_layers
+     * (a bit mask), top_k of them, renormalised when norm_topk */
     int experts, top_k, moe_hidden, norm_topk;
     unsigned dense_layers;
     /* gpt2: the Hub's names ("h.0...", with the attn.bias buffers), else
@@ -67,7 +68,9 @@ void ck_reset(CkModel *m);
  * writes as llama2.c), qwen2 (tied, q/k/v biases), gpt2 (the Hub's names
  * and buffers), qwen3_moe (head_dim 32 != dim/heads, 4 experts, top 2,
  * renormalised, layer 1 of 3 dense), qwen3 (tied, head_dim 32 as qwen3_moe,
- * its layers all dense). 0, or -1 for another name. */
+ * its layers all dense), mistral (llama's layers, rotate_half, a sliding
+ * window of 4096), mixtral (mistral's attention, 4 experts in every layer,
+ * top 2 renormalised). 0, or -1 for another name. */
 int ck_hf_shape(const char *type, CkShape *s);
 /* By name as well: "tiny" is ck_hf_shape's; "small" (qwen3_moe only) is
  * big enough to time a decode step: vocab 1024, dim 512, 4 sparse layers

@@ -3,7 +3,7 @@
  *
  *   mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M]
  *          [--version 0|1] [--unshared] [--seed N]
- *   mkckpt hf llama|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16] [--shards N]
+ *   mkckpt hf llama|mistral|mixtral|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
  *          [--shape tiny|small]   (small: qwen3_moe only, for timing)
  *
@@ -12,8 +12,8 @@
  * writes GPT-2 as transformers saves it ("transformer.h.0...", no
  * buffers) instead of as the Hub has it. The byte-level BPE types (gpt2,
  * qwen2, qwen3, qwen3_moe) get a tokenizer.json of the model's vocab too
- * (tests/gen/hftok.h), as their Hub folders have; llama's is SentencePiece
- * BPE, which kiln does not read. */
+ * (tests/gen/hftok.h), as their Hub folders have; llama's, mistral's and
+ * mixtral's are SentencePiece BPE, which kiln does not read. */
 #include "ckpt.h"
 #include "tests/gen/hftok.h"
 
@@ -28,7 +28,7 @@ static int usage(const char *why)
     fprintf(stderr, "mkckpt: %s\n"
             "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
             "                      [--unshared] [--seed N]\n"
-            "       mkckpt hf llama|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16] [--shards N] [--untied]\n"
+            "       mkckpt hf llama|mistral|mixtral|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16] [--shards N] [--untied]\n"
             "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
             "                      [--shape tiny|small]\n",
             why);
@@ -113,7 +113,8 @@ int main(int argc, char **argv)
             rc = ck_write_hf(m, a.out, a.shards, a.config, why, sizeof why);
         char path[4096];
         snprintf(path, sizeof path, "%s/tokenizer.json", a.out);
-        if (!rc && s.type != CK_LLAMA && hf_tokenizer_write(path, s.type != CK_GPT2, s.vocab))
+        int bytes = s.type != CK_LLAMA && s.type != CK_MISTRAL && s.type != CK_MIXTRAL;
+        if (!rc && bytes && hf_tokenizer_write(path, s.type != CK_GPT2, s.vocab))
             snprintf(why, sizeof why, "%.500s: cannot write", path), rc = -1;
     }
     ck_free(m);

@@ -339,6 +339,28 @@ static void test_hf_gpt2(void **state)
     hf_case(&s, 2, 2, 8);
 }
 
+/* Mistral: llama's layers with one kv head, its sliding window (4096)
+ * wider than the KV cache; one narrower is refused (test_hf_refused). */
+static void test_hf_mistral(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("mistral");
+    hf_case(&s, 1, 1, 10);
+    s.bf16 = 1;
+    hf_case(&s, 2, 5, 8);
+}
+
+/* Mixtral: 4 experts in both layers, top 2 renormalised, with
+ * block_sparse_moe's names; then BF16 in 2 shards, 3 tokens a call. */
+static void test_hf_mixtral(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("mixtral");
+    hf_case(&s, 1, 1, 10);
+    s.bf16 = 1;
+    hf_case(&s, 2, 3, 8);
+}
+
 /* Qwen3's dense models: q/k rmsnorm per head, head_dim 32 where
  * hidden/heads is 16; then BF16, untied, in 2 shards. */
 static void test_hf_qwen3(void **state)
@@ -406,12 +428,16 @@ static void test_hf_refused(void **state)
             "config.json: quantization_config: not supported");
     refused("llama", "\"num_key_value_heads\": 3",
             "config.json: num_key_value_heads: 3 does not divide num_attention_heads 4");
+    refused("mistral", "\"sliding_window\": 16",
+            "config.json: sliding_window: 16 is less than the KV cache's 64 rows: kiln attends "
+            "to every row (import with --max-seq 16 or less)");
     refused("qwen2", "\"use_sliding_window\": true",
             "config.json: use_sliding_window: true not supported");
     refused("qwen2", "\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
             "config.json: layer_types[1]: \"sliding_attention\" not supported (kiln: \"full_attention\")");
-    refused("qwen2", "\"model_type\": \"mistral\"",
-            "config.json: model_type: kiln imports llama, qwen2, gpt2, qwen3 and qwen3_moe, got \"mistral\"");
+    refused("qwen2", "\"model_type\": \"phi3\"",
+            "config.json: model_type: kiln imports llama, mistral, mixtral, qwen2, qwen3, qwen3_moe "
+            "and gpt2, got \"phi3\"");
     refused("gpt2", "\"activation_function\": \"relu\"",
             "config.json: activation_function: \"relu\" not supported (kiln: gelu_new, "
             "gelu_pytorch_tanh, gelu)");
@@ -545,7 +571,9 @@ int main(void)
         cmocka_unit_test(test_llama2c_stories15M),
         cmocka_unit_test(test_llama2c_graph),  cmocka_unit_test(test_llama2c_refused),
         cmocka_unit_test(test_hf_llama),       cmocka_unit_test(test_hf_qwen2),
-        cmocka_unit_test(test_hf_gpt2),        cmocka_unit_test(test_hf_qwen3),
+        cmocka_unit_test(test_hf_gpt2),        cmocka_unit_test(test_hf_mistral),
+        cmocka_unit_test(test_hf_mixtral),
+        cmocka_unit_test(test_hf_qwen3),
         cmocka_unit_test(test_hf_qwen3_moe),
         cmocka_unit_test(test_hf_refused),     cmocka_unit_test(test_hf_rope_scaling),
         cmocka_unit_test(test_hf_graph),       cmocka_unit_test(test_shards),
