@@ -133,22 +133,12 @@ static void indep_access(Indep *in, Buf *b, Expr **idx, int store, const int64_t
     ARR_PUSH(in->a, in->acc, in->nacc, in->capacc, x);
 }
 
-static void indep_expr(Expr *e, void *ctx)
-{
-    if (e->kind == E_LOAD) {
-        indep_access(ctx, e->buf, e->idx, 0, NULL);
-        for (int i = 0; i < e->buf->rank; i++)
-            indep_expr(e->idx[i], ctx);
-    }
-    if (e->a) indep_expr(e->a, ctx);
-    if (e->b) indep_expr(e->b, ctx);
-    if (e->c) indep_expr(e->c, ctx);
-}
+static void indep_load(Expr *e, void *ctx) { indep_access(ctx, e->buf, e->idx, 0, NULL); }
 
 static void indep_stmt(Stmt *s, void *ctx)
 {
     Indep *in = ctx;
-    ir_stmt_exprs(s, indep_expr, ctx);
+    ir_stmt_loads(s, indep_load, ctx);
     if (s->kind == S_LOOP || s->kind == S_LET)
         ARR_PUSH(in->a, in->decl, in->ndecl, in->capdecl, (const Stmt *)s);
     if (s->kind == S_LOCAL)

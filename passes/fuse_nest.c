@@ -360,29 +360,22 @@ typedef struct {
     int loads, other, assigned;
 } Uses;
 
-static void uses_expr(Expr *e, void *ctx)
+static void uses_load(Expr *e, void *ctx)
 {
     Uses *u = ctx;
-    if (e->kind == E_LOAD) {
-        if (e->buf->kind != BK_LOCAL && ir_storage(e->buf) == u->s) {
-            u->loads++;
-            u->other |= e->buf != u->s;
-            for (int i = 0; i < e->buf->rank && e->buf == u->s; i++)
-                u->other |= !fuse_same_expr(e->idx[i], u->idx[i], NULL, NULL, 0) &&
-                            !(u->loops[i] && is_loop_index(e->idx[i], u->loops[i]));
-        }
-        for (int i = 0; i < e->buf->rank; i++)
-            uses_expr(e->idx[i], ctx);
-    }
-    if (e->a) uses_expr(e->a, ctx);
-    if (e->b) uses_expr(e->b, ctx);
-    if (e->c) uses_expr(e->c, ctx);
+    if (e->buf->kind == BK_LOCAL || ir_storage(e->buf) != u->s)
+        return;
+    u->loads++;
+    u->other |= e->buf != u->s;
+    for (int i = 0; i < e->buf->rank && e->buf == u->s; i++)
+        u->other |= !fuse_same_expr(e->idx[i], u->idx[i], NULL, NULL, 0) &&
+                    !(u->loops[i] && is_loop_index(e->idx[i], u->loops[i]));
 }
 
 static void uses_stmt(Stmt *s, void *ctx)
 {
     Uses *u = ctx;
-    ir_stmt_exprs(s, uses_expr, ctx);
+    ir_stmt_loads(s, uses_load, ctx);
     u->assigned |= s->kind == S_SET && s->v == u->v;
 }
 

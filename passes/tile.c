@@ -574,21 +574,11 @@ static void cols_access(Cols *c, Buf *b, Expr **idx)
     }
 }
 
-static void cols_expr(Expr *e, void *ctx)
-{
-    if (e->kind == E_LOAD) {
-        cols_access(ctx, e->buf, e->idx);
-        for (int d = 0; d < e->buf->rank; d++)
-            cols_expr(e->idx[d], ctx);
-    }
-    if (e->a) cols_expr(e->a, ctx);
-    if (e->b) cols_expr(e->b, ctx);
-    if (e->c) cols_expr(e->c, ctx);
-}
+static void cols_load(Expr *e, void *ctx) { cols_access(ctx, e->buf, e->idx); }
 
 static void cols_stmt(Stmt *s, void *ctx)
 {
-    ir_stmt_exprs(s, cols_expr, ctx);
+    ir_stmt_loads(s, cols_load, ctx);
     if (s->kind == S_STORE)
         cols_access(ctx, s->buf, s->idx);
 }
