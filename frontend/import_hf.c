@@ -264,16 +264,23 @@ static void rope(Cfg *c, ImpLlama *L)
         diag(c->fx.d, "partial_rotary_factor", "%s not supported", fe_got(&c->fx, partial));
 }
 
-/* key, the experts a layer (required, >= 0), within IMP_MAX_EXPERTS
- * matrices over the layers. */
-static int64_t moe_count(Cfg *c, const char *key, ImpLlama *L)
+/* L->experts from key, the experts a layer (required, at least lo),
+ * within IMP_MAX_EXPERTS matrices over the layers; L->top_k from
+ * num_experts_per_tok, at most the experts (when there are any). */
+static void moe_sizes(Cfg *c, ImpLlama *L, const char *key, int64_t lo)
 {
-    int64_t e = get_int(c, key, -1, 0);
-    if (e * L->layers <= IMP_MAX_EXPERTS)
-        return e;
-    diag(c->fx.d, key, "%lld experts in each of %lld layers: more than kiln's %d expert "
-         "matrices", (long long)e, (long long)L->layers, IMP_MAX_EXPERTS);
-    return 1;
+    int before = c->fx.d->n;
+    L->experts = get_int(c, key, -1, lo);
+    if (c->fx.d->n == before && L->experts * L->layers > IMP_MAX_EXPERTS)
+        diag(c->fx.d, key, "%lld experts in each of %lld layers: more than kiln's %d expert "
+             "matrices", (long long)L->experts, (long long)L->layers, IMP_MAX_EXPERTS);
+    int refused = c->fx.d->n > before;      /* then no count to compare top_k with */
+    if (refused)
+        L->experts = 1;
+    L->top_k = need(c, "num_experts_per_tok");
+    if (!refused && L->experts && L->top_k > L->experts)
+        diag(c->fx.d, "num_experts_per_tok", "%lld is more than %s %lld", (long long)L->top_k,
+             key, (long long)L->experts);
 }
 
 /* Sliding-window attention: refused when switched on; its size and its
@@ -360,17 +367,13 @@ static void read_mixtral(Cfg *c, ImpLlama *L)
     llama_common(c, L, 131072);
     L->window = get_int(c, "sliding_window", 0, 1);
     ignore(c, training);
-    L->experts = moe_count(c, "num_local_experts", L);
-    L->top_k = need(c, "num_experts_per_tok");
+    moe_sizes(c, L, "num_local_experts", 1);
     L->moe_hidden = need(c, "intermediate_size");
     L->norm_topk = 1;
     unsigned char *moe = arena_alloc(c->fx.a, (size_t)L->layers);
     memset(moe, 1, (size_t)L->layers);
     L->moe = moe;
     L->hf_names = 2;
-    if (L->top_k > L->experts)
-        diag(c->fx.d, "num_experts_per_tok", "%lld is more than num_local_experts %lld",
-             (long long)L->top_k, (long long)L->experts);
 }
 
 /* Qwen3's dense models: qwen2's layers without the q/k/v biases, with
@@ -413,15 +416,11 @@ static void read_qwen3_moe(Cfg *c, ImpLlama *L)
     no_sliding(c);
     ignore(c, training);
     L->qk_norm = 1;
-    L->experts = moe_count(c, "num_experts", L);
-    L->top_k = need(c, "num_experts_per_tok");
+    moe_sizes(c, L, "num_experts", 0);
     L->moe_hidden = need(c, "moe_intermediate_size");
     L->norm_topk = get_bool(c, "norm_topk_prob", 0);
     moe_layers(c, L, get_int(c, "decoder_sparse_step", 1, 1));
     L->hidden = get_int(c, "intermediate_size", 0, 1);   /* dense layers' */
-    if (L->experts && L->top_k > L->experts)
-        diag(c->fx.d, "num_experts_per_tok", "%lld is more than num_experts %lld",
-             (long long)L->top_k, (long long)L->experts);
 }
 
 /* Shapes that must fit together; head_dim defaults to hidden/heads. */
