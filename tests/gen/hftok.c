@@ -147,11 +147,12 @@ static const HfPair english[] = {
  * "aa" "b", ... (the two-letter tokens all made by then). */
 static HfPair letters(int k)
 {
-    static char one[26][2], two[26 * 26][3];
-    for (int i = 0; i < 26 * 26; i++) {
-        one[i % 26][0] = (char)('a' + i % 26);
-        two[i][0] = (char)('a' + i / 26), two[i][1] = (char)('a' + i % 26);
-    }
+    static char one[26][2], two[26 * 26][3];     /* filled on the first call */
+    if (!one[0][0])
+        for (int i = 0; i < 26 * 26; i++) {
+            one[i % 26][0] = (char)('a' + i % 26);
+            two[i][0] = (char)('a' + i / 26), two[i][1] = (char)('a' + i % 26);
+        }
     return k < 26 * 26 ? (HfPair){one[k / 26], one[k % 26]} : (HfPair){two[k / 26 - 26], one[k % 26]};
 }
 
