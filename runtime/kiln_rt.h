@@ -426,14 +426,16 @@ RT_API int rt_gov_next(rt_gov *gv);
  * size rt_gov_next gave. */
 RT_API void rt_gov_took(rt_gov *gv, double t);
 
-/* ---- tokenizers (rt_tokenizer.c, _hf.c, _vocab.c, _bpe.c) -------------- */
+/* ---- tokenizers (rt_tokenizer.c, _hf.c, _vocab.c, _bpe.c, _sp.c) -------- */
 /* Text to token ids and back, for generation. The format is told by the
  * file's content: llama2.c's tokenizer.bin, encoded as its run.c does
  * (byte fallback, then merges by score), or a Hugging Face tokenizer.json
- * with a byte-level BPE model as GPT-2's and Qwen2's (added tokens, the
- * pre-tokenizer's split, then merges by rank). rt_tokenizer.c's comment
- * gives the formats and what is checked; rt_tokenizer_bpe.c's what is
- * approximated. */
+ * with a BPE model: byte-level as GPT-2's and Qwen2's (added tokens, the
+ * pre-tokenizer's split, then merges by rank), or SentencePiece-style as
+ * Llama 2's and Mistral's (added tokens, spaces as U+2581, characters
+ * with byte fallback, then merges by rank). rt_tokenizer.c's comment
+ * gives the formats and what is checked; rt_tokenizer_bpe.c's and
+ * rt_tokenizer_sp.c's what is approximated. */
 typedef struct rt_tok rt_tok;
 /* Reads and checks the whole file; *tok is NULL on error. A malformed
  * file is refused with one line "PATH: what is wrong". */
@@ -442,7 +444,8 @@ RT_API void rt_tok_close(rt_tok *t);
 /* Ids are [0, rt_tok_size). BOS and EOS: -1 when the tokenizer has none
  * (llama2.c: 1 and 2; tokenizer.json: BOS is the token its post-processor
  * puts before the text, EOS the added token <|endoftext|> (GPT-2, Qwen2),
- * DeepSeek-R1-Distill's end of sentence, or Llama 3's <|end_of_text|>). */
+ * DeepSeek-R1-Distill's end of sentence, Llama 3's <|end_of_text|>, or
+ * Llama 2's and Mistral's </s>). */
 RT_API int rt_tok_size(const rt_tok *t);
 RT_API int rt_tok_bos(const rt_tok *t);
 RT_API int rt_tok_eos(const rt_tok *t);
@@ -453,12 +456,16 @@ RT_API int rt_tok_find(const rt_tok *t, const char *text);
  * first when add_bos and the tokenizer has one. At most cap ids: a text
  * of more tokens is refused ("the text is N tokens, more than CAP", or
  * before encoding when its length alone says so); it never has more than
- * strlen(text) + 2. */
+ * strlen(text) + 2, or with a SentencePiece-style tokenizer.json (where a
+ * space is the three bytes of U+2581, each of which may fall back to a
+ * byte token, and each stretch of text between added tokens may get one
+ * more U+2581 first) 6 * strlen(text) + 1. */
 RT_API int rt_tok_encode(const rt_tok *t, const char *text, int add_bos, int32_t *ids, int cap,
                          int *n, rt_err *e);
 /* The text to print for token id, generated after prev_id (-1 for none):
  * its bytes (llama2.c: a byte token's byte; after BOS without its leading
- * space, as run.c), less the end of a UTF-8 character that the next
+ * space, as run.c; SentencePiece-style tokenizer.json: as its decoder
+ * says, rt_tokenizer_sp.c), less the end of a UTF-8 character that the next
  * tokens complete, which is held back and printed with them. NUL bytes
  * and ids outside [0, size) give nothing. Valid until the next call. */
 RT_API const char *rt_tok_decode_piece(rt_tok *t, int prev_id, int id);
@@ -542,6 +549,16 @@ RT_API int rt_st_open_index(rt_safetensors *st, const char *path, rt_err *e);
  * byte strings; a hash table finds them by their bytes. */
 enum { RT_TOK_LLAMA2C, RT_TOK_BPE };             /* formats */
 enum { RT_TOK_SPLIT_GPT2, RT_TOK_SPLIT_QWEN2, RT_TOK_SPLIT_LLAMA3 }; /* pre-tokenizers */
+/* How a tokenizer.json's text meets its tokens: as bytes (ByteLevel), or
+ * with spaces as U+2581, which goes first in each stretch of text between
+ * added tokens: always (a Prepend normalizer), unless the stretch starts
+ * with one (Metaspace's "always"), only in the stretch at the text's
+ * start (its "first"), or never. */
+enum { RT_TOK_BYTES, RT_TOK_SP_PREPEND, RT_TOK_SP_ALWAYS, RT_TOK_SP_FIRST, RT_TOK_SP_NEVER };
+/* What a SentencePiece-style decoder does: U+2581 becomes a space; a byte
+ * token <0xBB> its byte; the text's first space is dropped (Strip after
+ * Fuse); the first token's U+2581 are dropped (Metaspace). */
+enum { RT_TOK_DEC_SPACE = 1, RT_TOK_DEC_BYTES = 2, RT_TOK_DEC_STRIP = 4, RT_TOK_DEC_FIRST = 8 };
 typedef struct {
     int32_t a, b, rank, id;     /* tokens a, b merge into id; a = -1: empty slot */
 } rt_tok_merge;
@@ -563,6 +580,13 @@ struct rt_tok {
     uint32_t mmask;
     int32_t *added;             /* added tokens, matched whole first */
     int nadded;
+    /* SentencePiece-style BPE (tokenizer.json, rt_tokenizer_sp.c) */
+    int space;                  /* RT_TOK_BYTES or RT_TOK_SP_* */
+    int sp_split;               /* a piece starts at each U+2581 (Metaspace's split) */
+    int byte_fallback;          /* a character with no token: its bytes' <0xBB> tokens */
+    int unk, fuse_unk;          /* else unk (-1: none, the text is refused), a run once */
+    int dec;                    /* RT_TOK_DEC_* */
+    char *piece;                /* a token's decoded text, maxlen + 1 bytes */
     /* decoding */
     unsigned char held[4];      /* the start of an incomplete character */
     int nheld;
@@ -585,9 +609,22 @@ RT_API int rt_tok_read_hf(rt_tok *t, const char *path, const char *text, size_t 
 RT_API int rt_tok_read_vocab(rt_tok *t, const rt_json *J, const unsigned char *model,
                              const unsigned char *added);
 /* rt_tokenizer_bpe.c: rt_tok_encode of a tokenizer.json: ids[0, *n) of
- * text (room for strlen(text) + 1 ids). */
+ * text (room for as many ids as rt_tok_encode promises at most); and
+ * ids[0, n) merged by rank (pair: room for n), the new n. */
 RT_API int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *ids,
                              int *n, rt_err *e);
+RT_API int rt_tok_merge_ids(const rt_tok *t, int32_t *ids, int n, const rt_tok_merge **pair);
+/* rt_tokenizer_sp.c: a SentencePiece-style tokenizer.json's normalizer
+ * (a Sequence), pre-tokenizer (Metaspace) and decoder, read into t; the
+ * tokens of the stretch s[0, n) between added tokens appended at
+ * ids[*k] (at_start: it starts the text; norm and pair: room for
+ * 3 * n + 3); and token id's decoded text, in t->piece: its length. */
+RT_API int rt_tok_sp_normalizer(rt_tok *t, const rt_json *J, const unsigned char *at);
+RT_API int rt_tok_sp_pre(rt_tok *t, const rt_json *J, const unsigned char *at);
+RT_API int rt_tok_sp_decoder(rt_tok *t, const rt_json *J, const unsigned char *at);
+RT_API int rt_tok_sp_encode(const rt_tok *t, const char *s, size_t n, int at_start, int32_t *ids,
+                            int *k, char *norm, const rt_tok_merge **pair, rt_err *e);
+RT_API size_t rt_tok_sp_decode(rt_tok *t, int prev_id, int id);
 
 /* Every runtime symbol generated code may call: the JIT hands these to
  * libtcc (X(name) per function). */

@@ -5,7 +5,8 @@
  * TOK_MAX_FILE bytes) and tells the format by content: a JSON object
  * (first non-space byte '{', no NUL in the first four bytes, which a
  * tokenizer.bin's max_token_length would hold) is a Hugging Face
- * tokenizer.json (rt_tokenizer_hf.c); anything else is read as
+ * tokenizer.json (rt_tokenizer_hf.c: byte-level BPE, or SentencePiece-style
+ * in rt_tokenizer_sp.c); anything else is read as
  *   tokenizer.bin = i32 max_token_length, then until the end of the
  *                   file: f32 score, i32 len, len bytes   (little-endian)
  * which must hold: max_token_length >= 1; every token whole, of 1 to
@@ -351,10 +352,11 @@ int rt_tok_open(const char *path, rt_tok **tok, rt_err *e)
     if (!t)
         rc = rt_errf(e, RT_EINTERNAL, "%s: out of memory", path);
     else {
-        t->bos = t->eos = -1;
+        t->bos = t->eos = t->unk = -1;
         rc = tok_read(t, path, d, size, e);
     }
-    if (!rc && !(t->out = malloc(t->maxlen + sizeof t->held + 1)))
+    if (!rc && (!(t->out = malloc(t->maxlen + sizeof t->held + 1)) ||
+                !(t->piece = malloc(t->maxlen + 1))))
         rc = rt_errf(e, RT_EINTERNAL, "%s: out of memory", path);
     free(d);
     if (rc)
@@ -376,6 +378,7 @@ void rt_tok_close(rt_tok *t)
     free(t->merge);
     free(t->added);
     free(t->out);
+    free(t->piece);
     free(t);
 }
 
@@ -391,13 +394,13 @@ int rt_tok_find(const rt_tok *t, const char *text)
 int rt_tok_encode(const rt_tok *t, const char *text, int add_bos, int32_t *ids, int cap, int *n,
                   rt_err *e)
 {
-    size_t len = strlen(text);
+    size_t len = strlen(text), per = t->space != RT_TOK_BYTES ? 6 : 1;
     *n = 0;
-    /* every token holds at most maxlen bytes of the text: a text that
-     * cannot fit is refused before the quadratic merges */
-    if (cap < 0 || len / t->maxlen > (size_t)cap)
+    /* every token holds at most maxlen bytes of the text (but a run of
+     * unk): a text that cannot fit is refused before the quadratic merges */
+    if (cap < 0 || (t->unk < 0 && len / t->maxlen > (size_t)cap))
         return rt_errf(e, RT_EINVAL, "the text (%zu bytes) is more than %d tokens", len, cap);
-    int32_t *v = len < (size_t)INT32_MAX - 2 ? malloc(sizeof *v * (len + 2)) : NULL;
+    int32_t *v = len < ((size_t)INT32_MAX - 2) / per ? malloc(sizeof *v * (per * len + 2)) : NULL;
     if (!v)
         return rt_errf(e, RT_EINTERNAL, "out of memory encoding the text");
     int k = 0, rc = t->format == RT_TOK_LLAMA2C ? tok_encode_bin(t, text, add_bos, v, &k, e)
@@ -454,6 +457,9 @@ const char *rt_tok_decode_piece(rt_tok *t, int prev_id, int id)
         p = &byte, np = 1;
     } else if (t->format == RT_TOK_LLAMA2C && prev_id == TOK_BIN_BOS && p[0] == ' ') {
         p++, np--;
+    } else if (t->space != RT_TOK_BYTES) {
+        np = rt_tok_sp_decode(t, prev_id, id);
+        p = t->piece;
     }
     return tok_stream(t, p, np);
 }

@@ -291,10 +291,10 @@ static size_t bpe_piece(const rt_tok *t, const unsigned char *s, size_t i, size_
 
 /* ---- merges ------------------------------------------------------------------ */
 
-/* ids[0, n), a piece's tokens, merged: while some adjacent pair is a
- * merge, the one of lowest rank (the leftmost of equals) becomes its
- * token; pair[i] caches ids[i], ids[i + 1]'s merge. The new n. */
-static int bpe_merge(const rt_tok *t, int32_t *ids, int n, const rt_tok_merge **pair)
+/* ids[0, n), a piece's tokens, merged (kiln_rt.h): while some adjacent
+ * pair is a merge, the one of lowest rank (the leftmost of equals)
+ * becomes its token; pair[i] caches ids[i], ids[i + 1]'s merge. */
+int rt_tok_merge_ids(const rt_tok *t, int32_t *ids, int n, const rt_tok_merge **pair)
 {
     for (int i = 0; i + 1 < n; i++)
         pair[i] = rt_tok_merge_find(t, ids[i], ids[i + 1]);
@@ -327,7 +327,7 @@ static int bpe_word(const rt_tok *t, const unsigned char *w, size_t m, int32_t *
     }
     for (size_t i = 0; i < m; i++)
         ids[k + (int)i] = t->byte_id[w[i]];
-    return k + bpe_merge(t, ids + k, (int)m, pair);
+    return k + rt_tok_merge_ids(t, ids + k, (int)m, pair);
 }
 
 /* The added token that is longest among those starting at s[i], or -1;
@@ -352,13 +352,17 @@ int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *i
     size_t len = strlen(text), bad = rt_utf8_bad(s, len), m;
     if (bad < len)
         return rt_errf(e, RT_EINVAL, "the text is not valid UTF-8 at byte %zu", bad);
-    const rt_tok_merge **pair = malloc(sizeof *pair * (len + 1));
-    if (!pair)
+    size_t room = t->space != RT_TOK_BYTES ? 3 * len + 4 : len + 1;
+    const rt_tok_merge **pair = malloc(sizeof *pair * room);
+    char *norm = t->space != RT_TOK_BYTES ? malloc(room) : NULL;
+    if (!pair || (t->space != RT_TOK_BYTES && !norm)) {
+        free(pair);
         return rt_errf(e, RT_EINTERNAL, "out of memory encoding the text");
-    int k = 0;
+    }
+    int k = 0, rc = 0;
     if (add_bos && t->bos >= 0)
         ids[k++] = t->bos;
-    for (size_t i = 0; i < len;) {
+    for (size_t i = 0; !rc && i < len;) {
         int id = bpe_added(t, s, i, len, &m);
         if (id >= 0) {
             ids[k++] = id;
@@ -368,13 +372,16 @@ int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *i
         size_t end = i + 1;                 /* the text up to the next added token */
         while (end < len && bpe_added(t, s, end, len, &m) < 0)
             end++;
-        for (size_t j = i, next; j < end; j = next) {
+        if (t->space != RT_TOK_BYTES)
+            rc = rt_tok_sp_encode(t, text + i, end - i, i == 0, ids, &k, norm, pair, e);
+        for (size_t j = i, next; t->space == RT_TOK_BYTES && j < end; j = next) {
             next = bpe_piece(t, s, j, end);
             k = bpe_word(t, s + j, next - j, ids, k, pair);
         }
         i = end;
     }
     free(pair);
+    free(norm);
     *n = k;
-    return 0;
+    return rc;
 }

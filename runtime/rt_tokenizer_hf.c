@@ -1,7 +1,8 @@
 /* runtime/rt_tokenizer_hf.c: a Hugging Face tokenizer.json whose model is
- * byte-level BPE (GPT-2, Qwen2 and DeepSeek-R1-Distill-Qwen, Llama 3): the
- * file, and the parts around the model that say how text is cut and put
- * back (rt_tokenizer_vocab.c reads the tokens).
+ * BPE, byte-level (GPT-2, Qwen2 and DeepSeek-R1-Distill-Qwen, Llama 3) or
+ * SentencePiece-style (Llama 2, Mistral: rt_tokenizer_sp.c): the file,
+ * and the parts around the model that say how text is cut and put back
+ * (rt_tokenizer_vocab.c reads the tokens).
  *
  * Contract (kiln_rt.h, rt_tok_read_hf). Every key is known, and a value
  * kiln cannot honour is refused by name, never ignored (HF's defaults
@@ -9,15 +10,17 @@
  *   tokenizer.json = { version, truncation: null, padding: null,
  *       added_tokens, normalizer, pre_tokenizer, post_processor, decoder,
  *       model }
- *   normalizer: null, or NFC (taken as already true of the text:
- *       rt_tokenizer_bpe.c)
+ *   normalizer: null, NFC (taken as already true of the text:
+ *       rt_tokenizer_bpe.c), or Llama 2's (rt_tokenizer_sp.c)
  *   pre_tokenizer: ByteLevel with use_regex (GPT-2's split), or a Sequence
  *       of a Split by GPT-2's, Qwen2's or Llama 3's pattern (Isolated, not
- *       inverted) and a ByteLevel without; add_prefix_space false
+ *       inverted) and a ByteLevel without; add_prefix_space false. Or
+ *       Metaspace, or null after Llama 2's normalizer (rt_tokenizer_sp.c)
  *   post_processor: null, ByteLevel, TemplateProcessing whose single is
  *       [SpecialToken X]? Sequence A (X is then BOS), or a Sequence of these
  *   decoder: ByteLevel (there, and as a post-processor, add_prefix_space
- *       only moves offsets, so either value is taken)
+ *       only moves offsets, so either value is taken); with spaces as
+ *       U+2581, rt_tokenizer_sp.c's
  *   model, added_tokens: rt_tokenizer_vocab.c
  * EOS is the first of hf_eos that is a token. Messages: "PATH: WHERE:
  * what is wrong", WHERE a path in the file ("pre_tokenizer.pattern"). */
@@ -140,16 +143,24 @@ static int hf_pre_sequence(hf_reader *H, const unsigned char *at)
     return rc;
 }
 
-/* pre_tokenizer = ByteLevel (use_regex: GPT-2's split) | Sequence */
+/* pre_tokenizer = ByteLevel (use_regex: GPT-2's split) | Sequence |
+ * Metaspace (rt_tokenizer_sp.c) | null after the normalizer that puts
+ * U+2581 for spaces */
 static int hf_pre_tokenizer(hf_reader *H, const unsigned char *at)
 {
     const char *w = "pre_tokenizer";
     char *type = NULL;
-    int split = 0;
-    int rc = rt_json_null_at(&H->J, at)
-                 ? rt_json_bad(&H->J, w, "none: kiln reads byte-level BPE, split first")
-                 : rt_json_type_at(&H->J, at, w, &type);
-    if (!rc && !strcmp(type, "ByteLevel")) {
+    int split = 0, sp = H->t->space != RT_TOK_BYTES;
+    if (rt_json_null_at(&H->J, at))
+        return sp ? 0 : rt_json_bad(&H->J, w, "none: kiln reads byte-level BPE split first, or "
+                                    "spaces made U+2581 (a Metaspace, or Llama 2's normalizer)");
+    int rc = rt_json_type_at(&H->J, at, w, &type);
+    if (!rc && sp)
+        rc = rt_json_bad(&H->J, w, "type '%.40s' after a normalizer that makes spaces U+2581 is "
+                         "not supported (kiln takes none)", type);
+    if (!rc && !strcmp(type, "Metaspace")) {
+        rc = rt_tok_sp_pre(H->t, &H->J, at);
+    } else if (!rc && !strcmp(type, "ByteLevel")) {
         rc = hf_bytelevel(H, at, w, 1, &split);
         if (!rc && !split)
             rc = rt_json_bad(&H->J, w, "use_regex: false is not supported (kiln splits the text)");
@@ -158,36 +169,43 @@ static int hf_pre_tokenizer(hf_reader *H, const unsigned char *at)
         rc = hf_pre_sequence(H, at);
     } else if (!rc) {
         rc = rt_json_bad(&H->J, w,
-                         "type '%.40s' is not supported (kiln takes ByteLevel, or a Sequence "
-                         "of a Split and a ByteLevel)",
+                         "type '%.40s' is not supported (kiln takes ByteLevel, a Sequence "
+                         "of a Split and a ByteLevel, or Metaspace)",
                          type);
     }
     free(type);
     return rc;
 }
 
-/* normalizer = null | { type: "NFC" } */
+/* normalizer = null | { type: "NFC" } | Llama 2's Sequence (rt_tokenizer_sp.c) */
 static int hf_normalizer(hf_reader *H, const unsigned char *at)
 {
     static const char *const keys[] = {"type"};
     const unsigned char *val[1];
     char *type = NULL;
     int rc = rt_json_null_at(&H->J, at) ? 0 : rt_json_type_at(&H->J, at, "normalizer", &type);
+    if (!rc && type && !strcmp(type, "Sequence")) {
+        free(type);
+        return rt_tok_sp_normalizer(H->t, &H->J, at);
+    }
     if (!rc && type && strcmp(type, "NFC"))
         rc = rt_json_bad(&H->J, "normalizer",
-                         "type '%.40s' is not supported (kiln takes null or NFC)", type);
+                         "type '%.40s' is not supported (kiln takes null, NFC, or Llama 2's "
+                         "Sequence)", type);
     if (!rc && type)
         rc = rt_json_object_at(&H->J, at, "normalizer", keys, 1, val);
     free(type);
     return rc;
 }
 
-/* decoder = ByteLevel */
+/* decoder = ByteLevel, or with spaces as U+2581 rt_tokenizer_sp.c's */
 static int hf_decoder(hf_reader *H, const unsigned char *at)
 {
     char *type = NULL;
+    if (!rt_json_null_at(&H->J, at) && H->t->space != RT_TOK_BYTES)
+        return rt_tok_sp_decoder(H->t, &H->J, at);
     int split, rc = rt_json_null_at(&H->J, at)
-                        ? rt_json_bad(&H->J, "decoder", "none: kiln decodes with ByteLevel")
+                        ? rt_json_bad(&H->J, "decoder", "none: kiln needs one to print text")
                         : rt_json_type_at(&H->J, at, "decoder", &type);
     if (!rc && strcmp(type, "ByteLevel"))
         rc = rt_json_bad(&H->J, "decoder", "type '%.40s' is not supported (kiln decodes with "
@@ -352,6 +370,7 @@ static const char *const hf_eos[] = {
     "<|endoftext|>",
     "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
     "<|end_of_text|>",
+    "</s>",
 };
 
 /* The parts that say how text is cut and put back, then the tokens and

@@ -1,5 +1,5 @@
 /* runtime/rt_tokenizer_vocab.c: the tokens of a tokenizer.json: its model
- * (byte-level BPE) and its added tokens.
+ * (BPE, byte-level or with spaces as U+2581) and its added tokens.
  *
  * Contract (kiln_rt.h, rt_tok_read_vocab). What is read, every key known
  * and a value kiln cannot honour refused by name:
@@ -8,15 +8,20 @@
  *       unk_token, fuse_unk, byte_fallback, ignore_merges }
  *   vocab: byte-level text (ByteLevel's alphabet, one character a byte)
  *       to ids 0 .. V-1, each once; every byte's token is there, so any
- *       text has an encoding and unk_token and byte_fallback never act
+ *       text has an encoding and unk_token and byte_fallback never act.
+ *       With spaces as U+2581 (rt_tokenizer_sp.c): text as it is, where
+ *       <0x00>..<0xFF> are the byte fallback's tokens (those there), and
+ *       unk_token, when given, must be a token
  *   merges: "A B" or ["A", "B"]: A, B and AB in vocab, no pair twice; a
  *       merge's rank is its place in the list
  *   added_tokens = [{ id, content, single_word, lstrip, rstrip: false,
  *       normalized, special }]: each the vocab token of the same text, or
- *       one of the ids after the vocab's (V, V+1, ... each once)
+ *       one of the ids after the vocab's (V, V+1, ... each once); not
+ *       normalized (absent: not special) under Llama 2's normalizer
  * then no two tokens alike. Tokens are kept as bytes (ByteLevel's
  * characters mapped back), so encoding and decoding never see ByteLevel's
- * alphabet. Messages: "PATH: model.merges[12]: what is wrong". */
+ * alphabet; with spaces as U+2581, as they are. Messages: "PATH:
+ * model.merges[12]: what is wrong". */
 #include "kiln_rt.h"
 
 #include <stdio.h>
@@ -28,6 +33,7 @@
 typedef struct {
     rt_json J;                  /* the whole text: values are read at places */
     rt_tok *t;
+    char *unk;                  /* model.unk_token, or NULL */
     size_t used, cap;           /* of t->bytes */
     int nvocab;                 /* model.vocab's tokens: ids [0, nvocab) */
     const unsigned char *merges;            /* model.merges, read last */
@@ -126,7 +132,7 @@ static int vc_vocab_entry(vc_reader *H, rt_json *c, vc_entry *x)
     char *key = NULL, what[120];
     int rc = rt_json_string(c, &key);
     if (!rc)
-        rc = vc_token(H, key, 0, "model.vocab", &x->off, &x->len);
+        rc = vc_token(H, key, H->t->space != RT_TOK_BYTES, "model.vocab", &x->off, &x->len);
     if (!rc && rt_json_eat(c, ':'))
         rc = rt_json_syntax(c, "expected ':'");
     if (!rc) {
@@ -210,7 +216,8 @@ static int vc_added_item(vc_reader *H, rt_json *c, const char *where, vc_added *
 {
     const unsigned char *val[VC_N(vc_added_keys)];
     char what[80];
-    int rc = rt_json_object(c, where, vc_added_keys, VC_N(vc_added_keys), val), flag;
+    int rc = rt_json_object(c, where, vc_added_keys, VC_N(vc_added_keys), val), special = 0,
+        normalized;
     a->content = NULL;
     if (!rc && (!val[0] || !val[1]))
         rc = rt_json_bad(&H->J, where, "needs an id and a content");
@@ -223,8 +230,14 @@ static int vc_added_item(vc_reader *H, rt_json *c, const char *where, vc_added *
         rc = rt_json_string_at(&H->J, val[1], &a->content);
     for (int k = 2; !rc && k < 5; k++)
         rc = rt_json_false_at(&H->J, val[k], where, vc_added_keys[k]);
-    for (int k = 5; !rc && k < 7; k++)
-        rc = rt_json_bool_at(&H->J, val[k], where, vc_added_keys[k], &flag);
+    if (!rc)
+        rc = rt_json_bool_at(&H->J, val[6], where, "special", &special);
+    normalized = !special;                      /* HF's default */
+    if (!rc)
+        rc = rt_json_bool_at(&H->J, val[5], where, "normalized", &normalized);
+    if (!rc && normalized && H->t->space == RT_TOK_SP_PREPEND)
+        rc = rt_json_bad(&H->J, where, "normalized: true with a normalizer is not supported "
+                         "(kiln takes added tokens out before normalizing)");
     if (rc) {
         free(a->content);
         a->content = NULL;
@@ -301,11 +314,17 @@ static int vc_added_tokens(vc_reader *H, const unsigned char *at)
     return rc;
 }
 
-/* Every byte's token is in the vocab. */
+/* Every byte's token is in the vocab; with spaces as U+2581, the byte
+ * fallback's tokens <0xBB> that are (-1 for the others). */
 static int vc_bytes(vc_reader *H)
 {
     rt_tok *t = H->t;
-    for (int b = 0; b < 256; b++) {
+    for (int b = 0; b < 256 && t->space != RT_TOK_BYTES; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        t->byte_id[b] = rt_tok_lookup(t, name, 6, "", 0);
+    }
+    for (int b = 0; b < 256 && t->space == RT_TOK_BYTES; b++) {
         char c = (char)b;
         t->byte_id[b] = rt_tok_lookup(t, &c, 1, "", 0);
         if (t->byte_id[b] < 0 || t->byte_id[b] >= H->nvocab)
@@ -354,9 +373,9 @@ static int vc_merge(vc_reader *H, rt_json *c, int i, rt_tok_merge *m)
     char where[48], *a, *b;
     size_t na = 0, nb = 0;
     snprintf(where, sizeof where, "model.merges[%d]", i);
-    int rc = vc_merge_texts(H, c, where, &a, &b);
-    unsigned cp = rc ? 0 : vc_unbyte(a, a, &na);
-    cp = rc || cp ? cp : vc_unbyte(b, b, &nb);
+    int rc = vc_merge_texts(H, c, where, &a, &b), raw = H->t->space != RT_TOK_BYTES;
+    unsigned cp = rc ? 0 : raw ? (na = strlen(a), 0) : vc_unbyte(a, a, &na);
+    cp = rc || cp ? cp : raw ? (nb = strlen(b), 0) : vc_unbyte(b, b, &nb);
     if (cp)
         rc = rt_json_bad(&H->J, where, "U+%04X is not in ByteLevel's alphabet", cp);
     if (!rc) {
@@ -441,8 +460,8 @@ static int vc_model_type(vc_reader *H, const unsigned char *at)
 static int vc_read_bpe(vc_reader *H, const unsigned char *at)
 {
     const unsigned char *val[VC_N(vc_model_keys)];
-    char *type = NULL, *unk = NULL;
-    int flag, rc = at ? vc_model_type(H, at) : rt_json_bad(&H->J, "", "no model");
+    char *type = NULL;
+    int rc = at ? vc_model_type(H, at) : rt_json_bad(&H->J, "", "no model");
     if (!rc)
         rc = rt_json_object_at(&H->J, at, "model", vc_model_keys, VC_N(vc_model_keys), val);
     if (!rc && val[0])
@@ -450,11 +469,13 @@ static int vc_read_bpe(vc_reader *H, const unsigned char *at)
     if (!rc && !rt_json_null_at(&H->J, val[1]))
         rc = rt_json_bad(&H->J, "model", "dropout: not supported (only null)");
     if (!rc && !rt_json_null_at(&H->J, val[2]))
-        rc = rt_json_string_at(&H->J, val[2], &unk);    /* never needed: every byte is a token */
+        rc = rt_json_string_at(&H->J, val[2], &H->unk);
     for (int k = 3; !rc && k < 5; k++)
         rc = vc_no_text(H, val[k], vc_model_keys[k]);
-    for (int k = 5; !rc && k < 7; k++)
-        rc = rt_json_bool_at(&H->J, val[k], "model", vc_model_keys[k], &flag);
+    if (!rc)
+        rc = rt_json_bool_at(&H->J, val[5], "model", "fuse_unk", &H->t->fuse_unk);
+    if (!rc)
+        rc = rt_json_bool_at(&H->J, val[6], "model", "byte_fallback", &H->t->byte_fallback);
     if (!rc)
         rc = rt_json_bool_at(&H->J, val[7], "model", "ignore_merges", &H->t->ignore_merges);
     if (!rc && (!val[8] || !val[9]))
@@ -464,7 +485,6 @@ static int vc_read_bpe(vc_reader *H, const unsigned char *at)
     if (!rc)
         H->merges = val[9];
     free(type);
-    free(unk);
     return rc;
 }
 
@@ -485,5 +505,10 @@ int rt_tok_read_vocab(rt_tok *t, const rt_json *J, const unsigned char *model,
         rc = vc_bytes(&H);
     if (!rc)
         rc = vc_merges(&H, H.merges);
+    /* byte-level BPE never needs unk: every byte is a token */
+    if (!rc && H.unk && t->space != RT_TOK_BYTES &&
+        (t->unk = rt_tok_lookup(t, H.unk, strlen(H.unk), "", 0)) < 0)
+        rc = rt_json_bad(&H.J, "model", "unk_token: '%.80s' is not a token", H.unk);
+    free(H.unk);
     return rc;
 }

@@ -8,8 +8,9 @@
 # padded last one, and one whose last chunk no longer fits in the cache,
 # decoded token by token), decode-only (--chunk 1), the default chunk
 # (64) from the folder itself, and the JIT; GPT-2, mistral, mixtral, qwen3
-# and qwen3_moe folders under the JIT too, and the byte-level ones with
-# their own tokenizer.json. Sampling is reproducible from its seed; the
+# and qwen3_moe folders under the JIT too, and with their own
+# tokenizer.json qwen3_moe, gpt2 (byte-level), llama and mistral
+# (SentencePiece-style). Sampling is reproducible from its seed; the
 # tokenizer path prints the prompt's text;
 # misuse is refused with one line.
 set -u
@@ -112,6 +113,22 @@ same "  kiln run prints the same" "$T/text" "$KILN" run "$T/qwen3_moe" generate 
     --temperature 0 >"$T/text" 2>"$T/err" && grep -aq "^the cat sat" "$T/text" &&
     ok "gpt2 tokenizer.json: the prompt's text, then the tokens'" ||
     { bad "gpt2 tokenizer.json: the prompt's text"; cat "$T/text" "$T/err"; }
+# SentencePiece-style: llama's (Llama 2's normalizer), through the cc
+# build and kiln run; mistral's (a Metaspace) under the JIT. BOS first.
+"$T/c64" generate --tokenizer "$T/hf/tokenizer.json" --prompt "the cat sat on the mat" -n 12 \
+    --temperature 0 --weights "$W" >"$T/text" 2>"$T/err" && grep -aq "^the cat sat on the mat" "$T/text" &&
+    ok "llama tokenizer.json: the prompt's text, then the tokens'" ||
+    { bad "llama tokenizer.json: the prompt's text"; cat "$T/text" "$T/err"; }
+# BOS, then _t he _c at _s at _on _t he _m at: "_t" is merged before "th"
+grep -q "prefill: 12 tokens" "$T/err" && ok "  the prompt is 12 tokens (BOS and 11)" ||
+    { bad "  the prompt is 12 tokens"; cat "$T/err"; }
+same "  kiln run prints the same" "$T/text" "$KILN" run "$T/hf" generate \
+    --tokenizer "$T/hf/tokenizer.json" --prompt "the cat sat on the mat" -n 12 --temperature 0
+"$KILN" run "$T/mistral" generate --tokenizer "$T/mistral/tokenizer.json" --prompt "The cat sat" \
+    -n 8 --temperature 0 >"$T/text" 2>"$T/err" && grep -aq "^The cat sat" "$T/text" &&
+    grep -q "prefill: 8 tokens" "$T/err" &&
+    ok "mistral tokenizer.json: the prompt's text (BOS _ <0x54> he _c at _s at), then the tokens'" ||
+    { bad "mistral tokenizer.json: the prompt's text"; cat "$T/text" "$T/err"; }
 
 refuse 2 "no prompt" "give --tokens IDS" "$T/c6" generate -n 3 --weights "$W"
 refuse 2 "unknown option" "unknown argument '--bogus'" "$T/c6" generate --tokens 1 --bogus

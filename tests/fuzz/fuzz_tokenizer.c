@@ -1,15 +1,17 @@
 /* tests/fuzz/fuzz_tokenizer.c: the tokenizer readers (llama2.c's
- * tokenizer.bin, Hugging Face's byte-level BPE tokenizer.json).
+ * tokenizer.bin, Hugging Face's BPE tokenizer.json, byte-level or
+ * SentencePiece-style).
  *
  * Input: a tokenizer file. rt_tok_open must refuse it with one line, or
  * accept it; then a few texts (fixed ones, one cut from the input, one
  * made of the tokenizer's own tokens) are encoded, with and without BOS,
  * and their ids decoded back. What must hold (kiln_rt.h):
- *   - every id is in [0, size), at most strlen(text) + 2 of them, BOS
- *     first when asked and there is one; a cap one short of the count
- *     is refused;
- *   - a tokenizer.json refuses a text exactly when it is not valid UTF-8;
- *     a tokenizer.bin takes any text;
+ *   - every id is in [0, size), at most strlen(text) + 2 of them (6 *
+ *     strlen(text) + 1 SentencePiece-style), BOS first when asked and
+ *     there is one; a cap one short of the count is refused;
+ *   - a tokenizer.json refuses a text that is not valid UTF-8, and a
+ *     valid one only when SentencePiece-style, for a character with no
+ *     token, byte fallback or unk; a tokenizer.bin takes any text;
  *   - decode(encode(text)) == text (pieces after BOS, then the flush).
  *     A tokenizer.json has a token for every byte and its merges join
  *     bytes, so this always holds. A tokenizer.bin puts the dummy prefix
@@ -24,6 +26,16 @@
  *     made from <0x41> and "b" decodes as those six bytes and "b"), and
  *     no two tokens may make a byte token ("<" and "0x41>" merge into
  *     <0x41>, which decodes as "A");
+ *   - SentencePiece-style, decode(encode(text)) is the text with its
+ *     spaces and U+2581 as the decoder prints U+2581, after the U+2581
+ *     the normalizer or Metaspace put first, less one space first when
+ *     the decoder strips it. Checked where the text is one stretch (no
+ *     added token's text in it), holds no "<0x" (a byte token's look),
+ *     encodes without unk and without BOS after the first id, U+2581 is
+ *     a token (its bytes' tokens decode as U+2581, not as the decoder
+ *     prints U+2581), and the decoder turns byte tokens into bytes but is
+ *     not a Metaspace (which drops U+2581 in the first token, wherever
+ *     that ends);
  *   - every token decodes without trouble, and rt_tok_find finds each
  *     token whose text has no NUL. */
 #include <stdlib.h>
@@ -111,28 +123,59 @@ static char *decode_all(rt_tok *t, const int32_t *ids, int n, int from)
     return b.s;
 }
 
+/* What a SentencePiece-style tokenizer decodes text's ids to (the
+ * harness's comment), malloc'd; NULL where that is not checked. */
+static char *sp_expect(const rt_tok *t, const char *text)
+{
+    static const char meta[] = "\xE2\x96\x81";
+    if (!(t->dec & RT_TOK_DEC_BYTES) || (t->dec & RT_TOK_DEC_FIRST) || strstr(text, "<0x") ||
+        rt_tok_find(t, meta) < 0)
+        return NULL;
+    for (int a = 0; a < t->nadded; a++)
+        if (strstr(text, t->bytes + t->off[t->added[a]]))
+            return NULL;
+    int lead = text[0] == ' ' || !strncmp(text, meta, 3);
+    int scheme = t->space == RT_TOK_SP_ALWAYS || t->space == RT_TOK_SP_FIRST;
+    int first = text[0] && (t->space == RT_TOK_SP_PREPEND || (scheme && !lead));
+    const char *space = t->dec & RT_TOK_DEC_SPACE ? " " : meta;
+    Str b = {0};
+    str_put(&b, "", 0);
+    if (first)
+        str_put(&b, space, strlen(space));
+    for (const char *p = text; *p; p++)
+        if (*p == ' ' || !strncmp(p, meta, 3))
+            str_put(&b, space, strlen(space)), p += *p == ' ' ? 0 : 2;
+        else
+            str_put(&b, p, 1);
+    if ((t->dec & RT_TOK_DEC_STRIP) && b.s[0] == ' ')
+        memmove(b.s, b.s + 1, b.n--);
+    return b.s;
+}
+
 static void check_text(rt_tok *t, const char *text, int add_bos, int clean_bin)
 {
-    size_t len = strlen(text);
-    int32_t *ids = malloc(sizeof *ids * (len + 3));
+    size_t len = strlen(text), most = t->space != RT_TOK_BYTES ? 6 * len + 1 : len + 2;
+    int32_t *ids = malloc(sizeof *ids * (most + 1));
     FUZZ_CHECK(ids != NULL);
     int n = -1;
     rt_err e = {0, ""};
-    int rc = rt_tok_encode(t, text, add_bos, ids, (int)len + 2, &n, &e);
+    int rc = rt_tok_encode(t, text, add_bos, ids, (int)most, &n, &e);
     int valid = rt_utf8_bad((const unsigned char *)text, len) == len;
     if (rc) {
         check_err(&e, rc);
-        FUZZ_CHECK(n == 0 && rc == RT_EINVAL && t->format == RT_TOK_BPE && !valid);
+        FUZZ_CHECK(n == 0 && rc == RT_EINVAL && t->format == RT_TOK_BPE);
+        FUZZ_CHECK(!valid || (t->space != RT_TOK_BYTES && t->unk < 0 && strstr(e.msg, "no token")));
         free(ids);
         return;
     }
     FUZZ_CHECK(t->format == RT_TOK_LLAMA2C || valid);
-    FUZZ_CHECK(n >= 0 && (size_t)n <= len + 2);
-    int bos = add_bos && rt_tok_bos(t) >= 0, bos_later = 0;
+    FUZZ_CHECK(n >= 0 && (size_t)n <= most);
+    int bos = add_bos && rt_tok_bos(t) >= 0, bos_later = 0, unk = 0;
     FUZZ_CHECK(!bos || (n > 0 && ids[0] == rt_tok_bos(t)));
     for (int i = 0; i < n; i++) {
         FUZZ_CHECK(ids[i] >= 0 && ids[i] < rt_tok_size(t));
         bos_later |= i >= bos && ids[i] == rt_tok_bos(t);
+        unk |= ids[i] == t->unk;
     }
     if (n > 0) {
         int32_t small[1];
@@ -148,8 +191,11 @@ static void check_text(rt_tok *t, const char *text, int add_bos, int clean_bin)
     /* a tokenizer.bin's dummy prefix comes back unless BOS drops it */
     int space = t->format == RT_TOK_LLAMA2C && len &&
                 !(add_bos && rt_tok_find(t, " ") >= 0);
-    if (t->format == RT_TOK_BPE || (clean_bin && !bos_later))
+    if ((t->format == RT_TOK_BPE && t->space == RT_TOK_BYTES) || (clean_bin && !bos_later))
         FUZZ_CHECK((!space || back[0] == ' ') && strcmp(back + space, text) == 0);
+    char *want = t->space != RT_TOK_BYTES && !unk && !bos_later ? sp_expect(t, text) : NULL;
+    FUZZ_CHECK(!want || strcmp(back, want) == 0);
+    free(want);
     free(back);
     free(ids);
 }

@@ -41,88 +41,158 @@ static unsigned byte_char(unsigned b)
     return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE ? b : 0x100 + n;
 }
 
-/* A byte inside a JSON string: as ByteLevel's character when level, else
- * as it is (UTF-8 passes through byte by byte). */
-static void put_char(HtBuf *b, unsigned char byte, int level)
+#define SP_META "\xE2\x96\x81"     /* U+2581, SentencePiece's space */
+
+/* How a token's bytes are written: as they are (UTF-8 passes through
+ * byte by byte), as ByteLevel's characters, or with spaces as U+2581. */
+enum { RAW, LEVEL, META };
+
+/* A byte inside a JSON string, written as `how` says. */
+static void put_char(HtBuf *b, unsigned char byte, int how)
 {
-    unsigned c = level ? byte_char(byte) : byte;
+    unsigned c = how == LEVEL ? byte_char(byte) : byte;
     char u[8];
-    if (c == '"' || c == '\\')
+    if (how == META && c == ' ')
+        snprintf(u, sizeof u, "%s", SP_META);
+    else if (c == '"' || c == '\\')
         snprintf(u, sizeof u, "\\%c", c);
-    else if (c < 0x80 || !level)
+    else if (c < 0x80 || how != LEVEL)
         snprintf(u, sizeof u, "%c", c);
     else
         snprintf(u, sizeof u, "%c%c", 0xC0 | c >> 6, 0x80 | (c & 0x3F));
     put(b, u);
 }
 
-static void put_chars(HtBuf *b, const char *s, int level)
+static void put_chars(HtBuf *b, const char *s, int how)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        put_char(b, *p, level);
+        put_char(b, *p, how);
 }
 
 static const char *qwen2_re =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-/* model = { type: "BPE", ..., vocab, merges }: the bytes, then each
- * merge's token. */
-static void put_model(HtBuf *b, int qwen2, const HfPair *m, int nm)
+/* The vocab's tokens before the merges' (hftok.h). */
+static int base_tokens(int style) { return style >= HF_TOK_LLAMA ? 3 + 256 + 27 : 256; }
+
+/* Base token i's text, written as `how` says. */
+static void put_base(HtBuf *b, int style, int i)
+{
+    static const char *const special[] = {"<unk>", "<s>", "</s>"};
+    char t[8];
+    if (style < HF_TOK_LLAMA)
+        put_char(b, (unsigned char)i, LEVEL);
+    else if (i < 3)
+        put(b, special[i]);
+    else if (i < 3 + 256)
+        snprintf(t, sizeof t, "<0x%02X>", i - 3), put(b, t);
+    else
+        put_char(b, i == 259 ? ' ' : (unsigned char)('a' + i - 260), META);
+}
+
+/* model = { type: "BPE", ..., vocab, merges }: the base tokens, then each
+ * merge's. */
+static void put_model(HtBuf *b, int style, const HfPair *m, int nm)
 {
     char num[64];
-    put(b, "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
-           "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
-           "\"fuse_unk\": false, \"byte_fallback\": false,\n\"vocab\": {");
-    for (int i = 0; i < 256 + nm; i++) {
+    int how = style >= HF_TOK_LLAMA ? META : LEVEL, nb = base_tokens(style);
+    put(b, how == META ? "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", "
+                         "\"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, "
+                         "\"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": false"
+                       : "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+                         "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
+                         "\"fuse_unk\": false, \"byte_fallback\": false");
+    put(b, ",\n\"vocab\": {");
+    for (int i = 0; i < nb + nm; i++) {
         put(b, "\"");
-        if (i < 256)
-            put_char(b, (unsigned char)i, 1);
+        if (i < nb)
+            put_base(b, style, i);
         else {
-            put_chars(b, m[i - 256].a, 1);
-            put_chars(b, m[i - 256].b, 1);
+            put_chars(b, m[i - nb].a, how);
+            put_chars(b, m[i - nb].b, how);
         }
-        snprintf(num, sizeof num, "\": %d%s", i, i + 1 < 256 + nm ? ", " : "},\n\"merges\": [");
+        snprintf(num, sizeof num, "\": %d%s", i, i + 1 < nb + nm ? ", " : "},\n\"merges\": [");
         put(b, num);
     }
+    int arrays = style == HF_TOK_QWEN2 || style == HF_TOK_METASPACE;
     for (int i = 0; i < nm; i++) {
-        put(b, qwen2 ? "[\"" : "\"");       /* ["A", "B"] or "A B" */
-        put_chars(b, m[i].a, 1);
-        put(b, qwen2 ? "\", \"" : " ");
-        put_chars(b, m[i].b, 1);
-        put(b, qwen2 ? "\"]" : "\"");
+        put(b, arrays ? "[\"" : "\"");       /* ["A", "B"] or "A B" */
+        put_chars(b, m[i].a, how);
+        put(b, arrays ? "\", \"" : " ");
+        put_chars(b, m[i].b, how);
+        put(b, arrays ? "\"]" : "\"");
         put(b, i + 1 < nm ? ", " : "");
     }
     put(b, "]}");
 }
 
-char *hf_tokenizer_json(int qwen2, const HfPair *m, int nm, const char *post, size_t *len)
+/* The parts of a SentencePiece-style tokenizer.json before its model. */
+static void put_sp_parts(HtBuf *b, int style, const char *post)
 {
-    HtBuf b = {0};
+    static const char *const names[] = {"<unk>", "<s>", "</s>"};
+    char item[200];
+    put(b, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n\"added_tokens\": [");
+    for (int i = 0; i < 3; i++) {
+        snprintf(item, sizeof item, "{\"id\": %d, \"content\": \"%s\", \"single_word\": false, "
+                 "\"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": "
+                 "true}%s", i, names[i], i < 2 ? ",\n" : "],\n");
+        put(b, item);
+    }
+    put(b, style == HF_TOK_LLAMA
+               ? "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": "
+                 "\"Prepend\", \"prepend\": \"" SP_META "\"}, {\"type\": \"Replace\", "
+                 "\"pattern\": {\"String\": \" \"}, \"content\": \"" SP_META "\"}]},\n"
+                 "\"pre_tokenizer\": null,\n"
+               : "\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"Metaspace\", "
+                 "\"replacement\": \"" SP_META "\", \"prepend_scheme\": \"first\", "
+                 "\"split\": false},\n");
+    put(b, "\"post_processor\": ");
+    put(b, post ? post : "null");
+    put(b, ",\n\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", "
+           "\"pattern\": {\"String\": \"" SP_META "\"}, \"content\": \" \"}, {\"type\": "
+           "\"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": "
+           "\" \", \"start\": 1, \"stop\": 0}]},\n\"model\": ");
+}
+
+/* The parts of a byte-level tokenizer.json before its model: the added
+ * tokens take the ids after the nm merges'. */
+static void put_byte_parts(HtBuf *b, int style, int nm, const char *post)
+{
     char num[160];
+    int qwen2 = style == HF_TOK_QWEN2;
     snprintf(num, sizeof num, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n"
              "\"added_tokens\": [{\"id\": %d, \"content\": \"<|endoftext|>\", ", 256 + nm);
-    put(&b, num);
-    put(&b, "\"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": "
+    put(b, num);
+    put(b, "\"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": "
             "false, \"special\": true},\n");
     snprintf(num, sizeof num, "{\"id\": %d, \"content\": \"<|bos|>\", \"special\": true}],\n",
              257 + nm);
-    put(&b, num);
-    put(&b, qwen2 ? "\"normalizer\": {\"type\": \"NFC\"},\n\"pre_tokenizer\": {\"type\": "
+    put(b, num);
+    put(b, qwen2 ? "\"normalizer\": {\"type\": \"NFC\"},\n\"pre_tokenizer\": {\"type\": "
                     "\"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
                     "{\"Regex\": \""
                   : "\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"ByteLevel\", "
                     "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true},\n");
     if (qwen2) {
-        put_chars(&b, qwen2_re, 0);
-        put(&b, "\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+        put_chars(b, qwen2_re, RAW);
+        put(b, "\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
                 "\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}]},\n");
     }
-    put(&b, "\"post_processor\": ");
-    put(&b, post ? post : "null");
-    put(&b, ",\n\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
+    put(b, "\"post_processor\": ");
+    put(b, post ? post : "null");
+    put(b, ",\n\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
             "\"trim_offsets\": true, \"use_regex\": true},\n\"model\": ");
-    put_model(&b, qwen2, m, nm);
+}
+
+char *hf_tokenizer_json(int style, const HfPair *m, int nm, const char *post, size_t *len)
+{
+    HtBuf b = {0};
+    if (style >= HF_TOK_LLAMA)
+        put_sp_parts(&b, style, post);
+    else
+        put_byte_parts(&b, style, nm, post);
+    put_model(&b, style, m, nm);
     put(&b, "}\n");
     if (b.oom) {
         free(b.s);
@@ -156,9 +226,16 @@ static HfPair letters(int k)
     return k < 26 * 26 ? (HfPair){one[k / 26], one[k % 26]} : (HfPair){two[k / 26 - 26], one[k % 26]};
 }
 
-int hf_tokenizer_write(const char *path, int qwen2, int vocab)
+/* The template that puts <s> (id 1) first. */
+static const char *sp_bos =
+    "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", "
+    "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], "
+    "\"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [1], \"tokens\": [\"<s>\"]}}}";
+
+int hf_tokenizer_write(const char *path, int style, int vocab)
 {
-    int ne = (int)(sizeof english / sizeof english[0]), nm = vocab - 258, i = ne;
+    int ne = (int)(sizeof english / sizeof english[0]), i = ne,
+        nm = vocab - base_tokens(style) - (style < HF_TOK_LLAMA ? 2 : 0);
     HfPair *m = nm >= ne ? malloc((size_t)nm * sizeof *m) : NULL;
     if (!m)
         return -1;
@@ -172,7 +249,9 @@ int hf_tokenizer_write(const char *path, int qwen2, int vocab)
             m[i++] = p;
     }
     size_t len;
-    char *text = i == nm ? hf_tokenizer_json(qwen2, m, nm, NULL, &len) : NULL;
+    char *text =
+        i == nm ? hf_tokenizer_json(style, m, nm, style >= HF_TOK_LLAMA ? sp_bos : NULL, &len)
+                : NULL;
     free(m);
     FILE *f = text ? fopen(path, "wb") : NULL;
     int rc = f && fwrite(text, 1, len, f) == len ? 0 : -1;

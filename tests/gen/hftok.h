@@ -1,7 +1,14 @@
-/* tests/gen/hftok.h: Hugging Face byte-level BPE tokenizer.json files, as
- * the tests write them: test_tokenizer's cases and mkckpt's Hub folders.
- * The vocab is the 256 bytes (id = byte), then one token per merge in
- * merge order, then the added tokens "<|endoftext|>" and "<|bos|>". */
+/* tests/gen/hftok.h: Hugging Face BPE tokenizer.json files, as the tests
+ * write them: test_tokenizer's cases and mkckpt's Hub folders.
+ *   byte-level (GPT-2's, Qwen2's): the vocab is the 256 bytes (id =
+ *       byte), then one token per merge in merge order, then the added
+ *       tokens "<|endoftext|>" and "<|bos|>";
+ *   SentencePiece-style (Llama 2's, or with a Metaspace as Mistral's
+ *       newer files): <unk>, <s>, </s> (ids 0 to 2, also added tokens),
+ *       the byte fallback's <0x00>..<0xFF> (ids 3 to 258), U+2581 (259)
+ *       and a to z (260 to 285), then one token per merge; a space in a
+ *       merge's text is U+2581. Byte fallback, unk <unk> fused, and the
+ *       decoder Replace, ByteFallback, Fuse, Strip. */
 #ifndef KILN_TESTS_HFTOK_H
 #define KILN_TESTS_HFTOK_H
 
@@ -11,16 +18,21 @@ typedef struct {
     const char *a, *b;          /* raw bytes: a + b becomes a token */
 } HfPair;
 
-/* The text of a tokenizer.json (malloc'd, NUL-terminated, its length in
- * *len; NULL when out of memory). qwen2: Qwen2's Split pre-tokenizer and
- * merges as arrays, else GPT-2's ByteLevel and merges as "A B". post: the
+/* GPT-2's ByteLevel, merges "A B"; Qwen2's Split, merges as arrays;
+ * Llama 2's normalizer, merges "A B"; a Metaspace pre-tokenizer
+ * (prepend_scheme first, no split), merges as arrays. */
+enum { HF_TOK_GPT2, HF_TOK_QWEN2, HF_TOK_LLAMA, HF_TOK_METASPACE };
+
+/* The text of a tokenizer.json of style HF_TOK_* (malloc'd,
+ * NUL-terminated, its length in *len; NULL when out of memory). post: the
  * post_processor's JSON, or NULL. */
-char *hf_tokenizer_json(int qwen2, const HfPair *m, int nm, const char *post, size_t *len);
+char *hf_tokenizer_json(int style, const HfPair *m, int nm, const char *post, size_t *len);
 
 /* A tokenizer.json of exactly `vocab` tokens at path, for a model of that
  * vocab: a few English merges (" the", " cat", " sat", ...), then letter
- * pairs and triples until it is full. 0, or -1 (vocab below 290,
- * above 18531, or not written). */
-int hf_tokenizer_write(const char *path, int qwen2, int vocab);
+ * pairs and triples until it is full; SentencePiece-style ones put <s>
+ * first. 0, or -1 (vocab below 290, or 318 SentencePiece-style, above
+ * 18531, or not written). */
+int hf_tokenizer_write(const char *path, int style, int vocab);
 
 #endif

@@ -10,10 +10,11 @@
  * DIR is made when missing. --config adds members to config.json, e.g.
  * '"rope_scaling": {"type": "linear", "factor": 2.0}'; --transformers-names
  * writes GPT-2 as transformers saves it ("transformer.h.0...", no
- * buffers) instead of as the Hub has it. The byte-level BPE types (gpt2,
- * qwen2, qwen3, qwen3_moe) get a tokenizer.json of the model's vocab too
- * (tests/gen/hftok.h), as their Hub folders have; llama's, mistral's and
- * mixtral's are SentencePiece BPE, which kiln does not read. */
+ * buffers) instead of as the Hub has it. Every folder gets a
+ * tokenizer.json of the model's vocab too (tests/gen/hftok.h), as Hub
+ * folders have: byte-level BPE for gpt2 (GPT-2's) and qwen2, qwen3 and
+ * qwen3_moe (Qwen2's); SentencePiece-style for llama and mixtral (Llama
+ * 2's normalizer) and mistral (a Metaspace). */
 #include "ckpt.h"
 #include "tests/gen/hftok.h"
 
@@ -113,8 +114,11 @@ int main(int argc, char **argv)
             rc = ck_write_hf(m, a.out, a.shards, a.config, why, sizeof why);
         char path[4096];
         snprintf(path, sizeof path, "%s/tokenizer.json", a.out);
-        int bytes = s.type != CK_LLAMA && s.type != CK_MISTRAL && s.type != CK_MIXTRAL;
-        if (!rc && bytes && hf_tokenizer_write(path, s.type != CK_GPT2, s.vocab))
+        int style = s.type == CK_GPT2                               ? HF_TOK_GPT2
+                    : s.type == CK_LLAMA || s.type == CK_MIXTRAL ? HF_TOK_LLAMA
+                    : s.type == CK_MISTRAL                       ? HF_TOK_METASPACE
+                                                                 : HF_TOK_QWEN2;
+        if (!rc && hf_tokenizer_write(path, style, s.vocab))
             snprintf(why, sizeof why, "%.500s: cannot write", path), rc = -1;
     }
     ck_free(m);

@@ -1,13 +1,16 @@
 /* tests/unit/test_tokenizer.c: the tokenizers (rt_tokenizer*.c): llama2.c's
- * tokenizer.bin and Hugging Face's byte-level BPE tokenizer.json.
+ * tokenizer.bin and Hugging Face's BPE tokenizer.json, byte-level and
+ * SentencePiece-style.
  *
  * The tokenizers are tiny (a few hundred tokens), written here byte by
  * byte into a mkdtemp directory: bin_file writes a tokenizer.bin as
  * llama2.c's tokenizer.py exports one (<unk>, BOS, EOS, the 256 byte
  * tokens, then the words given); hf_file a tokenizer.json whose vocab is
- * the 256 bytes (id = byte) then one token per merge, in merge order.
- * Expected ids were worked out by hand from run.c's encode() and from the
- * pre-tokenizer patterns (comments beside each case). */
+ * the 256 bytes (id = byte) then one token per merge, in merge order, or
+ * SentencePiece-style the specials, byte tokens, U+2581 and a-z, then one
+ * per merge (tests/gen/hftok.h). Expected ids were worked out by hand from
+ * run.c's encode(), from the pre-tokenizer patterns and from the merges'
+ * ranks (comments beside each case). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -83,10 +86,10 @@ static const char *bin_file(const char *name, const Word *words, int n, size_t c
 }
 
 /* A tokenizer.json (tests/gen/hftok.h) in the test's directory. */
-static const char *hf_file(const char *name, int qwen2, const HfPair *m, int nm, const char *post)
+static const char *hf_file(const char *name, int style, const HfPair *m, int nm, const char *post)
 {
     size_t n;
-    char *text = hf_tokenizer_json(qwen2, m, nm, post, &n);
+    char *text = hf_tokenizer_json(style, m, nm, post, &n);
     assert_non_null(text);
     const char *p = tl_tmp_path(name);
     tl_put_file(p, text, n);
@@ -154,8 +157,8 @@ static void encodes(const rt_tok *t, const char *text, int bos, const int32_t *w
 #define ENCODES(t, text, bos, ...) \
     encodes(t, text, bos, (int32_t[]){__VA_ARGS__}, N(((int32_t[]){__VA_ARGS__})))
 
-/* decode(encode(text)) == text, piece by piece after BOS. */
-static void round_trip(rt_tok *t, const char *text)
+/* decode(encode(text)) == want, piece by piece after BOS. */
+static void round_trip_to(rt_tok *t, const char *text, const char *want)
 {
     int32_t ids[512];
     int n, i = 0;
@@ -170,9 +173,11 @@ static void round_trip(rt_tok *t, const char *text)
     for (; i < n; i++)
         puts_(&b, rt_tok_decode_piece(t, i ? ids[i - 1] : -1, ids[i]));
     puts_(&b, rt_tok_decode_flush(t));
-    assert_string_equal(b.s, text);
+    assert_string_equal(b.s, want);
     free(b.s);
 }
+
+static void round_trip(rt_tok *t, const char *text) { round_trip_to(t, text, text); }
 
 static const char *const texts[] = {
     "hello", "hello world's 123", "  two  spaces  ", "line\nnext\n\n\r\nend\n",
@@ -270,6 +275,180 @@ static void test_bin_malformed(void **state)
     rt_tok *t = (rt_tok *)1;
     assert_int_equal(rt_tok_open(tl_tmp_path("none.bin"), &t, &e), RT_EIO);
     assert_null(t);
+}
+
+/* ---- Hugging Face tokenizer.json, SentencePiece-style BPE ---------------------- */
+
+/* Merge i makes token 286 + i (hftok.h: 259 is U+2581, written " " in a
+ * merge, and 260 + k the letter 'a' + k; 3 + b the byte b's token). */
+static const HfPair sp_merges[] = {
+    {" ", "h"}, {"e", "l"}, {"l", "o"},   {" h", "el"}, {" hel", "lo"}, {" ", "w"},
+    {"o", "r"}, {" w", "or"}, {"l", "d"}, {" wor", "ld"}, {" ", " "},   {"o", " "},
+};
+enum { SP_UNK, SP_BOS, SP_EOS, SP_BYTE = 3, SP_META = 259, SP_A = 260, SP_EL = 287,
+       SP_LO = 288, SP_HELLO = 290, SP_OR = 292, SP_LD = 294, SP_WORLD = 295, SP_MM = 296,
+       SP_OM = 297 };
+
+static const char *sp_decoder =
+    "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": "
+    "\"\xE2\x96\x81\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, "
+    "{\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]}";
+
+static const char *sp_template =
+    "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", "
+    "\"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], "
+    "\"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [1], \"tokens\": [\"<s>\"]}}}";
+
+/* Llama 2's: every stretch of text gets U+2581 first, even one that starts
+ * with a space, and a stretch after an added token. */
+static void test_sp_llama(void **state)
+{
+    (void)state;
+    rt_tok *t = open_ok(hf_file("llama.json", HF_TOK_LLAMA, sp_merges, N(sp_merges), sp_template));
+    assert_int_equal(rt_tok_size(t), 298);
+    assert_int_equal(rt_tok_bos(t), SP_BOS);
+    assert_int_equal(rt_tok_eos(t), SP_EOS);
+    assert_int_equal(rt_tok_find(t, "\xE2\x96\x81world"), SP_WORLD);
+    /* _ h e l l o _ w o r l d: _h, el, lo, _hel, _hello; _w, or, _wor, ld, _world */
+    ENCODES(t, "hello world", 1, SP_BOS, SP_HELLO, SP_WORLD);
+    /* H has no token: its byte's; then el, lo (el + lo is no merge) */
+    ENCODES(t, "Hello", 0, SP_META, SP_BYTE + 'H', SP_EL, SP_LO);
+    ENCODES(t, " hello", 0, SP_META, SP_HELLO);                 /* _ _hello */
+    ENCODES(t, "a  b", 0, SP_META, SP_A, SP_MM, SP_A + 1);       /* _ a __ b */
+    /* o_ (rank 11) joins across the space: no split */
+    ENCODES(t, "o o", 0, SP_META, SP_OM, SP_A + 14);
+    ENCODES(t, "hello</s>world", 0, SP_HELLO, SP_EOS, SP_WORLD);
+    ENCODES(t, "\xC3\xA9", 0, SP_META, SP_BYTE + 0xC3, SP_BYTE + 0xA9);
+    encodes(t, "", 0, NULL, 0);
+    /* decoding: U+2581 a space, one space dropped after BOS, a byte
+     * token its byte */
+    assert_string_equal(rt_tok_decode_piece(t, SP_BOS, SP_HELLO), "hello");
+    assert_string_equal(rt_tok_decode_piece(t, SP_HELLO, SP_WORLD), " world");
+    assert_string_equal(rt_tok_decode_piece(t, SP_BOS, SP_META), "");
+    assert_string_equal(rt_tok_decode_piece(t, SP_A, SP_MM), "  ");
+    assert_string_equal(rt_tok_decode_piece(t, SP_A, SP_BYTE + 'H'), "H");
+    assert_string_equal(rt_tok_decode_piece(t, SP_A, SP_BYTE + 0xC3), "");
+    assert_string_equal(rt_tok_decode_piece(t, SP_BYTE + 0xC3, SP_BYTE + 0xA9), "\xC3\xA9");
+    assert_string_equal(rt_tok_decode_piece(t, SP_A, SP_EOS), "</s>");
+    for (int i = 0; i < N(texts); i++)
+        round_trip(t, texts[i]);
+    /* a space after an added token comes back doubled, as from HF */
+    round_trip_to(t, "a</s> b", "a</s>  b");
+    rt_tok_close(t);
+    /* at most 6 ids a byte: without a token U+2581 is three byte tokens */
+    t = open_ok(edit(hf_file("nomerge.json", HF_TOK_LLAMA, NULL, 0, NULL), "nometa.json",
+                     "\"\xE2\x96\x81\": 259", "\"\xE2\x96\x82\": 259"));
+    int32_t ids[8];
+    int n;
+    rt_err e = {0};
+    assert_int_equal(rt_tok_encode(t, " ", 0, ids, N(ids), &n, &e), 0);
+    assert_int_equal(n, 6);
+    assert_int_equal(ids[0], SP_BYTE + 0xE2);
+    rt_tok_close(t);
+}
+
+/* A Metaspace, prepend_scheme first: only the text's first stretch gets
+ * U+2581 first, and only when it does not start with a space. */
+static void test_sp_metaspace(void **state)
+{
+    (void)state;
+    char p[256];
+    strcpy(p, hf_file("meta.json", HF_TOK_METASPACE, sp_merges, N(sp_merges), sp_template));
+    rt_tok *t = open_ok(p);
+    ENCODES(t, "hello world", 1, SP_BOS, SP_HELLO, SP_WORLD);
+    ENCODES(t, " hello", 0, SP_HELLO);
+    /* after </s>: w, or, ld without U+2581 */
+    ENCODES(t, "hello</s>world", 0, SP_HELLO, SP_EOS, SP_A + 22, SP_OR, SP_LD);
+    for (int i = 0; i < N(texts); i++)
+        if (texts[i][0] != ' ')
+            round_trip(t, texts[i]);
+    round_trip_to(t, "  two", " two");       /* the first space is lost, as from HF */
+    rt_tok_close(t);
+    /* split: a piece starts at each U+2581, so o_ never merges */
+    t = open_ok(edit(p, "split.json", "\"split\": false", "\"split\": true"));
+    ENCODES(t, "o o", 0, SP_META, SP_A + 14, SP_META, SP_A + 14);
+    rt_tok_close(t);
+    /* prepend_scheme always: after an added token too */
+    t = open_ok(edit(p, "always.json", "\"first\"", "\"always\""));
+    ENCODES(t, "hello</s>world", 0, SP_HELLO, SP_EOS, SP_WORLD);
+    rt_tok_close(t);
+    /* the Metaspace decoder: every U+2581 of the first token dropped; a
+     * byte token printed as it is (no ByteFallback) */
+    t = open_ok(edit(p, "mdec.json", sp_decoder,
+                     "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", "
+                     "\"prepend_scheme\": \"first\", \"split\": false}"));
+    assert_string_equal(rt_tok_decode_piece(t, SP_BOS, SP_HELLO), "hello");
+    assert_string_equal(rt_tok_decode_piece(t, -1, SP_MM), "");
+    assert_string_equal(rt_tok_decode_piece(t, SP_A, SP_MM), "  ");
+    assert_string_equal(rt_tok_decode_piece(t, SP_A, SP_BYTE + 'H'), "<0x48>");
+    rt_tok_close(t);
+}
+
+/* Without byte fallback, a character with no token is unk, a run of them
+ * one unk (fuse_unk); without unk either, the text is refused. */
+static void test_sp_unk(void **state)
+{
+    (void)state;
+    char p[256];
+    strcpy(p, edit(hf_file("unk.json", HF_TOK_LLAMA, sp_merges, N(sp_merges), NULL), "unk1.json",
+                   "\"byte_fallback\": true", "\"byte_fallback\": false"));
+    rt_tok *t = open_ok(p);
+    /* _ H E l l o: H and E one unk; l o merge */
+    ENCODES(t, "HEllo", 0, SP_META, SP_UNK, SP_A + 11, SP_LO);
+    rt_tok_close(t);
+    t = open_ok(edit(p, "unk2.json", "\"fuse_unk\": true", "\"fuse_unk\": false"));
+    ENCODES(t, "HEllo", 0, SP_META, SP_UNK, SP_UNK, SP_A + 11, SP_LO);
+    rt_tok_close(t);
+    t = open_ok(edit(p, "unk3.json", "\"unk_token\": \"<unk>\"", "\"unk_token\": null"));
+    int32_t ids[8];
+    int n;
+    rt_err e = {0};
+    assert_int_equal(rt_tok_encode(t, "aHa", 0, ids, N(ids), &n, &e), RT_EINVAL);
+    assert_string_equal(e.msg, "the text's character 'H' has no token, and the tokenizer no "
+                               "byte fallback or unk_token for it");
+    rt_tok_close(t);
+}
+
+static void test_sp_malformed(void **state)
+{
+    (void)state;
+    char llama[256], meta[256], p[256];
+    strcpy(llama, hf_file("l.json", HF_TOK_LLAMA, sp_merges, N(sp_merges), sp_template));
+    strcpy(meta, hf_file("m.json", HF_TOK_METASPACE, sp_merges, N(sp_merges), NULL));
+    open_bad(edit(llama, "s1.json", "\"prepend\": \"\xE2\x96\x81\"", "\"prepend\": \"_\""),
+             "normalizer.normalizers[0]: prepend: '_' is not supported (kiln takes "
+             "'\xE2\x96\x81')");
+    open_bad(edit(llama, "s2.json", "{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": "
+                  "\" \", \"start\": 1, \"stop\": 0}", "{\"type\": \"Strip\", \"content\": "
+                  "\" \", \"start\": 1, \"stop\": 0}, {\"type\": \"Fuse\"}"),
+             "decoder.decoders[2]: a Strip before Fuse strips every token: not supported");
+    open_bad(edit(llama, "s3.json", "\"unk_token\": \"<unk>\"", "\"unk_token\": \"<nope>\""),
+             "model: unk_token: '<nope>' is not a token");
+    open_bad(edit(meta, "s4.json", "\"first\"", "\"sometimes\""),
+             "pre_tokenizer: prepend_scheme: 'sometimes' is not always, first or never");
+    open_bad(edit(llama, "s5.json", "\"pre_tokenizer\": null",
+                  "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}"),
+             "pre_tokenizer: type 'ByteLevel' after a normalizer that makes spaces U+2581 is not "
+             "supported (kiln takes none)");
+    open_bad(edit(llama, "s6.json", "\"normalized\": false", "\"normalized\": true"),
+             "added_tokens[0]: normalized: true with a normalizer is not supported (kiln takes "
+             "added tokens out before normalizing)");
+    open_bad(edit(meta, "s7.json", sp_decoder, "{\"type\": \"ByteLevel\"}"),
+             "decoder: type 'ByteLevel' is not supported (kiln takes Metaspace, or a Sequence as "
+             "Llama 2's)");
+    open_bad(edit(meta, "s8.json", "{\"type\": \"Metaspace\", \"replacement\": \"\xE2\x96\x81\", "
+                  "\"prepend_scheme\": \"first\", \"split\": false}", "null"),
+             "pre_tokenizer: none: kiln reads byte-level BPE split first, or spaces made U+2581 "
+             "(a Metaspace, or Llama 2's normalizer)");
+    /* every cut of a good file: refused in one line, never a crash */
+    size_t size;
+    char *s = tl_get_file(llama, &size);
+    strcpy(p, tl_tmp_path("cut.json"));
+    for (size_t cut = 0; cut < size - 1; cut++) {
+        tl_put_file(p, s, cut);
+        open_bad(p, NULL);
+    }
+    free(s);
 }
 
 /* ---- Hugging Face tokenizer.json, byte-level BPE ------------------------------- */
@@ -384,6 +563,8 @@ int main(void)
         cmocka_unit_test(test_bin_encode),    cmocka_unit_test(test_bin_decode),
         cmocka_unit_test(test_bin_malformed), cmocka_unit_test(test_hf_gpt2),
         cmocka_unit_test(test_hf_qwen2),      cmocka_unit_test(test_hf_malformed),
+        cmocka_unit_test(test_sp_llama),      cmocka_unit_test(test_sp_metaspace),
+        cmocka_unit_test(test_sp_unk),        cmocka_unit_test(test_sp_malformed),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }
