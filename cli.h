@@ -69,5 +69,7 @@ int cli_is_dir(const char *path);
 /* DIR's weights as kiln loads them (malloc'd): the index of its shards
  * when there is one, else DIR/model.safetensors. */
 char *cli_import_weights(const char *dir);
+/* DIR/name (malloc'd) when it is a readable file, else NULL. */
+char *cli_folder_file(const char *dir, const char *name);
 
 #endif

@@ -9,9 +9,11 @@
 #include "frontend/frontend.h"
 #include "frontend/import.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int cli_import_opt(int argc, char **argv, int *i, ImportOpts *o, int *rc)
 {
@@ -35,6 +37,19 @@ int cli_is_dir(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *cli_folder_file(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    if (p && access(p, R_OK) != 0) {
+        free(p);
+        p = NULL;
+    }
+    return p;
 }
 
 char *cli_import_weights(const char *dir)

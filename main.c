@@ -70,7 +70,8 @@ static const char usage_text[] =
     "  --repeat N  --threads N  --seed S\n"
     "  --profile FILE                time every kernel; one JSON line per kernel name\n"
     "  generate --tokens 1,2,3 | --tokenizer FILE --prompt TEXT  -n N [--temperature T]\n"
-    "           [--topp P] [--seed S]  a decoder generates text (README \"Generating text\")\n"
+    "           [--topp P] [--seed S]  a decoder generates text (README \"Generating text\");\n"
+    "           run DIR: the folder's weights, and its tokenizer.json for --prompt\n"
     "\n"
     "CHECK OPTIONS:\n"
     "  --weights FILE  --input NAME=FILE.npy  --seed S\n"
@@ -149,7 +150,7 @@ static int parse_opts(Opts *o, int argc, char **argv)
     o->given_names = calloc((size_t)argc, sizeof *o->given_names);
     o->given_files = calloc((size_t)argc, sizeof *o->given_files);
     o->disabled = calloc((size_t)argc, sizeof *o->disabled);
-    o->rest = calloc((size_t)argc + 2, sizeof *o->rest);
+    o->rest = calloc((size_t)argc + 4, sizeof *o->rest);   /* room for a folder's two */
     if (!o->given_names || !o->given_files || !o->disabled || !o->rest)
         return cli_out_of_memory();
     o->tol = 1e-4;
@@ -794,6 +795,12 @@ static int model_command(const Command *c, int argc, char **argv)
         o.rest[o.nrest++] = "--weights";
         o.rest[o.nrest++] = dir_weights;
     }
+    char *dir_tok = dir_weights ? cli_folder_file(o.model, "tokenizer.json") : NULL;
+    if (dir_tok && !strcmp(o.cmd, "run") && has_option(o.rest, o.nrest, "--prompt") &&
+        !has_option(o.rest, o.nrest, "--tokenizer")) {   /* a folder's prompt: its tokenizer */
+        o.rest[o.nrest++] = "--tokenizer";
+        o.rest[o.nrest++] = dir_tok;
+    }
     if (!rc && wants_machine(&o))
         cli_machine_figures(&o.figures);      /* none: no percentages, said then */
     const char *fail = getenv("KILN_TEST_ALLOC_FAIL");  /* tests/unit/test_alloc.c */
@@ -808,6 +815,7 @@ static int model_command(const Command *c, int argc, char **argv)
     free(o.disabled);
     free(o.rest);
     free(dir_weights);
+    free(dir_tok);
     return rc;
 }
 

@@ -114,7 +114,8 @@ same "  kiln run prints the same" "$T/text" "$KILN" run "$T/qwen3_moe" generate 
     ok "gpt2 tokenizer.json: the prompt's text, then the tokens'" ||
     { bad "gpt2 tokenizer.json: the prompt's text"; cat "$T/text" "$T/err"; }
 # SentencePiece-style: llama's (Llama 2's normalizer), through the cc
-# build and kiln run; mistral's (a Metaspace) under the JIT. BOS first.
+# build and kiln run; mistral's (a Metaspace) under the JIT, which takes
+# the folder's tokenizer.json for a --prompt by itself. BOS first.
 "$T/c64" generate --tokenizer "$T/hf/tokenizer.json" --prompt "the cat sat on the mat" -n 12 \
     --temperature 0 --weights "$W" >"$T/text" 2>"$T/err" && grep -aq "^the cat sat on the mat" "$T/text" &&
     ok "llama tokenizer.json: the prompt's text, then the tokens'" ||
@@ -124,7 +125,7 @@ grep -q "prefill: 12 tokens" "$T/err" && ok "  the prompt is 12 tokens (BOS and 
     { bad "  the prompt is 12 tokens"; cat "$T/err"; }
 same "  kiln run prints the same" "$T/text" "$KILN" run "$T/hf" generate \
     --tokenizer "$T/hf/tokenizer.json" --prompt "the cat sat on the mat" -n 12 --temperature 0
-"$KILN" run "$T/mistral" generate --tokenizer "$T/mistral/tokenizer.json" --prompt "The cat sat" \
+"$KILN" run "$T/mistral" generate --prompt "The cat sat" \
     -n 8 --temperature 0 >"$T/text" 2>"$T/err" && grep -aq "^The cat sat" "$T/text" &&
     grep -q "prefill: 8 tokens" "$T/err" &&
     ok "mistral tokenizer.json: the prompt's text (BOS _ <0x54> he _c at _s at), then the tokens'" ||
