@@ -42,7 +42,7 @@ static const char usage_text[] =
     "                                linear kernels vs OpenBLAS (kiln bench --help)\n"
     "  machine [--refresh]           this machine's FMA peak and read bandwidth, cached\n"
     "  import hf DIR [-o MODEL.json] a Hugging Face folder's decoder graph (llama, mistral,\n"
-    "                                mixtral, qwen2, qwen3, qwen3_moe, gpt2); stdout without -o\n"
+    "                                mixtral, phi3, qwen2, qwen3, qwen3_moe, gpt2); stdout without -o\n"
     "  import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]\n"
     "                                a llama2.c checkpoint's graph, its weights converted\n"
     "  help, version                 this text; the version\n"

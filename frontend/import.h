@@ -92,7 +92,7 @@ char *ig_text(ImpGraph *g, const char *output);
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
 /* ---- import_decoder.c: the decoder graphs -------------------------------- */
-/* A llama-family decoder (llama2.c, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe):
+/* A llama-family decoder (llama2.c, llama, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe):
  * pre-norm
  * blocks of rmsnorm, rotary attention with a KV cache, SwiGLU or a
  * mixture of experts, and the weight names of its checkpoint. */
@@ -106,7 +106,8 @@ typedef struct {
     double rope_factor, rope_low, rope_high;    /* with its factor, low and */
     int64_t rope_original;      /* high_freq_factor, original_max_position_embeddings */
     int hf_names;               /* model.layers.L.self_attn.q_proj.weight (2:
-                                   with Mixtral's block_sparse_moe experts),
+                                   with Mixtral's block_sparse_moe experts; 3:
+                                   Phi-3's fused qkv_proj and gate_up_proj),
                                    else llama2.c's layers.L.attention.wq.weight */
     int tied;                   /* logits use the embedding table */
     int qkv_bias;               /* q, k, v projections have biases (qwen2) */

@@ -33,6 +33,14 @@ static const char *lw(Dec *x, const char *stem, const char *suffix, int rank, co
     return ig_weight(x->g, arena_printf(x->a, "%s%s%s", x->wprefix, stem, suffix), rank, dims);
 }
 
+/* Columns [start, end) of in's last axis. */
+static const char *columns(Dec *x, const char *name, const char *in, int64_t start, int64_t end)
+{
+    const char *at = arena_printf(x->a, "{\"axis\": -1, \"start\": %lld, \"end\": %lld}",
+                                  (long long)start, (long long)end);
+    return ig_node(x->g, name, "slice", at, 1, in);
+}
+
 static const char *reshape(Dec *x, const char *name, const char *in, int rank, const int64_t *dims)
 {
     FILE *f = arena_stream(x->a);
@@ -73,13 +81,14 @@ typedef struct {
     const char *embed, *norm, *head, *layer;
     const char *attn_norm, *q, *k, *v, *o, *q_norm, *k_norm, *ffn_norm, *gate, *up, *down;
     const char *router, *expert, *egate, *eup, *edown;
+    const char *qkv, *gate_up;  /* fused projections, or NULL */
 } LlamaNames;
 
 static const LlamaNames llama2c_names = {
     "tok_embeddings.weight", "norm.weight", "output.weight", "layers.%d.",
     "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
     NULL, NULL, "ffn_norm", "feed_forward.w1", "feed_forward.w3", "feed_forward.w2",
-    NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 static const LlamaNames hf_names = {
@@ -87,7 +96,16 @@ static const LlamaNames hf_names = {
     "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
     "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "post_attention_layernorm",
     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate", "mlp.experts.%d.",
-    "gate_proj", "up_proj", "down_proj",
+    "gate_proj", "up_proj", "down_proj", NULL, NULL,
+};
+
+/* Phi-3's: Hugging Face's, with q, k, v rows in one projection, and
+ * gate's and up's in another. */
+static const LlamaNames phi3_names = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.%d.",
+    "input_layernorm", NULL, NULL, NULL, "self_attn.o_proj", NULL, NULL,
+    "post_attention_layernorm", NULL, NULL, "mlp.down_proj", NULL, NULL, NULL, NULL, NULL,
+    "self_attn.qkv_proj", "mlp.gate_up_proj",
 };
 
 /* Mixtral's: Hugging Face's, but for its experts (w1 gate, w3 up, w2 down). */
@@ -96,7 +114,7 @@ static const LlamaNames mixtral_names = {
     "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
     "self_attn.o_proj", NULL, NULL, "post_attention_layernorm",
     NULL, NULL, NULL, "block_sparse_moe.gate", "block_sparse_moe.experts.%d.",
-    "w1", "w3", "w2",
+    "w1", "w3", "w2", NULL, NULL,
 };
 
 typedef struct {
@@ -126,6 +144,25 @@ static const char *project(Llama *L, const char *what, const char *in, const cha
                    IG_DIMS(-1, heads, L->c->head_dim));
 }
 
+/* q, k and v out of the one projection stem.weight [(Hq + 2 Hkv) hd,
+ * dim] (q's rows, k's, then v's), each in heads. */
+static void project_fused(Llama *L, const char *in, const char *stem, const char **qkv)
+{
+    Dec *x = &L->x;
+    const ImpLlama *c = L->c;
+    static const char *const what[] = {"q", "k", "v"};
+    int64_t hd = c->head_dim, heads[3] = {c->heads, c->kv_heads, c->kv_heads}, at = 0;
+    int64_t rows = (c->heads + 2 * c->kv_heads) * hd;
+    const char *y = ig_node(x->g, nd(x, "qkv"), "linear", NULL, 2, in,
+                            lw(x, stem, ".weight", IG_DIMS(rows, c->dim)));
+    for (int i = 0; i < 3; i++) {
+        const char *part = columns(x, nd(x, what[i]), y, at, at + heads[i] * hd);
+        qkv[i] = reshape(x, nd(x, arena_printf(x->a, "%s_heads", what[i])), part,
+                         IG_DIMS(-1, heads[i], hd));
+        at += heads[i] * hd;
+    }
+}
+
 static const char *rope(Llama *L, const char *name, const char *in)
 {
     const ImpLlama *c = L->c;
@@ -149,9 +186,15 @@ static const char *llama_attention(Llama *L, const char *in)
     const LlamaNames *n = L->n;
     int64_t D = c->head_dim, S = c->max_seq;
     const char *h = rmsnorm(L, nd(x, "h"), in, lw(x, n->attn_norm, ".weight", IG_DIMS(c->dim)));
-    const char *q = project(L, "q", h, n->q, c->heads, c->qkv_bias);
-    const char *k = project(L, "k", h, n->k, c->kv_heads, c->qkv_bias);
-    const char *v = project(L, "v", h, n->v, c->kv_heads, c->qkv_bias);
+    const char *qkv[3];
+    if (n->qkv) {
+        project_fused(L, h, n->qkv, qkv);
+    } else {
+        qkv[0] = project(L, "q", h, n->q, c->heads, c->qkv_bias);
+        qkv[1] = project(L, "k", h, n->k, c->kv_heads, c->qkv_bias);
+        qkv[2] = project(L, "v", h, n->v, c->kv_heads, c->qkv_bias);
+    }
+    const char *q = qkv[0], *k = qkv[1], *v = qkv[2];
     if (c->qk_norm) {
         q = rmsnorm(L, nd(x, "q_normed"), q, lw(x, n->q_norm, ".weight", IG_DIMS(D)));
         k = rmsnorm(L, nd(x, "k_normed"), k, lw(x, n->k_norm, ".weight", IG_DIMS(D)));
@@ -167,15 +210,25 @@ static const char *llama_attention(Llama *L, const char *in)
     return ig_node(x->g, nd(x, "x_att"), "add", NULL, 2, in, o);
 }
 
-/* down(silu(gate(h)) * up(h)) */
+/* down(silu(gate(h)) * up(h)); gate and up the two halves of one
+ * projection's columns when fused (gate's first). */
 static const char *swiglu(Llama *L, const char *h)
 {
     Dec *x = &L->x;
     const ImpLlama *c = L->c;
-    const char *gate = ig_node(x->g, nd(x, "gate"), "linear", NULL, 2, h,
-                               lw(x, L->n->gate, ".weight", IG_DIMS(c->hidden, c->dim)));
-    const char *up = ig_node(x->g, nd(x, "up"), "linear", NULL, 2, h,
-                             lw(x, L->n->up, ".weight", IG_DIMS(c->hidden, c->dim)));
+    int64_t H = c->hidden;
+    const char *gate, *up;
+    if (L->n->gate_up) {
+        const char *gu = ig_node(x->g, nd(x, "gate_up"), "linear", NULL, 2, h,
+                                 lw(x, L->n->gate_up, ".weight", IG_DIMS(2 * H, c->dim)));
+        gate = columns(x, nd(x, "gate"), gu, 0, H);
+        up = columns(x, nd(x, "up"), gu, H, 2 * H);
+    } else {
+        gate = ig_node(x->g, nd(x, "gate"), "linear", NULL, 2, h,
+                       lw(x, L->n->gate, ".weight", IG_DIMS(H, c->dim)));
+        up = ig_node(x->g, nd(x, "up"), "linear", NULL, 2, h,
+                     lw(x, L->n->up, ".weight", IG_DIMS(H, c->dim)));
+    }
     const char *act = ig_node(x->g, nd(x, "gate_act"), "silu", NULL, 1, gate);
     const char *gated = ig_node(x->g, nd(x, "gated"), "mul", NULL, 2, act, up);
     return ig_node(x->g, nd(x, "ffn_out"), "linear", NULL, 2, gated,
@@ -236,8 +289,10 @@ static const char *llama_layer(Llama *L, const char *in)
 char *imp_llama_graph(Arena *a, const ImpLlama *c)
 {
     Llama L = {.x = {.a = a, .g = ig_new(a, c->model_name), .T = c->tokens}, .c = c,
-               .n = c->hf_names == 2 ? &mixtral_names : c->hf_names ? &hf_names
-                                                                    : &llama2c_names};
+               .n = c->hf_names == 3   ? &phi3_names
+                    : c->hf_names == 2 ? &mixtral_names
+                    : c->hf_names      ? &hf_names
+                                       : &llama2c_names};
     Dec *x = &L.x;
     io(x);
     const char *embed = ig_weight(x->g, L.n->embed, IG_DIMS(c->vocab, c->dim));
@@ -283,9 +338,7 @@ static const char *qkv_part(Gpt2 *G, const char *what, const char *qkv, int i)
 {
     Dec *x = &G->x;
     int64_t D = G->c->dim;
-    const char *at = arena_printf(x->a, "{\"axis\": -1, \"start\": %lld, \"end\": %lld}",
-                                  (long long)(i * D), (long long)((i + 1) * D));
-    const char *s = ig_node(x->g, nd(x, what), "slice", at, 1, qkv);
+    const char *s = columns(x, nd(x, what), qkv, i * D, (i + 1) * D);
     return reshape(x, nd(x, arena_printf(x->a, "%s_heads", what)), s,
                    IG_DIMS(-1, G->c->heads, D / G->c->heads));
 }

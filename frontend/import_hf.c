@@ -302,8 +302,8 @@ static void no_sliding(Cfg *c)
         bad(c, "layer_types", types, "must be a list");
 }
 
-/* The fields the llama family (llama, mistral, mixtral, qwen2, qwen3,
- * qwen3_moe) share. L->max_seq holds
+/* The fields the llama family (llama, mistral, mixtral, phi3, qwen2,
+ * qwen3, qwen3_moe) share. L->max_seq holds
  * max_position_embeddings until the options set S. */
 static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
 {
@@ -374,6 +374,24 @@ static void read_mixtral(Cfg *c, ImpLlama *L)
     memset(moe, 1, (size_t)L->layers);
     L->moe = moe;
     L->hf_names = 2;
+}
+
+/* Phi-3 (mini, medium; Phi-3.5-mini with its long rope refused by rope):
+ * llama's layers with q, k and v in one qkv_proj and gate and up in one
+ * gate_up_proj (transformers' modeling_phi3). Its sliding window (none
+ * when absent) is mistral's; original_max_position_embeddings matters to
+ * the long rope only; the dropouts act in training. A partial rotary
+ * factor (Phi-4-mini's 0.75) is refused by rope(). */
+static void read_phi3(Cfg *c, ImpLlama *L)
+{
+    static const char *const unused[] = {"embd_pdrop", "resid_pdrop",
+                                         "original_max_position_embeddings", NULL};
+    llama_common(c, L, 4096);
+    L->hidden = need(c, "intermediate_size");
+    L->window = get_int(c, "sliding_window", 0, 1);
+    only_bool(c, "attention_bias", 0);
+    ignore(c, unused);
+    L->hf_names = 3;
 }
 
 /* Qwen3's dense models: qwen2's layers without the q/k/v biases, with
@@ -561,9 +579,10 @@ static json_t *load_config(Arena *a, const char *path, Diags *d, int *io)
 char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
 {
     static const char *const types[] = {"llama", "qwen2", "gpt2", "qwen3", "qwen3_moe",
-                                        "mistral", "mixtral", NULL};
-    static void (*const read[])(Cfg *, ImpLlama *) = {read_llama, read_qwen2, NULL, read_qwen3,
-                                                     read_qwen3_moe, read_mistral, read_mixtral};
+                                        "mistral", "mixtral", "phi3", NULL};
+    static void (*const read[])(Cfg *, ImpLlama *) = {read_llama,   read_qwen2,    NULL,
+                                                     read_qwen3,   read_qwen3_moe, read_mistral,
+                                                     read_mixtral, read_phi3};
     int before = d->n;
     *io = 0;
     json_t *root = load_config(a, arena_printf(a, "%s/config.json", dir), d, io);
@@ -581,10 +600,10 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
     if (t < 0) {
         if (type)
             bad(&c, "model_type", type,
-                "kiln imports llama, mistral, mixtral, qwen2, qwen3, qwen3_moe and gpt2");
+                "kiln imports llama, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe and gpt2");
         else
-            diag(d, "model_type",
-                 "missing (kiln imports llama, mistral, mixtral, qwen2, qwen3, qwen3_moe and gpt2)");
+            diag(d, "model_type", "missing (kiln imports llama, mistral, mixtral, phi3, qwen2, "
+                                  "qwen3, qwen3_moe and gpt2)");
         arena_release(a, root);
         return NULL;
     }

@@ -76,6 +76,7 @@ moe qwen3_moe --bf16
 qwen3 qwen3 --untied
 mistral mistral
 mixtral mixtral --bf16
+phi3 phi3 --bf16 --shards 2
 EOF
 ls "$T/llama/model.safetensors.index.json" >/dev/null 2>&1 && ok "  llama: shards and an index" ||
     bad "  llama: shards and an index"
@@ -161,6 +162,34 @@ rm -f "$T/m7.json"
 refuse 1 "  --max-seq past its sliding window refused" \
     "config.json: sliding_window: 4096 is less than the KV cache's 8192 rows" \
     "$KILN" import hf "$T/m7" --max-seq 8192 -o "$T/never.json"
+
+# Phi-3-mini-4k-instruct's config.json (no weights): its sliding window of
+# 2047 refuses the default KV cache (2048 rows), and takes 2047; q, k, v
+# come out of one qkv_proj, gate and up out of one gate_up_proj.
+mkdir "$T/phi"
+cat >"$T/phi/config.json" <<'CFG'
+{"_name_or_path": "Phi-3-mini-4k-instruct", "architectures": ["Phi3ForCausalLM"],
+ "attention_bias": false, "attention_dropout": 0.0,
+ "auto_map": {"AutoConfig": "configuration_phi3.Phi3Config",
+              "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"},
+ "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu",
+ "hidden_size": 3072, "initializer_range": 0.02, "intermediate_size": 8192,
+ "max_position_embeddings": 4096, "model_type": "phi3", "num_attention_heads": 32,
+ "num_hidden_layers": 32, "num_key_value_heads": 32, "original_max_position_embeddings": 4096,
+ "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": null,
+ "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": false,
+ "torch_dtype": "bfloat16", "transformers_version": "4.40.2", "use_cache": true,
+ "vocab_size": 32064}
+CFG
+refuse 1 "Phi-3-mini-4k's config: its sliding window refuses 2048 rows" \
+    "config.json: sliding_window: 2047 is less than the KV cache's 2048 rows" \
+    "$KILN" import hf "$T/phi" -o "$T/never.json"
+run "  import --max-seq 2047" "$KILN" import hf "$T/phi" --max-seq 2047 -o "$T/phi.json"
+grep -q '"model.layers.31.self_attn.qkv_proj.weight", "shape": \[9216, 3072\]' "$T/phi.json" &&
+    grep -q '"model.layers.31.mlp.gate_up_proj.weight", "shape": \[16384, 3072\]' "$T/phi.json" &&
+    ok "  layer 31's qkv_proj [9216, 3072] and gate_up_proj [16384, 3072]" ||
+    bad "  layer 31's qkv_proj [9216, 3072] and gate_up_proj [16384, 3072]"
+rm -f "$T/phi.json"
 
 # Mixtral-8x7B-v0.1's config.json (no weights): 8 experts in each of 32
 # layers, under block_sparse_moe's names, through the whole pipeline.

@@ -42,8 +42,8 @@ struct CkModel {
     float *x, *xb, *xb2, *q, *k, *v, *att, *h1, *h2, *h3, *logits;
 };
 
-static const char *const type_names[] = {"llama", "qwen2", "gpt2", "qwen3_moe", "qwen3", "mistral",
-                                          "mixtral"};
+static const char *const type_names[] = {"llama", "qwen2", "gpt2",    "qwen3_moe",
+                                          "qwen3", "mistral", "mixtral", "phi3"};
 
 const CkShape *ck_shape(const CkModel *m) { return &m->s; }
 
@@ -238,6 +238,8 @@ int ck_hf_shape(const char *type, CkShape *s)
          .kv_heads = 2, .head_dim = 32, .seq = 64, .tied = 1},
         {.type = CK_MISTRAL, .vocab = 320, .dim = 64, .hidden = 128, .layers = 2, .heads = 4,
          .kv_heads = 1, .seq = 64},
+        {.type = CK_PHI3, .vocab = 320, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
+         .kv_heads = 2, .seq = 64},
         {.type = CK_MIXTRAL, .vocab = 330, .dim = 64, .hidden = 48, .layers = 2, .heads = 4,
          .kv_heads = 2, .seq = 64, .experts = 4, .top_k = 2, .moe_hidden = 48, .norm_topk = 1},
     };
@@ -659,6 +661,22 @@ static float *permuted(const CkModel *m, const float *w, int heads)
     return p;
 }
 
+/* The n matrices m[i] of rows[i] x cols one under another, in a buffer
+ * ls frees (out of memory: the test tools stop). */
+static float *rows_of(List *ls, const float *const *m, const int64_t *rows, int n, int64_t cols)
+{
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += rows[i];
+    float *p = malloc(sizeof *p * (size_t)(total * cols)), *at = p;
+    if (!p)
+        abort();
+    for (int i = 0; i < n; at += rows[i] * cols, i++)
+        memcpy(at, m[i], sizeof *p * (size_t)(rows[i] * cols));
+    ls->bufs[ls->nbufs++] = p;
+    return p;
+}
+
 static void hf_llama(const CkModel *m, List *ls)
 {
     const CkShape *s = &m->s;
@@ -675,10 +693,21 @@ static void hf_llama(const CkModel *m, List *ls)
             ls->bufs[ls->nbufs++] = wk = permuted(m, L->wk, s->kv_heads);
         }
         add(ls, NAME("%sinput_layernorm.weight", pre), L->attn_norm, 1, D, 0, 0, 0);
-        add(ls, NAME("%sself_attn.q_proj.weight", pre), wq, 2, m->qd, D, 0, 0);
-        add(ls, NAME("%sself_attn.k_proj.weight", pre), wk, 2, m->kvd, D, 0, 0);
-        add(ls, NAME("%sself_attn.v_proj.weight", pre), L->wv, 2, m->kvd, D, 0, 0);
+        if (s->type == CK_PHI3) {       /* q's rows, k's, v's; gate's, up's */
+            const float *qkv[] = {wq, wk, L->wv}, *gu[] = {L->w1, L->w3};
+            int64_t qkv_rows[] = {m->qd, m->kvd, m->kvd}, gu_rows[] = {H, H};
+            add(ls, NAME("%sself_attn.qkv_proj.weight", pre), rows_of(ls, qkv, qkv_rows, 3, D),
+                2, m->qd + 2 * m->kvd, D, 0, 0);
+            add(ls, NAME("%smlp.gate_up_proj.weight", pre), rows_of(ls, gu, gu_rows, 2, D), 2,
+                2 * H, D, 0, 0);
+        } else {
+            add(ls, NAME("%sself_attn.q_proj.weight", pre), wq, 2, m->qd, D, 0, 0);
+            add(ls, NAME("%sself_attn.k_proj.weight", pre), wk, 2, m->kvd, D, 0, 0);
+            add(ls, NAME("%sself_attn.v_proj.weight", pre), L->wv, 2, m->kvd, D, 0, 0);
+        }
         add(ls, NAME("%sself_attn.o_proj.weight", pre), L->wo, 2, D, m->qd, 0, 0);
+        if (s->type == CK_PHI3)
+            add(ls, NAME("%smlp.down_proj.weight", pre), L->w2, 2, D, H, 0, 0);
         if (L->bq) {
             add(ls, NAME("%sself_attn.q_proj.bias", pre), L->bq, 1, m->qd, 0, 0, 0);
             add(ls, NAME("%sself_attn.k_proj.bias", pre), L->bk, 1, m->kvd, 0, 0, 0);
@@ -703,7 +732,7 @@ static void hf_llama(const CkModel *m, List *ls)
                 add(ls, NAME("%smlp.experts.%d.up_proj.weight", pre, (int)e), L->eu + e * I * D, 2, I, D, 0, 0);
                 add(ls, NAME("%smlp.experts.%d.down_proj.weight", pre, (int)e), L->ed + e * D * I, 2, D, I, 0, 0);
             }
-        } else {
+        } else if (s->type != CK_PHI3) {
             add(ls, NAME("%smlp.gate_proj.weight", pre), L->w1, 2, H, D, 0, 0);
             add(ls, NAME("%smlp.up_proj.weight", pre), L->w3, 2, H, D, 0, 0);
             add(ls, NAME("%smlp.down_proj.weight", pre), L->w2, 2, D, H, 0, 0);
@@ -753,9 +782,10 @@ static void hf_gpt2(const CkModel *m, List *ls)
 static void config_llama(FILE *f, const CkModel *m)
 {
     const CkShape *s = &m->s;
-    static const char *const arch[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "",
-                                       "Qwen3MoeForCausalLM", "Qwen3ForCausalLM",
-                                       "MistralForCausalLM", "MixtralForCausalLM"};
+    static const char *const arch[] = {"LlamaForCausalLM",    "Qwen2ForCausalLM",
+                                       "",                    "Qwen3MoeForCausalLM",
+                                       "Qwen3ForCausalLM",    "MistralForCausalLM",
+                                       "MixtralForCausalLM",  "Phi3ForCausalLM"};
     fprintf(f, "  \"architectures\": [\"%s\"],\n  \"attention_dropout\": 0.0,\n"
             "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"silu\",\n"
             "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n"
@@ -775,12 +805,16 @@ static void config_llama(FILE *f, const CkModel *m)
         fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n");
     if (s->type == CK_MISTRAL)
         fprintf(f, "  \"sliding_window\": 4096,\n");
+    else if (s->type == CK_PHI3)   /* the window no less than the cache: accepted */
+        fprintf(f, "  \"sliding_window\": %d,\n  \"embd_pdrop\": 0.0,\n  \"resid_pdrop\": 0.0,\n"
+                "  \"original_max_position_embeddings\": %d,\n  \"attention_bias\": false,\n"
+                "  \"pad_token_id\": 0,\n", s->seq, s->seq);
     else if (s->type == CK_MIXTRAL)
         fprintf(f, "  \"sliding_window\": null,\n  \"num_local_experts\": %d,\n"
                 "  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
                 "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n",
                 s->experts, s->top_k);
-    else if (s->type != CK_LLAMA)
+    else if (s->type != CK_LLAMA && s->type != CK_PHI3)
         fprintf(f, "  \"sliding_window\": 4096,\n  \"max_window_layers\": 21,\n"
                 "  \"use_sliding_window\": false,\n");
     if (s->type == CK_QWEN2)

@@ -3,7 +3,7 @@
  *
  *   mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M]
  *          [--version 0|1] [--unshared] [--seed N]
- *   mkckpt hf llama|mistral|mixtral|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16] [--shards N]
+ *   mkckpt hf llama|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
  *          [--shape tiny|small]   (small: qwen3_moe only, for timing)
  *
@@ -13,7 +13,7 @@
  * buffers) instead of as the Hub has it. Every folder gets a
  * tokenizer.json of the model's vocab too (tests/gen/hftok.h), as Hub
  * folders have: byte-level BPE for gpt2 (GPT-2's) and qwen2, qwen3 and
- * qwen3_moe (Qwen2's); SentencePiece-style for llama and mixtral (Llama
+ * qwen3_moe (Qwen2's); SentencePiece-style for llama, mixtral and phi3 (Llama
  * 2's normalizer) and mistral (a Metaspace). */
 #include "ckpt.h"
 #include "tests/gen/hftok.h"
@@ -29,7 +29,8 @@ static int usage(const char *why)
     fprintf(stderr, "mkckpt: %s\n"
             "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
             "                      [--unshared] [--seed N]\n"
-            "       mkckpt hf llama|mistral|mixtral|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16] [--shards N] [--untied]\n"
+            "       mkckpt hf llama|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16]\n"
+            "                      [--shards N] [--untied]\n"
             "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
             "                      [--shape tiny|small]\n",
             why);
@@ -115,7 +116,8 @@ int main(int argc, char **argv)
         char path[4096];
         snprintf(path, sizeof path, "%s/tokenizer.json", a.out);
         int style = s.type == CK_GPT2                               ? HF_TOK_GPT2
-                    : s.type == CK_LLAMA || s.type == CK_MIXTRAL ? HF_TOK_LLAMA
+                    : s.type == CK_LLAMA || s.type == CK_MIXTRAL || s.type == CK_PHI3
+                        ? HF_TOK_LLAMA
                     : s.type == CK_MISTRAL                       ? HF_TOK_METASPACE
                                                                  : HF_TOK_QWEN2;
         if (!rc && hf_tokenizer_write(path, style, s.vocab))

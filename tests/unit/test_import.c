@@ -350,6 +350,17 @@ static void test_hf_mistral(void **state)
     hf_case(&s, 2, 5, 8);
 }
 
+/* Phi-3: q, k and v in one qkv_proj, gate and up in one gate_up_proj,
+ * sliced apart; then BF16 in 3 shards, 4 tokens a call. */
+static void test_hf_phi3(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("phi3");
+    hf_case(&s, 1, 1, 10);
+    s.bf16 = 1;
+    hf_case(&s, 3, 4, 8);
+}
+
 /* Mixtral: 4 experts in both layers, top 2 renormalised, with
  * block_sparse_moe's names; then BF16 in 2 shards, 3 tokens a call. */
 static void test_hf_mixtral(void **state)
@@ -435,9 +446,14 @@ static void test_hf_refused(void **state)
             "config.json: use_sliding_window: true not supported");
     refused("qwen2", "\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
             "config.json: layer_types[1]: \"sliding_attention\" not supported (kiln: \"full_attention\")");
-    refused("qwen2", "\"model_type\": \"phi3\"",
-            "config.json: model_type: kiln imports llama, mistral, mixtral, qwen2, qwen3, qwen3_moe "
-            "and gpt2, got \"phi3\"");
+    refused("qwen2", "\"model_type\": \"phi\"",
+            "config.json: model_type: kiln imports llama, mistral, mixtral, phi3, qwen2, qwen3, "
+            "qwen3_moe and gpt2, got \"phi\"");
+    refused("phi3", "\"partial_rotary_factor\": 0.75",
+            "config.json: partial_rotary_factor: 0.75 not supported");
+    refused("phi3", "\"sliding_window\": 32",
+            "config.json: sliding_window: 32 is less than the KV cache's 64 rows: kiln attends "
+            "to every row (import with --max-seq 32 or less)");
     refused("gpt2", "\"activation_function\": \"relu\"",
             "config.json: activation_function: \"relu\" not supported (kiln: gelu_new, "
             "gelu_pytorch_tanh, gelu)");
@@ -572,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_llama2c_graph),  cmocka_unit_test(test_llama2c_refused),
         cmocka_unit_test(test_hf_llama),       cmocka_unit_test(test_hf_qwen2),
         cmocka_unit_test(test_hf_gpt2),        cmocka_unit_test(test_hf_mistral),
+        cmocka_unit_test(test_hf_phi3),
         cmocka_unit_test(test_hf_mixtral),
         cmocka_unit_test(test_hf_qwen3),
         cmocka_unit_test(test_hf_qwen3_moe),
