@@ -559,6 +559,9 @@ enum { RT_TOK_BYTES, RT_TOK_SP_PREPEND, RT_TOK_SP_ALWAYS, RT_TOK_SP_FIRST, RT_TO
  * token <0xBB> its byte; the text's first space is dropped (Strip after
  * Fuse); the first token's U+2581 are dropped (Metaspace). */
 enum { RT_TOK_DEC_SPACE = 1, RT_TOK_DEC_BYTES = 2, RT_TOK_DEC_STRIP = 4, RT_TOK_DEC_FIRST = 8 };
+/* An added token takes the spaces before it (lstrip) or after it (rstrip)
+ * with it: they are not encoded. */
+enum { RT_TOK_LSTRIP = 1, RT_TOK_RSTRIP = 2 };
 typedef struct {
     int32_t a, b, rank, id;     /* tokens a, b merge into id; a = -1: empty slot */
 } rt_tok_merge;
@@ -579,6 +582,7 @@ struct rt_tok {
     rt_tok_merge *merge;        /* hash of (a, b); mmask + 1 slots */
     uint32_t mmask;
     int32_t *added;             /* added tokens, matched whole first */
+    unsigned char *strip;       /* each one's RT_TOK_LSTRIP | RT_TOK_RSTRIP */
     int nadded;
     /* SentencePiece-style BPE (tokenizer.json, rt_tokenizer_sp.c) */
     int space;                  /* RT_TOK_BYTES or RT_TOK_SP_* */

@@ -377,6 +377,7 @@ void rt_tok_close(rt_tok *t)
     free(t->score);
     free(t->merge);
     free(t->added);
+    free(t->strip);
     free(t->out);
     free(t->piece);
     free(t);

@@ -4,7 +4,8 @@
  * Contract (kiln_rt.h, rt_tok_encode_bpe):
  *   1. the text must be valid UTF-8 (a Python or Rust string is);
  *   2. added tokens are taken out first, whole: scanning from the left,
- *      the longest one that starts at a place;
+ *      the longest one that starts at a place, with the spaces (Unicode
+ *      White_Space) before it when lstrip, after it when rstrip;
  *   3. the text between them is cut into pieces by the pre-tokenizer's
  *      pattern (GPT-2's, or Qwen2's and Llama 3's, rt_tokenizer_hf.c),
  *      written out by hand below: at each place, the pattern's
@@ -330,8 +331,8 @@ static int bpe_word(const rt_tok *t, const unsigned char *w, size_t m, int32_t *
     return k + rt_tok_merge_ids(t, ids + k, (int)m, pair);
 }
 
-/* The added token that is longest among those starting at s[i], or -1;
- * *len its length. */
+/* The added token that is longest among those starting at s[i], as its
+ * place in t->added, or -1; *len its length. */
 static int bpe_added(const rt_tok *t, const unsigned char *s, size_t i, size_t n, size_t *len)
 {
     int best = -1;
@@ -340,9 +341,23 @@ static int bpe_added(const rt_tok *t, const unsigned char *s, size_t i, size_t n
         int id = t->added[a];
         size_t m = t->len[id];
         if (m > *len && m <= n - i && !memcmp(s + i, t->bytes + t->off[id], m))
-            best = id, *len = m;
+            best = a, *len = m;
     }
     return best;
+}
+
+/* s[i, end) less the spaces at its end (an lstrip token's). */
+static size_t bpe_trim_spaces(const unsigned char *s, size_t i, size_t end)
+{
+    while (end > i) {
+        size_t c = end - 1, len;
+        while (c > i && (s[c] & 0xC0) == 0x80)
+            c--;
+        if (bpe_class(bpe_cp(s, c, &len)) != BPE_SPACE)
+            break;
+        end = c;
+    }
+    return end;
 }
 
 int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *ids, int *n,
@@ -362,20 +377,23 @@ int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *i
     int k = 0, rc = 0;
     if (add_bos && t->bos >= 0)
         ids[k++] = t->bos;
-    for (size_t i = 0; !rc && i < len;) {
-        int id = bpe_added(t, s, i, len, &m);
-        if (id >= 0) {
-            ids[k++] = id;
+    for (size_t i = 0, last; !rc && i < len;) {
+        int a = bpe_added(t, s, i, len, &m);
+        if (a >= 0) {
+            ids[k++] = t->added[a];
             i += m;
+            if (t->strip[a] & RT_TOK_RSTRIP)
+                i = bpe_span(s, i, len, BPE_SPACE, SIZE_MAX, &last);
             continue;
         }
         size_t end = i + 1;                 /* the text up to the next added token */
-        while (end < len && bpe_added(t, s, end, len, &m) < 0)
+        while (end < len && (a = bpe_added(t, s, end, len, &m)) < 0)
             end++;
+        size_t stop = end < len && (t->strip[a] & RT_TOK_LSTRIP) ? bpe_trim_spaces(s, i, end) : end;
         if (t->space != RT_TOK_BYTES)
-            rc = rt_tok_sp_encode(t, text + i, end - i, i == 0, ids, &k, norm, pair, e);
-        for (size_t j = i, next; t->space == RT_TOK_BYTES && j < end; j = next) {
-            next = bpe_piece(t, s, j, end);
+            rc = rt_tok_sp_encode(t, text + i, stop - i, i == 0, ids, &k, norm, pair, e);
+        for (size_t j = i, next; t->space == RT_TOK_BYTES && j < stop; j = next) {
+            next = bpe_piece(t, s, j, stop);
             k = bpe_word(t, s + j, next - j, ids, k, pair);
         }
         i = end;

@@ -293,8 +293,10 @@ int rt_tok_sp_encode(const rt_tok *t, const char *s, size_t n, int at_start, int
                      char *norm, const rt_tok_merge **pair, rt_err *e)
 {
     size_t m = 0;
-    int lead = n && (s[0] == ' ' || (n >= 3 && !memcmp(s, SP_META, 3)));
-    int first = t->space == RT_TOK_SP_PREPEND ? n > 0
+    if (!n)                                 /* nothing, not even "_" */
+        return 0;
+    int lead = s[0] == ' ' || (n >= 3 && !memcmp(s, SP_META, 3));
+    int first = t->space == RT_TOK_SP_PREPEND ? 1
                 : t->space == RT_TOK_SP_ALWAYS ? !lead
                 : t->space == RT_TOK_SP_FIRST  ? !lead && at_start
                                                : 0;

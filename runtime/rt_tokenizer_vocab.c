@@ -14,7 +14,7 @@
  *       unk_token, when given, must be a token
  *   merges: "A B" or ["A", "B"]: A, B and AB in vocab, no pair twice; a
  *       merge's rank is its place in the list
- *   added_tokens = [{ id, content, single_word, lstrip, rstrip: false,
+ *   added_tokens = [{ id, content, single_word: false, lstrip, rstrip,
  *       normalized, special }]: each the vocab token of the same text, or
  *       one of the ids after the vocab's (V, V+1, ... each once); not
  *       normalized (absent: not special) under Llama 2's normalizer
@@ -205,12 +205,13 @@ static int vc_vocab(vc_reader *H, const unsigned char *at)
 typedef struct {
     int64_t id;
     char *content;
+    unsigned char strip;        /* RT_TOK_LSTRIP | RT_TOK_RSTRIP */
 } vc_added;
 
 static const char *const vc_added_keys[] = {"id",     "content",    "single_word", "lstrip",
                                             "rstrip", "normalized", "special"};
 
-/* added_tokens[i] = { id, content, single_word, lstrip, rstrip: false,
+/* added_tokens[i] = { id, content, single_word: false, lstrip, rstrip,
  *                     normalized, special } */
 static int vc_added_item(vc_reader *H, rt_json *c, const char *where, vc_added *a)
 {
@@ -228,8 +229,14 @@ static int vc_added_item(vc_reader *H, rt_json *c, const char *where, vc_added *
     }
     if (!rc)
         rc = rt_json_string_at(&H->J, val[1], &a->content);
-    for (int k = 2; !rc && k < 5; k++)
-        rc = rt_json_false_at(&H->J, val[k], where, vc_added_keys[k]);
+    int lstrip = 0, rstrip = 0;
+    if (!rc)
+        rc = rt_json_false_at(&H->J, val[2], where, "single_word");
+    if (!rc)
+        rc = rt_json_bool_at(&H->J, val[3], where, "lstrip", &lstrip);
+    if (!rc)
+        rc = rt_json_bool_at(&H->J, val[4], where, "rstrip", &rstrip);
+    a->strip = (unsigned char)((lstrip ? RT_TOK_LSTRIP : 0) | (rstrip ? RT_TOK_RSTRIP : 0));
     if (!rc)
         rc = rt_json_bool_at(&H->J, val[6], where, "special", &special);
     normalized = !special;                      /* HF's default */
@@ -260,7 +267,8 @@ static int vc_add(vc_reader *H, const vc_added *v, int n)
     if (len)
         t->len = len;
     char *taken = calloc((size_t)total + 1, 1);
-    if (!off || !len || !taken || !(t->added = malloc(sizeof *t->added * (size_t)(n + 1))))
+    if (!off || !len || !taken || !(t->added = malloc(sizeof *t->added * (size_t)(n + 1))) ||
+        !(t->strip = malloc((size_t)n + 1)))
         rc = rt_json_oom(&H->J);
     for (int i = 0; !rc && i < n; i++) {
         char where[48];
@@ -280,7 +288,7 @@ static int vc_add(vc_reader *H, const vc_added *v, int n)
         else if (id >= V)
             rc = vc_token(H, v[i].content, 1, where, &t->off[id], &t->len[id]);
         if (!rc)
-            taken[id] = 1, t->added[t->nadded++] = (int32_t)id;
+            taken[id] = 1, t->strip[t->nadded] = v[i].strip, t->added[t->nadded++] = (int32_t)id;
     }
     if (!rc)
         t->n = total;

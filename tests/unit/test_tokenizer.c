@@ -368,6 +368,12 @@ static void test_sp_metaspace(void **state)
     t = open_ok(edit(p, "split.json", "\"split\": false", "\"split\": true"));
     ENCODES(t, "o o", 0, SP_META, SP_A + 14, SP_META, SP_A + 14);
     rt_tok_close(t);
+    /* </s> with lstrip and rstrip takes all the text: no U+2581 for the
+     * empty stretch before it */
+    t = open_ok(edit(edit(p, "l.json", "\"lstrip\": false", "\"lstrip\": true"), "lr.json",
+                     "\"rstrip\": false", "\"rstrip\": true"));
+    ENCODES(t, "  <unk>  ", 0, SP_UNK);
+    rt_tok_close(t);
     /* prepend_scheme always: after an added token too */
     t = open_ok(edit(p, "always.json", "\"first\"", "\"always\""));
     ENCODES(t, "hello</s>world", 0, SP_HELLO, SP_EOS, SP_WORLD);
@@ -499,6 +505,18 @@ static void test_hf_gpt2(void **state)
     e = (rt_err){0};
     assert_int_equal(rt_tok_encode(t, "a\xFF" "b", 0, ids, 4, &n, &e), RT_EINVAL);
     assert_string_equal(e.msg, "the text is not valid UTF-8 at byte 1");
+    rt_tok_close(t);
+    /* an added token with rstrip takes the spaces after it (U+3000 too),
+     * one with lstrip those before it; without, they are text */
+    char p[256];
+    strcpy(p, tl_tmp_path("gpt2.json"));
+    t = open_ok(edit(p, "rstrip.json", "\"rstrip\": false", "\"rstrip\": true"));
+    ENCODES(t, "hi<|endoftext|> \xE3\x80\x80 x", 0, 'h', 'i', EOT, 'x');
+    ENCODES(t, "hi <|endoftext|>", 0, 'h', 'i', ' ', EOT);
+    rt_tok_close(t);
+    t = open_ok(edit(p, "lstrip.json", "\"lstrip\": false", "\"lstrip\": true"));
+    ENCODES(t, "hi \n<|endoftext|> x", 0, 'h', 'i', EOT, ' ', 'x');
+    ENCODES(t, "  <|endoftext|>", 0, EOT);
     rt_tok_close(t);
 }
 
