@@ -549,6 +549,9 @@ RT_API int rt_st_open_index(rt_safetensors *st, const char *path, rt_err *e);
  * byte strings; a hash table finds them by their bytes. */
 enum { RT_TOK_LLAMA2C, RT_TOK_BPE };             /* formats */
 enum { RT_TOK_SPLIT_GPT2, RT_TOK_SPLIT_QWEN2, RT_TOK_SPLIT_LLAMA3 }; /* pre-tokenizers */
+/* A Digits pre-tokenizer before the split: none, each number character
+ * a piece of its own (individual_digits), or each run of them. */
+enum { RT_TOK_DIGITS_NONE, RT_TOK_DIGITS_EACH, RT_TOK_DIGITS_RUNS };
 /* How a tokenizer.json's text meets its tokens: as bytes (ByteLevel), or
  * with spaces as U+2581, which goes first in each stretch of text between
  * added tokens: always (a Prepend normalizer), unless the stretch starts
@@ -577,6 +580,7 @@ struct rt_tok {
     float *score;               /* llama2.c: merges by score, highest first */
     /* byte-level BPE (tokenizer.json) */
     int split;                  /* RT_TOK_SPLIT_* */
+    int digits;                 /* RT_TOK_DIGITS_*: numbers cut out first */
     int ignore_merges;          /* a piece that is a token is taken whole */
     int32_t byte_id[256];       /* the token of each byte */
     rt_tok_merge *merge;        /* hash of (a, b); mmask + 1 slots */

@@ -7,7 +7,8 @@
  *      the longest one that starts at a place, with the spaces (Unicode
  *      White_Space) before it when lstrip, after it when rstrip;
  *   3. the text between them is cut into pieces by the pre-tokenizer's
- *      pattern (GPT-2's, or Qwen2's and Llama 3's, rt_tokenizer_hf.c),
+ *      pattern (GPT-2's, or Qwen2's and Llama 3's, rt_tokenizer_hf.c; with
+ *      Digits first, in each stretch between the numbers it cuts out),
  *      written out by hand below: at each place, the pattern's
  *      alternatives in order, each with the regex's greedy matching and
  *      backtracking worked out;
@@ -16,9 +17,10 @@
  *      becomes its token. With ignore_merges a piece that is a token is
  *      taken whole.
  * What is approximated:
- *   - \p{L}, \p{N} are Unicode 14.0's general categories L and N (the
- *     tables below, made with Python 3.11's unicodedata, and checked
- *     against it for every assigned code point); a code point unassigned
+ *   - \p{L}, \p{N} (and Digits' is_numeric, category N too) are Unicode
+ *     14.0's general categories L and N (the tables below, made with
+ *     Python 3.11's unicodedata, and checked against it for every
+ *     assigned code point); a code point unassigned
  *     in 14.0 takes a class of its neighbours', where HF's newer tables
  *     may know it as a letter. \s is White_Space, as in the Rust regex
  *     tokenizers uses (U+001C..U+001F are not spaces);
@@ -282,6 +284,22 @@ static size_t bpe_qwen2(const unsigned char *s, size_t i, size_t n, size_t digit
     return end > i ? end : bpe_spaces(s, i, n);
 }
 
+/* The end of the stretch that starts at s[i] (i < n) as a Digits
+ * pre-tokenizer cuts the text: a number character, or a run of them, or
+ * the run of other characters. */
+static size_t bpe_digits(const rt_tok *t, const unsigned char *s, size_t i, size_t n)
+{
+    size_t last, len;
+    int num = bpe_class(bpe_cp(s, i, &len)) == BPE_NUMBER;
+    if (num && t->digits == RT_TOK_DIGITS_EACH)
+        return i + len;
+    if (num)
+        return bpe_span(s, i, n, BPE_NUMBER, SIZE_MAX, &last);
+    while (i < n && bpe_class(bpe_cp(s, i, &len)) != BPE_NUMBER)
+        i += len;
+    return i;
+}
+
 /* The end of the piece that starts at s[i] (i < n). */
 static size_t bpe_piece(const rt_tok *t, const unsigned char *s, size_t i, size_t n)
 {
@@ -392,9 +410,12 @@ int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *i
         size_t stop = end < len && (t->strip[a] & RT_TOK_LSTRIP) ? bpe_trim_spaces(s, i, end) : end;
         if (t->space != RT_TOK_BYTES)
             rc = rt_tok_sp_encode(t, text + i, stop - i, i == 0, ids, &k, norm, pair, e);
-        for (size_t j = i, next; t->space == RT_TOK_BYTES && j < stop; j = next) {
-            next = bpe_piece(t, s, j, stop);
-            k = bpe_word(t, s + j, next - j, ids, k, pair);
+        for (size_t a0 = i, a1; t->space == RT_TOK_BYTES && a0 < stop; a0 = a1) {
+            a1 = t->digits ? bpe_digits(t, s, a0, stop) : stop;
+            for (size_t j = a0, next; j < a1; j = next) {
+                next = bpe_piece(t, s, j, a1);
+                k = bpe_word(t, s + j, next - j, ids, k, pair);
+            }
         }
         i = end;
     }

@@ -14,7 +14,8 @@
  *       rt_tokenizer_bpe.c), or Llama 2's (rt_tokenizer_sp.c)
  *   pre_tokenizer: ByteLevel with use_regex (GPT-2's split), or a Sequence
  *       of a Split by GPT-2's, Qwen2's or Llama 3's pattern (Isolated, not
- *       inverted) and a ByteLevel without; add_prefix_space false. Or
+ *       inverted) and a ByteLevel without, or of Digits and a ByteLevel
+ *       with (SmolLM's, StarCoder's); add_prefix_space false. Or
  *       Metaspace, or null after Llama 2's normalizer (rt_tokenizer_sp.c)
  *   post_processor: null, ByteLevel, TemplateProcessing whose single is
  *       [SpecialToken X]? Sequence A (X is then BOS), or a Sequence of these
@@ -106,7 +107,21 @@ static int hf_split(hf_reader *H, const unsigned char *at, const char *where)
     return rc;
 }
 
-/* pretokenizers = '[' Split ',' ByteLevel (without use_regex) ']' */
+/* Digits = { type, individual_digits }: t->digits. */
+static int hf_digits(hf_reader *H, const unsigned char *at, const char *where)
+{
+    static const char *const keys[] = {"type", "individual_digits"};
+    const unsigned char *val[2];
+    int each = 0, rc = rt_json_object_at(&H->J, at, where, keys, 2, val);
+    if (!rc)
+        rc = rt_json_bool_at(&H->J, val[1], where, "individual_digits", &each);
+    H->t->digits = each ? RT_TOK_DIGITS_EACH : RT_TOK_DIGITS_RUNS;
+    return rc;
+}
+
+/* pretokenizers = '[' Split ',' ByteLevel (without use_regex) ']'
+ *               | '[' Digits ',' ByteLevel (with use_regex) ']' (SmolLM,
+ *                 StarCoder: the numbers cut out first, then GPT-2's split) */
 static int hf_pre_sequence(hf_reader *H, const unsigned char *at)
 {
     static const char *const keys[] = {"type", "pretokenizers"};
@@ -128,16 +143,22 @@ static int hf_pre_sequence(hf_reader *H, const unsigned char *at)
         rc = rt_json_type_at(&H->J, item[0], "pre_tokenizer.pretokenizers[0]", &type[0]);
     if (!rc && n == 2)
         rc = rt_json_type_at(&H->J, item[1], "pre_tokenizer.pretokenizers[1]", &type[1]);
-    if (!rc && (n != 2 || strcmp(type[0], "Split") || strcmp(type[1], "ByteLevel")))
-        rc = rt_json_bad(&H->J, w, "kiln takes a Split, then a ByteLevel");
+    int digits = !rc && n == 2 && !strcmp(type[0], "Digits");
+    if (!rc && (n != 2 || (strcmp(type[0], "Split") && !digits) || strcmp(type[1], "ByteLevel")))
+        rc = rt_json_bad(&H->J, w, "kiln takes a Split or Digits, then a ByteLevel");
     if (!rc)
-        rc = hf_split(H, item[0], "pre_tokenizer.pretokenizers[0]");
+        rc = digits ? hf_digits(H, item[0], "pre_tokenizer.pretokenizers[0]")
+                    : hf_split(H, item[0], "pre_tokenizer.pretokenizers[0]");
     if (!rc)
         rc = hf_bytelevel(H, item[1], "pre_tokenizer.pretokenizers[1]", 1, &split);
-    if (!rc && split)
+    if (!rc && split && !digits)
         rc = rt_json_bad(&H->J, "pre_tokenizer.pretokenizers[1]",
-                         "use_regex: true is not supported "
-                         "after a Split");
+                         "use_regex: true is not supported after a Split");
+    if (!rc && !split && digits)
+        rc = rt_json_bad(&H->J, "pre_tokenizer.pretokenizers[1]",
+                         "use_regex: false is not supported after Digits (kiln splits the text)");
+    if (digits)
+        H->t->split = RT_TOK_SPLIT_GPT2;
     free(type[0]);
     free(type[1]);
     return rc;
@@ -170,7 +191,7 @@ static int hf_pre_tokenizer(hf_reader *H, const unsigned char *at)
     } else if (!rc) {
         rc = rt_json_bad(&H->J, w,
                          "type '%.40s' is not supported (kiln takes ByteLevel, a Sequence "
-                         "of a Split and a ByteLevel, or Metaspace)",
+                         "of a Split or Digits and a ByteLevel, or Metaspace)",
                          type);
     }
     free(type);

@@ -73,15 +73,18 @@ static const char *qwen2_re =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+/* SentencePiece-style (hftok.h). */
+#define SP(style) ((style) == HF_TOK_LLAMA || (style) == HF_TOK_METASPACE)
+
 /* The vocab's tokens before the merges' (hftok.h). */
-static int base_tokens(int style) { return style >= HF_TOK_LLAMA ? 3 + 256 + 27 : 256; }
+static int base_tokens(int style) { return SP(style) ? 3 + 256 + 27 : 256; }
 
 /* Base token i's text, written as `how` says. */
 static void put_base(HtBuf *b, int style, int i)
 {
     static const char *const special[] = {"<unk>", "<s>", "</s>"};
     char t[8];
-    if (style < HF_TOK_LLAMA)
+    if (!SP(style))
         put_char(b, (unsigned char)i, LEVEL);
     else if (i < 3)
         put(b, special[i]);
@@ -96,7 +99,7 @@ static void put_base(HtBuf *b, int style, int i)
 static void put_model(HtBuf *b, int style, const HfPair *m, int nm)
 {
     char num[64];
-    int how = style >= HF_TOK_LLAMA ? META : LEVEL, nb = base_tokens(style);
+    int how = SP(style) ? META : LEVEL, nb = base_tokens(style);
     put(b, how == META ? "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", "
                          "\"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, "
                          "\"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": false"
@@ -172,8 +175,13 @@ static void put_byte_parts(HtBuf *b, int style, int nm, const char *post)
     put(b, qwen2 ? "\"normalizer\": {\"type\": \"NFC\"},\n\"pre_tokenizer\": {\"type\": "
                     "\"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
                     "{\"Regex\": \""
-                  : "\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"ByteLevel\", "
-                    "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true},\n");
+           : style == HF_TOK_DIGITS
+               ? "\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"Sequence\", "
+                 "\"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\": true}, "
+                 "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
+                 "\"use_regex\": true}]},\n"
+               : "\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+                 "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true},\n");
     if (qwen2) {
         put_chars(b, qwen2_re, RAW);
         put(b, "\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
@@ -188,7 +196,7 @@ static void put_byte_parts(HtBuf *b, int style, int nm, const char *post)
 char *hf_tokenizer_json(int style, const HfPair *m, int nm, const char *post, size_t *len)
 {
     HtBuf b = {0};
-    if (style >= HF_TOK_LLAMA)
+    if (SP(style))
         put_sp_parts(&b, style, post);
     else
         put_byte_parts(&b, style, nm, post);
@@ -235,7 +243,7 @@ static const char *sp_bos =
 int hf_tokenizer_write(const char *path, int style, int vocab)
 {
     int ne = (int)(sizeof english / sizeof english[0]), i = ne,
-        nm = vocab - base_tokens(style) - (style < HF_TOK_LLAMA ? 2 : 0);
+        nm = vocab - base_tokens(style) - (!SP(style) ? 2 : 0);
     HfPair *m = nm >= ne ? malloc((size_t)nm * sizeof *m) : NULL;
     if (!m)
         return -1;
@@ -250,7 +258,7 @@ int hf_tokenizer_write(const char *path, int style, int vocab)
     }
     size_t len;
     char *text =
-        i == nm ? hf_tokenizer_json(style, m, nm, style >= HF_TOK_LLAMA ? sp_bos : NULL, &len)
+        i == nm ? hf_tokenizer_json(style, m, nm, SP(style) ? sp_bos : NULL, &len)
                 : NULL;
     free(m);
     FILE *f = text ? fopen(path, "wb") : NULL;

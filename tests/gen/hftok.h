@@ -1,6 +1,6 @@
 /* tests/gen/hftok.h: Hugging Face BPE tokenizer.json files, as the tests
  * write them: test_tokenizer's cases and mkckpt's Hub folders.
- *   byte-level (GPT-2's, Qwen2's): the vocab is the 256 bytes (id =
+ *   byte-level (GPT-2's, Qwen2's, SmolLM's): the vocab is the 256 bytes (id =
  *       byte), then one token per merge in merge order, then the added
  *       tokens "<|endoftext|>" and "<|bos|>";
  *   SentencePiece-style (Llama 2's, or with a Metaspace as Mistral's
@@ -20,8 +20,9 @@ typedef struct {
 
 /* GPT-2's ByteLevel, merges "A B"; Qwen2's Split, merges as arrays;
  * Llama 2's normalizer, merges "A B"; a Metaspace pre-tokenizer
- * (prepend_scheme first, no split), merges as arrays. */
-enum { HF_TOK_GPT2, HF_TOK_QWEN2, HF_TOK_LLAMA, HF_TOK_METASPACE };
+ * (prepend_scheme first, no split), merges as arrays; SmolLM's Digits
+ * (individual_digits) then ByteLevel, merges "A B". */
+enum { HF_TOK_GPT2, HF_TOK_QWEN2, HF_TOK_LLAMA, HF_TOK_METASPACE, HF_TOK_DIGITS };
 
 /* The text of a tokenizer.json of style HF_TOK_* (malloc'd,
  * NUL-terminated, its length in *len; NULL when out of memory). post: the

@@ -536,6 +536,30 @@ static void test_hf_qwen2(void **state)
     rt_tok_close(t);
 }
 
+/* SmolLM's Digits (individual_digits) before GPT-2's split: every number
+ * character a piece; as runs without individual_digits. */
+static void test_hf_digits(void **state)
+{
+    (void)state;
+    char p[256];
+    strcpy(p, hf_file("digits.json", HF_TOK_DIGITS, merges, N(merges), NULL));
+    rt_tok *t = open_ok(p);
+    /* " 123" is " " "1" "2" "3", not GPT-2's " 123" */
+    ENCODES(t, "Hello world's 123", 0, HELLO, WORLD, APOS_S, ' ', '1', '2', '3');
+    ENCODES(t, "x12y", 0, 'x', '1', '2', 'y');
+    ENCODES(t, "\xD9\xA1\xD9\xA2", 0, 0xD9, 0xA1, 0xD9, 0xA2);   /* Arabic-Indic 1 2 */
+    for (int i = 0; i < N(texts); i++)
+        round_trip(t, texts[i]);
+    rt_tok_close(t);
+    t = open_ok(edit(p, "runs.json", "\"individual_digits\": true", "\"individual_digits\": false"));
+    ENCODES(t, "x12y", 0, 'x', 256 + 16, 'y');                   /* "12", merge 16 */
+    ENCODES(t, "Hello world's 123", 0, HELLO, WORLD, APOS_S, ' ', 256 + 16, '3');
+    rt_tok_close(t);
+    open_bad(edit(p, "d1.json", "\"use_regex\": true}]", "\"use_regex\": false}]"),
+             "pre_tokenizer.pretokenizers[1]: use_regex: false is not supported after Digits "
+             "(kiln splits the text)");
+}
+
 static void test_hf_malformed(void **state)
 {
     (void)state;
@@ -581,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_bin_encode),    cmocka_unit_test(test_bin_decode),
         cmocka_unit_test(test_bin_malformed), cmocka_unit_test(test_hf_gpt2),
         cmocka_unit_test(test_hf_qwen2),      cmocka_unit_test(test_hf_malformed),
+        cmocka_unit_test(test_hf_digits),
         cmocka_unit_test(test_sp_llama),      cmocka_unit_test(test_sp_metaspace),
         cmocka_unit_test(test_sp_unk),        cmocka_unit_test(test_sp_malformed),
     };
