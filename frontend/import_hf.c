@@ -323,14 +323,20 @@ static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
     L->hf_names = 1;
 }
 
+/* Llama 2, 3, 3.1, 3.2, TinyLlama, SmolLM. pretraining_tp splits the
+ * matmuls into the same sums. SmolLM's configs carry nanotron's
+ * is_llama_config (a marker) and rope_interleaved, which transformers
+ * never reads (it rotates halves): false is taken, true refused. */
 static void read_llama(Cfg *c, ImpLlama *L)
 {
-    static const char *const same[] = {"pretraining_tp", NULL}; /* splits matmuls, same sums */
+    static const char *const same[] = {"pretraining_tp", NULL};
     llama_common(c, L, 2048);
     L->hidden = need(c, "intermediate_size");
     only_bool(c, "attention_bias", 0);
     only_bool(c, "mlp_bias", 0);
     ignore(c, same);
+    only_bool(c, "is_llama_config", 1);
+    only_bool(c, "rope_interleaved", 0);
 }
 
 static void read_qwen2(Cfg *c, ImpLlama *L)

@@ -230,6 +230,26 @@ run "Llama-3.2-1B's config: import" "$KILN" import hf "$T/l32" -o "$T/l32.json" 
 grep -q '"scaling": "llama3", "factor": 32, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192' \
     "$T/l32.json" && ok "  its rope nodes scale as Llama 3.1" || bad "  its rope nodes scale as Llama 3.1"
 rm -f "$T/l32.json"
+
+# SmolLM2-135M's config.json (no weights): nanotron's is_llama_config and
+# rope_interleaved (false) taken; tied, 3 kv heads of 64.
+mkdir "$T/smol"
+cat >"$T/smol/config.json" <<'CFG'
+{"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+ "bos_token_id": 0, "eos_token_id": 0, "head_dim": 64, "hidden_act": "silu",
+ "hidden_size": 576, "initializer_range": 0.041666666666666664, "intermediate_size": 1536,
+ "is_llama_config": true, "max_position_embeddings": 8192, "mlp_bias": false,
+ "model_type": "llama", "num_attention_heads": 9, "num_hidden_layers": 30,
+ "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+ "rope_interleaved": false, "rope_scaling": null, "rope_theta": 100000,
+ "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.42.3",
+ "use_cache": true, "vocab_size": 49152}
+CFG
+run "SmolLM2-135M's config: import" "$KILN" import hf "$T/smol" -o "$T/smol.json"
+grep -q '"model.layers.29.self_attn.k_proj.weight", "shape": \[192, 576\]' "$T/smol.json" &&
+    ! grep -q lm_head "$T/smol.json" && ok "  30 layers, k_proj [192, 576], tied" ||
+    bad "  30 layers, k_proj [192, 576], tied"
+rm -f "$T/smol.json"
 "$MKCKPT" hf llama "$T/deep" --config '"num_hidden_layers": 2000000000'
 refuse 1 "a graph that cannot fit refused by name" \
     "config.json: num_hidden_layers: 2000000000 is more than kiln's 1024 layers" \

@@ -430,6 +430,7 @@ static void test_hf_refused(void **state)
             "config.json: x: unknown to kiln's llama import; refused rather than ignored");
     refused("llama", "\"attention_bias\": true", "config.json: attention_bias: true not supported");
     refused("llama", "\"mlp_bias\": true", "config.json: mlp_bias: true not supported");
+    refused("llama", "\"rope_interleaved\": true", "config.json: rope_interleaved: true not supported");
     refused("llama", "\"hidden_act\": \"gelu\"",
             "config.json: hidden_act: \"gelu\" not supported (kiln: silu)");
     refused("llama", "\"rope_parameters\": {\"rope_type\": \"yarn\"}",
