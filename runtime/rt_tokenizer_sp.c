@@ -13,7 +13,8 @@
  *       first or never (or the older add_prefix_space), split, str_rep }
  *   decoder: Metaspace, or a Sequence of Replace "_" by " ", ByteFallback,
  *       Metaspace, Fuse and Strip " " (start 0 or 1, stop 0), each at most
- *       once, Fuse after the others but Strip, which must follow it
+ *       once, Fuse after the others but Strip, which must follow it, and
+ *       Replace and Metaspace before ByteFallback
  * Encoding, as Hugging Face's tokenizers does: added tokens are taken out
  * first (rt_tokenizer_bpe.c); in each stretch of text between them
  * spaces become "_" and one "_" goes first (the normalizer: whenever the
@@ -212,6 +213,9 @@ static int sp_decoder_one(rt_tok *t, const rt_json *J, const unsigned char *at,
     }
     if (!rc && *fused && strcmp(type, "Strip"))
         rc = rt_json_bad(J, where, "a %s after Fuse is not supported", type);
+    if (!rc && (flag & RT_TOK_DEC_SPACE) && (t->dec & RT_TOK_DEC_BYTES))
+        rc = rt_json_bad(J, where, "a %s after ByteFallback is not supported (kiln puts spaces "
+                         "in the tokens' text, not in their bytes)", type);
     *fused |= !strcmp(type, "Fuse");
     t->dec |= flag;
     return rc;

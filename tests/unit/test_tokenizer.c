@@ -428,6 +428,14 @@ static void test_sp_malformed(void **state)
                   "\" \", \"start\": 1, \"stop\": 0}", "{\"type\": \"Strip\", \"content\": "
                   "\" \", \"start\": 1, \"stop\": 0}, {\"type\": \"Fuse\"}"),
              "decoder.decoders[2]: a Strip before Fuse strips every token: not supported");
+    open_bad(edit(llama, "s9.json", "{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}",
+                  "{\"type\": \"Fuse\"}, {\"type\": \"ByteFallback\"}"),
+             "decoder.decoders[2]: a ByteFallback after Fuse is not supported");
+    open_bad(edit(edit(llama, "s10.json", "{\"type\": \"ByteFallback\"}, ", ""), "s11.json",
+                  "{\"type\": \"Fuse\"}", "{\"type\": \"ByteFallback\"}, {\"type\": \"Metaspace\", "
+                  "\"replacement\": \"\xE2\x96\x81\"}, {\"type\": \"Fuse\"}"),
+             "decoder.decoders[2]: a Metaspace after ByteFallback is not supported (kiln puts "
+             "spaces in the tokens' text, not in their bytes)");
     open_bad(edit(llama, "s3.json", "\"unk_token\": \"<unk>\"", "\"unk_token\": \"<nope>\""),
              "model: unk_token: '<nope>' is not a token");
     open_bad(edit(meta, "s4.json", "\"first\"", "\"sometimes\""),
