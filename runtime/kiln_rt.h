@@ -449,6 +449,11 @@ RT_API void rt_tok_close(rt_tok *t);
 RT_API int rt_tok_size(const rt_tok *t);
 RT_API int rt_tok_bos(const rt_tok *t);
 RT_API int rt_tok_eos(const rt_tok *t);
+/* Whether generation ends at token id: EOS, or with a tokenizer.json any
+ * other end of a text or of a chat turn it has (<|im_end|>, Llama 3's
+ * <|eot_id|> and <|eom_id|>, Phi-3's <|end|>, Gemma's <end_of_turn>), as
+ * these models' generation configs list them. */
+RT_API int rt_tok_is_end(const rt_tok *t, int id);
 /* The id of the token whose text is exactly `text` (e.g. "<|im_end|>"),
  * or -1. */
 RT_API int rt_tok_find(const rt_tok *t, const char *text);
@@ -548,6 +553,7 @@ RT_API int rt_st_open_index(rt_safetensors *st, const char *path, rt_err *e);
 /* A tokenizer as its three files share it (the API above). Tokens are
  * byte strings; a hash table finds them by their bytes. */
 enum { RT_TOK_LLAMA2C, RT_TOK_BPE };             /* formats */
+enum { RT_TOK_ENDS = 16 };
 enum { RT_TOK_SPLIT_GPT2, RT_TOK_SPLIT_QWEN2, RT_TOK_SPLIT_LLAMA3 }; /* pre-tokenizers */
 /* A Digits pre-tokenizer before the split: none, each number character
  * a piece of its own (individual_digits), or each run of them. */
@@ -577,6 +583,8 @@ struct rt_tok {
     int32_t *slot;              /* hash of the tokens' bytes: ids, -1 empty */
     uint32_t mask;              /* slots - 1 */
     int bos, eos;               /* -1: none */
+    int32_t ends[RT_TOK_ENDS];  /* the tokens generation ends at (rt_tok_is_end) */
+    int nends;
     float *score;               /* llama2.c: merges by score, highest first */
     /* byte-level BPE (tokenizer.json) */
     int split;                  /* RT_TOK_SPLIT_* */
@@ -645,7 +653,7 @@ RT_API size_t rt_tok_sp_decode(rt_tok *t, int prev_id, int id);
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half)         \
     X(rt_profile_add)                                                       \
     X(rt_tok_open) X(rt_tok_close) X(rt_tok_size) X(rt_tok_bos)             \
-    X(rt_tok_eos) X(rt_tok_find) X(rt_tok_encode) X(rt_tok_decode_piece)    \
-    X(rt_tok_decode_flush)
+    X(rt_tok_eos) X(rt_tok_is_end) X(rt_tok_find) X(rt_tok_encode)          \
+    X(rt_tok_decode_piece) X(rt_tok_decode_flush)
 
 #endif

@@ -299,11 +299,11 @@ static int rg_decode(rg_ctx *g)
     int prev = g->ids[g->nids - 1];
     int64_t pos = g->nids;
     int team = rt_get_threads();        /* what the steps run on now */
-    int stop1 = g->tok ? rt_tok_eos(g->tok) : -1, stop2 = g->tok ? rt_tok_bos(g->tok) : -1;
+    int bos = g->tok ? rt_tok_bos(g->tok) : -1;
     double t0 = rt_now();
     for (uint64_t i = 0; i < g->n; i++) {
         int next = rt_sample(g->logits, (int)g->V, g->temperature, g->topp, &state, g->scratch);
-        if (g->tok && (next == stop1 || next == stop2))
+        if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos))
             break;
         rg_print(g, prev, next);
         g->n_decode++;

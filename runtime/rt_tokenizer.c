@@ -387,6 +387,14 @@ int rt_tok_size(const rt_tok *t) { return t->n; }
 int rt_tok_bos(const rt_tok *t) { return t->bos; }
 int rt_tok_eos(const rt_tok *t) { return t->eos; }
 
+int rt_tok_is_end(const rt_tok *t, int id)
+{
+    int end = id >= 0 && id == t->eos;
+    for (int i = 0; i < t->nends; i++)
+        end |= id == t->ends[i];
+    return end;
+}
+
 int rt_tok_find(const rt_tok *t, const char *text)
 {
     return rt_tok_lookup(t, text, strlen(text), "", 0);

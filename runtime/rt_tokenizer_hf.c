@@ -23,7 +23,8 @@
  *       only moves offsets, so either value is taken); with spaces as
  *       U+2581, rt_tokenizer_sp.c's
  *   model, added_tokens: rt_tokenizer_vocab.c
- * EOS is the first of hf_eos that is a token. Messages: "PATH: WHERE:
+ * EOS is the first of hf_eos's ends of a text that is a token; the
+ * tokens that end generation are all of hf_eos that are. Messages: "PATH: WHERE:
  * what is wrong", WHERE a path in the file ("pre_tokenizer.pattern"). */
 #include "kiln_rt.h"
 
@@ -386,13 +387,20 @@ static const char *const hf_top_keys[] = {
     "version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
     "post_processor", "decoder", "model"};
 
-/* EOS: the first of these that is a token. */
+/* EOS: the first of these that is a token; generation ends at any of
+ * them, and at the ends of a turn after them (chat models' generation
+ * configs list those as EOS too). */
 static const char *const hf_eos[] = {
     "<|endoftext|>",
     "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
     "<|end_of_text|>",
     "</s>",
+    "<|im_end|>",                   /* Qwen's chat */
+    "<|eot_id|>", "<|eom_id|>",     /* Llama 3's */
+    "<|end|>",                      /* Phi-3's */
+    "<end_of_turn>",                /* Gemma's */
 };
+enum { HF_EOS_TEXT = 4 };           /* hf_eos[0, 4): ends of a text, EOS */
 
 /* The parts that say how text is cut and put back, then the tokens and
  * the BOS a template puts first (which must be a token). */
@@ -429,8 +437,11 @@ int rt_tok_read_hf(rt_tok *t, const char *path, const char *text, size_t len, rt
         rc = rt_json_syntax(&c, "unexpected text after the object");
     if (!rc)
         rc = hf_parts(&H, val);
-    for (int i = 0; !rc && t->eos < 0 && i < HF_N(hf_eos); i++)
+    for (int i = 0; !rc && t->eos < 0 && i < HF_EOS_TEXT; i++)
         t->eos = rt_tok_find(t, hf_eos[i]);
+    for (int i = 0, id; !rc && i < HF_N(hf_eos); i++)
+        if ((id = rt_tok_find(t, hf_eos[i])) >= 0 && t->nends < RT_TOK_ENDS)
+            t->ends[t->nends++] = id;
     for (int i = 0; !rc && i < t->n; i++)
         if (t->len[i] > t->maxlen)
             t->maxlen = t->len[i];

@@ -230,6 +230,8 @@ static void check_tokens(rt_tok *t)
     FUZZ_CHECK(n > 0);
     FUZZ_CHECK(rt_tok_bos(t) >= -1 && rt_tok_bos(t) < n);
     FUZZ_CHECK(rt_tok_eos(t) >= -1 && rt_tok_eos(t) < n);
+    FUZZ_CHECK(rt_tok_eos(t) < 0 || rt_tok_is_end(t, rt_tok_eos(t)));
+    FUZZ_CHECK(!rt_tok_is_end(t, -1) && !rt_tok_is_end(t, n));
     for (int i = 0; i < n; i++) {
         const char *s = t->bytes + t->off[i];
         FUZZ_CHECK(t->len[i] >= 1 && t->len[i] <= t->maxlen);

@@ -534,6 +534,7 @@ static void test_hf_qwen2(void **state)
     rt_tok *t = open_ok(hf_file("qwen2.json", 1, merges, N(merges), template_bos));
     assert_int_equal(rt_tok_bos(t), BOS);
     assert_int_equal(rt_tok_eos(t), EOT);
+    assert_true(rt_tok_is_end(t, EOT) && !rt_tok_is_end(t, BOS) && !rt_tok_is_end(t, -1));
     /* digits one by one; a space before a digit stands alone */
     ENCODES(t, "Hello world's 123", 1, BOS, HELLO, WORLD, APOS_S, ' ', '1', '2', '3');
     ENCODES(t, "x   y", 0, 'x', SP2, SPY);
@@ -541,6 +542,14 @@ static void test_hf_qwen2(void **state)
     ENCODES(t, "IT'S", 0, 'I', 'T', APOS_BIG_S);         /* (?i:'s) */
     for (int i = 0; i < N(texts); i++)
         round_trip(t, texts[i]);
+    rt_tok_close(t);
+    /* a chat model's end of turn ends generation too; EOS stays the end
+     * of a text */
+    t = open_ok(edit(tl_tmp_path("qwen2.json"), "chat.json", "<|bos|>\", \"special",
+                     "<|im_end|>\", \"special"));
+    assert_int_equal(rt_tok_find(t, "<|im_end|>"), BOS);
+    assert_int_equal(rt_tok_eos(t), EOT);
+    assert_true(rt_tok_is_end(t, EOT) && rt_tok_is_end(t, BOS) && !rt_tok_is_end(t, 'a'));
     rt_tok_close(t);
 }
 
