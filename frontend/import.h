@@ -83,6 +83,8 @@ const char *ig_node(ImpGraph *g, const char *name, const char *op, const char *a
                     ...);
 const char *ig_nodev(ImpGraph *g, const char *name, const char *op, const char *attrs, int nin,
                      const char *const *in);
+/* name = op(in, k): an element-wise op with the scalar constant k. */
+const char *ig_scalar(ImpGraph *g, const char *name, const char *op, const char *in, double k);
 /* A number as JSON: the shortest text that reads back as the same double. */
 const char *ig_num(ImpGraph *g, double v);
 /* The whole model text, with `output` as its one output. */
@@ -92,7 +94,8 @@ char *ig_text(ImpGraph *g, const char *output);
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
 /* ---- import_decoder.c: the decoder graphs -------------------------------- */
-/* A llama-family decoder (llama2.c, llama, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe):
+/* A llama-family decoder (llama2.c, llama, gemma, mistral, mixtral, phi3, qwen2, qwen3,
+ * qwen3_moe):
  * pre-norm
  * blocks of rmsnorm, rotary attention with a KV cache, SwiGLU or a
  * mixture of experts, and the weight names of its checkpoint. */
@@ -112,6 +115,10 @@ typedef struct {
     int tied;                   /* logits use the embedding table */
     int qkv_bias;               /* q, k, v projections have biases (qwen2) */
     int qk_norm;                /* rmsnorm of each q and k head (qwen3, qwen3_moe) */
+    int norm_one;               /* norms scale by 1 + w, not w (gemma) */
+    double embed_scale;         /* the embeddings times this (gemma), or 0 */
+    const char *gelu;           /* the gate's activation: NULL silu, else gelu
+                                   with this approximate (gemma) */
     int64_t window;             /* mistral's sliding window: 0 none, else at
                                    least S (imp_hf checks), so not in the graph */
     /* mixture of experts (qwen3_moe, mixtral): a layer is sparse when moe[L] */

@@ -123,9 +123,13 @@ typedef struct {
     const LlamaNames *n;
 } Llama;
 
+/* rmsnorm(in) * w, or * (1 + w) when the norms do (a node of the weight
+ * alone: computed once, at open). */
 static const char *rmsnorm(Llama *L, const char *name, const char *in, const char *w)
 {
     const char *at = arena_printf(L->x.a, "{\"eps\": %s}", ig_num(L->x.g, L->c->eps));
+    if (L->c->norm_one)
+        w = ig_scalar(L->x.g, arena_printf(L->x.a, "%s_scale", name), "add", w, 1);
     return ig_node(L->x.g, name, "rmsnorm", at, 2, in, w);
 }
 
@@ -229,7 +233,10 @@ static const char *swiglu(Llama *L, const char *h)
         up = ig_node(x->g, nd(x, "up"), "linear", NULL, 2, h,
                      lw(x, L->n->up, ".weight", IG_DIMS(H, c->dim)));
     }
-    const char *act = ig_node(x->g, nd(x, "gate_act"), "silu", NULL, 1, gate);
+    const char *act =
+        c->gelu ? ig_node(x->g, nd(x, "gate_act"), "gelu",
+                          arena_printf(x->a, "{\"approximate\": \"%s\"}", c->gelu), 1, gate)
+                : ig_node(x->g, nd(x, "gate_act"), "silu", NULL, 1, gate);
     const char *gated = ig_node(x->g, nd(x, "gated"), "mul", NULL, 2, act, up);
     return ig_node(x->g, nd(x, "ffn_out"), "linear", NULL, 2, gated,
                    lw(x, L->n->down, ".weight", IG_DIMS(c->dim, c->hidden)));
@@ -297,6 +304,8 @@ char *imp_llama_graph(Arena *a, const ImpLlama *c)
     io(x);
     const char *embed = ig_weight(x->g, L.n->embed, IG_DIMS(c->vocab, c->dim));
     const char *h = ig_node(x->g, "x0", "embedding", NULL, 2, embed, "tokens");
+    if (c->embed_scale)
+        h = ig_scalar(x->g, "x0_scaled", "mul", h, c->embed_scale);
     for (x->l = 0; x->l < c->layers; x->l++) {
         x->wprefix = arena_printf(a, L.n->layer, x->l);
         h = llama_layer(&L, h);

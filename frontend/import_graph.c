@@ -124,6 +124,17 @@ const char *ig_node(ImpGraph *g, const char *name, const char *op, const char *a
     return ig_nodev(g, name, op, attrs, nin, in);
 }
 
+const char *ig_scalar(ImpGraph *g, const char *name, const char *op, const char *in, double k)
+{
+    FILE *f = entry(g, SEC_NODES);
+    fputs("{\"name\": ", f);
+    ig_put_string(f, name);
+    fprintf(f, ", \"op\": \"%s\", \"inputs\": [", op);
+    ig_put_string(f, in);
+    fprintf(f, ", %s]}", ig_num(g, k));
+    return name;
+}
+
 const char *ig_num(ImpGraph *g, double v)
 {
     char buf[32];

@@ -302,8 +302,8 @@ static void no_sliding(Cfg *c)
         bad(c, "layer_types", types, "must be a list");
 }
 
-/* The fields the llama family (llama, mistral, mixtral, phi3, qwen2,
- * qwen3, qwen3_moe) share. L->max_seq holds
+/* The fields the llama family (llama, gemma, mistral, mixtral, phi3,
+ * qwen2, qwen3, qwen3_moe) share. L->max_seq holds
  * max_position_embeddings until the options set S. */
 static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
 {
@@ -318,7 +318,8 @@ static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
     L->eps = get_num(c, "rms_norm_eps", 1e-6);
     rope(c, L);
     L->tied = get_bool(c, "tie_word_embeddings", 0);
-    one_of(c, "hidden_act", silu);
+    if (!L->gelu)                       /* gemma's gate is read before */
+        one_of(c, "hidden_act", silu);
     L->rope_style = "half";
     L->hf_names = 1;
 }
@@ -398,6 +399,31 @@ static void read_phi3(Cfg *c, ImpLlama *L)
     only_bool(c, "attention_bias", 0);
     ignore(c, unused);
     L->hf_names = 3;
+}
+
+/* Gemma (2B, 7B; CodeGemma): llama's layers (transformers'
+ * modeling_gemma) with norms that scale by 1 + w, the embeddings times
+ * sqrt(hidden_size) (an f32, as transformers computes in float32; in
+ * bfloat16 it rounds that to 8 bits), a GELU gate and tied embeddings by
+ * default. The gate's activation is hidden_activation: gelu_pytorch_tanh
+ * (also when absent or null, transformers' default) or gelu (erf);
+ * transformers ignores hidden_act, so does kiln. */
+static void read_gemma(Cfg *c, ImpLlama *L)
+{
+    static const char *const gelus[] = {"gelu_pytorch_tanh", "gelu", NULL};
+    static const char *const unused[] = {"hidden_act", NULL};
+    int tied_given = json_object_get(c->root, "tie_word_embeddings") != NULL;
+    ignore(c, unused);
+    json_t *act = json_object_get(c->root, "hidden_activation");
+    if (json_is_null(act))
+        take(c, "hidden_activation");
+    L->gelu = one_of(c, "hidden_activation", gelus) == 1 ? "none" : "tanh";
+    llama_common(c, L, 8192);
+    L->hidden = need(c, "intermediate_size");
+    only_bool(c, "attention_bias", 0);
+    L->tied = tied_given ? L->tied : 1;
+    L->norm_one = 1;
+    L->embed_scale = (float)sqrt((double)L->dim);
 }
 
 /* Qwen3's dense models: qwen2's layers without the q/k/v biases, with
@@ -584,11 +610,11 @@ static json_t *load_config(Arena *a, const char *path, Diags *d, int *io)
 
 char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
 {
-    static const char *const types[] = {"llama", "qwen2", "gpt2", "qwen3", "qwen3_moe",
-                                        "mistral", "mixtral", "phi3", NULL};
-    static void (*const read[])(Cfg *, ImpLlama *) = {read_llama,   read_qwen2,    NULL,
-                                                     read_qwen3,   read_qwen3_moe, read_mistral,
-                                                     read_mixtral, read_phi3};
+    static const char *const types[] = {"llama",   "qwen2",   "gpt2", "qwen3", "qwen3_moe",
+                                        "mistral", "mixtral", "phi3", "gemma", NULL};
+    static void (*const read[])(Cfg *, ImpLlama *) = {
+        read_llama,   read_qwen2,   NULL,      read_qwen3, read_qwen3_moe,
+        read_mistral, read_mixtral, read_phi3, read_gemma};
     int before = d->n;
     *io = 0;
     json_t *root = load_config(a, arena_printf(a, "%s/config.json", dir), d, io);
@@ -606,10 +632,11 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
     if (t < 0) {
         if (type)
             bad(&c, "model_type", type,
-                "kiln imports llama, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe and gpt2");
+                "kiln imports llama, gemma, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe and "
+                "gpt2");
         else
-            diag(d, "model_type", "missing (kiln imports llama, mistral, mixtral, phi3, qwen2, "
-                                  "qwen3, qwen3_moe and gpt2)");
+            diag(d, "model_type", "missing (kiln imports llama, gemma, mistral, mixtral, phi3, "
+                                  "qwen2, qwen3, qwen3_moe and gpt2)");
         arena_release(a, root);
         return NULL;
     }

@@ -637,6 +637,9 @@ RT_API int rt_tok_merge_ids(const rt_tok *t, int32_t *ids, int n, const rt_tok_m
  * 3 * n + 3); and token id's decoded text, in t->piece: its length. */
 RT_API int rt_tok_sp_normalizer(rt_tok *t, const rt_json *J, const unsigned char *at);
 RT_API int rt_tok_sp_pre(rt_tok *t, const rt_json *J, const unsigned char *at);
+/* A Split by " " after the normalizer made every space U+2581: checked,
+ * and it does nothing (Gemma's). */
+RT_API int rt_tok_sp_split(const rt_json *J, const unsigned char *at);
 RT_API int rt_tok_sp_decoder(rt_tok *t, const rt_json *J, const unsigned char *at);
 RT_API int rt_tok_sp_encode(const rt_tok *t, const char *s, size_t n, int at_start, int32_t *ids,
                             int *k, char *norm, const rt_tok_merge **pair, rt_err *e);

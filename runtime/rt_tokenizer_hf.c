@@ -177,9 +177,13 @@ static int hf_pre_tokenizer(hf_reader *H, const unsigned char *at)
         return sp ? 0 : rt_json_bad(&H->J, w, "none: kiln reads byte-level BPE split first, or "
                                     "spaces made U+2581 (a Metaspace, or Llama 2's normalizer)");
     int rc = rt_json_type_at(&H->J, at, w, &type);
+    if (!rc && sp && !strcmp(type, "Split")) {
+        free(type);
+        return rt_tok_sp_split(&H->J, at);
+    }
     if (!rc && sp)
         rc = rt_json_bad(&H->J, w, "type '%.40s' after a normalizer that makes spaces U+2581 is "
-                         "not supported (kiln takes none)", type);
+                         "not supported (kiln takes none, or a Split by \" \")", type);
     if (!rc && !strcmp(type, "Metaspace")) {
         rc = rt_tok_sp_pre(H->t, &H->J, at);
     } else if (!rc && !strcmp(type, "ByteLevel")) {
@@ -199,21 +203,22 @@ static int hf_pre_tokenizer(hf_reader *H, const unsigned char *at)
     return rc;
 }
 
-/* normalizer = null | { type: "NFC" } | Llama 2's Sequence (rt_tokenizer_sp.c) */
+/* normalizer = null | { type: "NFC" } | Llama 2's Sequence | Gemma's
+ * Replace (rt_tokenizer_sp.c) */
 static int hf_normalizer(hf_reader *H, const unsigned char *at)
 {
     static const char *const keys[] = {"type"};
     const unsigned char *val[1];
     char *type = NULL;
     int rc = rt_json_null_at(&H->J, at) ? 0 : rt_json_type_at(&H->J, at, "normalizer", &type);
-    if (!rc && type && !strcmp(type, "Sequence")) {
+    if (!rc && type && (!strcmp(type, "Sequence") || !strcmp(type, "Replace"))) {
         free(type);
         return rt_tok_sp_normalizer(H->t, &H->J, at);
     }
     if (!rc && type && strcmp(type, "NFC"))
         rc = rt_json_bad(&H->J, "normalizer",
-                         "type '%.40s' is not supported (kiln takes null, NFC, or Llama 2's "
-                         "Sequence)", type);
+                         "type '%.40s' is not supported (kiln takes null, NFC, Llama 2's "
+                         "Sequence or Gemma's Replace)", type);
     if (!rc && type)
         rc = rt_json_object_at(&H->J, at, "normalizer", keys, 1, val);
     free(type);
@@ -395,12 +400,13 @@ static const char *const hf_eos[] = {
     "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
     "<|end_of_text|>",
     "</s>",
+    "<eos>",                        /* Gemma's */
     "<|im_end|>",                   /* Qwen's chat */
     "<|eot_id|>", "<|eom_id|>",     /* Llama 3's */
     "<|end|>",                      /* Phi-3's */
     "<end_of_turn>",                /* Gemma's */
 };
-enum { HF_EOS_TEXT = 4 };           /* hf_eos[0, 4): ends of a text, EOS */
+enum { HF_EOS_TEXT = 5 };           /* hf_eos[0, 5): ends of a text, EOS */
 
 /* The parts that say how text is cut and put back, then the tokens and
  * the BOS a template puts first (which must be a token). */

@@ -7,8 +7,10 @@
  *
  * Contract (kiln_rt.h; every key known, a value kiln cannot honour
  * refused by name):
- *   normalizer: Sequence of Prepend "_" and Replace " " by "_" (Llama 2's,
- *       with pre_tokenizer null), or null with
+ *   normalizer: Sequence of Prepend "_" and Replace " " by "_" (Llama 2's),
+ *       or Replace " " by "_" alone (Gemma's), with pre_tokenizer null or a
+ *       Split by the String " " (which finds no space left: nothing), or
+ *       null with
  *   pre_tokenizer: Metaspace { replacement: "_", prepend_scheme: always,
  *       first or never (or the older add_prefix_space), split, str_rep }
  *   decoder: Metaspace, or a Sequence of Replace "_" by " ", ByteFallback,
@@ -107,6 +109,13 @@ static int sp_types(const rt_json *J, const unsigned char **item, int n, const c
 int rt_tok_sp_normalizer(rt_tok *t, const rt_json *J, const unsigned char *at)
 {
     static const char *const keys[] = {"type", "normalizers"};
+    char *top = NULL;
+    int gemma = !rt_json_type_at(J, at, "normalizer", &top) && !strcmp(top, "Replace");
+    free(top);
+    if (gemma) {                            /* Gemma's: spaces made "_", none first */
+        t->space = RT_TOK_SP_NEVER;
+        return sp_replace(J, at, "normalizer", " ", SP_META);
+    }
     static const char *const pkeys[] = {"type", "prepend"};
     const char *w = "normalizer.normalizers";
     const unsigned char *val[2], *item[2];
@@ -169,6 +178,36 @@ static int sp_metaspace(const rt_json *J, const unsigned char *at, const char *w
 int rt_tok_sp_pre(rt_tok *t, const rt_json *J, const unsigned char *at)
 {
     return sp_metaspace(J, at, "pre_tokenizer", &t->space, &t->sp_split);
+}
+
+int rt_tok_sp_split(const rt_json *J, const unsigned char *at)
+{
+    static const char *const keys[] = {"type", "pattern", "behavior", "invert"};
+    static const char *const pkeys[] = {"String", "Regex"};
+    static const char *const behaviors[] = {"Removed", "Isolated", "MergedWithPrevious",
+                                            "MergedWithNext", "Contiguous"};
+    const char *w = "pre_tokenizer";
+    const unsigned char *val[4], *pat[2] = {NULL, NULL};
+    char *b = NULL;
+    int rc = rt_json_object_at(J, at, w, keys, 4, val), known = 0;
+    if (!rc)
+        rc = val[1] ? rt_json_object_at(J, val[1], "pre_tokenizer.pattern", pkeys, 2, pat)
+                    : rt_json_bad(J, w, "no pattern");
+    if (!rc && !pat[0])
+        rc = rt_json_bad(J, "pre_tokenizer.pattern", "not the String \" \" (the normalizer "
+                         "took the spaces: kiln takes only that split, which does nothing)");
+    if (!rc)
+        rc = sp_is(J, pat[0], "pre_tokenizer.pattern", "String", " ");
+    if (!rc)
+        rc = val[2] ? rt_json_string_at(J, val[2], &b) : rt_json_bad(J, w, "no behavior");
+    for (int i = 0; !rc && i < 5; i++)
+        known |= !strcmp(b, behaviors[i]);
+    if (!rc && !known)
+        rc = rt_json_bad(J, w, "behavior: '%.40s' is not one of tokenizers'", b);
+    if (!rc)
+        rc = rt_json_false_at(J, val[3], w, "invert");
+    free(b);
+    return rc;
 }
 
 /* One decoder of a Sequence (or the decoder itself, where "decoder"):

@@ -7,8 +7,8 @@
 # prefill chunks of 6 (prompts of one padded chunk, of several with a
 # padded last one, and one whose last chunk no longer fits in the cache,
 # decoded token by token), decode-only (--chunk 1), the default chunk
-# (64) from the folder itself, and the JIT; GPT-2, mistral, mixtral, phi3,
-# qwen3 and qwen3_moe folders under the JIT too, and with their own
+# (64) from the folder itself, and the JIT; GPT-2, gemma, mistral, mixtral,
+# phi3, qwen3 and qwen3_moe folders under the JIT too, and with their own
 # tokenizer.json qwen3_moe, gpt2 (byte-level), llama and mistral
 # (SentencePiece-style). Sampling is reproducible from its seed; the
 # tokenizer path prints the prompt's text;
@@ -65,7 +65,7 @@ prompt "19 tokens (3 chunks, the last padded)" 19 16
 prompt "62 tokens (the last chunk past the cache: decode steps; stops at 64)" 62 8
 
 # The other model types, under the JIT: 11 tokens in chunks of 4.
-for type in gpt2 mistral mixtral phi3 qwen3 qwen3_moe; do
+for type in gpt2 gemma mistral mixtral phi3 qwen3 qwen3_moe; do
     mkdir "$T/$type"
     "$MKCKPT" hf $type "$T/$type" >/dev/null 2>&1 && "$KILN" import hf "$T/$type" -o "$T/$type.json" &&
         "$REFGEN" "$T/$type.json" "$T/$type/model.safetensors" --tokens 5,6,7,8,9,10,11,12,13,14,15 \
@@ -130,6 +130,10 @@ same "  kiln run prints the same" "$T/text" "$KILN" run "$T/hf" generate \
     grep -q "prefill: 8 tokens" "$T/err" &&
     ok "mistral tokenizer.json: the prompt's text (BOS _ <0x54> he _c at _s at), then the tokens'" ||
     { bad "mistral tokenizer.json: the prompt's text"; cat "$T/text" "$T/err"; }
+"$KILN" run "$T/gemma" generate --prompt "The cat sat" -n 8 --temperature 0 >"$T/text" 2>"$T/err" &&
+    grep -aq "^The cat sat" "$T/text" && grep -q "prefill: 7 tokens" "$T/err" &&
+    ok "gemma tokenizer.json: the prompt's text (BOS <0x54> he _c at _s at: no _ first)" ||
+    { bad "gemma tokenizer.json: the prompt's text"; cat "$T/text" "$T/err"; }
 
 refuse 2 "no prompt" "give --tokens IDS" "$T/c6" generate -n 3 --weights "$W"
 refuse 2 "unknown option" "unknown argument '--bogus'" "$T/c6" generate --tokens 1 --bogus

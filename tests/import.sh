@@ -77,6 +77,7 @@ qwen3 qwen3 --untied
 mistral mistral
 mixtral mixtral --bf16
 phi3 phi3 --bf16 --shards 2
+gemma gemma --untied
 EOF
 ls "$T/llama/model.safetensors.index.json" >/dev/null 2>&1 && ok "  llama: shards and an index" ||
     bad "  llama: shards and an index"
@@ -230,6 +231,33 @@ run "Llama-3.2-1B's config: import" "$KILN" import hf "$T/l32" -o "$T/l32.json" 
 grep -q '"scaling": "llama3", "factor": 32, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192' \
     "$T/l32.json" && ok "  its rope nodes scale as Llama 3.1" || bad "  its rope nodes scale as Llama 3.1"
 rm -f "$T/l32.json"
+
+# Gemma-2B's config.json (no weights): tied, the embeddings times
+# sqrt(2048) as an f32, norms by 1 + w (computed at open), and its
+# hidden_activation null is transformers' gelu_pytorch_tanh; "gelu" is erf.
+mkdir "$T/gem"
+cat >"$T/gem/config.json" <<'CFG'
+{"architectures": ["GemmaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+ "bos_token_id": 2, "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu",
+ "hidden_activation": null, "hidden_size": 2048, "initializer_range": 0.02,
+ "intermediate_size": 16384, "max_position_embeddings": 8192, "model_type": "gemma",
+ "num_attention_heads": 8, "num_hidden_layers": 18, "num_key_value_heads": 1,
+ "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 10000.0,
+ "torch_dtype": "bfloat16", "transformers_version": "4.38.0.dev0", "use_cache": true,
+ "vocab_size": 256000}
+CFG
+run "Gemma-2B's config: import" "$KILN" import hf "$T/gem" -o "$T/gem.json" --max-seq 256
+grep -q '"x0_scaled", "op": "mul", "inputs": \["x0", 45.25483322143555\]' "$T/gem.json" &&
+    grep -q '"layers.17.h2_scale", "op": "add", "inputs": \["model.layers.17.post_attention_layernorm.weight", 1\]' "$T/gem.json" &&
+    grep -q '"layers.17.gate_act", "op": "gelu", "inputs": \["layers.17.gate"\], "attrs": {"approximate": "tanh"}' "$T/gem.json" &&
+    ! grep -q lm_head "$T/gem.json" && ok "  scaled embeddings, 1 + w norms, a gelu (tanh) gate, tied" ||
+    bad "  scaled embeddings, 1 + w norms, a gelu (tanh) gate, tied"
+sed 's/"hidden_activation": null/"hidden_activation": "gelu"/' "$T/gem/config.json" >"$T/gem/c" &&
+    mv "$T/gem/c" "$T/gem/config.json"
+"$KILN" import hf "$T/gem" -o "$T/gem.json" --max-seq 256 &&
+    grep -q '"layers.17.gate_act", "op": "gelu", "inputs": \["layers.17.gate"\], "attrs": {"approximate": "none"}' "$T/gem.json" &&
+    ok "  hidden_activation \"gelu\": the erf gelu" || bad "  hidden_activation \"gelu\": the erf gelu"
+rm -f "$T/gem.json"
 
 # SmolLM2-135M's config.json (no weights): nanotron's is_llama_config and
 # rope_interleaved (false) taken; tied, 3 kv heads of 64.

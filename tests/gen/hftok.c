@@ -74,7 +74,7 @@ static const char *qwen2_re =
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* SentencePiece-style (hftok.h). */
-#define SP(style) ((style) == HF_TOK_LLAMA || (style) == HF_TOK_METASPACE)
+#define SP(style) ((style) == HF_TOK_LLAMA || (style) == HF_TOK_METASPACE || (style) == HF_TOK_GEMMA)
 
 /* The vocab's tokens before the merges' (hftok.h). */
 static int base_tokens(int style) { return SP(style) ? 3 + 256 + 27 : 256; }
@@ -142,7 +142,12 @@ static void put_sp_parts(HtBuf *b, int style, const char *post)
                  "true}%s", i, names[i], i < 2 ? ",\n" : "],\n");
         put(b, item);
     }
-    put(b, style == HF_TOK_LLAMA
+    put(b, style == HF_TOK_GEMMA
+               ? "\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+                 "\"content\": \"" SP_META "\"},\n\"pre_tokenizer\": {\"type\": \"Split\", "
+                 "\"pattern\": {\"String\": \" \"}, \"behavior\": \"MergedWithPrevious\", "
+                 "\"invert\": false},\n"
+           : style == HF_TOK_LLAMA
                ? "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": "
                  "\"Prepend\", \"prepend\": \"" SP_META "\"}, {\"type\": \"Replace\", "
                  "\"pattern\": {\"String\": \" \"}, \"content\": \"" SP_META "\"}]},\n"
@@ -154,8 +159,10 @@ static void put_sp_parts(HtBuf *b, int style, const char *post)
     put(b, post ? post : "null");
     put(b, ",\n\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", "
            "\"pattern\": {\"String\": \"" SP_META "\"}, \"content\": \" \"}, {\"type\": "
-           "\"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": "
-           "\" \", \"start\": 1, \"stop\": 0}]},\n\"model\": ");
+           "\"ByteFallback\"}, {\"type\": \"Fuse\"}");
+    put(b, style == HF_TOK_GEMMA ? "]},\n\"model\": "
+                                 : ", {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, "
+                                   "\"stop\": 0}]},\n\"model\": ");
 }
 
 /* The parts of a byte-level tokenizer.json before its model: the added

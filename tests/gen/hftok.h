@@ -21,8 +21,10 @@ typedef struct {
 /* GPT-2's ByteLevel, merges "A B"; Qwen2's Split, merges as arrays;
  * Llama 2's normalizer, merges "A B"; a Metaspace pre-tokenizer
  * (prepend_scheme first, no split), merges as arrays; SmolLM's Digits
- * (individual_digits) then ByteLevel, merges "A B". */
-enum { HF_TOK_GPT2, HF_TOK_QWEN2, HF_TOK_LLAMA, HF_TOK_METASPACE, HF_TOK_DIGITS };
+ * (individual_digits) then ByteLevel, merges "A B"; Gemma's normalizer
+ * (spaces as U+2581, none first), Split by " " and decoder (no Strip),
+ * merges "A B". */
+enum { HF_TOK_GPT2, HF_TOK_QWEN2, HF_TOK_LLAMA, HF_TOK_METASPACE, HF_TOK_DIGITS, HF_TOK_GEMMA };
 
 /* The text of a tokenizer.json of style HF_TOK_* (malloc'd,
  * NUL-terminated, its length in *len; NULL when out of memory). post: the

@@ -42,8 +42,8 @@ struct CkModel {
     float *x, *xb, *xb2, *q, *k, *v, *att, *h1, *h2, *h3, *logits;
 };
 
-static const char *const type_names[] = {"llama", "qwen2", "gpt2",    "qwen3_moe",
-                                          "qwen3", "mistral", "mixtral", "phi3"};
+static const char *const type_names[] = {"llama", "qwen2",   "gpt2", "qwen3_moe", "qwen3",
+                                          "mistral", "mixtral", "phi3", "gemma"};
 
 const CkShape *ck_shape(const CkModel *m) { return &m->s; }
 
@@ -88,7 +88,11 @@ static float *matrix(CkModel *m, int64_t rows, int64_t cols)
     return weights(m, rows * cols, 0, 1.0f / sqrtf((float)cols));
 }
 
-static float *norm(CkModel *m, int64_t n) { return weights(m, n, 1, 0.1f); }
+/* A norm's weights: near 1, or near 0 for Gemma's, which scale by 1 + w. */
+static float *norm(CkModel *m, int64_t n)
+{
+    return weights(m, n, m->s.type == CK_GEMMA ? 0 : 1, 0.1f);
+}
 static float *bias(CkModel *m, int64_t n) { return weights(m, n, 0, 0.1f); }
 
 static int is_moe(const CkModel *m, int l)
@@ -240,6 +244,8 @@ int ck_hf_shape(const char *type, CkShape *s)
          .kv_heads = 1, .seq = 64},
         {.type = CK_PHI3, .vocab = 320, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
          .kv_heads = 2, .seq = 64},
+        {.type = CK_GEMMA, .vocab = 330, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
+         .kv_heads = 1, .head_dim = 32, .seq = 64, .tied = 1},
         {.type = CK_MIXTRAL, .vocab = 330, .dim = 64, .hidden = 48, .layers = 2, .heads = 4,
          .kv_heads = 2, .seq = 64, .experts = 4, .top_k = 2, .moe_hidden = 48, .norm_topk = 1},
     };
@@ -308,14 +314,15 @@ static void conv1d(float *out, const float *x, const float *w, const float *b, i
     }
 }
 
-static void rmsnorm(float *out, const float *x, const float *w, int n, double eps)
+/* x / rms(x) * w, or * (1 + w) when one (GemmaRMSNorm) */
+static void rmsnorm(float *out, const float *x, const float *w, int n, double eps, int one)
 {
     double ss = 0;
     for (int i = 0; i < n; i++)
         ss += (double)x[i] * x[i];
     double r = 1.0 / sqrt(ss / n + eps);
     for (int i = 0; i < n; i++)
-        out[i] = (float)(x[i] * r * w[i]);
+        out[i] = (float)(x[i] * r * (one + (double)w[i]));
 }
 
 static void layernorm(float *out, const float *x, const float *w, const float *b, int n)
@@ -404,6 +411,9 @@ static void attend(CkModel *m, int l, int pos, float *out)
 }
 
 /* y = down(silu(gate x) * up x), gate and up [n, D], down [D, n]. */
+static float gelu_tanh(float x);
+
+/* down(act(gate x) * up x): act silu, or GemmaMLP's gelu_pytorch_tanh */
 static void swiglu(CkModel *m, float *y, const float *x, const float *gate, const float *up,
                    const float *down, int n)
 {
@@ -411,7 +421,7 @@ static void swiglu(CkModel *m, float *y, const float *x, const float *gate, cons
     matvec(m->h1, gate, x, NULL, n, D);
     matvec(m->h2, up, x, NULL, n, D);
     for (int i = 0; i < n; i++)
-        m->h1[i] = silu(m->h1[i]) * m->h2[i];
+        m->h1[i] = (m->s.type == CK_GEMMA ? gelu_tanh(m->h1[i]) : silu(m->h1[i])) * m->h2[i];
     matvec(y, down, m->h1, NULL, D, n);
 }
 
@@ -451,17 +461,21 @@ static void llama_step(CkModel *m, int token, int pos)
     int D = s->dim, hd = m->hd;
     double eps = s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6;
     double theta = s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 ? 1e6 : 1e4;
-    memcpy(m->x, m->embed + (int64_t)token * D, sizeof *m->x * (size_t)D);
+    int gemma = s->type == CK_GEMMA;
+    /* GemmaModel: the embeddings times sqrt(hidden_size) as a float32 */
+    float scale = gemma ? (float)sqrt((double)D) : 1.0f;
+    for (int i = 0; i < D; i++)
+        m->x[i] = m->embed[(int64_t)token * D + i] * scale;
     for (int l = 0; l < s->layers; l++) {
         const CkLayer *L = &m->L[l];
-        rmsnorm(m->xb, m->x, L->attn_norm, D, eps);
+        rmsnorm(m->xb, m->x, L->attn_norm, D, eps, gemma);
         matvec(m->q, L->wq, m->xb, L->bq, m->qd, D);
         matvec(m->k, L->wk, m->xb, L->bk, m->kvd, D);
         matvec(m->v, L->wv, m->xb, L->bv, m->kvd, D);
         for (int h = 0; L->q_norm && h < s->heads; h++)
-            rmsnorm(m->q + h * hd, m->q + h * hd, L->q_norm, hd, eps);
+            rmsnorm(m->q + h * hd, m->q + h * hd, L->q_norm, hd, eps, 0);
         for (int h = 0; L->k_norm && h < s->kv_heads; h++)
-            rmsnorm(m->k + h * hd, m->k + h * hd, L->k_norm, hd, eps);
+            rmsnorm(m->k + h * hd, m->k + h * hd, L->k_norm, hd, eps, 0);
         rope(m->q, s->heads, hd, pos, theta, s->interleaved, s->llama3_rope);
         rope(m->k, s->kv_heads, hd, pos, theta, s->interleaved, s->llama3_rope);
         int64_t row = ((int64_t)l * s->seq + pos) * m->kvd;
@@ -471,7 +485,7 @@ static void llama_step(CkModel *m, int token, int pos)
         matvec(m->xb2, L->wo, m->xb, NULL, D, m->qd);
         for (int i = 0; i < D; i++)
             m->x[i] += m->xb2[i];
-        rmsnorm(m->xb, m->x, L->ffn_norm, D, eps);
+        rmsnorm(m->xb, m->x, L->ffn_norm, D, eps, gemma);
         if (L->router)
             moe(m, L, m->xb2, m->xb);
         else
@@ -479,7 +493,7 @@ static void llama_step(CkModel *m, int token, int pos)
         for (int i = 0; i < D; i++)
             m->x[i] += m->xb2[i];
     }
-    rmsnorm(m->x, m->x, m->norm, D, eps);
+    rmsnorm(m->x, m->x, m->norm, D, eps, gemma);
     matvec(m->logits, m->head, m->x, NULL, s->vocab, D);
 }
 
@@ -785,15 +799,17 @@ static void config_llama(FILE *f, const CkModel *m)
     static const char *const arch[] = {"LlamaForCausalLM",    "Qwen2ForCausalLM",
                                        "",                    "Qwen3MoeForCausalLM",
                                        "Qwen3ForCausalLM",    "MistralForCausalLM",
-                                       "MixtralForCausalLM",  "Phi3ForCausalLM"};
+                                       "MixtralForCausalLM",  "Phi3ForCausalLM",
+                                       "GemmaForCausalLM"};
     fprintf(f, "  \"architectures\": [\"%s\"],\n  \"attention_dropout\": 0.0,\n"
-            "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"silu\",\n"
+            "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"%s\",\n"
             "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n"
             "  \"intermediate_size\": %d,\n  \"max_position_embeddings\": %d,\n"
             "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n"
             "  \"num_key_value_heads\": %d,\n  \"rms_norm_eps\": %g,\n  \"rope_scaling\": %s,\n"
             "  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n  \"vocab_size\": %d,\n",
-            arch[s->type], s->dim, s->hidden, s->seq, s->heads, s->layers, s->kv_heads,
+            arch[s->type], s->type == CK_GEMMA ? "gelu" : "silu", s->dim, s->hidden, s->seq,
+            s->heads, s->layers, s->kv_heads,
             s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6,
             s->llama3_rope ? "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
                              " \"original_max_position_embeddings\": 32, \"rope_type\": \"llama3\"}"
@@ -814,13 +830,16 @@ static void config_llama(FILE *f, const CkModel *m)
                 "  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
                 "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n",
                 s->experts, s->top_k);
-    else if (s->type != CK_LLAMA && s->type != CK_PHI3)
+    else if (s->type != CK_LLAMA && s->type != CK_PHI3 && s->type != CK_GEMMA)
         fprintf(f, "  \"sliding_window\": 4096,\n  \"max_window_layers\": 21,\n"
                 "  \"use_sliding_window\": false,\n");
     if (s->type == CK_QWEN2)
         fprintf(f, "  \"use_mrope\": false,\n");
     if (s->type == CK_QWEN3)
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n", m->hd);
+    if (s->type == CK_GEMMA)   /* hidden_act is ignored: hidden_activation rules */
+        fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n"
+                "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n  \"pad_token_id\": 0,\n", m->hd);
     if (s->type == CK_QWEN3_MOE) {
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n  \"decoder_sparse_step\": 1,\n"
                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"

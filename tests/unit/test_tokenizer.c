@@ -390,6 +390,21 @@ static void test_sp_metaspace(void **state)
     rt_tok_close(t);
 }
 
+/* Gemma's: spaces made U+2581, none first, a Split by " " that finds none,
+ * and no Strip: every text comes back as it was. */
+static void test_sp_gemma(void **state)
+{
+    (void)state;
+    rt_tok *t = open_ok(hf_file("gemma.json", HF_TOK_GEMMA, sp_merges, N(sp_merges), sp_template));
+    /* h e l l o _ w o r l d: no "_h" to merge; el, lo; _world */
+    ENCODES(t, "hello world", 1, SP_BOS, SP_A + 7, SP_EL, SP_LO, SP_WORLD);
+    ENCODES(t, " hello", 0, SP_HELLO);
+    assert_string_equal(rt_tok_decode_piece(t, SP_BOS, SP_HELLO), " hello");
+    for (int i = 0; i < N(texts); i++)
+        round_trip(t, texts[i]);
+    rt_tok_close(t);
+}
+
 /* Without byte fallback, a character with no token is unk, a run of them
  * one unk (fuse_unk); without unk either, the text is refused. */
 static void test_sp_unk(void **state)
@@ -443,7 +458,7 @@ static void test_sp_malformed(void **state)
     open_bad(edit(llama, "s5.json", "\"pre_tokenizer\": null",
                   "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}"),
              "pre_tokenizer: type 'ByteLevel' after a normalizer that makes spaces U+2581 is not "
-             "supported (kiln takes none)");
+             "supported (kiln takes none, or a Split by \" \")");
     open_bad(edit(llama, "s6.json", "\"normalized\": false", "\"normalized\": true"),
              "added_tokens[0]: normalized: true with a normalizer is not supported (kiln takes "
              "added tokens out before normalizing)");
@@ -625,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_hf_digits),
         cmocka_unit_test(test_sp_llama),      cmocka_unit_test(test_sp_metaspace),
         cmocka_unit_test(test_sp_unk),        cmocka_unit_test(test_sp_malformed),
+        cmocka_unit_test(test_sp_gemma),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }
