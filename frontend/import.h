@@ -94,8 +94,8 @@ char *ig_text(ImpGraph *g, const char *output);
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
 /* ---- import_decoder.c: the decoder graphs -------------------------------- */
-/* A llama-family decoder (llama2.c, llama, gemma, mistral, mixtral, phi3, qwen2, qwen3,
- * qwen3_moe):
+/* A llama-family decoder (llama2.c, llama, gemma, gemma2, mistral, mixtral, phi3, qwen2,
+ * qwen3, qwen3_moe):
  * pre-norm
  * blocks of rmsnorm, rotary attention with a KV cache, SwiGLU or a
  * mixture of experts, and the weight names of its checkpoint. */
@@ -110,7 +110,9 @@ typedef struct {
     int64_t rope_original;      /* high_freq_factor, original_max_position_embeddings */
     int hf_names;               /* model.layers.L.self_attn.q_proj.weight (2:
                                    with Mixtral's block_sparse_moe experts; 3:
-                                   Phi-3's fused qkv_proj and gate_up_proj),
+                                   Phi-3's fused qkv_proj and gate_up_proj; 4:
+                                   Gemma 2's norms after attention and around
+                                   the MLP),
                                    else llama2.c's layers.L.attention.wq.weight */
     int tied;                   /* logits use the embedding table */
     int qkv_bias;               /* q, k, v projections have biases (qwen2) */
@@ -119,6 +121,9 @@ typedef struct {
     double embed_scale;         /* the embeddings times this (gemma), or 0 */
     const char *gelu;           /* the gate's activation: NULL silu, else gelu
                                    with this approximate (gemma) */
+    double attn_scale;          /* attention's scale, or 0: 1/sqrt(head_dim) */
+    double softcap, final_softcap;  /* Gemma 2's caps of the scores and the
+                                   logits (c tanh(x / c)), or 0: none */
     int64_t window;             /* mistral's sliding window: 0 none, else at
                                    least S (imp_hf checks), so not in the graph */
     /* mixture of experts (qwen3_moe, mixtral): a layer is sparse when moe[L] */

@@ -82,13 +82,15 @@ typedef struct {
     const char *attn_norm, *q, *k, *v, *o, *q_norm, *k_norm, *ffn_norm, *gate, *up, *down;
     const char *router, *expert, *egate, *eup, *edown;
     const char *qkv, *gate_up;  /* fused projections, or NULL */
+    const char *post_attn, *post_ffn;   /* norms of attention's and the MLP's
+                                   outputs, or NULL */
 } LlamaNames;
 
 static const LlamaNames llama2c_names = {
     "tok_embeddings.weight", "norm.weight", "output.weight", "layers.%d.",
     "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
     NULL, NULL, "ffn_norm", "feed_forward.w1", "feed_forward.w3", "feed_forward.w2",
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 static const LlamaNames hf_names = {
@@ -96,7 +98,17 @@ static const LlamaNames hf_names = {
     "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
     "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "post_attention_layernorm",
     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate", "mlp.experts.%d.",
-    "gate_proj", "up_proj", "down_proj", NULL, NULL,
+    "gate_proj", "up_proj", "down_proj", NULL, NULL, NULL, NULL,
+};
+
+/* Gemma 2's: Hugging Face's, where post_attention_layernorm norms
+ * attention's output and pre_feedforward_layernorm the MLP's input. */
+static const LlamaNames gemma2_names = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.%d.",
+    "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+    "self_attn.o_proj", NULL, NULL, "pre_feedforward_layernorm",
+    "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    "post_attention_layernorm", "post_feedforward_layernorm",
 };
 
 /* Phi-3's: Hugging Face's, with q, k, v rows in one projection, and
@@ -105,7 +117,7 @@ static const LlamaNames phi3_names = {
     "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.%d.",
     "input_layernorm", NULL, NULL, NULL, "self_attn.o_proj", NULL, NULL,
     "post_attention_layernorm", NULL, NULL, "mlp.down_proj", NULL, NULL, NULL, NULL, NULL,
-    "self_attn.qkv_proj", "mlp.gate_up_proj",
+    "self_attn.qkv_proj", "mlp.gate_up_proj", NULL, NULL,
 };
 
 /* Mixtral's: Hugging Face's, but for its experts (w1 gate, w3 up, w2 down). */
@@ -114,7 +126,7 @@ static const LlamaNames mixtral_names = {
     "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
     "self_attn.o_proj", NULL, NULL, "post_attention_layernorm",
     NULL, NULL, NULL, "block_sparse_moe.gate", "block_sparse_moe.experts.%d.",
-    "w1", "w3", "w2", NULL, NULL,
+    "w1", "w3", "w2", NULL, NULL, NULL, NULL,
 };
 
 typedef struct {
@@ -207,10 +219,16 @@ static const char *llama_attention(Llama *L, const char *in)
     k = rope(L, nd(x, "k_rot"), k);
     const char *k_all = cache(x, "k", k, S, c->kv_heads, D);
     const char *v_all = cache(x, "v", v, S, c->kv_heads, D);
-    const char *att = ig_node(x->g, nd(x, "att"), "attention", NULL, 4, q, k_all, v_all, x->pos);
+    const char *at = NULL;
+    if (c->attn_scale || c->softcap)
+        at = arena_printf(x->a, "{\"scale\": %s, \"softcap\": %s}", ig_num(x->g, c->attn_scale),
+                          ig_num(x->g, c->softcap));
+    const char *att = ig_node(x->g, nd(x, "att"), "attention", at, 4, q, k_all, v_all, x->pos);
     att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(-1, c->heads * D));
     const char *o = ig_node(x->g, nd(x, "att_out"), "linear", NULL, 2, att,
                             lw(x, n->o, ".weight", IG_DIMS(c->dim, c->heads * D)));
+    if (n->post_attn)
+        o = rmsnorm(L, nd(x, "att_normed"), o, lw(x, n->post_attn, ".weight", IG_DIMS(c->dim)));
     return ig_node(x->g, nd(x, "x_att"), "add", NULL, 2, in, o);
 }
 
@@ -290,13 +308,17 @@ static const char *llama_layer(Llama *L, const char *in)
     const char *h2 = rmsnorm(L, nd(x, "h2"), x_att,
                              lw(x, L->n->ffn_norm, ".weight", IG_DIMS(L->c->dim)));
     const char *y = L->c->moe && L->c->moe[x->l] ? experts(L, h2) : swiglu(L, h2);
+    if (L->n->post_ffn)
+        y = rmsnorm(L, nd(x, "ffn_normed"), y,
+                    lw(x, L->n->post_ffn, ".weight", IG_DIMS(L->c->dim)));
     return ig_node(x->g, nd(x, "x_out"), "add", NULL, 2, x_att, y);
 }
 
 char *imp_llama_graph(Arena *a, const ImpLlama *c)
 {
     Llama L = {.x = {.a = a, .g = ig_new(a, c->model_name), .T = c->tokens}, .c = c,
-               .n = c->hf_names == 3   ? &phi3_names
+               .n = c->hf_names == 4   ? &gemma2_names
+                    : c->hf_names == 3 ? &phi3_names
                     : c->hf_names == 2 ? &mixtral_names
                     : c->hf_names      ? &hf_names
                                        : &llama2c_names};
@@ -312,7 +334,14 @@ char *imp_llama_graph(Arena *a, const ImpLlama *c)
     }
     h = rmsnorm(&L, "x_final", h, ig_weight(x->g, L.n->norm, IG_DIMS(c->dim)));
     const char *head = c->tied ? embed : ig_weight(x->g, L.n->head, IG_DIMS(c->vocab, c->dim));
-    ig_node(x->g, "logits", "linear", NULL, 2, h, head);
+    if (c->final_softcap) {         /* cap tanh(logits / cap) */
+        h = ig_node(x->g, "logits_raw", "linear", NULL, 2, h, head);
+        h = ig_scalar(x->g, "logits_scaled", "div", h, c->final_softcap);
+        h = ig_node(x->g, "logits_tanh", "tanh", NULL, 1, h);
+        ig_scalar(x->g, "logits", "mul", h, c->final_softcap);
+    } else {
+        ig_node(x->g, "logits", "linear", NULL, 2, h, head);
+    }
     return ig_text(x->g, "logits");
 }
 

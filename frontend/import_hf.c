@@ -302,8 +302,8 @@ static void no_sliding(Cfg *c)
         bad(c, "layer_types", types, "must be a list");
 }
 
-/* The fields the llama family (llama, gemma, mistral, mixtral, phi3,
- * qwen2, qwen3, qwen3_moe) share. L->max_seq holds
+/* The fields the llama family (llama, gemma, gemma2, mistral, mixtral,
+ * phi3, qwen2, qwen3, qwen3_moe) share. L->max_seq holds
  * max_position_embeddings until the options set S. */
 static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
 {
@@ -424,6 +424,44 @@ static void read_gemma(Cfg *c, ImpLlama *L)
     L->tied = tied_given ? L->tied : 1;
     L->norm_one = 1;
     L->embed_scale = (float)sqrt((double)L->dim);
+}
+
+/* A soft cap: dflt when absent, none (0) when null, else > 0. */
+static double softcap(Cfg *c, const char *key, double dflt)
+{
+    if (json_is_null(json_object_get(c->root, key))) {
+        take(c, key);
+        return 0;
+    }
+    double v = get_num(c, key, dflt);
+    if (!(v > 0))
+        diag(c->fx.d, key, "%g is not a soft cap (> 0, or null for none)", v);
+    return v;
+}
+
+/* Gemma 2 (2B, 9B, 27B): gemma's layers (transformers' modeling_gemma2)
+ * with a norm after attention and one around the MLP, the attention
+ * scores scaled by query_pre_attn_scalar^-1/2 and capped at
+ * attn_logit_softcapping, the logits at final_logit_softcapping (c
+ * tanh(x / c); null: none). Every other layer attends in a window of
+ * sliding_window rows, which is all of them over a KV cache of no more
+ * rows (imp_hf checks, as mistral's); cache_implementation is how
+ * transformers keeps the cache. */
+static void read_gemma2(Cfg *c, ImpLlama *L)
+{
+    static const char *const unused[] = {"cache_implementation", NULL};
+    read_gemma(c, L);
+    ignore(c, unused);
+    L->window = get_int(c, "sliding_window", 4096, 1);
+    int64_t older = get_int(c, "sliding_window_size", L->window, 1);  /* 4.42's name */
+    L->window = older < L->window ? older : L->window;
+    double qs = get_num(c, "query_pre_attn_scalar", 256);
+    if (!(qs > 0))
+        diag(c->fx.d, "query_pre_attn_scalar", "%g is not > 0", qs);
+    L->attn_scale = qs > 0 ? 1 / sqrt(qs) : 0;
+    L->softcap = softcap(c, "attn_logit_softcapping", 50);
+    L->final_softcap = softcap(c, "final_logit_softcapping", 30);
+    L->hf_names = 4;
 }
 
 /* Qwen3's dense models: qwen2's layers without the q/k/v biases, with
@@ -611,10 +649,10 @@ static json_t *load_config(Arena *a, const char *path, Diags *d, int *io)
 char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
 {
     static const char *const types[] = {"llama",   "qwen2",   "gpt2", "qwen3", "qwen3_moe",
-                                        "mistral", "mixtral", "phi3", "gemma", NULL};
+                                        "mistral", "mixtral", "phi3", "gemma", "gemma2", NULL};
     static void (*const read[])(Cfg *, ImpLlama *) = {
         read_llama,   read_qwen2,   NULL,      read_qwen3, read_qwen3_moe,
-        read_mistral, read_mixtral, read_phi3, read_gemma};
+        read_mistral, read_mixtral, read_phi3, read_gemma, read_gemma2};
     int before = d->n;
     *io = 0;
     json_t *root = load_config(a, arena_printf(a, "%s/config.json", dir), d, io);
@@ -632,11 +670,11 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
     if (t < 0) {
         if (type)
             bad(&c, "model_type", type,
-                "kiln imports llama, gemma, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe and "
-                "gpt2");
+                "kiln imports llama, gemma, gemma2, mistral, mixtral, phi3, qwen2, qwen3, "
+                "qwen3_moe and gpt2");
         else
-            diag(d, "model_type", "missing (kiln imports llama, gemma, mistral, mixtral, phi3, "
-                                  "qwen2, qwen3, qwen3_moe and gpt2)");
+            diag(d, "model_type", "missing (kiln imports llama, gemma, gemma2, mistral, "
+                                  "mixtral, phi3, qwen2, qwen3, qwen3_moe and gpt2)");
         arena_release(a, root);
         return NULL;
     }

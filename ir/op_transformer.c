@@ -26,6 +26,8 @@ const AttrSpec rope_attrs[] = {
 const AttrSpec attention_attrs[] = {
     {"causal", AT_BOOL, 0, 1, 0, NULL, 0, 0},
     {"scale", AT_FLOAT, 0, 0, 0.0, NULL, 0, 0},        /* 0: 1/sqrt(D) */
+    /* Gemma 2's soft cap of the scores (attn_softcap); dumps show it when set */
+    {"softcap", AT_FLOAT, 0, 0, 0.0, NULL, 0, 1},      /* 0: none */
     {0},
 };
 
@@ -319,15 +321,18 @@ void lower_rope(LowerCx *cx, Node *n)
 }
 
 /* ---- attention ---------------------------------------------------------------
- * out[t, h] = softmax_j(scale * q[t, h] . k[j, g]) @ v[j, g] over the keys j
- * that query t sees: 0 .. pos + t when causal, 0 .. pos + T - 1 otherwise;
- * g = h / (Hq / Hkv) is the kv head of query head h. */
+ * out[t, h] = softmax_j(cap(scale * q[t, h] . k[j, g])) @ v[j, g] over the
+ * keys j that query t sees: 0 .. pos + t when causal, 0 .. pos + T - 1
+ * otherwise; g = h / (Hq / Hkv) is the kv head of query head h; cap(s) is
+ * s, or softcap * tanh(s / softcap) with a soft cap (Gemma 2). */
 
 static double attn_scale(const Node *n)
 {
     double s = attr_f(n, "scale");
     return s > 0 ? s : 1.0 / sqrt((double)n->in[0]->dims[2]);
 }
+
+static double attn_softcap(const Node *n) { return attr_f(n, "softcap"); }
 
 static int attn_shapes(InferCx *cx, Node *n)
 {
@@ -370,9 +375,14 @@ int infer_attention(InferCx *cx, Node *n)
         bad |= need_dtype(cx, n, i, DT_F32) | need_rank(cx, n, i, 3);
     if (n->nin == 4)
         bad |= need_i32_scalar(cx, n, 3);
-    const AttrVal *scale = attr_v(n, "scale");
+    const AttrVal *scale = attr_v(n, "scale"), *cap = attr_v(n, "softcap");
     if (scale->given && (!(scale->f > 0) || isinf(scale->f))) {
         diag(cx->d, attr_where(cx, n, "scale"), "attention: scale must be > 0, got %g", scale->f);
+        bad = -1;
+    }
+    if (cap->given && (!(cap->f >= 0) || isinf(cap->f))) {
+        diag(cx->d, attr_where(cx, n, "softcap"), "attention: softcap must be >= 0 (0: none), "
+             "got %g", cap->f);
         bad = -1;
     }
     if (bad || attn_shapes(cx, n))
@@ -381,15 +391,17 @@ int infer_attention(InferCx *cx, Node *n)
     return 0;
 }
 
-/* One query row: o[d] = sum_j softmax(scale * q . k_j) v_j[d] over keys
- * 0..last; k and v point at kv head g of row 0, rows `stride` apart; w
- * holds last + 1 doubles. */
+/* One query row: o[d] = sum_j softmax(cap(scale * q . k_j)) v_j[d] over
+ * keys 0..last; k and v point at kv head g of row 0, rows `stride` apart;
+ * w holds last + 1 doubles. */
 static void attend_row(const float *q, const float *k, const float *v, int64_t stride,
-                       int64_t D, int64_t last, double scale, double *w, float *o)
+                       int64_t D, int64_t last, double scale, double cap, double *w, float *o)
 {
     double mx = -INFINITY, sum = 0;
     for (int64_t j = 0; j <= last; j++) {
         w[j] = scale * dot(q, k + j * stride, D);
+        if (cap > 0)
+            w[j] = cap * tanh(w[j] / cap);
         mx = w[j] > mx ? w[j] : mx;
     }
     for (int64_t j = 0; j <= last; j++) {
@@ -421,7 +433,7 @@ int ref_attention(RefCx *cx, Node *n)
         for (int64_t h = 0; h < Hq; h++) {
             int64_t g = h / (Hq / Hkv), last = causal ? pos + t : pos + T - 1;
             attend_row(q->f + (t * Hq + h) * D, k->f + g * D, v->f + g * D, Hkv * D, D,
-                       last, attn_scale(n), w, o->f + (t * Hq + h) * D);
+                       last, attn_scale(n), attn_softcap(n), w, o->f + (t * Hq + h) * D);
         }
     free(w);
     return 0;
@@ -574,8 +586,8 @@ static void att_init(Att *at, Block *row)
     acc_set(at, &ld->body, r, e_var(a, ld->v), A_SET, e_flt(a, 0));
 }
 
-/* For key j, then head r: sc[r, j] = scale * q[t, h0 + r] . k[j0 + j, g],
- * the dot product in L lanes, the lanes summed by halving. */
+/* For key j, then head r: sc[r, j] = cap(scale * q[t, h0 + r] . k[j0 + j,
+ * g]), the dot product in L lanes, the lanes summed by halving. */
 static void att_scores(Att *at, Block *blk)
 {
     LowerCx *cx = at->cx;
@@ -598,7 +610,11 @@ static void att_scores(Att *at, Block *blk)
     Expr *dot = e_load(a, part, ix1(at, e_int(a, 0)));
     if (at->L > 1)
         dot = e_add(a, dot, e_load(a, part, ix1(at, e_int(a, 1))));
-    s_store(a, b, at->sc, ix2(at, r, j), A_SET, e_mul(a, dot, e_flt(a, attn_scale(at->n))));
+    Expr *score = e_mul(a, dot, e_flt(a, attn_scale(at->n)));
+    double cap = attn_softcap(at->n);
+    if (cap > 0)                    /* cap tanh(score / cap) */
+        score = e_mul(a, e_flt(a, cap), e_un(a, U_TANH, e_mul(a, score, e_flt(a, 1 / cap))));
+    s_store(a, b, at->sc, ix2(at, r, j), A_SET, score);
 }
 
 /* For head r: m = max(mx[r], the block's scores); the scores become

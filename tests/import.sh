@@ -78,6 +78,7 @@ mistral mistral
 mixtral mixtral --bf16
 phi3 phi3 --bf16 --shards 2
 gemma gemma --untied
+gemma2 gemma2 --bf16
 EOF
 ls "$T/llama/model.safetensors.index.json" >/dev/null 2>&1 && ok "  llama: shards and an index" ||
     bad "  llama: shards and an index"
@@ -258,6 +259,34 @@ sed 's/"hidden_activation": null/"hidden_activation": "gelu"/' "$T/gem/config.js
     grep -q '"layers.17.gate_act", "op": "gelu", "inputs": \["layers.17.gate"\], "attrs": {"approximate": "none"}' "$T/gem.json" &&
     ok "  hidden_activation \"gelu\": the erf gelu" || bad "  hidden_activation \"gelu\": the erf gelu"
 rm -f "$T/gem.json"
+
+# Gemma-2-2B's config.json (no weights): the scores scaled by
+# query_pre_attn_scalar^-1/2 and capped at 50, the logits at 30; norms
+# after attention and around the MLP; its sliding window of 4096 is all of
+# the default cache's 2048 rows, and refuses 8192.
+mkdir "$T/gem2"
+cat >"$T/gem2/config.json" <<'CFG'
+{"architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+ "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid",
+ "eos_token_id": 1, "final_logit_softcapping": 30.0, "head_dim": 256,
+ "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+ "hidden_size": 2304, "initializer_range": 0.02, "intermediate_size": 9216,
+ "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 8,
+ "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
+ "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+ "sliding_window": 4096, "torch_dtype": "float32", "transformers_version": "4.42.4",
+ "use_cache": true, "vocab_size": 256000}
+CFG
+run "Gemma-2-2B's config: import" "$KILN" import hf "$T/gem2" -o "$T/gem2.json"
+grep -q '"attrs": {"scale": 0.0625, "softcap": 50}' "$T/gem2.json" &&
+    grep -q '"logits", "op": "mul", "inputs": \["logits_tanh", 30\]' "$T/gem2.json" &&
+    grep -q '"model.layers.25.post_feedforward_layernorm.weight"' "$T/gem2.json" &&
+    ok "  capped scores (scale 1/16) and logits, norms around the MLP" ||
+    bad "  capped scores (scale 1/16) and logits, norms around the MLP"
+rm -f "$T/gem2.json"
+refuse 1 "  --max-seq past its sliding window refused" \
+    "config.json: sliding_window: 4096 is less than the KV cache's 8192 rows" \
+    "$KILN" import hf "$T/gem2" --max-seq 8192 -o "$T/never.json"
 
 # SmolLM2-135M's config.json (no weights): nanotron's is_llama_config and
 # rope_interleaved (false) taken; tied, 3 kv heads of 64.

@@ -17,6 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Gemma 2's query_pre_attn_scalar (not head_dim, so that the scale shows)
+ * and its caps of the scores and logits, small enough to bite */
+#define CK_G2_QPAS 24
+#define CK_G2_ATTN_CAP 0.5
+#define CK_G2_FINAL_CAP 3.0
+
 typedef struct {
     float *attn_norm, *ffn_norm;            /* gpt2: ln_1, ln_2 weights */
     float *wq, *wk, *wv, *wo;               /* [out, in]; gpt2: unused */
@@ -24,6 +30,7 @@ typedef struct {
     float *q_norm, *k_norm;                 /* qwen3_moe: [head_dim] */
     float *w1, *w2, *w3;                    /* gate [H, D], down [D, H], up [H, D] */
     float *router, *eg, *eu, *ed;           /* qwen3_moe: [E, D], [E][I, D], [E][I, D], [E][D, I] */
+    float *post_attn_norm, *post_ffn_norm;  /* gemma2: of attention's and the MLP's outputs */
     /* gpt2 (Conv1D: [in, out]) */
     float *ln1_b, *ln2_b, *c_attn, *c_attn_b, *c_proj, *c_proj_b, *fc, *fc_b, *proj, *proj_b;
 } CkLayer;
@@ -43,7 +50,7 @@ struct CkModel {
 };
 
 static const char *const type_names[] = {"llama", "qwen2",   "gpt2", "qwen3_moe", "qwen3",
-                                          "mistral", "mixtral", "phi3", "gemma"};
+                                          "mistral", "mixtral", "phi3", "gemma", "gemma2"};
 
 const CkShape *ck_shape(const CkModel *m) { return &m->s; }
 
@@ -88,11 +95,10 @@ static float *matrix(CkModel *m, int64_t rows, int64_t cols)
     return weights(m, rows * cols, 0, 1.0f / sqrtf((float)cols));
 }
 
+static int is_gemma(const CkModel *m) { return m->s.type == CK_GEMMA || m->s.type == CK_GEMMA2; }
+
 /* A norm's weights: near 1, or near 0 for Gemma's, which scale by 1 + w. */
-static float *norm(CkModel *m, int64_t n)
-{
-    return weights(m, n, m->s.type == CK_GEMMA ? 0 : 1, 0.1f);
-}
+static float *norm(CkModel *m, int64_t n) { return weights(m, n, is_gemma(m) ? 0 : 1, 0.1f); }
 static float *bias(CkModel *m, int64_t n) { return weights(m, n, 0, 0.1f); }
 
 static int is_moe(const CkModel *m, int l)
@@ -120,6 +126,10 @@ static void llama_layer(CkModel *m, CkLayer *L, int l)
         L->k_norm = norm(m, m->hd);
     }
     L->ffn_norm = norm(m, D);
+    if (s->type == CK_GEMMA2) {
+        L->post_attn_norm = norm(m, D);
+        L->post_ffn_norm = norm(m, D);
+    }
     if (is_moe(m, l)) {
         L->router = weights(m, E * D, 0, 1.0f);   /* routing far from ties */
         L->eg = matrix(m, E * I, D);
@@ -246,6 +256,8 @@ int ck_hf_shape(const char *type, CkShape *s)
          .kv_heads = 2, .seq = 64},
         {.type = CK_GEMMA, .vocab = 330, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
          .kv_heads = 1, .head_dim = 32, .seq = 64, .tied = 1},
+        {.type = CK_GEMMA2, .vocab = 340, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
+         .kv_heads = 2, .head_dim = 32, .seq = 64, .tied = 1},
         {.type = CK_MIXTRAL, .vocab = 330, .dim = 64, .hidden = 48, .layers = 2, .heads = 4,
          .kv_heads = 2, .seq = 64, .experts = 4, .top_k = 2, .moe_hidden = 48, .norm_topk = 1},
     };
@@ -387,9 +399,11 @@ static void rope(float *x, int n, int hd, int pos, double theta, int interleaved
 /* Attention of the heads of m->q at pos over the layer's cache rows
  * 0..pos, into out [heads * hd]; query head h reads kv head h /
  * (heads / kv_heads). */
+/* Softmax over the keys 0..pos of scale q . k, capped as Gemma 2's. */
 static void attend(CkModel *m, int l, int pos, float *out)
 {
-    int hd = m->hd, group = m->s.heads / m->s.kv_heads;
+    int hd = m->hd, group = m->s.heads / m->s.kv_heads, g2 = m->s.type == CK_GEMMA2;
+    double scale = 1 / sqrt(g2 ? CK_G2_QPAS : (double)hd);
     const float *kc = m->kc + (int64_t)l * m->s.seq * m->kvd, *vc = m->vc + (int64_t)l * m->s.seq * m->kvd;
     for (int h = 0; h < m->s.heads; h++) {
         const float *q = m->q + h * hd;
@@ -398,7 +412,8 @@ static void attend(CkModel *m, int l, int pos, float *out)
             double dot = 0;
             for (int i = 0; i < hd; i++)
                 dot += (double)q[i] * kc[(int64_t)t * m->kvd + kvh * hd + i];
-            m->att[t] = (float)(dot / sqrt((double)hd));
+            double sc = dot * scale;
+            m->att[t] = (float)(g2 ? CK_G2_ATTN_CAP * tanh(sc / CK_G2_ATTN_CAP) : sc);
         }
         softmax(m->att, pos + 1);
         for (int i = 0; i < hd; i++) {
@@ -410,10 +425,10 @@ static void attend(CkModel *m, int l, int pos, float *out)
     }
 }
 
-/* y = down(silu(gate x) * up x), gate and up [n, D], down [D, n]. */
 static float gelu_tanh(float x);
 
-/* down(act(gate x) * up x): act silu, or GemmaMLP's gelu_pytorch_tanh */
+/* y = down(act(gate x) * up x), gate and up [n, D], down [D, n]: act
+ * silu, or GemmaMLP's gelu_pytorch_tanh */
 static void swiglu(CkModel *m, float *y, const float *x, const float *gate, const float *up,
                    const float *down, int n)
 {
@@ -421,7 +436,7 @@ static void swiglu(CkModel *m, float *y, const float *x, const float *gate, cons
     matvec(m->h1, gate, x, NULL, n, D);
     matvec(m->h2, up, x, NULL, n, D);
     for (int i = 0; i < n; i++)
-        m->h1[i] = (m->s.type == CK_GEMMA ? gelu_tanh(m->h1[i]) : silu(m->h1[i])) * m->h2[i];
+        m->h1[i] = (is_gemma(m) ? gelu_tanh(m->h1[i]) : silu(m->h1[i])) * m->h2[i];
     matvec(y, down, m->h1, NULL, D, n);
 }
 
@@ -461,7 +476,7 @@ static void llama_step(CkModel *m, int token, int pos)
     int D = s->dim, hd = m->hd;
     double eps = s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6;
     double theta = s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 ? 1e6 : 1e4;
-    int gemma = s->type == CK_GEMMA;
+    int gemma = is_gemma(m);
     /* GemmaModel: the embeddings times sqrt(hidden_size) as a float32 */
     float scale = gemma ? (float)sqrt((double)D) : 1.0f;
     for (int i = 0; i < D; i++)
@@ -483,6 +498,8 @@ static void llama_step(CkModel *m, int token, int pos)
         memcpy(m->vc + row, m->v, sizeof(float) * (size_t)m->kvd);
         attend(m, l, pos, m->xb);
         matvec(m->xb2, L->wo, m->xb, NULL, D, m->qd);
+        if (L->post_attn_norm)
+            rmsnorm(m->xb2, m->xb2, L->post_attn_norm, D, eps, 1);
         for (int i = 0; i < D; i++)
             m->x[i] += m->xb2[i];
         rmsnorm(m->xb, m->x, L->ffn_norm, D, eps, gemma);
@@ -490,11 +507,15 @@ static void llama_step(CkModel *m, int token, int pos)
             moe(m, L, m->xb2, m->xb);
         else
             swiglu(m, m->xb2, m->xb, L->w1, L->w3, L->w2, s->hidden);
+        if (L->post_ffn_norm)
+            rmsnorm(m->xb2, m->xb2, L->post_ffn_norm, D, eps, 1);
         for (int i = 0; i < D; i++)
             m->x[i] += m->xb2[i];
     }
     rmsnorm(m->x, m->x, m->norm, D, eps, gemma);
     matvec(m->logits, m->head, m->x, NULL, s->vocab, D);
+    for (int i = 0; s->type == CK_GEMMA2 && i < s->vocab; i++)
+        m->logits[i] = (float)(CK_G2_FINAL_CAP * tanh(m->logits[i] / CK_G2_FINAL_CAP));
 }
 
 static float gelu_tanh(float x)
@@ -731,7 +752,13 @@ static void hf_llama(const CkModel *m, List *ls)
             add(ls, NAME("%sself_attn.q_norm.weight", pre), L->q_norm, 1, m->hd, 0, 0, 0);
             add(ls, NAME("%sself_attn.k_norm.weight", pre), L->k_norm, 1, m->hd, 0, 0, 0);
         }
-        add(ls, NAME("%spost_attention_layernorm.weight", pre), L->ffn_norm, 1, D, 0, 0, 0);
+        if (L->post_attn_norm) {         /* gemma2: norms around the MLP too */
+            add(ls, NAME("%spost_attention_layernorm.weight", pre), L->post_attn_norm, 1, D, 0, 0, 0);
+            add(ls, NAME("%spre_feedforward_layernorm.weight", pre), L->ffn_norm, 1, D, 0, 0, 0);
+            add(ls, NAME("%spost_feedforward_layernorm.weight", pre), L->post_ffn_norm, 1, D, 0, 0, 0);
+        } else {
+            add(ls, NAME("%spost_attention_layernorm.weight", pre), L->ffn_norm, 1, D, 0, 0, 0);
+        }
         if (L->router && s->type == CK_MIXTRAL) {
             add(ls, NAME("%sblock_sparse_moe.gate.weight", pre), L->router, 2, E, D, 0, 0);
             for (int64_t e = 0; e < E; e++) {
@@ -800,7 +827,7 @@ static void config_llama(FILE *f, const CkModel *m)
                                        "",                    "Qwen3MoeForCausalLM",
                                        "Qwen3ForCausalLM",    "MistralForCausalLM",
                                        "MixtralForCausalLM",  "Phi3ForCausalLM",
-                                       "GemmaForCausalLM"};
+                                       "GemmaForCausalLM",    "Gemma2ForCausalLM"};
     fprintf(f, "  \"architectures\": [\"%s\"],\n  \"attention_dropout\": 0.0,\n"
             "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"%s\",\n"
             "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n"
@@ -808,7 +835,7 @@ static void config_llama(FILE *f, const CkModel *m)
             "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n"
             "  \"num_key_value_heads\": %d,\n  \"rms_norm_eps\": %g,\n  \"rope_scaling\": %s,\n"
             "  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n  \"vocab_size\": %d,\n",
-            arch[s->type], s->type == CK_GEMMA ? "gelu" : "silu", s->dim, s->hidden, s->seq,
+            arch[s->type], s->type == CK_GEMMA ? "gelu" : s->type == CK_GEMMA2 ? "gelu_pytorch_tanh" : "silu", s->dim, s->hidden, s->seq,
             s->heads, s->layers, s->kv_heads,
             s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6,
             s->llama3_rope ? "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
@@ -830,16 +857,22 @@ static void config_llama(FILE *f, const CkModel *m)
                 "  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
                 "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n",
                 s->experts, s->top_k);
-    else if (s->type != CK_LLAMA && s->type != CK_PHI3 && s->type != CK_GEMMA)
+    else if (s->type != CK_LLAMA && s->type != CK_PHI3 && s->type != CK_GEMMA &&
+             s->type != CK_GEMMA2)
         fprintf(f, "  \"sliding_window\": 4096,\n  \"max_window_layers\": 21,\n"
                 "  \"use_sliding_window\": false,\n");
     if (s->type == CK_QWEN2)
         fprintf(f, "  \"use_mrope\": false,\n");
     if (s->type == CK_QWEN3)
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n", m->hd);
-    if (s->type == CK_GEMMA)   /* hidden_act is ignored: hidden_activation rules */
+    if (s->type == CK_GEMMA || s->type == CK_GEMMA2) /* hidden_activation rules */
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n"
                 "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n  \"pad_token_id\": 0,\n", m->hd);
+    if (s->type == CK_GEMMA2)  /* the window no less than the cache: all rows */
+        fprintf(f, "  \"attn_logit_softcapping\": %g,\n  \"final_logit_softcapping\": %g,\n"
+                "  \"query_pre_attn_scalar\": %d,\n  \"sliding_window\": %d,\n"
+                "  \"cache_implementation\": \"hybrid\",\n", CK_G2_ATTN_CAP, CK_G2_FINAL_CAP,
+                CK_G2_QPAS, s->seq);
     if (s->type == CK_QWEN3_MOE) {
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n  \"decoder_sparse_step\": 1,\n"
                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"

@@ -374,6 +374,19 @@ static void test_hf_gemma(void **state)
     hf_case(&s, 2, 3, 8);
 }
 
+/* Gemma 2: gemma's with norms after attention and around the MLP, scores
+ * scaled by query_pre_attn_scalar 24 (not head_dim 32) and capped at 0.5,
+ * logits at 3; then BF16, untied, in 3 shards, 4 tokens a call. */
+static void test_hf_gemma2(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("gemma2");
+    hf_case(&s, 1, 1, 10);
+    s.bf16 = 1;
+    s.tied = 0;
+    hf_case(&s, 3, 4, 8);
+}
+
 /* Mixtral: 4 experts in both layers, top 2 renormalised, with
  * block_sparse_moe's names; then BF16 in 2 shards, 3 tokens a call. */
 static void test_hf_mixtral(void **state)
@@ -461,8 +474,8 @@ static void test_hf_refused(void **state)
     refused("qwen2", "\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
             "config.json: layer_types[1]: \"sliding_attention\" not supported (kiln: \"full_attention\")");
     refused("qwen2", "\"model_type\": \"phi\"",
-            "config.json: model_type: kiln imports llama, gemma, mistral, mixtral, phi3, qwen2, "
-            "qwen3, qwen3_moe and gpt2, got \"phi\"");
+            "config.json: model_type: kiln imports llama, gemma, gemma2, mistral, mixtral, phi3, "
+            "qwen2, qwen3, qwen3_moe and gpt2, got \"phi\"");
     refused("phi3", "\"partial_rotary_factor\": 0.75",
             "config.json: partial_rotary_factor: 0.75 not supported");
     refused("phi3", "\"sliding_window\": 32",
@@ -603,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_hf_llama),       cmocka_unit_test(test_hf_qwen2),
         cmocka_unit_test(test_hf_gpt2),        cmocka_unit_test(test_hf_mistral),
         cmocka_unit_test(test_hf_phi3),        cmocka_unit_test(test_hf_gemma),
+        cmocka_unit_test(test_hf_gemma2),
         cmocka_unit_test(test_hf_mixtral),
         cmocka_unit_test(test_hf_qwen3),
         cmocka_unit_test(test_hf_qwen3_moe),

@@ -197,6 +197,10 @@ static void attention_refusals(void **state)
     a = tl_op(m, OP_ATTENTION, "a", 3, q, k, k);
     tl_attr_f(a, "scale", 0);                    /* 0 given is not the default */
     tl_infer_err(m, a, 1, "nodes[19].attrs.scale: attention: scale must be > 0, got 0");
+    a = tl_op(m, OP_ATTENTION, "a", 3, q, k, k);
+    tl_attr_f(a, "softcap", -1);
+    tl_infer_err(m, a, 1, "nodes[20].attrs.softcap: attention: softcap must be >= 0 (0: none), "
+                          "got -1");
     tl_free(m);
 }
 
@@ -254,6 +258,35 @@ static void attention_causal_or_not(void **state)
         void *in[] = {qd, kd, vd}, *out[1];
         tl_ref_ok(m, in, NULL, NULL, out);
         /* both keys: 4/4 + 3 * 8/4 = 7; key 0 alone: 4 */
+        float want[2][2] = {{7, 7}, {4, 7}};
+        tl_assert_close(out[0], want[causal], 2);
+        free(out[0]);
+        tl_check(m, in, NULL, 1e-5);
+        tl_free(m);
+    }
+}
+
+/* Gemma 2's soft cap: as attention_causal_or_not, but the second key is
+ * k1 = ln((1 + c) / (1 - c)), c = ln3 / 2, so that its score, capped at 2
+ * (2 tanh(k1 / 2) = 2 c), is ln3 again: the same outputs. Uncapped, k1 =
+ * 1.2348 would give (4 + 8 e^k1) / (1 + e^k1) = 7.098. */
+static void attention_softcap(void **state)
+{
+    (void)state;
+    for (int causal = 0; causal < 2; causal++) {
+        Module *m = tl_module();
+        Node *q = tl_input(m, "q", DT_F32, TL_DIMS(2, 1, 1));
+        Node *k = tl_input(m, "k", DT_F32, TL_DIMS(2, 1, 1));
+        Node *v = tl_input(m, "v", DT_F32, TL_DIMS(2, 1, 1));
+        Node *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, v);
+        tl_attr_i(a, "causal", causal);
+        tl_attr_f(a, "softcap", 2);
+        assert_int_equal(tl_infer(m, a, NULL, 0), 0);
+        tl_outputs(m, 1, a);
+        double c = LN3 / 2;
+        float qd[2] = {1, 1}, kd[2] = {0, (float)log((1 + c) / (1 - c))}, vd[2] = {4, 8};
+        void *in[] = {qd, kd, vd}, *out[1];
+        tl_ref_ok(m, in, NULL, NULL, out);
         float want[2][2] = {{7, 7}, {4, 7}};
         tl_assert_close(out[0], want[causal], 2);
         free(out[0]);
@@ -781,6 +814,7 @@ int main(void)
         cmocka_unit_test(attention_offset_not_causal),
         cmocka_unit_test(attention_large_scores),
         cmocka_unit_test(attention_online_rescale),
+        cmocka_unit_test(attention_softcap),
         cmocka_unit_test(attention_state_bounds),
         cmocka_unit_test(attention_lowers),
         cmocka_unit_test(cache_write_infers),
