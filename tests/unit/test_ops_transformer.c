@@ -240,11 +240,11 @@ static void attention_gqa_heads(void **state)
 }
 
 /* T = S = 2, one head, D = 1 (default scale 1/sqrt(1) = 1): q = 1, keys
- * 0 and ln3, values 4 and 8. Both rows see both keys unless causal, when
- * row 0 sees key 0 only. */
-static void attention_causal_or_not(void **state)
+ * 0 and k1, values 4 and 8, the scores capped at cap (0: none). When k1
+ * scores ln3, both rows see both keys unless causal, when row 0 sees key 0
+ * only: both keys give 4/4 + 3 * 8/4 = 7; key 0 alone, 4. */
+static void attention_two_keys(float k1, double cap)
 {
-    (void)state;
     for (int causal = 0; causal < 2; causal++) {
         Module *m = tl_module();
         Node *q = tl_input(m, "q", DT_F32, TL_DIMS(2, 1, 1));
@@ -252,12 +252,13 @@ static void attention_causal_or_not(void **state)
         Node *v = tl_input(m, "v", DT_F32, TL_DIMS(2, 1, 1));
         Node *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, v);
         tl_attr_i(a, "causal", causal);
+        if (cap)
+            tl_attr_f(a, "softcap", cap);
         assert_int_equal(tl_infer(m, a, NULL, 0), 0);
         tl_outputs(m, 1, a);
-        float qd[2] = {1, 1}, kd[2] = {0, LN3}, vd[2] = {4, 8};
+        float qd[2] = {1, 1}, kd[2] = {0, k1}, vd[2] = {4, 8};
         void *in[] = {qd, kd, vd}, *out[1];
         tl_ref_ok(m, in, NULL, NULL, out);
-        /* both keys: 4/4 + 3 * 8/4 = 7; key 0 alone: 4 */
         float want[2][2] = {{7, 7}, {4, 7}};
         tl_assert_close(out[0], want[causal], 2);
         free(out[0]);
@@ -266,33 +267,20 @@ static void attention_causal_or_not(void **state)
     }
 }
 
-/* Gemma 2's soft cap: as attention_causal_or_not, but the second key is
- * k1 = ln((1 + c) / (1 - c)), c = ln3 / 2, so that its score, capped at 2
- * (2 tanh(k1 / 2) = 2 c), is ln3 again: the same outputs. Uncapped, k1 =
- * 1.2348 would give (4 + 8 e^k1) / (1 + e^k1) = 7.098. */
+static void attention_causal_or_not(void **state)
+{
+    (void)state;
+    attention_two_keys(LN3, 0);
+}
+
+/* Gemma 2's soft cap: k1 = ln((1 + c) / (1 - c)), c = ln3 / 2, scores
+ * ln3 once capped at 2 (2 tanh(k1 / 2) = 2 c): the same outputs. Uncapped,
+ * k1 = 1.2348 would give (4 + 8 e^k1) / (1 + e^k1) = 7.098. */
 static void attention_softcap(void **state)
 {
     (void)state;
-    for (int causal = 0; causal < 2; causal++) {
-        Module *m = tl_module();
-        Node *q = tl_input(m, "q", DT_F32, TL_DIMS(2, 1, 1));
-        Node *k = tl_input(m, "k", DT_F32, TL_DIMS(2, 1, 1));
-        Node *v = tl_input(m, "v", DT_F32, TL_DIMS(2, 1, 1));
-        Node *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, v);
-        tl_attr_i(a, "causal", causal);
-        tl_attr_f(a, "softcap", 2);
-        assert_int_equal(tl_infer(m, a, NULL, 0), 0);
-        tl_outputs(m, 1, a);
-        double c = LN3 / 2;
-        float qd[2] = {1, 1}, kd[2] = {0, (float)log((1 + c) / (1 - c))}, vd[2] = {4, 8};
-        void *in[] = {qd, kd, vd}, *out[1];
-        tl_ref_ok(m, in, NULL, NULL, out);
-        float want[2][2] = {{7, 7}, {4, 7}};
-        tl_assert_close(out[0], want[causal], 2);
-        free(out[0]);
-        tl_check(m, in, NULL, 1e-5);
-        tl_free(m);
-    }
+    double c = LN3 / 2;
+    attention_two_keys((float)log((1 + c) / (1 - c)), 2);
 }
 
 /* S = 5, one head, D = 4 (default scale 1/2): T query rows at pos; keys 0
