@@ -124,8 +124,10 @@ typedef struct {
     double attn_scale;          /* attention's scale, or 0: 1/sqrt(head_dim) */
     double softcap, final_softcap;  /* Gemma 2's caps of the scores and the
                                    logits (c tanh(x / c)), or 0: none */
-    int64_t window;             /* mistral's sliding window: 0 none, else at
-                                   least S (imp_hf checks), so not in the graph */
+    int64_t window;             /* a sliding window of this many rows (mistral,
+                                   mixtral, phi3, gemma2), or 0: none */
+    int window_step;            /* on every layer (0, 1), or every other (2,
+                                   from layer 0: gemma2) */
     /* mixture of experts (qwen3_moe, mixtral): a layer is sparse when moe[L] */
     const unsigned char *moe;
     int64_t experts, top_k, moe_hidden;

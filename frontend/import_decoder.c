@@ -194,6 +194,28 @@ static const char *rope(Llama *L, const char *name, const char *in)
     return ig_node(L->x.g, name, "rope", at, 2, in, L->x.positions);
 }
 
+/* The attention's attributes that are not its defaults, or NULL: scale,
+ * soft cap, and this layer's window (every window_step-th layer's). */
+static const char *attention_attrs(Llama *L)
+{
+    const ImpLlama *c = L->c;
+    Dec *x = &L->x;
+    int step = c->window_step ? c->window_step : 1;
+    int64_t window = x->l % step == 0 ? c->window : 0;
+    if (!c->attn_scale && !c->softcap && !window)
+        return NULL;
+    FILE *f = arena_stream(x->a);
+    const char *sep = "{";
+    if (c->attn_scale)
+        fprintf(f, "%s\"scale\": %s", sep, ig_num(x->g, c->attn_scale)), sep = ", ";
+    if (c->softcap)
+        fprintf(f, "%s\"softcap\": %s", sep, ig_num(x->g, c->softcap)), sep = ", ";
+    if (window)
+        fprintf(f, "%s\"window\": %lld", sep, (long long)window);
+    fputc('}', f);
+    return arena_stream_text(x->a, f);
+}
+
 /* x + o_proj(attention(rope(q), cache(rope(k)), cache(v))) */
 static const char *llama_attention(Llama *L, const char *in)
 {
@@ -219,11 +241,8 @@ static const char *llama_attention(Llama *L, const char *in)
     k = rope(L, nd(x, "k_rot"), k);
     const char *k_all = cache(x, "k", k, S, c->kv_heads, D);
     const char *v_all = cache(x, "v", v, S, c->kv_heads, D);
-    const char *at = NULL;
-    if (c->attn_scale || c->softcap)
-        at = arena_printf(x->a, "{\"scale\": %s, \"softcap\": %s}", ig_num(x->g, c->attn_scale),
-                          ig_num(x->g, c->softcap));
-    const char *att = ig_node(x->g, nd(x, "att"), "attention", at, 4, q, k_all, v_all, x->pos);
+    const char *att = ig_node(x->g, nd(x, "att"), "attention", attention_attrs(L), 4, q, k_all,
+                              v_all, x->pos);
     att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(-1, c->heads * D));
     const char *o = ig_node(x->g, nd(x, "att_out"), "linear", NULL, 2, att,
                             lw(x, n->o, ".weight", IG_DIMS(c->dim, c->heads * D)));

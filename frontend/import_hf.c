@@ -351,9 +351,9 @@ static void read_qwen2(Cfg *c, ImpLlama *L)
 
 /* Mistral (7B v0.1 ... v0.3, Nemo): llama's layers and names. Its
  * sliding window (transformers' default 4096; null: none) lets a query
- * see the `sliding_window` rows before it; with a KV cache of no more
- * rows than that, every query sees every row, as kiln's attention does:
- * imp_hf checks it once S is known. */
+ * see the `sliding_window` rows up to its own (attention's window); over a
+ * KV cache of no more rows than that, every query sees every row, and the
+ * graph has no window (imp_hf decides once S is known). */
 static void read_mistral(Cfg *c, ImpLlama *L)
 {
     llama_common(c, L, 131072);
@@ -443,9 +443,8 @@ static double softcap(Cfg *c, const char *key, double dflt)
  * with a norm after attention and one around the MLP, the attention
  * scores scaled by query_pre_attn_scalar^-1/2 and capped at
  * attn_logit_softcapping, the logits at final_logit_softcapping (c
- * tanh(x / c); null: none). Every other layer attends in a window of
- * sliding_window rows, which is all of them over a KV cache of no more
- * rows (imp_hf checks, as mistral's); cache_implementation is how
+ * tanh(x / c); null: none). Every other layer (0, 2, ...) attends in a
+ * window of sliding_window rows, as mistral's; cache_implementation is how
  * transformers keeps the cache. */
 static void read_gemma2(Cfg *c, ImpLlama *L)
 {
@@ -461,6 +460,7 @@ static void read_gemma2(Cfg *c, ImpLlama *L)
     L->attn_scale = qs > 0 ? 1 / sqrt(qs) : 0;
     L->softcap = softcap(c, "attn_logit_softcapping", 50);
     L->final_softcap = softcap(c, "final_logit_softcapping", 30);
+    L->window_step = 2;
     L->hf_names = 4;
 }
 
@@ -696,9 +696,7 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
     }
     llama_shapes(&c, &L);
     shape_opts(d, o, L.max_seq, 0, &L.tokens, &L.max_seq);
-    if (L.window && L.window < L.max_seq)
-        diag(d, "sliding_window", "%lld is less than the KV cache's %lld rows: kiln attends to "
-             "every row (import with --max-seq %lld or less)", (long long)L.window,
-             (long long)L.max_seq, (long long)L.window);
+    if (L.window >= L.max_seq)      /* a window over the whole cache: none */
+        L.window = 0;
     return d->n > before ? NULL : imp_llama_graph(a, &L);
 }

@@ -26,8 +26,10 @@ const AttrSpec rope_attrs[] = {
 const AttrSpec attention_attrs[] = {
     {"causal", AT_BOOL, 0, 1, 0, NULL, 0, 0},
     {"scale", AT_FLOAT, 0, 0, 0.0, NULL, 0, 0},        /* 0: 1/sqrt(D) */
-    /* Gemma 2's soft cap of the scores (attn_softcap); dumps show it when set */
+    /* Gemma 2's soft cap of the scores (attn_softcap) and a sliding window
+     * (Mistral's, Gemma 2's); dumps show them when one is set */
     {"softcap", AT_FLOAT, 0, 0, 0.0, NULL, 0, 1},      /* 0: none */
+    {"window", AT_INT, 0, 0, 0.0, NULL, 0, 1},         /* 0: none */
     {0},
 };
 
@@ -323,8 +325,9 @@ void lower_rope(LowerCx *cx, Node *n)
 /* ---- attention ---------------------------------------------------------------
  * out[t, h] = softmax_j(cap(scale * q[t, h] . k[j, g])) @ v[j, g] over the
  * keys j that query t sees: 0 .. pos + t when causal, 0 .. pos + T - 1
- * otherwise; g = h / (Hq / Hkv) is the kv head of query head h; cap(s) is
- * s, or softcap * tanh(s / softcap) with a soft cap (Gemma 2). */
+ * otherwise, and with a window W none before pos + t - W + 1; g = h / (Hq /
+ * Hkv) is the kv head of query head h; cap(s) is s, or softcap * tanh(s /
+ * softcap) with a soft cap (Gemma 2). */
 
 static double attn_scale(const Node *n)
 {
@@ -333,6 +336,13 @@ static double attn_scale(const Node *n)
 }
 
 static double attn_softcap(const Node *n) { return attr_f(n, "softcap"); }
+
+/* The first key query t at position p + t sees (p = pos). */
+static int64_t attn_first(const Node *n, int64_t p, int64_t t)
+{
+    int64_t w = attr_i(n, "window"), lo = p + t - w + 1;
+    return w > 0 && lo > 0 ? lo : 0;
+}
 
 static int attn_shapes(InferCx *cx, Node *n)
 {
@@ -385,6 +395,11 @@ int infer_attention(InferCx *cx, Node *n)
              "got %g", cap->f);
         bad = -1;
     }
+    if (attr_i(n, "window") < 0) {
+        diag(cx->d, attr_where(cx, n, "window"), "attention: window must be >= 0 (0: none), "
+             "got %lld", (long long)attr_i(n, "window"));
+        bad = -1;
+    }
     if (bad || attn_shapes(cx, n))
         return -1;
     set_like(n, n->in[0]);
@@ -392,25 +407,26 @@ int infer_attention(InferCx *cx, Node *n)
 }
 
 /* One query row: o[d] = sum_j softmax(cap(scale * q . k_j)) v_j[d] over
- * keys 0..last; k and v point at kv head g of row 0, rows `stride` apart;
- * w holds last + 1 doubles. */
+ * keys first..last; k and v point at kv head g of row 0, rows `stride`
+ * apart; w holds last + 1 doubles. */
 static void attend_row(const float *q, const float *k, const float *v, int64_t stride,
-                       int64_t D, int64_t last, double scale, double cap, double *w, float *o)
+                       int64_t D, int64_t first, int64_t last, double scale, double cap,
+                       double *w, float *o)
 {
     double mx = -INFINITY, sum = 0;
-    for (int64_t j = 0; j <= last; j++) {
+    for (int64_t j = first; j <= last; j++) {
         w[j] = scale * dot(q, k + j * stride, D);
         if (cap > 0)
             w[j] = cap * tanh(w[j] / cap);
         mx = w[j] > mx ? w[j] : mx;
     }
-    for (int64_t j = 0; j <= last; j++) {
+    for (int64_t j = first; j <= last; j++) {
         w[j] = exp(w[j] - mx);
         sum += w[j];
     }
     for (int64_t d = 0; d < D; d++) {
         double acc = 0;
-        for (int64_t j = 0; j <= last; j++)
+        for (int64_t j = first; j <= last; j++)
             acc += w[j] * v[j * stride + d];
         o[d] = (float)(acc / sum);
     }
@@ -433,7 +449,8 @@ int ref_attention(RefCx *cx, Node *n)
         for (int64_t h = 0; h < Hq; h++) {
             int64_t g = h / (Hq / Hkv), last = causal ? pos + t : pos + T - 1;
             attend_row(q->f + (t * Hq + h) * D, k->f + g * D, v->f + g * D, Hkv * D, D,
-                       last, attn_scale(n), attn_softcap(n), w, o->f + (t * Hq + h) * D);
+                       attn_first(n, pos, t), last, attn_scale(n), attn_softcap(n), w,
+                       o->f + (t * Hq + h) * D);
         }
     free(w);
     return 0;
@@ -462,7 +479,8 @@ static const char *attn_name(LowerCx *cx, const Node *n)
  *   acc[r]  += sum_j sc[r, j] v[j0 + j, g]
  * then out[t, gG + r] = acc[r] / sum[r]. Each k and v row a block reads
  * serves the G heads at once (decode reads the cache once per kv head).
- * No row past hi - 1 is read. The loop over blocks spans every key a row
+ * No row past hi - 1 is read; with a window W, none before lo = max(0, p +
+ * t - W + 1): blocks before it are skipped, the first starts at lo. The loop over blocks spans every key a row
  * may see (S with pos, T without) and skips the blocks past hi, so that
  * its extent is a constant, which the kernel's cost and parallelize's
  * work count.
@@ -707,21 +725,36 @@ void lower_attention(LowerCx *cx, Node *n)
                                    : e_add(a, p, e_int(a, T));
     if (hi->kind != E_INT)
         hi = e_var(a, s_let(a, at.k, row, T_I64, hi)->v);
+    int64_t W = attr_i(n, "window");
+    Expr *lo = NULL;                /* with a window, the first key: max(0, p + t - W + 1) */
+    if (W > 0)
+        lo = e_var(a, s_let(a, at.k, row, T_I64,
+                            e_bin(a, B_MAX, e_int(a, 0),
+                                  e_add(a, e_add(a, p, at.t), e_int(a, 1 - W))))->v);
     at.mx = att_local(&at, row, 1, at.H, 0);
     at.sum = att_local(&at, row, 1, at.H, 0);
     at.acc = local ? att_local(&at, row, 2, at.H, D) : NULL;
     att_init(&at, row);
     Block *blk = row;
-    at.j0 = e_int(a, 0);
-    at.nk = hi;
+    at.j0 = lo ? lo : e_int(a, 0);
+    at.nk = lo ? e_var(a, s_let(a, at.k, row, T_I64, e_bin(a, B_SUB, hi, lo))->v) : hi;
     if (nb > 1) {
         Stmt *lb = loop(cx, at.k, row, nb, MARK_REDUCE);
-        at.j0 = e_mul(a, e_var(a, lb->v), e_int(a, B));
+        Expr *b0 = e_mul(a, e_var(a, lb->v), e_int(a, B));     /* the block's first key */
+        at.j0 = b0;
         blk = &lb->body;
         if (hi->kind != E_INT)
-            blk = &s_if(a, blk, e_bin(a, B_LT, at.j0, hi))->body;
-        at.nk = e_var(a, s_let(a, at.k, blk, T_I64,
-                               e_bin(a, B_MIN, e_int(a, B), e_bin(a, B_SUB, hi, at.j0)))->v);
+            blk = &s_if(a, blk, e_bin(a, B_LT, b0, hi))->body;
+        if (lo) {                   /* blocks before the window skipped, its first cut */
+            blk = &s_if(a, blk, e_bin(a, B_LT, lo, e_add(a, b0, e_int(a, B))))->body;
+            at.j0 = e_var(a, s_let(a, at.k, blk, T_I64, e_bin(a, B_MAX, b0, lo))->v);
+            at.nk = e_var(a, s_let(a, at.k, blk, T_I64,
+                                   e_bin(a, B_SUB, e_bin(a, B_MIN, e_add(a, b0, e_int(a, B)), hi),
+                                         at.j0))->v);
+        } else {
+            at.nk = e_var(a, s_let(a, at.k, blk, T_I64,
+                                   e_bin(a, B_MIN, e_int(a, B), e_bin(a, B_SUB, hi, at.j0)))->v);
+        }
     }
     at.sc = att_local(&at, blk, 2, at.H, B);
     att_scores(&at, blk);

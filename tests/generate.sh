@@ -74,6 +74,21 @@ for type in gpt2 gemma gemma2 mistral mixtral phi3 qwen3 qwen3_moe; do
         "$KILN" run "$T/$type" --chunk 4 generate --tokens 5,6,7,8,9,10,11,12,13,14,15 -n 10 --temperature 0
 done
 
+# A sliding window of 5 rows (mistral's): 11 prompt tokens in chunks of 4,
+# then 12 decode steps, each query seeing its last 5 rows, through the JIT
+# and a cc build, equal to the reference.
+mkdir "$T/window"
+"$MKCKPT" hf mistral "$T/window" --config '"sliding_window": 5' >/dev/null 2>&1 &&
+    "$KILN" import hf "$T/window" -o "$T/window.json" && grep -q '"window": 5' "$T/window.json" &&
+    "$REFGEN" "$T/window.json" "$T/window/model.safetensors" --tokens 5,6,7,8,9,10,11,12,13,14,15 \
+        -n 12 >"$T/window.want" || bad "window: mkckpt, import, refgen"
+same "window: kiln run DIR --chunk 4 greedy = reference" "$T/window.want" \
+    "$KILN" run "$T/window" --chunk 4 generate --tokens 5,6,7,8,9,10,11,12,13,14,15 -n 12 --temperature 0
+run "window: build --chunk 4" "$KILN" build "$T/window" -o "$T/cw" --chunk 4
+same "window: cc build greedy = reference" "$T/window.want" \
+    "$T/cw" generate --tokens 5,6,7,8,9,10,11,12,13,14,15 -n 12 --temperature 0 \
+    --weights "$T/window/model.safetensors"
+
 # The same tokens through both flavours when sampling, and again.
 P=3,1,4,1,5,9,2,6
 "$T/c6" generate --tokens $P -n 20 --temperature 0.9 --topp 0.8 --seed 42 --weights "$W" >"$T/s.want" 2>/dev/null

@@ -144,8 +144,8 @@ refuse 1 "  ...by build of the folder too" 'rope_scaling.type: only "default" an
     "$KILN" build "$T/scaled" -o "$T/never"
 
 # Mistral-7B-v0.1's config.json (no weights): its sliding window of 4096
-# is full attention over a KV cache of 2048 rows (the default S), and is
-# refused over 8192 rows.
+# is full attention over a KV cache of 2048 rows (the default S), and the
+# attention's window over 8192 rows.
 mkdir "$T/m7"
 cat >"$T/m7/config.json" <<'CFG'
 {"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
@@ -161,12 +161,14 @@ grep -q '"layers.31.k_cache", "shape": \[2048, 8, 128\]' "$T/m7.json" &&
     ok "  32 layers, a KV cache of 2048 rows of 8 heads of 128" ||
     bad "  32 layers, a KV cache of 2048 rows of 8 heads of 128"
 rm -f "$T/m7.json"
-refuse 1 "  --max-seq past its sliding window refused" \
-    "config.json: sliding_window: 4096 is less than the KV cache's 8192 rows" \
-    "$KILN" import hf "$T/m7" --max-seq 8192 -o "$T/never.json"
+run "  --max-seq 8192: its window at work" "$KILN" import hf "$T/m7" --max-seq 8192 -o "$T/m7.json"
+grep -q '"layers.31.att", "op": "attention", .*"attrs": {"window": 4096}' "$T/m7.json" &&
+    ok "  every layer attends in a window of 4096 rows" ||
+    bad "  every layer attends in a window of 4096 rows"
+rm -f "$T/m7.json"
 
 # Phi-3-mini-4k-instruct's config.json (no weights): its sliding window of
-# 2047 refuses the default KV cache (2048 rows), and takes 2047; q, k, v
+# 2047 is at work over the default KV cache (2048 rows), not over 2047; q, k, v
 # come out of one qkv_proj, gate and up out of one gate_up_proj.
 mkdir "$T/phi"
 cat >"$T/phi/config.json" <<'CFG'
@@ -183,10 +185,13 @@ cat >"$T/phi/config.json" <<'CFG'
  "torch_dtype": "bfloat16", "transformers_version": "4.40.2", "use_cache": true,
  "vocab_size": 32064}
 CFG
-refuse 1 "Phi-3-mini-4k's config: its sliding window refuses 2048 rows" \
-    "config.json: sliding_window: 2047 is less than the KV cache's 2048 rows" \
-    "$KILN" import hf "$T/phi" -o "$T/never.json"
-run "  import --max-seq 2047" "$KILN" import hf "$T/phi" --max-seq 2047 -o "$T/phi.json"
+run "Phi-3-mini-4k's config: import" "$KILN" import hf "$T/phi" -o "$T/phi.json"
+grep -q '"layers.0.att", "op": "attention", .*"attrs": {"window": 2047}' "$T/phi.json" &&
+    ok "  its window of 2047 rows, over the default 2048" ||
+    bad "  its window of 2047 rows, over the default 2048"
+run "  import --max-seq 2047: no window at work" "$KILN" import hf "$T/phi" --max-seq 2047 \
+    -o "$T/phi.json"
+! grep -q '"window"' "$T/phi.json" &&
 grep -q '"model.layers.31.self_attn.qkv_proj.weight", "shape": \[9216, 3072\]' "$T/phi.json" &&
     grep -q '"model.layers.31.mlp.gate_up_proj.weight", "shape": \[16384, 3072\]' "$T/phi.json" &&
     ok "  layer 31's qkv_proj [9216, 3072] and gate_up_proj [16384, 3072]" ||
@@ -263,7 +268,7 @@ rm -f "$T/gem.json"
 # Gemma-2-2B's config.json (no weights): the scores scaled by
 # query_pre_attn_scalar^-1/2 and capped at 50, the logits at 30; norms
 # after attention and around the MLP; its sliding window of 4096 is all of
-# the default cache's 2048 rows, and refuses 8192.
+# the default cache's 2048 rows, and at work on every other layer over 8192.
 mkdir "$T/gem2"
 cat >"$T/gem2/config.json" <<'CFG'
 {"architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
@@ -284,9 +289,13 @@ grep -q '"attrs": {"scale": 0.0625, "softcap": 50}' "$T/gem2.json" &&
     ok "  capped scores (scale 1/16) and logits, norms around the MLP" ||
     bad "  capped scores (scale 1/16) and logits, norms around the MLP"
 rm -f "$T/gem2.json"
-refuse 1 "  --max-seq past its sliding window refused" \
-    "config.json: sliding_window: 4096 is less than the KV cache's 8192 rows" \
-    "$KILN" import hf "$T/gem2" --max-seq 8192 -o "$T/never.json"
+run "  --max-seq 8192: its window at work" "$KILN" import hf "$T/gem2" --max-seq 8192 \
+    -o "$T/gem2.json"
+grep -q '"layers.24.att", "op": "attention", .*"attrs": {"scale": 0.0625, "softcap": 50, "window": 4096}' \
+    "$T/gem2.json" && grep -q '"layers.25.att", "op": "attention", .*"attrs": {"scale": 0.0625, "softcap": 50}' \
+    "$T/gem2.json" && ok "  layers 0, 2, ... in a window of 4096 rows, 1, 3, ... not" ||
+    bad "  layers 0, 2, ... in a window of 4096 rows, 1, 3, ... not"
+rm -f "$T/gem2.json"
 
 # SmolLM2-135M's config.json (no weights): nanotron's is_llama_config and
 # rope_interleaved (false) taken; tied, 3 kv heads of 64.

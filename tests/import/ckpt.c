@@ -399,26 +399,29 @@ static void rope(float *x, int n, int hd, int pos, double theta, int interleaved
 /* Attention of the heads of m->q at pos over the layer's cache rows
  * 0..pos, into out [heads * hd]; query head h reads kv head h /
  * (heads / kv_heads). */
-/* Softmax over the keys 0..pos of scale q . k, capped as Gemma 2's. */
+/* Softmax over the keys 0..pos (in a sliding window, the last `window` of
+ * them) of scale q . k, capped as Gemma 2's. */
 static void attend(CkModel *m, int l, int pos, float *out)
 {
     int hd = m->hd, group = m->s.heads / m->s.kv_heads, g2 = m->s.type == CK_GEMMA2;
     double scale = 1 / sqrt(g2 ? CK_G2_QPAS : (double)hd);
+    int w = m->s.window && (!g2 || l % 2 == 0) ? m->s.window : 0;
+    int lo = w && pos - w + 1 > 0 ? pos - w + 1 : 0;
     const float *kc = m->kc + (int64_t)l * m->s.seq * m->kvd, *vc = m->vc + (int64_t)l * m->s.seq * m->kvd;
     for (int h = 0; h < m->s.heads; h++) {
         const float *q = m->q + h * hd;
         int kvh = h / group;
-        for (int t = 0; t <= pos; t++) {
+        for (int t = lo; t <= pos; t++) {
             double dot = 0;
             for (int i = 0; i < hd; i++)
                 dot += (double)q[i] * kc[(int64_t)t * m->kvd + kvh * hd + i];
             double sc = dot * scale;
             m->att[t] = (float)(g2 ? CK_G2_ATTN_CAP * tanh(sc / CK_G2_ATTN_CAP) : sc);
         }
-        softmax(m->att, pos + 1);
+        softmax(m->att + lo, pos + 1 - lo);
         for (int i = 0; i < hd; i++) {
             double sum = 0;
-            for (int t = 0; t <= pos; t++)
+            for (int t = lo; t <= pos; t++)
                 sum += (double)m->att[t] * vc[(int64_t)t * m->kvd + kvh * hd + i];
             out[h * hd + i] = (float)sum;
         }
@@ -846,19 +849,23 @@ static void config_llama(FILE *f, const CkModel *m)
             s->vocab);
     if (s->type == CK_LLAMA)
         fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n");
+    /* without a window of its own, one no less than the cache: none at work */
+    int window = s->window ? s->window : s->type == CK_MISTRAL ? 4096 : s->seq;
     if (s->type == CK_MISTRAL)
-        fprintf(f, "  \"sliding_window\": 4096,\n");
-    else if (s->type == CK_PHI3)   /* the window no less than the cache: accepted */
+        fprintf(f, "  \"sliding_window\": %d,\n", window);
+    else if (s->type == CK_PHI3)
         fprintf(f, "  \"sliding_window\": %d,\n  \"embd_pdrop\": 0.0,\n  \"resid_pdrop\": 0.0,\n"
                 "  \"original_max_position_embeddings\": %d,\n  \"attention_bias\": false,\n"
-                "  \"pad_token_id\": 0,\n", s->seq, s->seq);
-    else if (s->type == CK_MIXTRAL)
-        fprintf(f, "  \"sliding_window\": null,\n  \"num_local_experts\": %d,\n"
+                "  \"pad_token_id\": 0,\n", window, s->seq);
+    else if (s->type == CK_MIXTRAL && s->window)
+        fprintf(f, "  \"sliding_window\": %d,\n", window);
+    if (s->type == CK_MIXTRAL)
+        fprintf(f, "%s  \"num_local_experts\": %d,\n"
                 "  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
                 "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n",
-                s->experts, s->top_k);
+                s->window ? "" : "  \"sliding_window\": null,\n", s->experts, s->top_k);
     else if (s->type != CK_LLAMA && s->type != CK_PHI3 && s->type != CK_GEMMA &&
-             s->type != CK_GEMMA2)
+             s->type != CK_GEMMA2 && s->type != CK_MISTRAL)
         fprintf(f, "  \"sliding_window\": 4096,\n  \"max_window_layers\": 21,\n"
                 "  \"use_sliding_window\": false,\n");
     if (s->type == CK_QWEN2)
@@ -868,11 +875,11 @@ static void config_llama(FILE *f, const CkModel *m)
     if (s->type == CK_GEMMA || s->type == CK_GEMMA2) /* hidden_activation rules */
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n"
                 "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n  \"pad_token_id\": 0,\n", m->hd);
-    if (s->type == CK_GEMMA2)  /* the window no less than the cache: all rows */
+    if (s->type == CK_GEMMA2)
         fprintf(f, "  \"attn_logit_softcapping\": %g,\n  \"final_logit_softcapping\": %g,\n"
                 "  \"query_pre_attn_scalar\": %d,\n  \"sliding_window\": %d,\n"
                 "  \"cache_implementation\": \"hybrid\",\n", CK_G2_ATTN_CAP, CK_G2_FINAL_CAP,
-                CK_G2_QPAS, s->seq);
+                CK_G2_QPAS, window);
     if (s->type == CK_QWEN3_MOE) {
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n  \"decoder_sparse_step\": 1,\n"
                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"

@@ -38,6 +38,10 @@ typedef struct {
      * (a bit mask), top_k of them, renormalised when norm_topk */
     int experts, top_k, moe_hidden, norm_topk;
     unsigned dense_layers;
+    /* a sliding window of this many rows (mistral, mixtral, phi3: every
+     * layer; gemma2: layers 0, 2, ...), or 0: the config's window is the
+     * KV cache's rows or more */
+    int window;
     /* gpt2: the Hub's names ("h.0...", with the attn.bias buffers), else
      * transformers' ("transformer.h.0...") */
     int gpt2_hub;

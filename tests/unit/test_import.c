@@ -340,14 +340,18 @@ static void test_hf_gpt2(void **state)
 }
 
 /* Mistral: llama's layers with one kv head, its sliding window (4096)
- * wider than the KV cache; one narrower is refused (test_hf_refused). */
+ * wider than the KV cache; then BF16 with a window of 5 rows, 5 tokens a
+ * call over 12 positions (each call's queries see different first keys),
+ * and one at a time. */
 static void test_hf_mistral(void **state)
 {
     (void)state;
     CkShape s = hf_shape("mistral");
     hf_case(&s, 1, 1, 10);
     s.bf16 = 1;
-    hf_case(&s, 2, 5, 8);
+    s.window = 5;
+    hf_case(&s, 2, 5, 12);
+    hf_case(&s, 1, 1, 12);
 }
 
 /* Phi-3: q, k and v in one qkv_proj, gate and up in one gate_up_proj,
@@ -376,7 +380,8 @@ static void test_hf_gemma(void **state)
 
 /* Gemma 2: gemma's with norms after attention and around the MLP, scores
  * scaled by query_pre_attn_scalar 24 (not head_dim 32) and capped at 0.5,
- * logits at 3; then BF16, untied, in 3 shards, 4 tokens a call. */
+ * logits at 3; then BF16, untied, in 3 shards, 4 tokens a call; then a
+ * sliding window on every other layer. */
 static void test_hf_gemma2(void **state)
 {
     (void)state;
@@ -385,6 +390,8 @@ static void test_hf_gemma2(void **state)
     s.bf16 = 1;
     s.tied = 0;
     hf_case(&s, 3, 4, 8);
+    s.window = 3;                   /* layer 0 in a window of 3 rows, layer 1 not */
+    hf_case(&s, 1, 3, 12);
 }
 
 /* Mixtral: 4 experts in both layers, top 2 renormalised, with
@@ -466,9 +473,6 @@ static void test_hf_refused(void **state)
             "config.json: quantization_config: not supported");
     refused("llama", "\"num_key_value_heads\": 3",
             "config.json: num_key_value_heads: 3 does not divide num_attention_heads 4");
-    refused("mistral", "\"sliding_window\": 16",
-            "config.json: sliding_window: 16 is less than the KV cache's 64 rows: kiln attends "
-            "to every row (import with --max-seq 16 or less)");
     refused("qwen2", "\"use_sliding_window\": true",
             "config.json: use_sliding_window: true not supported");
     refused("qwen2", "\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
@@ -478,9 +482,7 @@ static void test_hf_refused(void **state)
             "qwen2, qwen3, qwen3_moe and gpt2, got \"phi\"");
     refused("phi3", "\"partial_rotary_factor\": 0.75",
             "config.json: partial_rotary_factor: 0.75 not supported");
-    refused("phi3", "\"sliding_window\": 32",
-            "config.json: sliding_window: 32 is less than the KV cache's 64 rows: kiln attends "
-            "to every row (import with --max-seq 32 or less)");
+
     refused("gpt2", "\"activation_function\": \"relu\"",
             "config.json: activation_function: \"relu\" not supported (kiln: gelu_new, "
             "gelu_pytorch_tanh, gelu)");

@@ -407,7 +407,7 @@ static Module *gqa_prefill(int causal, Node **a)
 /* q [T, Hq, D], k and v [S, Hkv, D], and pos: one attention, causal or
  * not. */
 static Module *gqa_model(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, int causal,
-                         Node **a)
+                         int64_t window, Node **a)
 {
     Module *m = tl_module();
     Node *q = tl_input(m, "q", DT_F32, TL_DIMS(T, Hq, D));
@@ -416,6 +416,8 @@ static Module *gqa_model(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t 
     Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
     *a = tl_op(m, OP_ATTENTION, "a", 4, q, k, v, pos);
     tl_attr_i(*a, "causal", causal);
+    if (window)
+        tl_attr_i(*a, "window", window);
     assert_int_equal(tl_infer(m, *a, NULL, 0), 0);
     tl_outputs(m, 1, *a);
     return m;
@@ -423,15 +425,18 @@ static Module *gqa_model(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t 
 
 /* The lowered attention (libtcc) against the reference at pos, on
  * pseudo-random q, k and v whose rows past the last key any query sees
- * (pos + T - 1) are NaN: reading one would poison the output. */
-static void gqa_check(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, int causal,
-                      int32_t pos)
+ * (pos + T - 1), and with a window before the first (pos - window + 1),
+ * are NaN: reading one would poison the output. */
+static void gqa_check_window(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D,
+                             int causal, int32_t pos, int64_t window)
 {
     Node *a;
-    Module *m = gqa_model(T, S, Hq, Hkv, D, causal, &a);
+    Module *m = gqa_model(T, S, Hq, Hkv, D, causal, window, &a);
     float *qd = tl_random(T * Hq * D, 1), *kd = tl_random(S * Hkv * D, 2);
     float *vd = tl_random(S * Hkv * D, 3);
     for (int64_t i = (pos + T) * Hkv * D; i < S * Hkv * D; i++)
+        kd[i] = vd[i] = NAN;
+    for (int64_t i = 0; window && i < (pos - window + 1) * Hkv * D; i++)
         kd[i] = vd[i] = NAN;
     void *in[] = {qd, kd, vd, &pos};
     tl_check(m, in, NULL, 1e-5);
@@ -439,6 +444,45 @@ static void gqa_check(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, 
     free(kd);
     free(vd);
     tl_free(m);
+}
+
+static void gqa_check(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, int causal,
+                      int32_t pos)
+{
+    gqa_check_window(T, S, Hq, Hkv, D, causal, pos, 0);
+}
+
+/* A sliding window of W keys: T = S = 3, one head, D = 1, q = 1, keys 0,
+ * ln3, 0, values 4, 8, 16. W = 1: each row its own value; W = 2: row 0
+ * key 0 (4), row 1 keys 0, 1 ((4 + 3 * 8) / 4 = 7), row 2 keys 1, 2
+ * ((3 * 8 + 16) / 4 = 10). Then the lowered kernel on bigger shapes, rows
+ * outside every query's window NaN: decode at 299 seeing 100 rows (the
+ * first cut inside a block of keys, blocks before it skipped), 70 rows,
+ * and a 300-row prefill over 5 blocks seeing 70 rows each. */
+static void attention_window(void **state)
+{
+    (void)state;
+    for (int64_t w = 1; w <= 2; w++) {
+        Module *m = tl_module();
+        Node *q = tl_input(m, "q", DT_F32, TL_DIMS(3, 1, 1));
+        Node *k = tl_input(m, "k", DT_F32, TL_DIMS(3, 1, 1));
+        Node *v = tl_input(m, "v", DT_F32, TL_DIMS(3, 1, 1));
+        Node *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, v);
+        tl_attr_i(a, "window", w);
+        assert_int_equal(tl_infer(m, a, NULL, 0), 0);
+        tl_outputs(m, 1, a);
+        float qd[3] = {1, 1, 1}, kd[3] = {0, LN3, 0}, vd[3] = {4, 8, 16};
+        void *in[] = {qd, kd, vd}, *out[1];
+        tl_ref_ok(m, in, NULL, NULL, out);
+        float want[2][3] = {{4, 8, 16}, {4, 7, 10}};
+        tl_assert_close(out[0], want[w - 1], 3);
+        free(out[0]);
+        tl_check(m, in, NULL, 1e-5);
+        tl_free(m);
+    }
+    gqa_check_window(1, 300, 8, 2, 64, 1, 299, 100);
+    gqa_check_window(1, 300, 8, 2, 64, 1, 299, 70);
+    gqa_check_window(300, 300, 8, 2, 64, 1, 0, 70);
 }
 
 /* A long causal prefill: 300 rows over 300 keys, 5 blocks of keys (the
@@ -476,7 +520,7 @@ static void attention_large_scores(void **state)
 {
     (void)state;
     Node *a;
-    Module *m = gqa_model(150, 150, 4, 2, 64, 1, &a);
+    Module *m = gqa_model(150, 150, 4, 2, 64, 1, 0, &a);
     unsigned seed = 7;
     float *qd = tl_fill(150 * 4 * 64, &seed, 1), *kd = tl_fill(150 * 2 * 64, &seed, 1);
     float *vd = tl_random(150 * 2 * 64, 3);
@@ -501,7 +545,7 @@ static void attention_online_rescale(void **state)
     (void)state;
     for (int up = 0; up < 2; up++) {
         Node *a;
-        Module *m = gqa_model(1, 130, 1, 1, 1, 1, &a);
+        Module *m = gqa_model(1, 130, 1, 1, 1, 1, 0, &a);
         tl_attr_f(a, "scale", 1);
         float q = 1, kd[130], vd[130];
         for (int j = 0; j < 130; j++) {
@@ -529,14 +573,14 @@ static void attention_state_bounds(void **state)
     gqa_check(1, 64, 300, 1, 64, 1, 63);
     gqa_check(2, 3, 2, 1, 16384, 1, 1);
     Node *a;
-    Module *m = gqa_model(1, 64, 300, 1, 64, 1, &a);
+    Module *m = gqa_model(1, 64, 300, 1, 64, 1, 0, &a);
     char *ir = tl_lowered(m, a);
     tl_has_line(ir, "for i1 in 0..3");
     tl_has_line(ir, "buf b3 local : f32[100,64]");
     tl_has_line(ir, "b5[i9] += b6[0, i1 * 100 + i6, i8 * 32 + i9] * b7[i5, 0, i8 * 32 + i9]");
     free(ir);
     tl_free(m);
-    m = gqa_model(2, 3, 2, 1, 16384, 1, &a);
+    m = gqa_model(2, 3, 2, 1, 16384, 1, 0, &a);
     ir = tl_lowered(m, a);
     tl_has_line(ir, "# online softmax over blocks of 3 keys; per query head a running max and "
                     "sum, the weighted values summed in its output row; the 2 query heads of a "
@@ -611,7 +655,7 @@ static void attention_lowers(void **state)
 
     /* S = 200 at pos: 4 blocks of 64 keys, those past the row's last key
      * skipped, the last block's keys cut at it */
-    m = gqa_model(2, 200, 4, 2, 8, 1, &a);
+    m = gqa_model(2, 200, 4, 2, 8, 1, 0, &a);
     ir = tl_lowered(m, a);
     tl_has_line(ir, "buf b4 local : f32[2,64]");
     tl_has_line(ir, "let v3: i64 = v0 + i2 + 1");
@@ -803,6 +847,7 @@ int main(void)
         cmocka_unit_test(attention_large_scores),
         cmocka_unit_test(attention_online_rescale),
         cmocka_unit_test(attention_softcap),
+        cmocka_unit_test(attention_window),
         cmocka_unit_test(attention_state_bounds),
         cmocka_unit_test(attention_lowers),
         cmocka_unit_test(cache_write_infers),
