@@ -239,32 +239,42 @@ static void attention_gqa_heads(void **state)
     tl_free(m);
 }
 
-/* T = S = 2, one head, D = 1 (default scale 1/sqrt(1) = 1): q = 1, keys
- * 0 and k1, values 4 and 8, the scores capped at cap (0: none). When k1
- * scores ln3, both rows see both keys unless causal, when row 0 sees key 0
- * only: both keys give 4/4 + 3 * 8/4 = 7; key 0 alone, 4. */
+/* T = S = n keys, one head, D = 1 (default scale 1/sqrt(1) = 1), q = 1:
+ * keys kd, values vd, causal or not, the scores capped at cap, a window
+ * (0: none); the reference gives want (worked by hand), and the lowered
+ * kernel agrees. */
+static void attention_tiny(int n, const float *kd, const float *vd, int causal, double cap,
+                           int64_t window, const float *want)
+{
+    Module *m = tl_module();
+    Node *q = tl_input(m, "q", DT_F32, TL_DIMS(n, 1, 1));
+    Node *k = tl_input(m, "k", DT_F32, TL_DIMS(n, 1, 1));
+    Node *v = tl_input(m, "v", DT_F32, TL_DIMS(n, 1, 1));
+    Node *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, v);
+    tl_attr_i(a, "causal", causal);
+    if (cap)
+        tl_attr_f(a, "softcap", cap);
+    if (window)
+        tl_attr_i(a, "window", window);
+    assert_int_equal(tl_infer(m, a, NULL, 0), 0);
+    tl_outputs(m, 1, a);
+    float qd[3] = {1, 1, 1};
+    void *in[] = {qd, (void *)kd, (void *)vd}, *out[1];
+    tl_ref_ok(m, in, NULL, NULL, out);
+    tl_assert_close(out[0], want, n);
+    free(out[0]);
+    tl_check(m, in, NULL, 1e-5);
+    tl_free(m);
+}
+
+/* Two keys, 0 and k1, values 4 and 8. When k1 scores ln3, both rows see
+ * both keys unless causal, when row 0 sees key 0 only: both keys give 4/4
+ * + 3 * 8/4 = 7; key 0 alone, 4. */
 static void attention_two_keys(float k1, double cap)
 {
-    for (int causal = 0; causal < 2; causal++) {
-        Module *m = tl_module();
-        Node *q = tl_input(m, "q", DT_F32, TL_DIMS(2, 1, 1));
-        Node *k = tl_input(m, "k", DT_F32, TL_DIMS(2, 1, 1));
-        Node *v = tl_input(m, "v", DT_F32, TL_DIMS(2, 1, 1));
-        Node *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, v);
-        tl_attr_i(a, "causal", causal);
-        if (cap)
-            tl_attr_f(a, "softcap", cap);
-        assert_int_equal(tl_infer(m, a, NULL, 0), 0);
-        tl_outputs(m, 1, a);
-        float qd[2] = {1, 1}, kd[2] = {0, k1}, vd[2] = {4, 8};
-        void *in[] = {qd, kd, vd}, *out[1];
-        tl_ref_ok(m, in, NULL, NULL, out);
-        float want[2][2] = {{7, 7}, {4, 7}};
-        tl_assert_close(out[0], want[causal], 2);
-        free(out[0]);
-        tl_check(m, in, NULL, 1e-5);
-        tl_free(m);
-    }
+    float kd[2] = {0, k1}, vd[2] = {4, 8}, want[2][2] = {{7, 7}, {4, 7}};
+    for (int causal = 0; causal < 2; causal++)
+        attention_tiny(2, kd, vd, causal, cap, 0, want[causal]);
 }
 
 static void attention_causal_or_not(void **state)
@@ -462,24 +472,9 @@ static void gqa_check(int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D, 
 static void attention_window(void **state)
 {
     (void)state;
-    for (int64_t w = 1; w <= 2; w++) {
-        Module *m = tl_module();
-        Node *q = tl_input(m, "q", DT_F32, TL_DIMS(3, 1, 1));
-        Node *k = tl_input(m, "k", DT_F32, TL_DIMS(3, 1, 1));
-        Node *v = tl_input(m, "v", DT_F32, TL_DIMS(3, 1, 1));
-        Node *a = tl_op(m, OP_ATTENTION, "a", 3, q, k, v);
-        tl_attr_i(a, "window", w);
-        assert_int_equal(tl_infer(m, a, NULL, 0), 0);
-        tl_outputs(m, 1, a);
-        float qd[3] = {1, 1, 1}, kd[3] = {0, LN3, 0}, vd[3] = {4, 8, 16};
-        void *in[] = {qd, kd, vd}, *out[1];
-        tl_ref_ok(m, in, NULL, NULL, out);
-        float want[2][3] = {{4, 8, 16}, {4, 7, 10}};
-        tl_assert_close(out[0], want[w - 1], 3);
-        free(out[0]);
-        tl_check(m, in, NULL, 1e-5);
-        tl_free(m);
-    }
+    float kd[3] = {0, LN3, 0}, vd[3] = {4, 8, 16}, want[2][3] = {{4, 8, 16}, {4, 7, 10}};
+    for (int64_t w = 1; w <= 2; w++)
+        attention_tiny(3, kd, vd, 1, 0, w, want[w - 1]);
     gqa_check_window(1, 300, 8, 2, 64, 1, 299, 100);
     gqa_check_window(1, 300, 8, 2, 64, 1, 299, 70);
     gqa_check_window(300, 300, 8, 2, 64, 1, 0, 70);
