@@ -94,8 +94,8 @@ char *ig_text(ImpGraph *g, const char *output);
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
 
 /* ---- import_decoder.c: the decoder graphs -------------------------------- */
-/* A llama-family decoder (llama2.c, llama, gemma, gemma2, mistral, mixtral, phi3, qwen2,
- * qwen3, qwen3_moe):
+/* A llama-family decoder (llama2.c, llama, gemma, gemma2, gemma3_text, mistral, mixtral,
+ * phi3, qwen2, qwen3, qwen3_moe):
  * pre-norm
  * blocks of rmsnorm, rotary attention with a KV cache, SwiGLU or a
  * mixture of experts, and the weight names of its checkpoint. */
@@ -112,7 +112,7 @@ typedef struct {
                                    with Mixtral's block_sparse_moe experts; 3:
                                    Phi-3's fused qkv_proj and gate_up_proj; 4:
                                    Gemma 2's norms after attention and around
-                                   the MLP),
+                                   the MLP; 5: Gemma 3's, with q/k norms),
                                    else llama2.c's layers.L.attention.wq.weight */
     int tied;                   /* logits use the embedding table */
     int qkv_bias;               /* q, k, v projections have biases (qwen2) */
@@ -125,9 +125,12 @@ typedef struct {
     double softcap, final_softcap;  /* Gemma 2's caps of the scores and the
                                    logits (c tanh(x / c)), or 0: none */
     int64_t window;             /* a sliding window of this many rows (mistral,
-                                   mixtral, phi3, gemma2), or 0: none */
-    int window_step;            /* on every layer (0, 1), or every other (2,
-                                   from layer 0: gemma2) */
+                                   mixtral, phi3, gemma2, gemma3), or 0: none */
+    const unsigned char *windowed;  /* the sliding layers, where it is (NULL:
+                                   every one) */
+    double local_theta;         /* rope's theta on the sliding layers (gemma3),
+                                   or 0: theta, even when the window spans
+                                   the whole cache */
     /* mixture of experts (qwen3_moe, mixtral): a layer is sparse when moe[L] */
     const unsigned char *moe;
     int64_t experts, top_k, moe_hidden;

@@ -101,6 +101,15 @@ static const LlamaNames hf_names = {
     "gate_proj", "up_proj", "down_proj", NULL, NULL, NULL, NULL,
 };
 
+/* Gemma 3's: Gemma 2's with q and k norms. */
+static const LlamaNames gemma3_names = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.%d.",
+    "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+    "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "pre_feedforward_layernorm",
+    "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    "post_attention_layernorm", "post_feedforward_layernorm",
+};
+
 /* Gemma 2's: Hugging Face's, where post_attention_layernorm norms
  * attention's output and pre_feedforward_layernorm the MLP's input. */
 static const LlamaNames gemma2_names = {
@@ -179,29 +188,37 @@ static void project_fused(Llama *L, const char *in, const char *stem, const char
     }
 }
 
+static int sliding(const Llama *L);
+
+/* rope at the model's theta, or on a sliding layer at its local one (even
+ * where the window spans the whole cache). */
 static const char *rope(Llama *L, const char *name, const char *in)
 {
     const ImpLlama *c = L->c;
+    double theta = c->local_theta && sliding(L) ? c->local_theta : c->theta;
     const char *at = arena_printf(L->x.a, "{\"theta\": %s, \"style\": \"%s\"}",
-                                  ig_num(L->x.g, c->theta), c->rope_style);
+                                  ig_num(L->x.g, theta), c->rope_style);
     if (c->rope_llama3)
         at = arena_printf(L->x.a, "{\"theta\": %s, \"style\": \"%s\", \"scaling\": \"llama3\", "
                           "\"factor\": %s, \"low_freq_factor\": %s, \"high_freq_factor\": %s, "
                           "\"original_max_position_embeddings\": %lld}",
-                          ig_num(L->x.g, c->theta), c->rope_style, ig_num(L->x.g, c->rope_factor),
+                          ig_num(L->x.g, theta), c->rope_style, ig_num(L->x.g, c->rope_factor),
                           ig_num(L->x.g, c->rope_low), ig_num(L->x.g, c->rope_high),
                           (long long)c->rope_original);
     return ig_node(L->x.g, name, "rope", at, 2, in, L->x.positions);
 }
 
+/* Whether the current layer is one of the sliding layers (every layer
+ * when the model does not say). */
+static int sliding(const Llama *L) { return !L->c->windowed || L->c->windowed[L->x.l]; }
+
 /* The attention's attributes that are not its defaults, or NULL: scale,
- * soft cap, and this layer's window (every window_step-th layer's). */
+ * soft cap, and this layer's window. */
 static const char *attention_attrs(Llama *L)
 {
     const ImpLlama *c = L->c;
     Dec *x = &L->x;
-    int step = c->window_step ? c->window_step : 1;
-    int64_t window = x->l % step == 0 ? c->window : 0;
+    int64_t window = sliding(L) ? c->window : 0;
     if (!c->attn_scale && !c->softcap && !window)
         return NULL;
     FILE *f = arena_stream(x->a);
@@ -336,7 +353,8 @@ static const char *llama_layer(Llama *L, const char *in)
 char *imp_llama_graph(Arena *a, const ImpLlama *c)
 {
     Llama L = {.x = {.a = a, .g = ig_new(a, c->model_name), .T = c->tokens}, .c = c,
-               .n = c->hf_names == 4   ? &gemma2_names
+               .n = c->hf_names == 5   ? &gemma3_names
+                    : c->hf_names == 4 ? &gemma2_names
                     : c->hf_names == 3 ? &phi3_names
                     : c->hf_names == 2 ? &mixtral_names
                     : c->hf_names      ? &hf_names

@@ -302,8 +302,8 @@ static void no_sliding(Cfg *c)
         bad(c, "layer_types", types, "must be a list");
 }
 
-/* The fields the llama family (llama, gemma, gemma2, mistral, mixtral,
- * phi3, qwen2, qwen3, qwen3_moe) share. L->max_seq holds
+/* The fields the llama family (llama, gemma, gemma2, gemma3_text,
+ * mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe) share. L->max_seq holds
  * max_position_embeddings until the options set S. */
 static void llama_common(Cfg *c, ImpLlama *L, int64_t max_pos)
 {
@@ -434,7 +434,7 @@ static double softcap(Cfg *c, const char *key, double dflt)
         return 0;
     }
     double v = get_num(c, key, dflt);
-    if (!(v > 0))
+    if (!(v > 0) && json_object_get(c->root, key))
         diag(c->fx.d, key, "%g is not a soft cap (> 0, or null for none)", v);
     return v;
 }
@@ -446,6 +446,37 @@ static double softcap(Cfg *c, const char *key, double dflt)
  * tanh(x / c); null: none). Every other layer (0, 2, ...) attends in a
  * window of sliding_window rows, as mistral's; cache_implementation is how
  * transformers keeps the cache. */
+/* The layers in the sliding window: layer_types' "sliding_attention"
+ * entries when given (transformers 4.53 on), else those where (l + 1) %
+ * pattern is not 0 (pattern 2 from layer 0: every other layer). */
+static void window_layers(Cfg *c, ImpLlama *L, int64_t pattern)
+{
+    static const char *const kinds[] = {"full_attention", "sliding_attention"};
+    unsigned char *on = arena_alloc(c->fx.a, (size_t)L->layers + 1);
+    json_t *types = take(c, "layer_types");
+    if (types && (!json_is_array(types) || (int64_t)json_array_size(types) != L->layers))
+        bad(c, "layer_types", types, arena_printf(c->fx.a, "must be a list of %lld layer kinds",
+                                                  (long long)L->layers));
+    for (int64_t l = 0; l < L->layers; l++) {
+        json_t *k = json_array_get(types, (size_t)l);
+        const char *s = json_string_value(k);
+        on[l] = types ? s && !strcmp(s, kinds[1]) : (l + 1) % pattern != 0;
+        if (types && !(s && (!strcmp(s, kinds[0]) || on[l])))
+            bad(c, fe_at(&c->fx, "layer_types", (size_t)l), k,
+                "must be \"full_attention\" or \"sliding_attention\"");
+    }
+    L->windowed = on;
+}
+
+/* Gemma 2's and 3's scale of the scores, query_pre_attn_scalar^-1/2. */
+static void pre_attn_scalar(Cfg *c, ImpLlama *L)
+{
+    double qs = get_num(c, "query_pre_attn_scalar", 256);
+    if (!(qs > 0))
+        diag(c->fx.d, "query_pre_attn_scalar", "%g is not > 0", qs);
+    L->attn_scale = qs > 0 ? 1 / sqrt(qs) : 0;
+}
+
 static void read_gemma2(Cfg *c, ImpLlama *L)
 {
     static const char *const unused[] = {"cache_implementation", NULL};
@@ -454,14 +485,34 @@ static void read_gemma2(Cfg *c, ImpLlama *L)
     L->window = get_int(c, "sliding_window", 4096, 1);
     int64_t older = get_int(c, "sliding_window_size", L->window, 1);  /* 4.42's name */
     L->window = older < L->window ? older : L->window;
-    double qs = get_num(c, "query_pre_attn_scalar", 256);
-    if (!(qs > 0))
-        diag(c->fx.d, "query_pre_attn_scalar", "%g is not > 0", qs);
-    L->attn_scale = qs > 0 ? 1 / sqrt(qs) : 0;
+    pre_attn_scalar(c, L);
     L->softcap = softcap(c, "attn_logit_softcapping", 50);
     L->final_softcap = softcap(c, "final_logit_softcapping", 30);
-    L->window_step = 2;
+    window_layers(c, L, 2);
     L->hf_names = 4;
+}
+
+/* Gemma 3's text model (gemma3_text: Gemma 3 1B; transformers'
+ * modeling_gemma3): Gemma 2's layers with a q and k norm per head (1 + w,
+ * as its others) and no soft caps by default; the sliding layers (all but
+ * every sliding_window_pattern-th, or layer_types') attend in a window of
+ * sliding_window rows and turn rope at rope_local_base_freq, the others at
+ * rope_theta. */
+static void read_gemma3_text(Cfg *c, ImpLlama *L)
+{
+    static const char *const unused[] = {"cache_implementation", NULL};
+    read_gemma(c, L);
+    ignore(c, unused);
+    L->window = get_int(c, "sliding_window", 4096, 1);
+    L->local_theta = get_num(c, "rope_local_base_freq", 10000.0);
+    if (!(L->local_theta > 0))
+        diag(c->fx.d, "rope_local_base_freq", "%g is not > 0", L->local_theta);
+    pre_attn_scalar(c, L);
+    L->softcap = softcap(c, "attn_logit_softcapping", 0);
+    L->final_softcap = softcap(c, "final_logit_softcapping", 0);
+    window_layers(c, L, get_int(c, "sliding_window_pattern", 6, 1));
+    L->qk_norm = 1;
+    L->hf_names = 5;
 }
 
 /* Qwen3's dense models: qwen2's layers without the q/k/v biases, with
@@ -649,10 +700,12 @@ static json_t *load_config(Arena *a, const char *path, Diags *d, int *io)
 char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
 {
     static const char *const types[] = {"llama",   "qwen2",   "gpt2", "qwen3", "qwen3_moe",
-                                        "mistral", "mixtral", "phi3", "gemma", "gemma2", NULL};
+                                        "mistral", "mixtral", "phi3", "gemma", "gemma2",
+                                        "gemma3_text", NULL};
     static void (*const read[])(Cfg *, ImpLlama *) = {
         read_llama,   read_qwen2,   NULL,      read_qwen3, read_qwen3_moe,
-        read_mistral, read_mixtral, read_phi3, read_gemma, read_gemma2};
+        read_mistral, read_mixtral, read_phi3, read_gemma, read_gemma2,
+        read_gemma3_text};
     int before = d->n;
     *io = 0;
     json_t *root = load_config(a, arena_printf(a, "%s/config.json", dir), d, io);
@@ -670,11 +723,11 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
     if (t < 0) {
         if (type)
             bad(&c, "model_type", type,
-                "kiln imports llama, gemma, gemma2, mistral, mixtral, phi3, qwen2, qwen3, "
-                "qwen3_moe and gpt2");
+                "kiln imports llama, gemma, gemma2, gemma3_text, mistral, mixtral, phi3, qwen2, "
+                "qwen3, qwen3_moe and gpt2");
         else
-            diag(d, "model_type", "missing (kiln imports llama, gemma, gemma2, mistral, "
-                                  "mixtral, phi3, qwen2, qwen3, qwen3_moe and gpt2)");
+            diag(d, "model_type", "missing (kiln imports llama, gemma, gemma2, gemma3_text, "
+                                  "mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe and gpt2)");
         arena_release(a, root);
         return NULL;
     }

@@ -7,8 +7,9 @@
 # prefill chunks of 6 (prompts of one padded chunk, of several with a
 # padded last one, and one whose last chunk no longer fits in the cache,
 # decoded token by token), decode-only (--chunk 1), the default chunk
-# (64) from the folder itself, and the JIT; GPT-2, gemma, gemma2, mistral,
-# mixtral, phi3, qwen3 and qwen3_moe folders under the JIT too, and with their own
+# (64) from the folder itself, and the JIT; GPT-2, gemma, gemma2,
+# gemma3_text, mistral, mixtral, phi3, qwen3 and qwen3_moe folders under
+# the JIT too, and with their own
 # tokenizer.json qwen3_moe, gpt2 (byte-level), llama and mistral
 # (SentencePiece-style). Sampling is reproducible from its seed; the
 # tokenizer path prints the prompt's text;
@@ -65,7 +66,7 @@ prompt "19 tokens (3 chunks, the last padded)" 19 16
 prompt "62 tokens (the last chunk past the cache: decode steps; stops at 64)" 62 8
 
 # The other model types, under the JIT: 11 tokens in chunks of 4.
-for type in gpt2 gemma gemma2 mistral mixtral phi3 qwen3 qwen3_moe; do
+for type in gpt2 gemma gemma2 gemma3_text mistral mixtral phi3 qwen3 qwen3_moe; do
     mkdir "$T/$type"
     "$MKCKPT" hf $type "$T/$type" >/dev/null 2>&1 && "$KILN" import hf "$T/$type" -o "$T/$type.json" &&
         "$REFGEN" "$T/$type.json" "$T/$type/model.safetensors" --tokens 5,6,7,8,9,10,11,12,13,14,15 \

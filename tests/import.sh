@@ -79,6 +79,7 @@ mixtral mixtral --bf16
 phi3 phi3 --bf16 --shards 2
 gemma gemma --untied
 gemma2 gemma2 --bf16
+gemma3 gemma3_text
 EOF
 ls "$T/llama/model.safetensors.index.json" >/dev/null 2>&1 && ok "  llama: shards and an index" ||
     bad "  llama: shards and an index"
@@ -296,6 +297,31 @@ grep -q '"layers.24.att", "op": "attention", .*"attrs": {"scale": 0.0625, "softc
     "$T/gem2.json" && ok "  layers 0, 2, ... in a window of 4096 rows, 1, 3, ... not" ||
     bad "  layers 0, 2, ... in a window of 4096 rows, 1, 3, ... not"
 rm -f "$T/gem2.json"
+
+# Gemma-3-1B's config.json (no weights): five sliding layers in six, in a
+# window of 512 rows with rope at 10000, every sixth global at 1e6; no caps.
+mkdir "$T/gem3"
+cat >"$T/gem3/config.json" <<'CFG'
+{"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+ "attn_logit_softcapping": null, "bos_token_id": 2, "cache_implementation": "hybrid",
+ "eos_token_id": [1, 106], "final_logit_softcapping": null, "head_dim": 256,
+ "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152, "initializer_range": 0.02,
+ "intermediate_size": 6912, "max_position_embeddings": 32768, "model_type": "gemma3_text",
+ "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+ "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+ "rope_local_base_freq": 10000, "rope_scaling": null, "rope_theta": 1000000,
+ "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16",
+ "transformers_version": "4.50.0.dev0", "use_cache": true, "vocab_size": 262144}
+CFG
+run "Gemma-3-1B's config: import" "$KILN" import hf "$T/gem3" -o "$T/gem3.json"
+grep -q '"layers.4.att", "op": "attention", .*"attrs": {"scale": 0.0625, "window": 512}' "$T/gem3.json" &&
+    grep -q '"layers.5.att", "op": "attention", .*"attrs": {"scale": 0.0625}' "$T/gem3.json" &&
+    grep -q '"layers.4.q_rot", "op": "rope", .*"attrs": {"theta": 10000, ' "$T/gem3.json" &&
+    grep -q '"layers.5.q_rot", "op": "rope", .*"attrs": {"theta": 1000000, ' "$T/gem3.json" &&
+    grep -q '"model.layers.25.self_attn.k_norm.weight"' "$T/gem3.json" &&
+    ok "  layer 4 in a window of 512 rows at theta 1e4, layer 5 global at 1e6, q/k norms" ||
+    bad "  layer 4 in a window of 512 rows at theta 1e4, layer 5 global at 1e6, q/k norms"
+rm -f "$T/gem3.json"
 
 # SmolLM2-135M's config.json (no weights): nanotron's is_llama_config and
 # rope_interleaved (false) taken; tied, 3 kv heads of 64.

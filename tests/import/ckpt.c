@@ -50,7 +50,8 @@ struct CkModel {
 };
 
 static const char *const type_names[] = {"llama", "qwen2",   "gpt2", "qwen3_moe", "qwen3",
-                                          "mistral", "mixtral", "phi3", "gemma", "gemma2"};
+                                          "mistral", "mixtral", "phi3", "gemma", "gemma2",
+                                          "gemma3_text"};
 
 const CkShape *ck_shape(const CkModel *m) { return &m->s; }
 
@@ -95,7 +96,10 @@ static float *matrix(CkModel *m, int64_t rows, int64_t cols)
     return weights(m, rows * cols, 0, 1.0f / sqrtf((float)cols));
 }
 
-static int is_gemma(const CkModel *m) { return m->s.type == CK_GEMMA || m->s.type == CK_GEMMA2; }
+static int is_gemma(const CkModel *m)
+{
+    return m->s.type == CK_GEMMA || m->s.type == CK_GEMMA2 || m->s.type == CK_GEMMA3;
+}
 
 /* A norm's weights: near 1, or near 0 for Gemma's, which scale by 1 + w. */
 static float *norm(CkModel *m, int64_t n) { return weights(m, n, is_gemma(m) ? 0 : 1, 0.1f); }
@@ -121,12 +125,12 @@ static void llama_layer(CkModel *m, CkLayer *L, int l)
         L->bk = bias(m, m->kvd);
         L->bv = bias(m, m->kvd);
     }
-    if (s->type == CK_QWEN3_MOE || s->type == CK_QWEN3) {
+    if (s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 || s->type == CK_GEMMA3) {
         L->q_norm = norm(m, m->hd);
         L->k_norm = norm(m, m->hd);
     }
     L->ffn_norm = norm(m, D);
-    if (s->type == CK_GEMMA2) {
+    if (s->type == CK_GEMMA2 || s->type == CK_GEMMA3) {
         L->post_attn_norm = norm(m, D);
         L->post_ffn_norm = norm(m, D);
     }
@@ -256,6 +260,8 @@ int ck_hf_shape(const char *type, CkShape *s)
          .kv_heads = 2, .seq = 64},
         {.type = CK_GEMMA, .vocab = 330, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
          .kv_heads = 1, .head_dim = 32, .seq = 64, .tied = 1},
+        {.type = CK_GEMMA3, .vocab = 350, .dim = 64, .hidden = 96, .layers = 3, .heads = 4,
+         .kv_heads = 2, .head_dim = 32, .seq = 64, .tied = 1},
         {.type = CK_GEMMA2, .vocab = 340, .dim = 64, .hidden = 96, .layers = 2, .heads = 4,
          .kv_heads = 2, .head_dim = 32, .seq = 64, .tied = 1},
         {.type = CK_MIXTRAL, .vocab = 330, .dim = 64, .hidden = 48, .layers = 2, .heads = 4,
@@ -396,16 +402,22 @@ static void rope(float *x, int n, int hd, int pos, double theta, int interleaved
         }
 }
 
+/* Gemma 2's and 3's sliding layers: 0, 2, 4, ... (Gemma 3's pattern is
+ * 2 here); every layer of the others. */
+static int ck_sliding(const CkModel *m, int l)
+{
+    return m->s.type == CK_GEMMA2 || m->s.type == CK_GEMMA3 ? l % 2 == 0 : 1;
+}
+
 /* Attention of the heads of m->q at pos over the layer's cache rows
- * 0..pos, into out [heads * hd]; query head h reads kv head h /
- * (heads / kv_heads). */
-/* Softmax over the keys 0..pos (in a sliding window, the last `window` of
- * them) of scale q . k, capped as Gemma 2's. */
+ * 0..pos (in a sliding window, the last `window` of them), into out
+ * [heads * hd]: the softmax of scale q . k (Gemma 2's and 3's scale,
+ * Gemma 2's cap); query head h reads kv head h / (heads / kv_heads). */
 static void attend(CkModel *m, int l, int pos, float *out)
 {
     int hd = m->hd, group = m->s.heads / m->s.kv_heads, g2 = m->s.type == CK_GEMMA2;
-    double scale = 1 / sqrt(g2 ? CK_G2_QPAS : (double)hd);
-    int w = m->s.window && (!g2 || l % 2 == 0) ? m->s.window : 0;
+    double scale = 1 / sqrt(g2 || m->s.type == CK_GEMMA3 ? CK_G2_QPAS : (double)hd);
+    int w = m->s.window && ck_sliding(m, l) ? m->s.window : 0;
     int lo = w && pos - w + 1 > 0 ? pos - w + 1 : 0;
     const float *kc = m->kc + (int64_t)l * m->s.seq * m->kvd, *vc = m->vc + (int64_t)l * m->s.seq * m->kvd;
     for (int h = 0; h < m->s.heads; h++) {
@@ -478,7 +490,8 @@ static void llama_step(CkModel *m, int token, int pos)
     const CkShape *s = &m->s;
     int D = s->dim, hd = m->hd;
     double eps = s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6;
-    double theta = s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 ? 1e6 : 1e4;
+    double theta = s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 || s->type == CK_GEMMA3 ? 1e6
+                                                                                          : 1e4;
     int gemma = is_gemma(m);
     /* GemmaModel: the embeddings times sqrt(hidden_size) as a float32 */
     float scale = gemma ? (float)sqrt((double)D) : 1.0f;
@@ -491,11 +504,13 @@ static void llama_step(CkModel *m, int token, int pos)
         matvec(m->k, L->wk, m->xb, L->bk, m->kvd, D);
         matvec(m->v, L->wv, m->xb, L->bv, m->kvd, D);
         for (int h = 0; L->q_norm && h < s->heads; h++)
-            rmsnorm(m->q + h * hd, m->q + h * hd, L->q_norm, hd, eps, 0);
+            rmsnorm(m->q + h * hd, m->q + h * hd, L->q_norm, hd, eps, gemma);
         for (int h = 0; L->k_norm && h < s->kv_heads; h++)
-            rmsnorm(m->k + h * hd, m->k + h * hd, L->k_norm, hd, eps, 0);
-        rope(m->q, s->heads, hd, pos, theta, s->interleaved, s->llama3_rope);
-        rope(m->k, s->kv_heads, hd, pos, theta, s->interleaved, s->llama3_rope);
+            rmsnorm(m->k + h * hd, m->k + h * hd, L->k_norm, hd, eps, gemma);
+        /* Gemma 3's sliding layers turn at rope_local_base_freq */
+        double th = s->type == CK_GEMMA3 && ck_sliding(m, l) ? 1e4 : theta;
+        rope(m->q, s->heads, hd, pos, th, s->interleaved, s->llama3_rope);
+        rope(m->k, s->kv_heads, hd, pos, th, s->interleaved, s->llama3_rope);
         int64_t row = ((int64_t)l * s->seq + pos) * m->kvd;
         memcpy(m->kc + row, m->k, sizeof(float) * (size_t)m->kvd);
         memcpy(m->vc + row, m->v, sizeof(float) * (size_t)m->kvd);
@@ -830,7 +845,8 @@ static void config_llama(FILE *f, const CkModel *m)
                                        "",                    "Qwen3MoeForCausalLM",
                                        "Qwen3ForCausalLM",    "MistralForCausalLM",
                                        "MixtralForCausalLM",  "Phi3ForCausalLM",
-                                       "GemmaForCausalLM",    "Gemma2ForCausalLM"};
+                                       "GemmaForCausalLM",    "Gemma2ForCausalLM",
+                                       "Gemma3ForCausalLM"};
     fprintf(f, "  \"architectures\": [\"%s\"],\n  \"attention_dropout\": 0.0,\n"
             "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"%s\",\n"
             "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n"
@@ -838,13 +854,15 @@ static void config_llama(FILE *f, const CkModel *m)
             "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n"
             "  \"num_key_value_heads\": %d,\n  \"rms_norm_eps\": %g,\n  \"rope_scaling\": %s,\n"
             "  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n  \"vocab_size\": %d,\n",
-            arch[s->type], s->type == CK_GEMMA ? "gelu" : s->type == CK_GEMMA2 ? "gelu_pytorch_tanh" : "silu", s->dim, s->hidden, s->seq,
+            arch[s->type], s->type == CK_GEMMA ? "gelu" : is_gemma(m) ? "gelu_pytorch_tanh" : "silu",
+            s->dim, s->hidden, s->seq,
             s->heads, s->layers, s->kv_heads,
             s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6,
             s->llama3_rope ? "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
                              " \"original_max_position_embeddings\": 32, \"rope_type\": \"llama3\"}"
                            : "null",
-            s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 ? "1000000.0" : "10000.0",
+            s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 || s->type == CK_GEMMA3 ? "1000000.0"
+                                                                                 : "10000.0",
             s->tied ? "true" : "false",
             s->vocab);
     if (s->type == CK_LLAMA)
@@ -865,14 +883,14 @@ static void config_llama(FILE *f, const CkModel *m)
                 "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n",
                 s->window ? "" : "  \"sliding_window\": null,\n", s->experts, s->top_k);
     else if (s->type != CK_LLAMA && s->type != CK_PHI3 && s->type != CK_GEMMA &&
-             s->type != CK_GEMMA2 && s->type != CK_MISTRAL)
+             s->type != CK_GEMMA2 && s->type != CK_MISTRAL && s->type != CK_GEMMA3)
         fprintf(f, "  \"sliding_window\": 4096,\n  \"max_window_layers\": 21,\n"
                 "  \"use_sliding_window\": false,\n");
     if (s->type == CK_QWEN2)
         fprintf(f, "  \"use_mrope\": false,\n");
     if (s->type == CK_QWEN3)
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n", m->hd);
-    if (s->type == CK_GEMMA || s->type == CK_GEMMA2) /* hidden_activation rules */
+    if (is_gemma(m))           /* hidden_activation rules */
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n"
                 "  \"hidden_activation\": \"gelu_pytorch_tanh\",\n  \"pad_token_id\": 0,\n", m->hd);
     if (s->type == CK_GEMMA2)
@@ -880,6 +898,11 @@ static void config_llama(FILE *f, const CkModel *m)
                 "  \"query_pre_attn_scalar\": %d,\n  \"sliding_window\": %d,\n"
                 "  \"cache_implementation\": \"hybrid\",\n", CK_G2_ATTN_CAP, CK_G2_FINAL_CAP,
                 CK_G2_QPAS, window);
+    if (s->type == CK_GEMMA3)  /* sliding layers 0, 2, ...; no caps */
+        fprintf(f, "  \"attn_logit_softcapping\": null,\n  \"final_logit_softcapping\": null,\n"
+                "  \"query_pre_attn_scalar\": %d,\n  \"sliding_window\": %d,\n"
+                "  \"sliding_window_pattern\": 2,\n  \"rope_local_base_freq\": 10000,\n"
+                "  \"cache_implementation\": \"hybrid\",\n", CK_G2_QPAS, window);
     if (s->type == CK_QWEN3_MOE) {
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n  \"decoder_sparse_step\": 1,\n"
                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"

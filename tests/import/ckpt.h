@@ -5,8 +5,8 @@
  * (a llama2.c .bin, version 0 or 1; a Hugging Face folder: config.json
  * and model.safetensors, or shards and their index) and run by a forward
  * pass written here by hand from the models' own definitions (llama2.c's
- * run.c; transformers' modeling_llama, _gemma, _gemma2, _mistral, _mixtral, _phi3,
- * _qwen2, _gpt2, _qwen3, _qwen3_moe), one
+ * run.c; transformers' modeling_llama, _gemma, _gemma2, _gemma3, _mistral, _mixtral,
+ * _phi3, _qwen2, _gpt2, _qwen3, _qwen3_moe), one
  * token at a time with its own KV cache. That pass knows nothing of kiln's
  * graphs: it is the reference an imported model must agree with. */
 #ifndef KILN_CKPT_H
@@ -17,7 +17,7 @@
 
 typedef enum {
     CK_LLAMA, CK_QWEN2, CK_GPT2, CK_QWEN3_MOE, CK_QWEN3, CK_MISTRAL, CK_MIXTRAL, CK_PHI3, CK_GEMMA,
-    CK_GEMMA2
+    CK_GEMMA2, CK_GEMMA3
 } CkType;
 
 typedef struct {
@@ -39,8 +39,8 @@ typedef struct {
     int experts, top_k, moe_hidden, norm_topk;
     unsigned dense_layers;
     /* a sliding window of this many rows (mistral, mixtral, phi3: every
-     * layer; gemma2: layers 0, 2, ...), or 0: the config's window is the
-     * KV cache's rows or more */
+     * layer; gemma2, gemma3_text: layers 0, 2, ...), or 0: the config's
+     * window is the KV cache's rows or more */
     int window;
     /* gpt2: the Hub's names ("h.0...", with the attn.bias buffers), else
      * transformers' ("transformer.h.0...") */

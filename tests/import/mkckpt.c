@@ -3,8 +3,8 @@
  *
  *   mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M]
  *          [--version 0|1] [--unshared] [--seed N]
- *   mkckpt hf llama|gemma|gemma2|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe DIR [--bf16]
- *          [--shards N]
+ *   mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe
+ *          DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
  *          [--shape tiny|small]   (small: qwen3_moe only, for timing)
  *
@@ -15,7 +15,7 @@
  * tokenizer.json of the model's vocab too (tests/gen/hftok.h), as Hub
  * folders have: byte-level BPE for gpt2 (GPT-2's) and qwen2, qwen3 and
  * qwen3_moe (Qwen2's); SentencePiece-style for llama, mixtral and phi3 (Llama
- * 2's normalizer), mistral (a Metaspace), gemma and gemma2 (Gemma's). */
+ * 2's normalizer), mistral (a Metaspace), and the gemmas (Gemma's). */
 #include "ckpt.h"
 #include "tests/gen/hftok.h"
 
@@ -30,7 +30,8 @@ static int usage(const char *why)
     fprintf(stderr, "mkckpt: %s\n"
             "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
             "                      [--unshared] [--seed N]\n"
-            "       mkckpt hf llama|gemma|gemma2|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe DIR\n"
+            "       mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|\n"
+            "                      qwen3_moe DIR\n"
             "                      [--bf16]\n"
             "                      [--shards N] [--untied]\n"
             "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
@@ -121,7 +122,8 @@ int main(int argc, char **argv)
                     : s.type == CK_LLAMA || s.type == CK_MIXTRAL || s.type == CK_PHI3
                         ? HF_TOK_LLAMA
                     : s.type == CK_MISTRAL                       ? HF_TOK_METASPACE
-                    : s.type == CK_GEMMA || s.type == CK_GEMMA2  ? HF_TOK_GEMMA
+                    : s.type == CK_GEMMA || s.type == CK_GEMMA2 || s.type == CK_GEMMA3
+                        ? HF_TOK_GEMMA
                                                                  : HF_TOK_QWEN2;
         if (!rc && hf_tokenizer_write(path, style, s.vocab))
             snprintf(why, sizeof why, "%.500s: cannot write", path), rc = -1;

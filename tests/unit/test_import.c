@@ -394,6 +394,20 @@ static void test_hf_gemma2(void **state)
     hf_case(&s, 1, 3, 12);
 }
 
+/* Gemma 3's text model: Gemma 2's layers with q/k norms by 1 + w, no caps;
+ * layers 0 and 2 sliding (rope at 10000, layer 1 at 1e6), first with a
+ * window spanning the cache, then one of 3 rows, BF16 in 2 shards, 3
+ * tokens a call. */
+static void test_hf_gemma3(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("gemma3_text");
+    hf_case(&s, 1, 1, 10);
+    s.bf16 = 1;
+    s.window = 3;
+    hf_case(&s, 2, 3, 12);
+}
+
 /* Mixtral: 4 experts in both layers, top 2 renormalised, with
  * block_sparse_moe's names; then BF16 in 2 shards, 3 tokens a call. */
 static void test_hf_mixtral(void **state)
@@ -478,8 +492,8 @@ static void test_hf_refused(void **state)
     refused("qwen2", "\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
             "config.json: layer_types[1]: \"sliding_attention\" not supported (kiln: \"full_attention\")");
     refused("qwen2", "\"model_type\": \"phi\"",
-            "config.json: model_type: kiln imports llama, gemma, gemma2, mistral, mixtral, phi3, "
-            "qwen2, qwen3, qwen3_moe and gpt2, got \"phi\"");
+            "config.json: model_type: kiln imports llama, gemma, gemma2, gemma3_text, mistral, "
+            "mixtral, phi3, qwen2, qwen3, qwen3_moe and gpt2, got \"phi\"");
     refused("phi3", "\"partial_rotary_factor\": 0.75",
             "config.json: partial_rotary_factor: 0.75 not supported");
 
@@ -618,7 +632,7 @@ int main(void)
         cmocka_unit_test(test_hf_llama),       cmocka_unit_test(test_hf_qwen2),
         cmocka_unit_test(test_hf_gpt2),        cmocka_unit_test(test_hf_mistral),
         cmocka_unit_test(test_hf_phi3),        cmocka_unit_test(test_hf_gemma),
-        cmocka_unit_test(test_hf_gemma2),
+        cmocka_unit_test(test_hf_gemma2),      cmocka_unit_test(test_hf_gemma3),
         cmocka_unit_test(test_hf_mixtral),
         cmocka_unit_test(test_hf_qwen3),
         cmocka_unit_test(test_hf_qwen3_moe),
