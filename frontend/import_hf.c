@@ -283,23 +283,31 @@ static void moe_sizes(Cfg *c, ImpLlama *L, const char *key, int64_t lo)
              key, (long long)L->experts);
 }
 
-/* Sliding-window attention: refused when switched on; its size and its
- * layer count mean nothing while it is off. */
-static void no_sliding(Cfg *c)
+static void window_layers(Cfg *c, ImpLlama *L, int64_t pattern);
+
+/* Qwen's sliding window (transformers' Qwen2Config): with
+ * use_sliding_window, layers from max_window_layers on (or layer_types'
+ * "sliding_attention" ones) attend in a window of sliding_window rows;
+ * without it, the window's size, its layer count and the layer kinds mean
+ * nothing. */
+static void qwen_sliding(Cfg *c, ImpLlama *L)
 {
-    static const char *const off[] = {"sliding_window", "max_window_layers", NULL};
-    only_bool(c, "use_sliding_window", 0);
-    ignore(c, off);
-    json_t *types = take(c, "layer_types");
-    for (size_t i = 0; i < json_array_size(types); i++) {
-        const char *s = json_string_value(json_array_get(types, i));
-        if (!s || strcmp(s, "full_attention"))
-            diag(c->fx.d, fe_at(&c->fx, "layer_types", i),
-                 "%s not supported (kiln: \"full_attention\")",
-                 fe_got(&c->fx, json_array_get(types, i)));
+    static const char *const off[] = {"sliding_window", "max_window_layers", "layer_types",
+                                      NULL};
+    if (!get_bool(c, "use_sliding_window", 0)) {
+        ignore(c, off);
+        return;
     }
-    if (types && !json_is_array(types))
-        bad(c, "layer_types", types, "must be a list");
+    L->window = need(c, "sliding_window");
+    int64_t from = get_int(c, "max_window_layers", 28, 0);
+    if (json_object_get(c->root, "layer_types")) {
+        window_layers(c, L, 1);
+        return;
+    }
+    unsigned char *on = arena_alloc(c->fx.a, (size_t)L->layers + 1);
+    for (int64_t l = 0; l < L->layers; l++)
+        on[l] = l >= from;
+    L->windowed = on;
 }
 
 /* The fields the llama family (llama, gemma, gemma2, gemma3_text,
@@ -345,7 +353,7 @@ static void read_qwen2(Cfg *c, ImpLlama *L)
     llama_common(c, L, 32768);
     L->hidden = need(c, "intermediate_size");
     L->qkv_bias = 1;
-    no_sliding(c);
+    qwen_sliding(c, L);
     only_bool(c, "use_mrope", 0);
 }
 
@@ -522,7 +530,7 @@ static void read_qwen3(Cfg *c, ImpLlama *L)
     llama_common(c, L, 40960);
     L->hidden = need(c, "intermediate_size");
     only_bool(c, "attention_bias", 0);
-    no_sliding(c);
+    qwen_sliding(c, L);
     L->qk_norm = 1;
 }
 
@@ -552,7 +560,7 @@ static void read_qwen3_moe(Cfg *c, ImpLlama *L)
     static const char *const training[] = {"output_router_logits", "router_aux_loss_coef", NULL};
     llama_common(c, L, 32768);
     only_bool(c, "attention_bias", 0);
-    no_sliding(c);
+    qwen_sliding(c, L);
     ignore(c, training);
     L->qk_norm = 1;
     moe_sizes(c, L, "num_experts", 0);

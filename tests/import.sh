@@ -346,9 +346,13 @@ rm -f "$T/smol.json"
 refuse 1 "a graph that cannot fit refused by name" \
     "config.json: num_hidden_layers: 2000000000 is more than kiln's 1024 layers" \
     "$KILN" import hf "$T/deep" -o "$T/never.json"
-"$MKCKPT" hf qwen2 "$T/window" --config '"use_sliding_window": true'
-refuse 1 "use_sliding_window refused by name" "config.json: use_sliding_window: true not supported" \
-    "$KILN" import hf "$T/window" -o "$T/never.json"
+"$MKCKPT" hf qwen2 "$T/window" \
+    --config '"use_sliding_window": true, "sliding_window": 16, "max_window_layers": 1'
+run "qwen2 with use_sliding_window: import" "$KILN" import hf "$T/window" -o "$T/window.json"
+grep -q '"layers.1.att", "op": "attention", .*"attrs": {"window": 16}' "$T/window.json" &&
+    ! grep -q '"layers.0.att", "op": "attention", .*"window"' "$T/window.json" &&
+    ok "  layer 1 (from max_window_layers) in a window of 16 rows, layer 0 not" ||
+    bad "  layer 1 (from max_window_layers) in a window of 16 rows, layer 0 not"
 refuse 2 "--tokens with a model file" "apply to a model folder" \
     "$KILN" build "$T/v0.json" --tokens 4 -o "$T/never"
 refuse 1 "--tokens past --max-seq" "--tokens 9 is more than the 8 rows of the KV cache" \

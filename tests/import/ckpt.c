@@ -403,10 +403,14 @@ static void rope(float *x, int n, int hd, int pos, double theta, int interleaved
 }
 
 /* Gemma 2's and 3's sliding layers: 0, 2, 4, ... (Gemma 3's pattern is
- * 2 here); every layer of the others. */
+ * 2 here); the Qwens' from max_window_layers, 1 here; every layer of the
+ * others. */
 static int ck_sliding(const CkModel *m, int l)
 {
-    return m->s.type == CK_GEMMA2 || m->s.type == CK_GEMMA3 ? l % 2 == 0 : 1;
+    CkType t = m->s.type;
+    return t == CK_GEMMA2 || t == CK_GEMMA3                      ? l % 2 == 0
+           : t == CK_QWEN2 || t == CK_QWEN3 || t == CK_QWEN3_MOE ? l >= 1
+                                                                 : 1;
 }
 
 /* Attention of the heads of m->q at pos over the layer's cache rows
@@ -884,8 +888,9 @@ static void config_llama(FILE *f, const CkModel *m)
                 s->window ? "" : "  \"sliding_window\": null,\n", s->experts, s->top_k);
     else if (s->type != CK_LLAMA && s->type != CK_PHI3 && s->type != CK_GEMMA &&
              s->type != CK_GEMMA2 && s->type != CK_MISTRAL && s->type != CK_GEMMA3)
-        fprintf(f, "  \"sliding_window\": 4096,\n  \"max_window_layers\": 21,\n"
-                "  \"use_sliding_window\": false,\n");
+        fprintf(f, "  \"sliding_window\": %d,\n  \"max_window_layers\": %d,\n"
+                "  \"use_sliding_window\": %s,\n", s->window ? s->window : 4096,
+                s->window ? 1 : 21, s->window ? "true" : "false");
     if (s->type == CK_QWEN2)
         fprintf(f, "  \"use_mrope\": false,\n");
     if (s->type == CK_QWEN3)

@@ -39,8 +39,9 @@ typedef struct {
     int experts, top_k, moe_hidden, norm_topk;
     unsigned dense_layers;
     /* a sliding window of this many rows (mistral, mixtral, phi3: every
-     * layer; gemma2, gemma3_text: layers 0, 2, ...), or 0: the config's
-     * window is the KV cache's rows or more */
+     * layer; gemma2, gemma3_text: layers 0, 2, ...; the qwens: from layer
+     * 1, use_sliding_window), or 0: the config's window is the KV cache's
+     * rows or more, or off */
     int window;
     /* gpt2: the Hub's names ("h.0...", with the attn.bias buffers), else
      * transformers' ("transformer.h.0...") */

@@ -325,6 +325,8 @@ static void test_hf_qwen2(void **state)
     s.bf16 = 1;
     s.tied = 0;
     hf_case(&s, 2, 4, 8);
+    s.window = 4;                   /* use_sliding_window: layer 1 in a window of 4 rows */
+    hf_case(&s, 1, 3, 12);
 }
 
 /* The Hub's GPT-2 (bare names, attn.bias buffers) and transformers'
@@ -487,10 +489,9 @@ static void test_hf_refused(void **state)
             "config.json: quantization_config: not supported");
     refused("llama", "\"num_key_value_heads\": 3",
             "config.json: num_key_value_heads: 3 does not divide num_attention_heads 4");
-    refused("qwen2", "\"use_sliding_window\": true",
-            "config.json: use_sliding_window: true not supported");
-    refused("qwen2", "\"layer_types\": [\"full_attention\", \"sliding_attention\"]",
-            "config.json: layer_types[1]: \"sliding_attention\" not supported (kiln: \"full_attention\")");
+    refused("qwen2", "\"use_sliding_window\": true, \"layer_types\": [\"local\"]",
+            "config.json: layer_types[0]: must be \"full_attention\" or \"sliding_attention\", "
+            "got \"local\"");
     refused("qwen2", "\"model_type\": \"phi\"",
             "config.json: model_type: kiln imports llama, gemma, gemma2, gemma3_text, mistral, "
             "mixtral, phi3, qwen2, qwen3, qwen3_moe and gpt2, got \"phi\"");
