@@ -534,6 +534,14 @@ RT_API int rt_json_bool_at(const rt_json *J, const unsigned char *at, const char
 RT_API int rt_json_false_at(const rt_json *J, const unsigned char *at, const char *where,
                             const char *key);
 /* The string member "type" of the object at `at` (malloc'd into *type). */
+/* The array at `at` (NULL: "WHERE: not an array"): where each of its first
+ * max items starts into item[], how many it holds in *n (more than max
+ * are counted, not noted); and the "type" of each of item[0, n) into
+ * type[] (malloc'd; messages at WHERE[i]). */
+RT_API int rt_json_items(const rt_json *J, const unsigned char *at, const char *where, int max,
+                         const unsigned char **item, int *n);
+RT_API int rt_json_types(const rt_json *J, const unsigned char **item, int n, const char *where,
+                         char **type);
 RT_API int rt_json_type_at(const rt_json *J, const unsigned char *at, const char *where,
                            char **type);
 /* Offset of the first byte of s[0, n) that is not well-formed UTF-8, or n. */

@@ -451,6 +451,34 @@ int rt_json_false_at(const rt_json *J, const unsigned char *at, const char *wher
     return rc ? rc : v ? rt_json_bad(J, where, "%s: true is not supported", key) : 0;
 }
 
+int rt_json_items(const rt_json *J, const unsigned char *at, const char *where, int max,
+                  const unsigned char **item, int *n)
+{
+    rt_json c = rt_json_at(J, at);
+    int rc = !at || rt_json_eat(&c, '[') ? rt_json_bad(J, where, "not an array") : 0;
+    *n = 0;
+    for (int first = 1, more; !rc && (more = rt_json_next(&c, ']', first)) != 0; first = 0) {
+        rt_json_ws(&c);
+        if (more > 0 && *n < max)
+            item[*n] = c.p;
+        rc = more < 0 ? RT_EINVAL : rt_json_skip(&c);
+        ++*n;
+    }
+    return rc;
+}
+
+int rt_json_types(const rt_json *J, const unsigned char **item, int n, const char *where,
+                  char **type)
+{
+    int rc = 0;
+    for (int i = 0; !rc && i < n; i++) {
+        char w[96];
+        snprintf(w, sizeof w, "%s[%d]", where, i);
+        rc = rt_json_type_at(J, item[i], w, &type[i]);
+    }
+    return rc;
+}
+
 int rt_json_type_at(const rt_json *J, const unsigned char *at, const char *where, char **type)
 {
     rt_json c = rt_json_at(J, at);

@@ -130,20 +130,10 @@ static int hf_pre_sequence(hf_reader *H, const unsigned char *at)
     const unsigned char *val[2], *item[2] = {NULL, NULL};
     char *type[2] = {NULL, NULL};
     int n = 0, split = 1, rc = rt_json_object_at(&H->J, at, "pre_tokenizer", keys, 2, val);
-    rt_json c = rt_json_at(&H->J, val[1]);
-    if (!rc && (!val[1] || rt_json_eat(&c, '[')))
-        rc = rt_json_bad(&H->J, w, "not an array");
-    for (int first = 1, more; !rc && (more = rt_json_next(&c, ']', first)) != 0; first = 0) {
-        rt_json_ws(&c);
-        if (more > 0 && n < 2)
-            item[n] = c.p;
-        rc = more < 0 ? RT_EINVAL : rt_json_skip(&c);
-        n++;
-    }
+    if (!rc)
+        rc = rt_json_items(&H->J, val[1], w, 2, item, &n);
     if (!rc && n == 2)
-        rc = rt_json_type_at(&H->J, item[0], "pre_tokenizer.pretokenizers[0]", &type[0]);
-    if (!rc && n == 2)
-        rc = rt_json_type_at(&H->J, item[1], "pre_tokenizer.pretokenizers[1]", &type[1]);
+        rc = rt_json_types(&H->J, item, 2, w, type);
     int digits = !rc && n == 2 && !strcmp(type[0], "Digits");
     if (!rc && (n != 2 || (strcmp(type[0], "Split") && !digits) || strcmp(type[1], "ByteLevel")))
         rc = rt_json_bad(&H->J, w, "kiln takes a Split or Digits, then a ByteLevel");

@@ -40,24 +40,6 @@
 
 #define SP_META "\xE2\x96\x81"     /* U+2581, in UTF-8 */
 
-/* The items of the array at `at` (at most max of them are noted in item,
- * *n counts them all). */
-static int sp_items(const rt_json *J, const unsigned char *at, const char *where, int max,
-                    const unsigned char **item, int *n)
-{
-    rt_json c = rt_json_at(J, at);
-    int rc = !at || rt_json_eat(&c, '[') ? rt_json_bad(J, where, "not an array") : 0;
-    *n = 0;
-    for (int first = 1, more; !rc && (more = rt_json_next(&c, ']', first)) != 0; first = 0) {
-        rt_json_ws(&c);
-        if (more > 0 && *n < max)
-            item[*n] = c.p;
-        rc = more < 0 ? RT_EINVAL : rt_json_skip(&c);
-        ++*n;
-    }
-    return rc;
-}
-
 /* The string at `at` (absent: bad) is exactly want. */
 static int sp_is(const rt_json *J, const unsigned char *at, const char *where, const char *key,
                  const char *want)
@@ -93,19 +75,6 @@ static int sp_replace(const rt_json *J, const unsigned char *at, const char *whe
     return rc;
 }
 
-/* The type of each item[0, n), malloc'd into type[]. */
-static int sp_types(const rt_json *J, const unsigned char **item, int n, const char *where,
-                    char **type)
-{
-    int rc = 0;
-    for (int i = 0; !rc && i < n; i++) {
-        char w[96];
-        snprintf(w, sizeof w, "%s[%d]", where, i);
-        rc = rt_json_type_at(J, item[i], w, &type[i]);
-    }
-    return rc;
-}
-
 int rt_tok_sp_normalizer(rt_tok *t, const rt_json *J, const unsigned char *at)
 {
     static const char *const keys[] = {"type", "normalizers"};
@@ -122,9 +91,9 @@ int rt_tok_sp_normalizer(rt_tok *t, const rt_json *J, const unsigned char *at)
     char *type[2] = {NULL, NULL};
     int n = 0, rc = rt_json_object_at(J, at, "normalizer", keys, 2, val);
     if (!rc)
-        rc = sp_items(J, val[1], w, 2, item, &n);
+        rc = rt_json_items(J, val[1], w, 2, item, &n);
     if (!rc && n == 2)
-        rc = sp_types(J, item, 2, w, type);
+        rc = rt_json_types(J, item, 2, w, type);
     if (!rc && (n != 2 || strcmp(type[0], "Prepend") || strcmp(type[1], "Replace")))
         rc = rt_json_bad(J, w, "kiln takes a Prepend of '" SP_META "', then a Replace of ' ' by '"
                          SP_META "' (Llama 2's)");
@@ -279,11 +248,11 @@ int rt_tok_sp_decoder(rt_tok *t, const rt_json *J, const unsigned char *at)
     if (!rc)
         rc = rt_json_object_at(J, at, "decoder", keys, 2, val);
     if (!rc)
-        rc = sp_items(J, val[1], w, SP_MAX_DECODERS, item, &n);
+        rc = rt_json_items(J, val[1], w, SP_MAX_DECODERS, item, &n);
     if (!rc && n > SP_MAX_DECODERS)
         rc = rt_json_bad(J, w, "%d decoders: kiln takes each of five at most once", n);
     if (!rc)
-        rc = sp_types(J, item, n, w, type);
+        rc = rt_json_types(J, item, n, w, type);
     for (int i = 0; !rc && i < n; i++)
         for (int j = 0; !rc && j < i; j++)
             if (!strcmp(type[i], type[j]))
