@@ -591,7 +591,8 @@ struct rt_tok {
     int32_t *slot;              /* hash of the tokens' bytes: ids, -1 empty */
     uint32_t mask;              /* slots - 1 */
     int bos, eos;               /* -1: none */
-    int32_t ends[RT_TOK_ENDS];  /* the tokens generation ends at (rt_tok_is_end) */
+    int32_t ends[RT_TOK_ENDS];  /* the tokens generation ends at (rt_tok_is_end):
+                                   EOS among them */
     int nends;
     float *score;               /* llama2.c: merges by score, highest first */
     /* byte-level BPE (tokenizer.json) */

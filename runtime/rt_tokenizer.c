@@ -244,7 +244,7 @@ static int tok_read_bin(rt_tok *t, const char *path, const unsigned char *d, siz
                       : rt_errf(e, RT_EINVAL, "%s: token %d '%.40s' repeats token %d", path,
                                 dup[1], t->bytes + t->off[dup[1]], dup[0]);
     t->bos = TOK_BIN_BOS;
-    t->eos = TOK_BIN_EOS;
+    t->eos = t->ends[t->nends++] = TOK_BIN_EOS;
     return rc;
 }
 
@@ -389,10 +389,10 @@ int rt_tok_eos(const rt_tok *t) { return t->eos; }
 
 int rt_tok_is_end(const rt_tok *t, int id)
 {
-    int end = id >= 0 && id == t->eos;
     for (int i = 0; i < t->nends; i++)
-        end |= id == t->ends[i];
-    return end;
+        if (id == t->ends[i])
+            return 1;
+    return 0;
 }
 
 int rt_tok_find(const rt_tok *t, const char *text)
