@@ -196,16 +196,15 @@ static const char *rope(Llama *L, const char *name, const char *in)
 {
     const ImpLlama *c = L->c;
     double theta = c->local_theta && sliding(L) ? c->local_theta : c->theta;
-    const char *at = arena_printf(L->x.a, "{\"theta\": %s, \"style\": \"%s\"}",
-                                  ig_num(L->x.g, theta), c->rope_style);
+    FILE *f = arena_stream(L->x.a);
+    fprintf(f, "{\"theta\": %s, \"style\": \"%s\"", ig_num(L->x.g, theta), c->rope_style);
     if (c->rope_llama3)
-        at = arena_printf(L->x.a, "{\"theta\": %s, \"style\": \"%s\", \"scaling\": \"llama3\", "
-                          "\"factor\": %s, \"low_freq_factor\": %s, \"high_freq_factor\": %s, "
-                          "\"original_max_position_embeddings\": %lld}",
-                          ig_num(L->x.g, theta), c->rope_style, ig_num(L->x.g, c->rope_factor),
-                          ig_num(L->x.g, c->rope_low), ig_num(L->x.g, c->rope_high),
-                          (long long)c->rope_original);
-    return ig_node(L->x.g, name, "rope", at, 2, in, L->x.positions);
+        fprintf(f, ", \"scaling\": \"llama3\", \"factor\": %s, \"low_freq_factor\": %s, "
+                "\"high_freq_factor\": %s, \"original_max_position_embeddings\": %lld",
+                ig_num(L->x.g, c->rope_factor), ig_num(L->x.g, c->rope_low),
+                ig_num(L->x.g, c->rope_high), (long long)c->rope_original);
+    fputc('}', f);
+    return ig_node(L->x.g, name, "rope", arena_stream_text(L->x.a, f), 2, in, L->x.positions);
 }
 
 /* Whether the current layer is one of the sliding layers (every layer

@@ -92,13 +92,20 @@ const char *ig_state(ImpGraph *g, const char *name, int rank, const int64_t *dim
     return decl(g, SEC_STATE, name, NULL, rank, dims);
 }
 
-const char *ig_nodev(ImpGraph *g, const char *name, const char *op, const char *attrs, int nin,
-                     const char *const *in)
+/* A node's line up to its inputs' opening bracket. */
+static FILE *node_start(ImpGraph *g, const char *name, const char *op)
 {
     FILE *f = entry(g, SEC_NODES);
     fputs("{\"name\": ", f);
     ig_put_string(f, name);
     fprintf(f, ", \"op\": \"%s\", \"inputs\": [", op);
+    return f;
+}
+
+const char *ig_nodev(ImpGraph *g, const char *name, const char *op, const char *attrs, int nin,
+                     const char *const *in)
+{
+    FILE *f = node_start(g, name, op);
     for (int i = 0; i < nin; i++) {
         fputs(i ? ", " : "", f);
         ig_put_string(f, in[i]);
@@ -126,10 +133,7 @@ const char *ig_node(ImpGraph *g, const char *name, const char *op, const char *a
 
 const char *ig_scalar(ImpGraph *g, const char *name, const char *op, const char *in, double k)
 {
-    FILE *f = entry(g, SEC_NODES);
-    fputs("{\"name\": ", f);
-    ig_put_string(f, name);
-    fprintf(f, ", \"op\": \"%s\", \"inputs\": [", op);
+    FILE *f = node_start(g, name, op);
     ig_put_string(f, in);
     fprintf(f, ", %s]}", ig_num(g, k));
     return name;
