@@ -75,14 +75,16 @@ $(B)/tests/testlib.o: tests/unit/testlib.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -I. -c -o $@ $<
 
-# The import tests' checkpoints (tests/import/): ckpt.c writes them and
-# runs their hand-written forward passes; mkckpt is its command line, for
-# tests/import.sh and for big checkpoints on demand.
-$(B)/tests/ckpt.o: tests/import/ckpt.c
+# The import tests' checkpoints (tests/import/): ckpt.c makes them and
+# runs their hand-written forward passes, ckpt_files.c writes them; mkckpt
+# is their command line, for tests/import.sh and for big checkpoints on
+# demand.
+CKPT_OBJS := $(B)/tests/ckpt.o $(B)/tests/ckpt_files.o
+$(CKPT_OBJS): $(B)/tests/%.o: tests/import/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
 
-$(B)/tests/test_import: $(B)/tests/ckpt.o
+$(B)/tests/test_import: $(CKPT_OBJS)
 
 # Hugging Face tokenizer.json files (tests/gen/hftok.c), for the tokenizer
 # tests and mkckpt's folders.
@@ -92,7 +94,7 @@ $(B)/tests/hftok.o: tests/gen/hftok.c
 
 $(B)/tests/test_tokenizer: $(B)/tests/hftok.o
 
-$(B)/tests/mkckpt: tests/import/mkckpt.c $(B)/tests/ckpt.o $(B)/tests/hftok.o $(OBJS)
+$(B)/tests/mkckpt: tests/import/mkckpt.c $(CKPT_OBJS) $(B)/tests/hftok.o $(OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< $(filter %.o,$^) $(LDLIBS)
 

@@ -1,0 +1,47 @@
+/* tests/import/ckpt_model.h: what ckpt.c (the weights, the forward
+ * passes) and ckpt_files.c (the files they are written as) share: a
+ * checkpoint's weights, layer by layer. Not for the tests: they use
+ * ckpt.h. */
+#ifndef KILN_CKPT_MODEL_H
+#define KILN_CKPT_MODEL_H
+
+#include "ckpt.h"
+
+/* Gemma 2's query_pre_attn_scalar (not head_dim, so that the scale shows)
+ * and its caps of the scores and logits, small enough to bite */
+#define CK_G2_QPAS 24
+#define CK_G2_ATTN_CAP 0.5
+#define CK_G2_FINAL_CAP 3.0
+
+typedef struct {
+    float *attn_norm, *ffn_norm;            /* gpt2: ln_1, ln_2 weights */
+    float *wq, *wk, *wv, *wo;               /* [out, in]; gpt2: unused */
+    float *bq, *bk, *bv;                    /* qwen2 */
+    float *q_norm, *k_norm;                 /* qwen3_moe: [head_dim] */
+    float *w1, *w2, *w3;                    /* gate [H, D], down [D, H], up [H, D] */
+    float *router, *eg, *eu, *ed;           /* qwen3_moe: [E, D], [E][I, D], [E][I, D], [E][D, I] */
+    float *post_attn_norm, *post_ffn_norm;  /* gemma2: of attention's and the MLP's outputs */
+    /* gpt2 (Conv1D: [in, out]) */
+    float *ln1_b, *ln2_b, *c_attn, *c_attn_b, *c_proj, *c_proj_b, *fc, *fc_b, *proj, *proj_b;
+} CkLayer;
+
+struct CkModel {
+    CkShape s;
+    int hd, qd, kvd;            /* head_dim, heads * hd, kv_heads * hd */
+    float *embed, *norm, *head; /* head == embed when tied; gpt2: ln_f weight */
+    float *wpe, *norm_b;        /* gpt2 */
+    CkLayer *L;
+    float **owned;              /* every weight buffer, to free */
+    int nowned;
+    uint64_t rng;
+    /* the forward pass */
+    float *kc, *vc;             /* [layers][seq][kvd] */
+    float *x, *xb, *xb2, *q, *k, *v, *att, *h1, *h2, *h3, *logits;
+};
+
+/* The model_type of each CkType, and whether it is one of the Gemmas
+ * (their norms scale by 1 + w; a gelu gate). */
+extern const char *const ck_type_names[];
+int ck_is_gemma(const CkModel *m);
+
+#endif
