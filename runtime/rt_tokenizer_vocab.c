@@ -74,6 +74,16 @@ static unsigned vc_unbyte(const char *s, char *out, size_t *n)
     return 0;
 }
 
+/* A token's text s into its bytes at out (out may be s), *n of them:
+ * ByteLevel's characters mapped back (vc_unbyte), or raw, as it is. */
+static unsigned vc_text_bytes(const char *s, int raw, char *out, size_t *n)
+{
+    if (!raw)
+        return vc_unbyte(s, out, n);
+    *n = strlen(s);
+    memmove(out, s, *n);
+    return 0;
+}
 
 /* Room for n more bytes in t->bytes; -1 when out of memory. Offsets are
  * 32-bit: the file is smaller than 4 GB. */
@@ -103,7 +113,7 @@ static int vc_token(vc_reader *H, const char *s, int raw, const char *where, uin
     if (vc_reserve(H, n + 1))
         return rt_json_oom(&H->J);
     char *o = H->t->bytes + H->used;
-    unsigned cp = raw ? (memcpy(o, s, n), 0) : vc_unbyte(s, o, &n);
+    unsigned cp = vc_text_bytes(s, raw, o, &n);
     if (cp)
         return rt_json_bad(&H->J, where,
                            "'%.80s' is not in ByteLevel's alphabet (U+%04X is no byte's "
@@ -382,8 +392,8 @@ static int vc_merge(vc_reader *H, rt_json *c, int i, rt_tok_merge *m)
     size_t na = 0, nb = 0;
     snprintf(where, sizeof where, "model.merges[%d]", i);
     int rc = vc_merge_texts(H, c, where, &a, &b), raw = H->t->space != RT_TOK_BYTES;
-    unsigned cp = rc ? 0 : raw ? (na = strlen(a), 0) : vc_unbyte(a, a, &na);
-    cp = rc || cp ? cp : raw ? (nb = strlen(b), 0) : vc_unbyte(b, b, &nb);
+    unsigned cp = rc ? 0 : vc_text_bytes(a, raw, a, &na);
+    cp = rc || cp ? cp : vc_text_bytes(b, raw, b, &nb);
     if (cp)
         rc = rt_json_bad(&H->J, where, "U+%04X is not in ByteLevel's alphabet", cp);
     if (!rc) {
