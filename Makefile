@@ -32,15 +32,10 @@ TESTS := $(TEST_SRCS:tests/unit/%.c=$(B)/tests/%)
 
 all: $(KILN)
 
-# The command line: main.c, bench.c for `kiln bench` and `kiln machine`,
-# profile.c for `kiln profile`'s table.
-CLI_OBJS := $(B)/main.o $(B)/bench.o $(B)/profile.o
-# import.c: `kiln import` and model folders.
-CLI_OBJS += $(B)/import.o
-# program.c: a decoder's shape variants in one program.
-CLI_OBJS += $(B)/program.o
-# cli.c: option parsing and messages they share; opt.c: kiln opt, passes.
-CLI_OBJS += $(B)/cli.o $(B)/opt.o
+# The command line (cli/) and `kiln bench` / `kiln machine` (bench/): the
+# top of the layers, in kiln alone (the unit tests link what they test).
+CLI_OBJS := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard cli/*.c bench/*.c)))
+BENCH_OBJS := $(filter $(B)/bench/%,$(CLI_OBJS))
 
 $(KILN): $(CLI_OBJS) $(OBJS)
 	$(CC) $(CFLAGS) -fopenmp -o $@ $^ $(LDLIBS)
@@ -85,6 +80,7 @@ $(CKPT_OBJS): $(B)/tests/%.o: tests/import/%.c
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
 
 $(B)/tests/test_import: $(CKPT_OBJS)
+$(B)/tests/test_bench: $(BENCH_OBJS)
 
 # Hugging Face tokenizer.json files (tests/gen/hftok.c), for the tokenizer
 # tests and mkckpt's folders.

@@ -550,6 +550,8 @@ void ir_buf_contiguous(Buf *b);
 void ir_print_prog(FILE *f, const Module *m);
 /* The whole module: the graph, then the programs once lowered. */
 void ir_print_module(FILE *f, const Module *m);
+/* The same as text in m's arena (what dumps write and kiln opt reads). */
+char *ir_module_text(const Module *m);
 const char *bufkind_name(BufKind k);
 /* Binding strength of an expression as an operand, as in C: 0 select,
  * 1 ||, 2 &&, 3 == !=, 4 < <= > >=, 5 + -, 6 * / %, 9 calls and atoms. */

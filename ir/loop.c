@@ -654,6 +654,13 @@ void ir_print_module(FILE *f, const Module *m)
         ir_print_prog(f, m);
 }
 
+char *ir_module_text(const Module *m)
+{
+    FILE *f = arena_stream(m->a);
+    ir_print_module(f, m);
+    return arena_stream_text(m->a, f);
+}
+
 /* "prog NAME" or "open NAME", then the program's notes, buffers, arena
  * and kernels. */
 static void print_section(FILE *f, const char *what, const Module *m, const Prog *p)

@@ -1,4 +1,4 @@
-/* program.c: the program kiln builds of a model, for emit-c, build, run
+/* cli/program.c: the program kiln builds of a model, for emit-c, build, run
  * and profile.
  *
  * A model that is not a decoder (ir_decoder) is one program as it always

@@ -1,8 +1,8 @@
-/* codegen/bench_util.c: what the benchmark runner's parts share: the
+/* bench/util.c: what the benchmark runner's parts share: the
  * statistics of a set of timings, reading what rt_main and /proc/cpuinfo
  * print, a private scratch directory, and small programs compiled with the
  * system cc and run as children (argv, not a shell: no quoting). */
-#include "bench.h"
+#include "bench/bench.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -21,14 +21,14 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-BenchTime cg_bench_stats(double *v, int n)
+BenchTime bench_stats(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
     return (BenchTime){med, v[0], v[n - 1], n};
 }
 
-int cg_bench_parse_repeat(const char *text, BenchTime *t)
+int bench_parse_repeat(const char *text, BenchTime *t)
 {
     for (const char *p = strstr(text, " runs: median "); p; p = strstr(p + 1, " runs: median ")) {
         const char *num = p;
@@ -45,7 +45,7 @@ int cg_bench_parse_repeat(const char *text, BenchTime *t)
     return -1;
 }
 
-void cg_bench_cpu_model(const char *cpuinfo, char *out, size_t size)
+void bench_cpu_model(const char *cpuinfo, char *out, size_t size)
 {
     const char *line = cpuinfo;
     while (line && strncmp(line, "model name", 10) != 0) {
@@ -65,7 +65,7 @@ void cg_bench_cpu_model(const char *cpuinfo, char *out, size_t size)
         snprintf(out, size, "unknown");
 }
 
-void cg_bench_progress(const char *fmt, ...)
+void bench_progress(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -77,7 +77,7 @@ void cg_bench_progress(const char *fmt, ...)
 
 /* ---- scratch directories -------------------------------------------------- */
 
-int cg_bench_dir_open(char *dir, rt_err *err)
+int bench_dir_open(char *dir, rt_err *err)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, 4096, "%s/kiln-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -93,7 +93,7 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
     return 0;
 }
 
-void cg_bench_dir_remove(const char *dir)
+void bench_dir_remove(const char *dir)
 {
     if (dir && dir[0])
         nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
@@ -135,7 +135,7 @@ static char **child_environ(const char *const *env)
     return v;
 }
 
-int cg_bench_spawn(char *const *argv, const char *const *env, const char *out, const char *errf)
+int bench_spawn(char *const *argv, const char *const *env, const char *out, const char *errf)
 {
     char **envp = env ? child_environ(env) : NULL;
     if (env && !envp)
@@ -179,7 +179,7 @@ static void complaint(const char *log, char *line, size_t size)
     free(text);
 }
 
-int cg_bench_compile(const char *src, const char *exe, const char *const *extra, int nextra,
+int bench_compile(const char *src, const char *exe, const char *const *extra, int nextra,
                      rt_err *err)
 {
     /* $CC may hold words of its own ("ccache gcc"); paths are never split */
@@ -201,7 +201,7 @@ int cg_bench_compile(const char *src, const char *exe, const char *const *extra,
         argv[n++] = (char *)extra[i];
     argv[n++] = "-lm";
     sprintf(log, "%s.log", exe);
-    int st = cg_bench_spawn(argv, NULL, log, log);
+    int st = bench_spawn(argv, NULL, log, log);
     if (st == 127) {
         rc = rt_errf(err, RT_EIO, "cannot run the C compiler '%s' (set CC)", cg_cc());
     } else if (st != 0) {

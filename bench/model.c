@@ -1,4 +1,4 @@
-/* codegen/bench_model.c: one compiled model, timed every way kiln runs it.
+/* bench/model.c: one compiled model, timed every way kiln runs it.
  *
  * 1. Cost per call: FLOPs, the sum of ir_kernel_cost over the final
  *    kernels (kiln's own count); bytes, the weights, inputs and outputs
@@ -16,7 +16,7 @@
  * 5. cg_check: the reference, the cc build and the JIT on the same data,
  *    within the tolerance.
  * Counts: o->repeat, else as many as fit in o->budget seconds, 3 to 30. */
-#include "bench.h"
+#include "bench/bench.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -102,7 +102,7 @@ static int time_reference(Module *m, const CgInfos *info, const BenchModelOpts *
         spent += v[n++] = rt_now() - t0;
     }
     if (!rc)
-        *t = cg_bench_stats(v, n);
+        *t = bench_stats(v, n);
     tensors_free(in, m->ninputs);
     tensors_free(w, m->nweights);
     tensors_free(st, m->nstates);
@@ -120,13 +120,13 @@ static int run_exe(Arena *a, const char *exe, int runs, int threads, BenchTime *
     snprintf(th, sizeof th, "%d", threads);
     char *argv[] = {(char *)exe, "--repeat", r, "--threads", th, NULL};
     const char *log = arena_printf(a, "%s.log", exe);
-    int st = cg_bench_spawn(argv, NULL, "/dev/null", log);
+    int st = bench_spawn(argv, NULL, "/dev/null", log);
     char *text = cg_read_file(log, NULL);
     int rc = 0;
     if (st != 0)
         rc = rt_errf(err, st == 1 ? RT_EINVAL : RT_EINTERNAL, "the cc build failed: %.*s",
                      text ? (int)strcspn(text, "\n") : 0, text ? text : "");
-    else if (!text || cg_bench_parse_repeat(text, t))
+    else if (!text || bench_parse_repeat(text, t))
         rc = rt_errf(err, RT_EINTERNAL, "the cc build printed no timing line");
     free(text);
     return rc;
@@ -135,7 +135,7 @@ static int run_exe(Arena *a, const char *exe, int runs, int threads, BenchTime *
 static int bench_cc(const Module *m, const BenchModelOpts *o, const char *dir, BenchModel *r)
 {
     const char *exe = arena_printf(m->a, "%s/%s", dir, m->name);
-    cg_bench_progress("building %s (cc)...", m->name);
+    bench_progress("building %s (cc)...", m->name);
     double t0 = rt_now();
     if (cg_build_exe(m, exe, &(CgBuild){.quiet = 1}, &r->err))
         return r->err.code;
@@ -144,7 +144,7 @@ static int bench_cc(const Module *m, const BenchModelOpts *o, const char *dir, B
     if (!o->repeat && run_exe(m->a, exe, 2, o->threads, &probe, &r->err))
         return r->err.code;
     int runs = runs_for(o, probe.min);
-    cg_bench_progress("running %s (cc, %d runs)...", m->name, runs);
+    bench_progress("running %s (cc, %d runs)...", m->name, runs);
     return run_exe(m->a, exe, runs, o->threads, &r->cc, &r->err);
 }
 
@@ -166,13 +166,13 @@ static int time_calls(const rt_model *md, void *h, void **in, void **out, const 
         }
         if (i == 0) {
             runs = runs_for(o, dt);
-            cg_bench_progress("running %s (jit, %d runs)...", md->name, runs);
+            bench_progress("running %s (jit, %d runs)...", md->name, runs);
             if (!(v = malloc(sizeof *v * (size_t)runs)))
                 return rt_errf(err, RT_EINTERNAL, "out of memory");
         }
         v[i] = dt;
     }
-    *t = cg_bench_stats(v, runs);
+    *t = bench_stats(v, runs);
     free(v);
     return 0;
 }
@@ -197,7 +197,7 @@ static void **buffers(const rt_tensor_info *t, int n)
 
 static int bench_jit(const Module *m, const CgInfos *info, const BenchModelOpts *o, BenchModel *r)
 {
-    cg_bench_progress("compiling %s (jit, 3 times)...", m->name);
+    bench_progress("compiling %s (jit, 3 times)...", m->name);
     CgJit *j = NULL;
     double c[3];
     for (int i = 0; i < 3; i++) {
@@ -206,7 +206,7 @@ static int bench_jit(const Module *m, const CgInfos *info, const BenchModelOpts 
             return r->err.code;
         c[i] = cg_jit_seconds(j);
     }
-    r->compile = cg_bench_stats(c, 3).median;
+    r->compile = bench_stats(c, 3).median;
     const rt_model *md = cg_jit_model(j);
     rt_set_threads(o->threads);
     void *h = md->open(NULL);
@@ -230,7 +230,7 @@ static int bench_jit(const Module *m, const CgInfos *info, const BenchModelOpts 
 
 static void check(const Module *m, const BenchModelOpts *o, BenchModel *r)
 {
-    cg_bench_progress("checking %s (reference vs cc vs jit)...", m->name);
+    bench_progress("checking %s (reference vs cc vs jit)...", m->name);
     CheckOpts co = {.seed = o->seed, .tol = o->tol, .quiet = 1};
     char *table = NULL;
     size_t len = 0;
@@ -245,7 +245,7 @@ static void check(const Module *m, const BenchModelOpts *o, BenchModel *r)
         fprintf(stderr, "kiln: bench: %s: check: %s\n", m->name, err.msg);
 }
 
-int cg_bench_model(Module *m, const BenchModelOpts *o, BenchModel *r)
+int bench_model(Module *m, const BenchModelOpts *o, BenchModel *r)
 {
     memset(r, 0, sizeof *r);
     r->check = -1;
@@ -253,10 +253,10 @@ int cg_bench_model(Module *m, const BenchModelOpts *o, BenchModel *r)
     CgInfos info;
     cg_infos(m, &info);
     char dir[4096] = "";
-    cg_bench_progress("running %s (reference)...", m->name);
-    if (!time_reference(m, &info, o, &r->ref, &r->err) && !cg_bench_dir_open(dir, &r->err) &&
+    bench_progress("running %s (reference)...", m->name);
+    if (!time_reference(m, &info, o, &r->ref, &r->err) && !bench_dir_open(dir, &r->err) &&
         !bench_cc(m, o, dir, r) && !bench_jit(m, &info, o, r))
         check(m, o, r);
-    cg_bench_dir_remove(dir);
+    bench_dir_remove(dir);
     return r->err.code;
 }

@@ -1,4 +1,4 @@
-/* cli.c: what the command line's files share to parse options and say
+/* cli/cli.c: what the command line's files share to parse options and say
  * what went wrong. */
 #include "cli.h"
 

@@ -1,4 +1,4 @@
-/* opt.c: `kiln opt FILE.kir --passes a,b`, passes run on a dumped stage
+/* cli/opt.c: `kiln opt FILE.kir --passes a,b`, passes run on a dumped stage
  * (so a stage can be edited and resumed), and `kiln passes`. */
 #include "cli.h"
 #include "codegen/codegen.h"
@@ -89,7 +89,7 @@ int cli_opt(int argc, char **argv)
     free(text);
     int rc = m ? run_list(m, list, machine) : (diag_print(&d, stderr), EXIT_INVALID);
     if (!rc) {
-        char *t = cli_module_text(m);
+        char *t = ir_module_text(m);
         rt_err err = {0, ""};
         if (!out)
             fputs(t, stdout);

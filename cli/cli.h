@@ -1,4 +1,4 @@
-/* cli.h: the command line's own files (main.c dispatches to these). */
+/* cli/cli.h: the command line's own files (main.c dispatches to these). */
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
@@ -25,21 +25,12 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name);
 /* Whether paths a and b name the same file (-o must not be the input). */
 int cli_same_file(const char *a, const char *b);
 
-/* main.c: the module as .kir text, in its arena. */
 typedef struct Module Module;
-char *cli_module_text(const Module *m);
 /* kiln opt FILE.kir --passes a,b [-o OUT] [--machine SPEC]; kiln passes:
  * opt.c */
 int cli_opt(int argc, char **argv);
 int cli_passes(void);
 
-/* kiln bench [MODEL ...] [options]: bench.c */
-int cli_bench(int argc, char **argv);
-/* kiln machine [--refresh]: bench.c */
-int cli_machine(int argc, char **argv);
-/* The figures `kiln machine` cached for this CPU, without measuring:
- * 0, or -1 when there are none. */
-int cli_machine_figures(rt_machine *mc);
 /* kiln profile's table: the lines of a profile (rt_profile_write's, in
  * the file path) sorted by time, with their shares, to out; mc is what
  * the percentages are of (peak 0: none). 0, or an exit status with one
@@ -56,7 +47,7 @@ typedef struct PassCtx PassCtx;
 int cli_program(Module **m, PassCtx *cx, int64_t chunk, int verbose,
                 Module *(*reload)(void *user), void *user);
 
-/* kiln import hf DIR | llama2c FILE.bin [options]: import.c */
+/* kiln import hf DIR | llama2c FILE.bin [options]: folder.c */
 int cli_import(int argc, char **argv);
 /* --tokens T or --max-seq S at argv[*i] (advancing i past its value)
  * into o: 1 when it was one of them (*rc: 0, or a usage status said on

@@ -1,7 +1,7 @@
-/* main.c: the kiln command line. Parses options, calls the layers, prints.
+/* cli/main.c: the kiln command line. Parses options, calls the layers, prints.
  * Nothing below this file exits or prints usage. */
 #include "cli.h"
-#include "codegen/bench.h"
+#include "bench/bench.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -504,7 +504,7 @@ static int cmd_profile(Module *m, const Opts *o)
         return rc;
     char dir[4096];
     rt_err err = {0, ""};
-    if (cg_bench_dir_open(dir, &err))
+    if (bench_dir_open(dir, &err))
         return cli_report(&err);
     const char *exe = arena_printf(m->a, "%s/%s", dir, m->name);
     const char *lines = arena_printf(m->a, "%s/profile.jsonl", dir);
@@ -512,7 +512,7 @@ static int cmd_profile(Module *m, const Opts *o)
     rc = cg_build_exe(m, exe, &b, &err) ? cli_report(&err) : run_profiled(exe, lines, o);
     if (!rc)
         rc = cli_profile_table(lines, m->name, &o->figures, stdout);
-    cg_bench_dir_remove(dir);
+    bench_dir_remove(dir);
     return rc;
 }
 
@@ -649,13 +649,6 @@ typedef struct {
     int rc;
 } Dump;
 
-char *cli_module_text(const Module *m)
-{
-    FILE *f = arena_stream(m->a);
-    ir_print_module(f, m);
-    return arena_stream_text(m->a, f);
-}
-
 /* The next line of s that is not a comment (# after any indent), or its
  * end; *len its length with the newline. */
 static const char *ir_line(const char *s, size_t *len)
@@ -691,7 +684,7 @@ static int same_ir(const char *a, const char *b)
 static void dump_stage(PassCtx *cx, Module *m, int pass, int changed)
 {
     Dump *dp = cx->user;
-    char *text = cli_module_text(m);
+    char *text = ir_module_text(m);
     int same = dp->prev && same_ir(dp->prev, text);
     const char *state = changed < 0 ? "disabled" : pass == 0 ? "parsed"
                         : same ? "unchanged" : "changed";
@@ -803,7 +796,7 @@ static int model_command(const Command *c, int argc, char **argv)
         o.rest[o.nrest++] = dir_tok;
     }
     if (!rc && wants_machine(&o))
-        cli_machine_figures(&o.figures);      /* none: no percentages, said then */
+        bench_machine_figures(&o.figures);      /* none: no percentages, said then */
     const char *fail = getenv("KILN_TEST_ALLOC_FAIL");  /* tests/unit/test_alloc.c */
     if (fail)
         ir_alloc_fail_at(strtoul(fail, NULL, 10));
@@ -840,11 +833,11 @@ static int command(int argc, char **argv)
     if (!strcmp(cmd, "opt"))
         return cli_opt(argc, argv);
     if (!strcmp(cmd, "bench"))
-        return cli_bench(argc, argv);
+        return bench_cmd_bench(argc, argv);
     if (!strcmp(cmd, "import"))
         return cli_import(argc, argv);
     if (!strcmp(cmd, "machine"))
-        return cli_machine(argc, argv);
+        return bench_cmd_machine(argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name))
             return model_command(&commands[i], argc, argv);

@@ -1,4 +1,4 @@
-/* codegen/bench_machine.c: `kiln machine`'s measurements. The kernels are
+/* bench/machine.c: `kiln machine`'s measurements. The kernels are
  * C text compiled at run time with the flags of every kiln build
  * (CG_CFLAGS: -O3 -march=native -fopenmp), so they use the vector width
  * and FMA units generated code can use, and nothing else.
@@ -14,12 +14,12 @@
  *    with four vector accumulators; one pass warms up, the median of 10
  *    passes is kept: this host's bandwidth swings with other tenants'
  *    load, and the best burst would overstate what a run can expect. */
-#include "bench.h"
+#include "bench/bench.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-const char cg_bench_read_c[] =
+const char bench_read_c[] =
     "/* Vectors as wide as the machine's (GCC vector extension: the same text\n"
     " * builds for AVX-512, AVX and SSE). */\n"
     "#if defined(__AVX512F__)\n"
@@ -173,7 +173,7 @@ static int measure(const char *dir, const char *what, int threads, int64_t bytes
     char *argv[] = {exe, (char *)what, t, b, NULL};
     if (strcmp(what, "peak") == 0)
         argv[3] = NULL;
-    int st = cg_bench_spawn(argv, NULL, out, NULL);
+    int st = bench_spawn(argv, NULL, out, NULL);
     char *text = cg_read_file(out, NULL);
     int ok = st == 0 && text && sscanf(text, "%lf", v) == 1 && *v > 0;
     free(text);
@@ -182,22 +182,22 @@ static int measure(const char *dir, const char *what, int threads, int64_t bytes
     return 0;
 }
 
-int cg_bench_machine(const char *dir, int cores, int64_t read_bytes, BenchMachine *mc,
+int bench_machine(const char *dir, int cores, int64_t read_bytes, BenchMachine *mc,
                      rt_err *err)
 {
     char src[4200], exe[4200];
     snprintf(src, sizeof src, "%s/machine.c", dir);
     snprintf(exe, sizeof exe, "%s/machine", dir);
-    size_t len = sizeof machine_c + sizeof cg_bench_read_c;
+    size_t len = sizeof machine_c + sizeof bench_read_c;
     char *text = malloc(len);
     if (!text)
         return rt_errf(err, RT_EINTERNAL, "out of memory");
-    snprintf(text, len, machine_c, cg_bench_read_c);
+    snprintf(text, len, machine_c, bench_read_c);
     fprintf(stderr, "kiln: machine: compiling the measuring kernels (%s " CG_CFLAGS ")...\n",
             cg_cc());
     int rc = cg_write_file(src, text, err);
     free(text);
-    if (rc || cg_bench_compile(src, exe, NULL, 0, err))
+    if (rc || bench_compile(src, exe, NULL, 0, err))
         return err->code;
     memset(mc, 0, sizeof *mc);
     mc->read_bytes = read_bytes;

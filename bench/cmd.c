@@ -1,23 +1,22 @@
-/* bench.c: `kiln machine` and `kiln bench`, the command line over
- * codegen/bench*.c (which generate, build, run and time).
+/* bench/cmd.c: `kiln machine` and `kiln bench`, the command line over
+ * the other files of bench/ (which generate, build, run and time).
  *
  * kiln machine [--refresh]: this machine's fp32 FMA peak (every core, one
- * core) and read bandwidth, measured once (bench_machine.c) and cached as
+ * core) and read bandwidth, measured once (machine.c) and cached as
  * JSON with the CPU model, the core count and the date; measured again
  * when the CPU or the core count changed, or with --refresh.
  *
  * kiln bench [MODEL ...] (default: every .json of examples/):
- * 1. per model: the passes, then cg_bench_model (bench_model.c): the
+ * 1. per model: the passes, then bench_model (model.c): the
  *    reference interpreter, the cc build and the JIT timed, kiln check;
  * 2. every distinct linear shape of the models at T = 40 and T = 1 (and
  *    at T = 1 again with kiln's weights held bf16, --weight-dtype): a
  *    one-node model per case through the passes into a library, and one
- *    driver that times them beside OpenBLAS (bench_kernels.c);
+ *    driver that times them beside OpenBLAS (kernels.c);
  * 3. tables on stdout, with --json the same for scripts (with the git
  *    revision, the compiler, the CPU, threads, date and load average).
  * Progress on stderr. Percentages are of `kiln machine`'s figures. */
-#include "cli.h"
-#include "codegen/bench.h"
+#include "bench/bench.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 
@@ -40,7 +39,7 @@ static int usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "kiln: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, " (see kiln bench --help)\n");
-    return EXIT_USAGE;
+    return RT_EUSAGE;
 }
 
 /* "2025-11-21T01:23:45Z" */
@@ -77,7 +76,7 @@ static void host_detect(Host *h)
 {
     memset(h, 0, sizeof *h);
     char *info = cg_read_file("/proc/cpuinfo", NULL);
-    cg_bench_cpu_model(info ? info : "", h->cpu, sizeof h->cpu);
+    bench_cpu_model(info ? info : "", h->cpu, sizeof h->cpu);
     free(info);
     Machine mc;
     machine_detect(&mc);
@@ -171,10 +170,10 @@ static int host_measure(Host *h, rt_err *err)
     machine_detect(&mc);
     int64_t bytes = 8 * mc.l3 > (256 << 20) ? 8 * mc.l3 : (256 << 20);
     char dir[4096];
-    if (cg_bench_dir_open(dir, err))
+    if (bench_dir_open(dir, err))
         return err->code;
-    int rc = cg_bench_machine(dir, h->cores, bytes, &h->m, err);
-    cg_bench_dir_remove(dir);
+    int rc = bench_machine(dir, h->cores, bytes, &h->m, err);
+    bench_dir_remove(dir);
     utc_now(h->date, sizeof h->date);
     return rc;
 }
@@ -203,7 +202,7 @@ static int host_get(int refresh, Host *h, int *fresh, char **where, rt_err *err)
     return rc;
 }
 
-int cli_machine_figures(rt_machine *mc)
+int bench_machine_figures(rt_machine *mc)
 {
     Host now, h;
     host_detect(&now);
@@ -233,7 +232,7 @@ static void host_print(const Host *h, int fresh, const char *where)
            h->cores, h->m.read, (long long)(h->m.read_bytes >> 20));
 }
 
-int cli_machine(int argc, char **argv)
+int bench_cmd_machine(int argc, char **argv)
 {
     int refresh = 0;
     for (int i = 2; i < argc; i++) {
@@ -248,7 +247,7 @@ int cli_machine(int argc, char **argv)
             return 0;
         } else {
             fprintf(stderr, "kiln: unknown option '%s' (see kiln machine --help)\n", argv[i]);
-            return EXIT_USAGE;
+            return RT_EUSAGE;
         }
     }
     Host h;
@@ -307,12 +306,12 @@ static int parse_bench(Opts *o, int argc, char **argv)
     o->kernels = 1;
     o->models = calloc((size_t)argc, sizeof *o->models);
     if (!o->models)
-        return EXIT_INTERNAL;
+        return RT_EINTERNAL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--repeat") == 0 || strcmp(a, "--threads") == 0) {
             if (positive(a, v, a[2] == 'r' ? &o->repeat : &o->threads))
-                return EXIT_USAGE;
+                return RT_EUSAGE;
             i++;
         } else if (strcmp(a, "--json") == 0) {
             if (!v)
@@ -374,7 +373,7 @@ static Module *compile_model(Arena *a, const char *file, const char *text, int s
     return NULL;
 }
 
-static void bench_model(const Opts *o, const char *file, Result *r)
+static void time_model(const Opts *o, const char *file, Result *r)
 {
     BenchModelOpts mo = {.repeat = o->repeat, .budget = BENCH_BUDGET, .threads = o->threads,
                          .seed = BENCH_SEED, .tol = BENCH_TOLERANCE};
@@ -392,13 +391,13 @@ static void bench_model(const Opts *o, const char *file, Result *r)
         rt_errf(&r->b.err, RT_EINTERNAL, "out of memory");
     } else {
         arena_set_oom(a, &oom);
-        cg_bench_progress("compiling %s (passes)...", file);
+        bench_progress("compiling %s (passes)...", file);
         double t0 = rt_now();
         Module *m = compile_model(a, file, NULL, RT_F32, &r->b.err);
         r->passes = rt_now() - t0;
         if (m) {
             snprintf(r->name, sizeof r->name, "%s", m->name);
-            cg_bench_model(m, &mo, &r->b);
+            bench_model(m, &mo, &r->b);
         }
     }
     arena_free(a);
@@ -426,7 +425,7 @@ static int linear_shapes(const Opts *o, int64_t (*nk)[2])
         diag_init(&d, a, o->models[i]);
         Module *m = a ? fe_load(a, o->models[i], &d, NULL) : NULL;
         if (m)
-            cg_bench_linear_shapes(m, nk, &n, MAX_SHAPES);
+            bench_linear_shapes(m, nk, &n, MAX_SHAPES);
         arena_free(a);
     }
     return n;
@@ -444,7 +443,7 @@ static int build_case(const BenchLinear *c, const char *dir, rt_err *err)
         rc = rt_errf(err, RT_EINTERNAL, "out of memory");
     } else {
         arena_set_oom(a, &oom);
-        Module *m = compile_model(a, c->name, cg_bench_linear_model(a, c), c->store, err);
+        Module *m = compile_model(a, c->name, bench_linear_model(a, c), c->store, err);
         rc = m ? cg_build_lib(m, dir, &(CgBuild){.quiet = 1}, err) : err->code;
     }
     arena_free(a);
@@ -454,14 +453,14 @@ static int build_case(const BenchLinear *c, const char *dir, rt_err *err)
 static int build_cases(Kernels *ks, const char *dir)
 {
     for (int i = 0; i < ks->n; i++) {
-        cg_bench_progress("building %s (cc, library; %d/%d)...", ks->c[i].name, i + 1, ks->n);
+        bench_progress("building %s (cc, library; %d/%d)...", ks->c[i].name, i + 1, ks->n);
         if (build_case(&ks->c[i], dir, &ks->err))
             return ks->err.code;
     }
     return 0;
 }
 
-static void bench_kernels(const Opts *o, Kernels *ks)
+static void time_kernels(const Opts *o, Kernels *ks)
 {
     static const int64_t ts[] = {40, 1};
     int64_t nk[MAX_SHAPES][2];
@@ -472,26 +471,26 @@ static void bench_kernels(const Opts *o, Kernels *ks)
         ks->skipped = "the models have no linear layers";
         return;
     }
-    if (cg_bench_dir_open(dir, &ks->err))
+    if (bench_dir_open(dir, &ks->err))
         return;
-    cg_bench_progress("looking for OpenBLAS...");
-    if (cg_bench_openblas(dir, ks->openblas, sizeof ks->openblas, &ks->err)) {
+    bench_progress("looking for OpenBLAS...");
+    if (bench_openblas(dir, ks->openblas, sizeof ks->openblas, &ks->err)) {
         ks->skipped = ks->err.msg;
         ks->err.code = 0;
     } else if ((ks->c = calloc(3 * (size_t)nshapes, sizeof *ks->c))) {
         for (int t = 0; t < 3; t++)            /* T = 40, T = 1, T = 1 bf16 weights */
             for (int i = 0; i < nshapes; i++) {
-                cg_bench_linear_case(&ks->c[ks->n], nk[i][0], nk[i][1], ts[t > 0]);
+                bench_linear_case(&ks->c[ks->n], nk[i][0], nk[i][1], ts[t > 0]);
                 if (t == 2)
-                    cg_bench_linear_bf16(&ks->c[ks->n]);
+                    bench_linear_bf16(&ks->c[ks->n]);
                 ks->n++;
             }
         if (!build_cases(ks, dir))
-            cg_bench_kernels_run(dir, ks->c, ks->n, o->threads, KERNEL_BUDGET, &ks->err);
+            bench_kernels_run(dir, ks->c, ks->n, o->threads, KERNEL_BUDGET, &ks->err);
     } else {
         rt_errf(&ks->err, RT_EINTERNAL, "out of memory");
     }
-    cg_bench_dir_remove(dir);
+    bench_dir_remove(dir);
     if (ks->skipped)
         fprintf(stderr, "kiln: bench: kernels skipped: %s\n", ks->skipped);
     if (ks->err.code)
@@ -578,7 +577,7 @@ static void print_kernels(const Run *run, const Kernels *ks)
 {
     printf("\nlinear kernels y[T,N] = x[T,K] w[N,K]^T: kiln vs %s, %d threads;\n"
            "medians over rounds of alternating turns (%.0f ms of calls untimed, then %.0f ms "
-           "timed)\n", ks->openblas, run->threads, CG_BENCH_WINDOW * 1e3, CG_BENCH_WINDOW * 1e3);
+           "timed)\n", ks->openblas, run->threads, BENCH_WINDOW * 1e3, BENCH_WINDOW * 1e3);
     printf("\nprefill, T = 40 (cblas_sgemm)\n%6s %6s %13s %17s %14s %7s\n", "N", "K",
            "kiln GFLOP/s", "OpenBLAS GFLOP/s", "kiln/OpenBLAS", "rounds");
     for (int i = 0; i < ks->n; i++) {
@@ -720,13 +719,13 @@ static int exit_status(const Result *r, int n, const Kernels *ks)
 {
     int rc = ks->err.code;
     for (int i = 0; i < n; i++) {
-        int s = r[i].b.err.code ? r[i].b.err.code : r[i].b.check == 0 ? EXIT_INVALID : 0;
+        int s = r[i].b.err.code ? r[i].b.err.code : r[i].b.check == 0 ? RT_EINVAL : 0;
         rc = s > rc ? s : rc;
     }
     return rc;
 }
 
-int cli_bench(int argc, char **argv)
+int bench_cmd_bench(int argc, char **argv)
 {
     Opts o;
     int rc = parse_bench(&o, argc, argv);
@@ -750,17 +749,17 @@ int cli_bench(int argc, char **argv)
     memset(&ks, 0, sizeof ks);
     if (!r) {
         free_opts(&o);
-        return EXIT_INTERNAL;
+        return RT_EINTERNAL;
     }
     for (int i = 0; i < o.nmodels; i++)
-        bench_model(&o, o.models[i], &r[i]);
+        time_model(&o, o.models[i], &r[i]);
     if (o.kernels)
-        bench_kernels(&o, &ks);
+        time_kernels(&o, &ks);
     run.load[1] = load_average();
     print_all(&run, r, o.nmodels, &ks, &o);
     rc = exit_status(r, o.nmodels, &ks);
     if (o.json && write_results(o.json, &run, r, o.nmodels, &ks, &o))
-        rc = rc ? rc : EXIT_IO;
+        rc = rc ? rc : RT_EIO;
     free(ks.c);
     free(r);
     free_opts(&o);

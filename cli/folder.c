@@ -1,4 +1,4 @@
-/* import.c: `kiln import`, and model directories for the other commands.
+/* cli/folder.c: `kiln import`, and model directories for the other commands.
  *   kiln import hf DIR [-o MODEL.json] [--tokens T] [--max-seq S]
  *   kiln import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]
  *                       [--tokens T] [--max-seq S]

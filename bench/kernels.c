@@ -1,7 +1,7 @@
-/* codegen/bench_kernels.c: kiln's linear kernels beside OpenBLAS on the
+/* bench/kernels.c: kiln's linear kernels beside OpenBLAS on the
  * same shapes.
  *
- * Each case is a one-node model (cg_bench_linear_model) that the command
+ * Each case is a one-node model (bench_linear_model) that the command
  * line compiles and builds into lib<name>.a; one generated driver links
  * them all with -lopenblas and, per case:
  * 1. fills x (seeded) and w with kiln's random init, so that OpenBLAS
@@ -20,12 +20,12 @@
  *    ratio OpenBLAS time / kiln time, and how far the results differ.
  * OpenBLAS's functions are declared in the driver, so that no other BLAS's
  * cblas.h (Debian ships the reference one too) can be picked up. */
-#include "bench.h"
+#include "bench/bench.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-void cg_bench_linear_shapes(const Module *m, int64_t (*nk)[2], int *n, int max)
+void bench_linear_shapes(const Module *m, int64_t (*nk)[2], int *n, int max)
 {
     for (int i = 0; i < m->nnodes; i++) {
         const Node *x = m->nodes[i];
@@ -43,7 +43,7 @@ void cg_bench_linear_shapes(const Module *m, int64_t (*nk)[2], int *n, int max)
     }
 }
 
-void cg_bench_linear_case(BenchLinear *c, int64_t n, int64_t k, int64_t t)
+void bench_linear_case(BenchLinear *c, int64_t n, int64_t k, int64_t t)
 {
     memset(c, 0, sizeof *c);
     c->n = n;
@@ -53,14 +53,14 @@ void cg_bench_linear_case(BenchLinear *c, int64_t n, int64_t k, int64_t t)
              (long long)t);
 }
 
-void cg_bench_linear_bf16(BenchLinear *c)
+void bench_linear_bf16(BenchLinear *c)
 {
     c->store = RT_BF16;
     snprintf(c->name, sizeof c->name, "lin_n%lld_k%lld_t%lld_bf16", (long long)c->n,
              (long long)c->k, (long long)c->t);
 }
 
-char *cg_bench_linear_model(Arena *a, const BenchLinear *c)
+char *bench_linear_model(Arena *a, const BenchLinear *c)
 {
     return arena_printf(
         a,
@@ -71,8 +71,8 @@ char *cg_bench_linear_model(Arena *a, const BenchLinear *c)
         " \"state\": [],\n"
         " \"nodes\": [{\"name\": \"y\", \"op\": \"linear\", \"inputs\": [\"x\", \"w\"]}],\n"
         " \"outputs\": [\"y\"]}\n",
-        c->name, (long long)c->t, (long long)c->k, (long long)c->n, (long long)c->k, CG_BENCH_SEED,
-        CG_BENCH_SCALE);
+        c->name, (long long)c->t, (long long)c->k, (long long)c->n, (long long)c->k, BENCH_LINEAR_SEED,
+        BENCH_SCALE);
 }
 
 /* ---- OpenBLAS ----------------------------------------------------------- */
@@ -87,7 +87,7 @@ static const char openblas_decls[] =
     "void openblas_set_num_threads(int);\n"
     "char *openblas_get_config(void);\n";
 
-int cg_bench_openblas(const char *dir, char *config, size_t size, rt_err *err)
+int bench_openblas(const char *dir, char *config, size_t size, rt_err *err)
 {
     char src[4200], exe[4200], out[4200];
     snprintf(src, sizeof src, "%s/openblas.c", dir);
@@ -100,11 +100,11 @@ int cg_bench_openblas(const char *dir, char *config, size_t size, rt_err *err)
     rt_err quiet = {0, ""};
     if (cg_write_file(src, text, err))
         return err->code;
-    if (cg_bench_compile(src, exe, lib, 1, &quiet))
+    if (bench_compile(src, exe, lib, 1, &quiet))
         return rt_errf(err, RT_EIO, "OpenBLAS not found (-lopenblas does not link): "
                        "install libopenblas-dev (make deps-bench, as root)");
     char *argv[] = {exe, NULL};
-    char *got = cg_bench_spawn(argv, NULL, out, NULL) == 0 ? cg_read_file(out, NULL) : NULL;
+    char *got = bench_spawn(argv, NULL, out, NULL) == 0 ? cg_read_file(out, NULL) : NULL;
     if (!got)
         return rt_errf(err, RT_EINTERNAL, "the OpenBLAS probe failed to run");
     snprintf(config, size, "%.*s", (int)strcspn(got, "\n"), got);
@@ -276,7 +276,7 @@ static void adapters(FILE *f, const BenchLinear *c, int i)
                "}\n\n", i, s);
 }
 
-char *cg_bench_driver(Arena *a, const BenchLinear *c, int n, int threads, double budget)
+char *bench_driver(Arena *a, const BenchLinear *c, int n, int threads, double budget)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -289,10 +289,10 @@ char *cg_bench_driver(Arena *a, const BenchLinear *c, int n, int threads, double
                "#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n\n");
     for (int i = 0; i < n; i++)
         fprintf(f, "#include \"%s.h\"\n", c[i].name);
-    fprintf(f, "\n%s\n%s\n", openblas_decls, cg_bench_read_c);
+    fprintf(f, "\n%s\n%s\n", openblas_decls, bench_read_c);
     fprintf(f, "#define THREADS %d\n#define BUDGET %.9g\n#define WINDOW %.9g\n#define SEED %d\n"
-               "#define SCALE %.9g\n\n", threads, budget, CG_BENCH_WINDOW, CG_BENCH_SEED,
-            CG_BENCH_SCALE);
+               "#define SCALE %.9g\n\n", threads, budget, BENCH_WINDOW, BENCH_LINEAR_SEED,
+            BENCH_SCALE);
     fprintf(f, "typedef struct {\n"
                "    const char *name;\n"
                "    int n, k, t, bf16;\n"
@@ -316,7 +316,7 @@ char *cg_bench_driver(Arena *a, const BenchLinear *c, int n, int threads, double
     return text;
 }
 
-int cg_bench_parse_driver(const char *text, BenchLinear *c, int n)
+int bench_parse_driver(const char *text, BenchLinear *c, int n)
 {
     int got = 0;
     for (const char *p = text; p && *p;) {
@@ -346,7 +346,7 @@ int cg_bench_parse_driver(const char *text, BenchLinear *c, int n)
  * turn, so its timed calls keep their threads awake. */
 static const char *const driver_env[] = {"OPENBLAS_THREAD_TIMEOUT=21", NULL};
 
-int cg_bench_kernels_run(const char *dir, BenchLinear *c, int n, int threads, double budget,
+int bench_kernels_run(const char *dir, BenchLinear *c, int n, int threads, double budget,
                          rt_err *err)
 {
     Arena *a = arena_new();
@@ -360,19 +360,19 @@ int cg_bench_kernels_run(const char *dir, BenchLinear *c, int n, int threads, do
     for (int i = 0; i < n; i++)
         extra[nx++] = arena_printf(a, "%s/lib%s.a", dir, c[i].name);
     extra[nx++] = "-lopenblas";
-    char *text = cg_bench_driver(a, c, n, threads, budget);
+    char *text = bench_driver(a, c, n, threads, budget);
     int rc = text ? 0 : rt_errf(err, RT_EINTERNAL, "out of memory");
     if (!rc)
-        cg_bench_progress("compiling the driver (kiln's %d libraries and -lopenblas)...", n);
+        bench_progress("compiling the driver (kiln's %d libraries and -lopenblas)...", n);
     if (!rc)
         rc = cg_write_file(src, text, err);
     if (!rc)
-        rc = cg_bench_compile(src, exe, extra, nx, err);
+        rc = bench_compile(src, exe, extra, nx, err);
     if (!rc) {
         char *argv[] = {(char *)exe, NULL};
-        int st = cg_bench_spawn(argv, driver_env, out, NULL);
+        int st = bench_spawn(argv, driver_env, out, NULL);
         char *got = cg_read_file(out, NULL);
-        if (st != 0 || !got || cg_bench_parse_driver(got, c, n))
+        if (st != 0 || !got || bench_parse_driver(got, c, n))
             rc = rt_errf(err, RT_EINTERNAL, "the kernel driver failed (status %d)", st);
         free(got);
     }
