@@ -24,8 +24,8 @@ CFLAGS ?= -O2 -g
 KILN_CFLAGS := -std=c11 -I. $(WARN) -fopenmp -D_XOPEN_SOURCE=700 -MMD -MP
 LDLIBS := -ljansson -ltcc -ldl -lm
 
-SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*.c))
-RT_SRCS := $(sort $(wildcard runtime/*.c))
+SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*/*.c))
+RT_SRCS := $(sort $(wildcard runtime/*/*.c runtime/*.h runtime/*/*.h))
 OBJS := $(SRCS:%.c=$(B)/%.o) $(B)/rt_text.o
 TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 TESTS := $(TEST_SRCS:tests/unit/%.c=$(B)/tests/%)
@@ -45,22 +45,36 @@ $(B)/%.o: %.c
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
 
 # The micro-kernels JIT code calls are built as generated programs are
-# (runtime/rt_kernels.c): vectorised for this CPU, multiply-adds fused.
-# The JIT's vector programs (runtime/rt_vec.c) pick AVX-512, AVX2 or SSE2
-# loops at load (target_clones), so kiln runs under valgrind, which has no
-# AVX-512; tuned for this CPU.
-$(B)/runtime/rt_kernels.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
-$(B)/runtime/rt_vec.o: KILN_CFLAGS += -O3 -mtune=native -fno-math-errno
+# (runtime/core/rt_kernels.c): vectorised for this CPU, multiply-adds fused.
+# The JIT's vector programs (runtime/jit/rt_vec.c) pick AVX-512, AVX2 or
+# SSE2 loops at load (target_clones), so kiln runs under valgrind, which
+# has no AVX-512; tuned for this CPU.
+$(B)/runtime/core/rt_kernels.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
+$(B)/runtime/jit/rt_vec.o: KILN_CFLAGS += -O3 -mtune=native -fno-math-errno
 
-# The runtime as C text for generated programs: the header, then every
-# runtime/*.c without its include of the header.
-RT_QUOTE = sed -e '/^\#include "kiln_rt.h"/d' -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'
-$(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: runtime/kiln_rt.h $(RT_SRCS) Makefile
+# The runtime's parts as C text for generated programs (cg_rt_parts,
+# codegen/codegen.h): per part its public header, and its body (its
+# internal headers, then its .c files), each without its local includes.
+# The JIT part has a header only: kiln holds its code.
+RT_QUOTE = sed -e '/^\#include "/d' -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'
+RT_PART_core := runtime/kiln_rt.h | runtime/core/rt_core.h $(sort $(wildcard runtime/core/*.c))
+RT_PART_gen := runtime/rt_gen.h | runtime/core/rt_core.h runtime/gen/rt_tok.h \
+	$(sort $(wildcard runtime/gen/*.c))
+RT_PART_jit := runtime/rt_jit.h |
+RT_PARTS := core gen jit
+$(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: $(RT_SRCS) Makefile
 	@mkdir -p $(@D)
-	{ echo '/* generated from runtime/ by the Makefile */'; \
-	  echo 'const char cg_rt_header[] ='; $(RT_QUOTE) runtime/kiln_rt.h; echo ';'; \
-	  echo 'const char cg_rt_body[] ='; for f in $(RT_SRCS); do $(RT_QUOTE) $$f; done; echo ';'; } > $@.tmp
+	@{ echo '/* generated from runtime/ by the Makefile */'; \
+	  echo '#include "codegen/codegen.h"'; \
+	  echo 'const CgRtPart cg_rt_parts[CG_RT_NPARTS] = {'; \
+	  $(foreach p,$(RT_PARTS),echo '{"$(p)",'; \
+	    $(RT_QUOTE) $(firstword $(RT_PART_$(p))); echo ','; \
+	    for f in $(wordlist 3,999,$(RT_PART_$(p))); do $(RT_QUOTE) $$f; done; echo '""},';) \
+	  echo '};'; } > $@.tmp
 	mv $@.tmp $@
+
+$(B)/rt_text.o: $(B)/rt_text.c
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
 
 $(B)/tests/%: tests/unit/%.c $(B)/tests/testlib.o $(OBJS)
 	@mkdir -p $(dir $@)

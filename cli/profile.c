@@ -1,5 +1,5 @@
 /* cli/profile.c: `kiln profile`'s table, from the lines a profiled run wrote
- * (runtime/rt_profile.c says what each holds). One row per kernel name,
+ * (runtime/core/rt_profile.c says what each holds). One row per kernel name,
  * the slowest first: its share of the time of all kernels, calls, time,
  * and how far it is from the roofline (GFLOP/s and GB/s, and their
  * percentages of the machine's figures). main.c builds and runs. */

@@ -5,21 +5,41 @@
 
 #include "ir/ir.h"
 #include "runtime/kiln_rt.h"
+#include "runtime/rt_gen.h"
+#include "runtime/rt_jit.h"
 
-/* Two flavours of the same program: CG_CC for the system cc (the runtime
- * pasted in, `omp simd` pragmas, a main), CG_JIT for libtcc (runtime
- * symbols handed in by kiln, rt_vec programs); parallel loops go through
- * rt_parallel_for in both. */
+/* Two flavours of the same program: CG_CC for the system cc (`omp simd`
+ * pragmas, a main), CG_JIT for libtcc (runtime symbols handed in by kiln,
+ * rt_vec programs); parallel loops go through rt_parallel_for in both. */
 typedef enum { CG_CC, CG_JIT } CgFlavour;
 
+/* ---- the runtime's parts as C text (rt_text.c, which the Makefile
+ * makes from runtime/; runtime/kiln_rt.h says what each part holds) ---- */
+enum { CG_RT_CORE, CG_RT_GEN, CG_RT_JIT, CG_RT_NPARTS };
+typedef struct {
+    const char *name;            /* its folder under runtime/: "core" */
+    const char *header;          /* its public header, as C text */
+    const char *body;            /* its internal headers and code; "" for
+                                    the JIT's, which kiln holds */
+} CgRtPart;
+extern const CgRtPart cg_rt_parts[CG_RT_NPARTS];
+
 /* ---- emit.c: the whole C file --------------------------------------- */
+/* The runtime parts a module's program uses, a bit (1 << CG_RT_*) each:
+ * the core always; generation for a decoder of one token a call
+ * (ir_decoder); the JIT's in the JIT flavour. */
+unsigned cg_rt_uses(const Module *m, CgFlavour fl);
 /* Writes the C program of a lowered module. Deterministic: the same
- * module gives the same bytes. */
+ * module gives the same bytes. CG_CC: one self-contained file, the
+ * runtime parts it uses pasted in (static); CG_JIT: their headers only. */
 void cg_emit(FILE *f, const Module *m, CgFlavour fl);
 /* The public header of --lib builds (<name>.h). */
 void cg_emit_header(FILE *f, const Module *m);
 /* The same C as a string in the arena. */
 char *cg_emit_string(const Module *m, CgFlavour fl);
+/* CG_CC with the runtime declared, not pasted: the model's C alone, to
+ * link with the parts' objects (cc.c: cg_rt_object). */
+char *cg_emit_linked(const Module *m);
 /* A string as a C literal: printable ASCII as is, everything else (and
  * " \ ?) escaped, so no name can end the literal or form a trigraph. */
 void cg_print_cstring(FILE *f, const char *s);

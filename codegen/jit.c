@@ -23,7 +23,9 @@ static void on_error(void *opaque, const char *msg)
 static void add_runtime(TCCState *s)
 {
 #define X(name) tcc_add_symbol(s, #name, (const void *)name);
-    RT_SYMBOLS(X)
+    RT_CORE_SYMBOLS(X)
+    RT_GEN_SYMBOLS(X)
+    RT_JIT_SYMBOLS(X)
 #undef X
 }
 

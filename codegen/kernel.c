@@ -8,7 +8,7 @@
  * with a context holding the enclosing scalars and local arrays it reads,
  * in both flavours: the runtime's pool splits iterations among threads
  * dynamically, where OpenMP's parallel for would wait at its end for a
- * thread the system has descheduled (runtime/rt_parallel.c).
+ * thread the system has descheduled (runtime/core/rt_parallel.c).
  *
  * Kernels alike (codegen.h, "share.c") share one function: cg_kernel
  * prints each kernel first as a template, `sT(MODEL *m, void *const *p)`,

@@ -2,7 +2,7 @@
  *
  * libtcc compiles scalar code only, so the JIT flavour hands the nests
  * that do the element-wise work to the runtime's vector programs
- * (runtime/rt_vec.c, compiled by cc into kiln): the nest becomes
+ * (runtime/jit/rt_vec.c, compiled by cc into kiln): the nest becomes
  *
  *     { static const int64_t vc[] = {program};
  *       int64_t i2 = LO2, i3 = LO3;          the first iteration

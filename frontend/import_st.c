@@ -3,7 +3,7 @@
  * checkpoints), and reading which tensors a checkpoint holds, from its
  * headers alone (the GPT-2 import picks its names by them).
  *
- * The reader only looks: the runtime's loader (runtime/rt_safetensors.c)
+ * The reader only looks: the runtime's loader (runtime/core/rt_safetensors.c)
  * checks every byte of the same files before a model uses them. */
 #include "fe.h"
 #include "import.h"

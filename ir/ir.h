@@ -438,7 +438,7 @@ typedef struct {
     int64_t ext[KILN_MAX_RANK];
 } Tile;
 
-/* The micro-kernels of S_CALL (runtime/rt_kernels.c: rt_NAME), and the
+/* The micro-kernels of S_CALL (runtime/core/rt_kernels.c: rt_NAME), and the
  * meaning of their tiles (loop.c: call_table):
  *   gemm(C, A, B)  C[m,n] += A[m,k] B[k,n]: each element of C adds its k
  *                  products to itself in k order (fused multiply-adds),

@@ -1,5 +1,5 @@
 /* passes/tile_gemm.c: matmul nests become register-blocked calls of the
- * gemm micro-kernel (runtime/rt_kernels.c), their weights packed at load
+ * gemm micro-kernel (runtime/core/rt_kernels.c), their weights packed at load
  * into the panels the kernel streams.
  *
  * Contract: every output still adds its K products in k order, as the

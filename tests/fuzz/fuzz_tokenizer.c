@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "runtime/kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 
 #define MAX_TEXT 512
 

@@ -17,7 +17,7 @@
  * tokens before them (" t", "th", "the", ...; later ones score higher)
  * and, to fill V, "xN" tokens that no text forms. */
 #include "frontend/frontend.h"
-#include "runtime/kiln_rt.h"
+#include "runtime/rt_gen.h"
 
 #include <stdio.h>
 #include <stdlib.h>

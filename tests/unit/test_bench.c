@@ -142,7 +142,7 @@ static void test_linear_model(void **state)
     assert_true(m->inputs[0]->dims[0] == 40 && m->inputs[0]->dims[1] == 1536);
     assert_int_equal(m->nweights, 1);
     assert_int_equal(m->weights[0]->init.kind, INIT_RANDOM);
-    assert_int_equal(m->weights[0]->init.seed, BENCH_SEED);
+    assert_int_equal(m->weights[0]->init.seed, BENCH_LINEAR_SEED);
     int64_t nk[1][2];
     int n = 0;
     bench_linear_shapes(m, nk, &n, 1);

@@ -1,5 +1,5 @@
 /* tests/unit/test_gov.c: rt_gov, the team size of generate's decode steps
- * (runtime/rt_gov.c), on synthetic step times: a machine whose steps take
+ * (runtime/gen/rt_gov.c), on synthetic step times: a machine whose steps take
  * a given time at each team size, phase by phase. With the size fixed it
  * never changes; alone, no trial runs; when another process takes a core
  * (steps on 2 threads turn slow) it moves to 1 thread and probes 2 again
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "runtime/kiln_rt.h"
+#include "runtime/rt_gen.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* tests/unit/test_pool.c: the pool of runtime/rt_parallel.c from inside,
+/* tests/unit/test_pool.c: the pool of runtime/core/rt_parallel.c from inside,
  * one interleaving at a time, on one thread.
  *
  * The file is included here, its four external functions renamed, so the
@@ -15,7 +15,7 @@
 #define rt_set_threads pool_set_threads
 #define rt_get_threads pool_get_threads
 #define rt_now pool_now
-#include "runtime/rt_parallel.c"
+#include "runtime/core/rt_parallel.c"
 
 enum { N = 16 };
 static int hits[N], calls;

@@ -1,5 +1,5 @@
 /* tests/unit/test_sample.c: how `generate` draws the next token
- * (runtime/rt_sample.c): greedy ties, the coin, softmax with a
+ * (runtime/gen/rt_sample.c): greedy ties, the coin, softmax with a
  * temperature, and the top-p nucleus. Frequencies are checked over 20000
  * draws against the probabilities worked out by hand (within 0.02). */
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "runtime/kiln_rt.h"
+#include "runtime/rt_gen.h"
 
 #include <math.h>
 #include <string.h>

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "runtime/kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 #include "tests/gen/hftok.h"
 #include "tests/unit/testlib.h"
 

@@ -1,5 +1,5 @@
 /* tests/unit/test_vec.c: the JIT's vector programs (codegen/vec.c,
- * runtime/rt_vec.c). Each case is a kernel written as .kir text that
+ * runtime/jit/rt_vec.c). Each case is a kernel written as .kir text that
  * computes its graph's op (y = reduce_sum(x) over rows, or y = exp(x)):
  * the JIT build must agree with the reference, and the nests that qualify
  * go through rt_vec while those a block could get wrong (an element

@@ -1,4 +1,4 @@
-/* runtime/rt_parallel.c: parallel-for, thread count, clock.
+/* runtime/core/rt_parallel.c: parallel-for, thread count, clock.
  *
  * rt_parallel_for runs every parallel loop of generated code, the cc
  * build's and the JIT's, on a pool of threads that outlive the call. The
@@ -24,7 +24,7 @@
  * count (OMP_NUM_THREADS, else every core; rt_set_threads sets it), never
  * more threads than iterations. Without OpenMP, rt_parallel_for is one
  * call fn(ctx, 0, n). */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <time.h>
 

@@ -1,4 +1,4 @@
-/* runtime/rt_half.c: f32 to 16-bit floats, for weights held 16-bit
+/* runtime/core/rt_half.c: f32 to 16-bit floats, for weights held 16-bit
  * (--weight-dtype): rounded once at load, widened where read
  * (rt_bf16_f32, rt_f16_f32 in kiln_rt.h).
  *
@@ -12,7 +12,7 @@
  *   below 2^-14 the value is a multiple of 2^-24 (subnormal), rounded
  *   from its 24-bit mantissa shifted right; normals rebias the exponent
  *   (127 to 15) and round the 13 dropped bits. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <string.h>
 

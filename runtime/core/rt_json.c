@@ -1,4 +1,4 @@
-/* runtime/rt_json.c: strict JSON, read in place by its callers.
+/* runtime/core/rt_json.c: strict JSON, read in place by its callers.
  *
  * Contract (kiln_rt.h): the readers of JSON files (the safetensors header
  * and index in rt_safetensors.c, tokenizer.json in rt_tokenizer_hf.c)
@@ -12,7 +12,7 @@
  * RT_EINTERNAL. Strict: no trailing commas, no leading zeros, no control
  * characters in strings, escapes checked, "\u0000" refused (results are
  * C strings); rt_json_skip bounds nesting at JSON_MAX_DEPTH. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* runtime/rt_gov.c: rt_gov, the team size of `generate`'s decode steps,
+/* runtime/gen/rt_gov.c: rt_gov, the team size of `generate`'s decode steps,
  * by measurement (kiln_rt.h; rt_generate.c runs the steps).
  *
  * On a machine shared with other work, a team as large as the cores waits
@@ -20,7 +20,7 @@
  * team keeps every core. parallelize's contract (no sum depends on the
  * thread count) makes the tokens the same whatever the sizes were. The
  * governor only decides: its caller sets the team (rt_set_threads). */
-#include "kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 
 #include <string.h>
 

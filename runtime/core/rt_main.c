@@ -1,4 +1,4 @@
-/* runtime/rt_main.c: rt_main, the thin main of every generated executable
+/* runtime/core/rt_main.c: rt_main, the thin main of every generated executable
  * and of `kiln run`.
  *
  * Contract (kiln_rt.h): the whole command line is parsed before anything
@@ -14,7 +14,7 @@
  * `--opt=value`. NAME=FILE is split after the longest declared name the
  * argument starts with, so names may themselves hold '='. The model is
  * closed and everything freed on every path. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -472,10 +472,23 @@ static void rm_cleanup(rm_ctx *c)
     free(c->ms);
 }
 
+/* `PROG generate` of a program built without the generation part (its
+ * model is no decoder): the message rt_generate would give. */
+static int rm_no_generate(int argc, char **argv, const rt_model *md)
+{
+    const char *prog = argc > 0 && argv[0] && *argv[0] ? argv[0] : md->name;
+    fprintf(stderr, "%s: generate: model '%s' is not a decoder of one token a call (inputs "
+            "tokens i32[1], positions i32[1]; output logits f32[1, V]; KV caches)\n", prog,
+            md->name);
+    return RT_EINVAL;
+}
+
 int rt_main(int argc, char **argv, const rt_model *md)
 {
+    if (argc > 1 && strcmp(argv[1], "generate") == 0 && md->generate)
+        return md->generate(argc, argv, md);
     if (argc > 1 && strcmp(argv[1], "generate") == 0)
-        return rt_generate(argc, argv, md);
+        return rm_no_generate(argc, argv, md);
     rm_ctx c;
     int rc = rm_setup(&c, argc, argv, md);
     if (!rc)

@@ -1,4 +1,4 @@
-/* runtime/rt_sample.c: the next token from a row of logits (kiln_rt.h
+/* runtime/gen/rt_sample.c: the next token from a row of logits (kiln_rt.h
  * "generation"), as `generate` draws it.
  *
  * temperature 0: the argmax, the lowest id among equal maxima. Otherwise
@@ -9,7 +9,7 @@
  * out before sorting, as llama2.c's run.c does, since they cannot be in
  * it. A coin u in [0, 1) (rt_sample_coin) then picks the first token
  * whose running sum passes u times the kept mass. */
-#include "kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 
 #include <math.h>
 #include <stdlib.h>

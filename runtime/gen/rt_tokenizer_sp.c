@@ -1,4 +1,4 @@
-/* runtime/rt_tokenizer_sp.c: a tokenizer.json of SentencePiece-style BPE,
+/* runtime/gen/rt_tokenizer_sp.c: a tokenizer.json of SentencePiece-style BPE,
  * as Llama 2, TinyLlama, Mistral and Mixtral ship: spaces are U+2581
  * ("_" below), tokens are characters' UTF-8 (not ByteLevel's alphabet),
  * and a character with no token falls back to its bytes' tokens
@@ -32,7 +32,7 @@
  * one space dropped at the start (Strip). "First" is after BOS or at the
  * start, as HF decodes with skip_special_tokens. Bytes that make no
  * character pass through as they are, where HF prints U+FFFD. */
-#include "kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 
 #include <stdio.h>
 #include <stdlib.h>

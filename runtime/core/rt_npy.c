@@ -1,4 +1,4 @@
-/* runtime/rt_npy.c: NumPy .npy files, the inputs and outputs of a run.
+/* runtime/core/rt_npy.c: NumPy .npy files, the inputs and outputs of a run.
  *
  * Reading (numpy.lib.format): magic "\x93NUMPY", version 1.0 (u16 header
  * length) or 2.0/3.0 (u32), then the header, a Python dict literal that
@@ -19,7 +19,7 @@
  * already at the path is left intact. A symlink, device or pipe at the
  * path is written through instead: replacing it would be wrong.
  * rt_write_file writes any bytes (a profile) the same way. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* runtime/rt_profile.c: the timers of a profiled run, and their JSON lines.
+/* runtime/core/rt_profile.c: the timers of a profiled run, and their JSON lines.
  *
  * A generated run function with timers attached (rt_model.profile) reads
  * rt_now() around each kernel call and adds the time here: per kernel,
@@ -22,7 +22,7 @@
  * times the threads, at most every core's) and of the read bandwidth.
  * What cannot be known is null: percentages without the machine's
  * figures, rates of a total time of 0. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <math.h>
 #include <stdio.h>

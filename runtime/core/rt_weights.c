@@ -1,4 +1,4 @@
-/* runtime/rt_weights.c: rt_load_weights, a model's weights into memory.
+/* runtime/core/rt_weights.c: rt_load_weights, a model's weights into memory.
  *
  * Contract (kiln_rt.h): with a file, every tensor in it must be a declared
  * weight (checked first, before anything is allocated: a wrong file is
@@ -14,7 +14,7 @@
  *   W: weight 'w_up' is not in the file and has no init
  *   W: 'foo': not a weight of the model
  *   weight 'w_up' has no init; give --weights */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* runtime/rt_generate.c: `PROG generate`, text from a decoder (README
+/* runtime/gen/rt_generate.c: `PROG generate`, text from a decoder (README
  * "Generating text").
  *
  *   PROG generate --tokens 1,2,3 | --tokenizer FILE --prompt TEXT
@@ -26,7 +26,7 @@
  * Output: --tokens prints the drawn ids on one line, space-separated;
  * --tokenizer prints the prompt's text, then each token's text. Last, on
  * stderr: prefill and decode tokens per second. */
-#include "kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 
 #include <stdarg.h>
 #include <stdio.h>

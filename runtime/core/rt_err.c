@@ -1,11 +1,11 @@
-/* runtime/rt_err.c: run-time errors as a status plus one line of text.
+/* runtime/core/rt_err.c: run-time errors as a status plus one line of text.
  *
  * Contract (kiln_rt.h): rt_errf keeps the first error (a later one cannot
  * hide the cause) and always returns the code it was given, so callers
  * write `return rt_errf(e, RT_EIO, ...)`. Control characters in the text
  * (a newline in a file name, say) become '?', so a message is one line.
  * rt_fmt_shape is the one shape notation of every message. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* runtime/rt_random.c: the documented generator.
+/* runtime/core/rt_random.c: the documented generator.
  *
  * Users rely on these numbers being the same on every machine and in
  * every kiln version (a weight's "random" init, seeded inputs), so the
@@ -6,7 +6,7 @@
  * 24 bits of each output as u in [0, 1), value (2u - 1) * scale rounded
  * once to float. The 24 bits are exact in a float, so scale 1 gives
  * exactly the grid k * 2^-23 - 1. i32 inputs take x % hi. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 uint64_t rt_splitmix64(uint64_t *state)
 {

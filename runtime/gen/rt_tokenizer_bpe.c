@@ -1,4 +1,4 @@
-/* runtime/rt_tokenizer_bpe.c: encoding with a tokenizer.json's byte-level
+/* runtime/gen/rt_tokenizer_bpe.c: encoding with a tokenizer.json's byte-level
  * BPE, as Hugging Face's tokenizers does.
  *
  * Contract (kiln_rt.h, rt_tok_encode_bpe):
@@ -34,7 +34,7 @@
  *     overlap in the text.
  * Merging is quadratic in a piece's length; pieces are words, but a run
  * of spaces (and with GPT-2's pattern a run of digits) is one piece. */
-#include "kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 
 #include <stdlib.h>
 #include <string.h>

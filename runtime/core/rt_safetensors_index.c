@@ -1,4 +1,4 @@
-/* runtime/rt_safetensors_index.c: an index of safetensors shards
+/* runtime/core/rt_safetensors_index.c: an index of safetensors shards
  * (model.safetensors.index.json), read as one file (rt_safetensors.c).
  *
  * Contract (kiln_rt.h, rt_st_open_index): the index is strict JSON of at
@@ -9,7 +9,7 @@
  * lists the tensors of all shards, sorted by name (rt_st_find). Messages:
  * "PATH: what is wrong" (the index's path), "PATH: 'NAME': what", or a
  * shard's own. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* runtime/rt_mem.c: buffers for tensors.
+/* runtime/core/rt_mem.c: buffers for tensors.
  *
  * Contract: rt_alloc returns a zeroed block aligned to 64 bytes (a cache
  * line, and the widest vector load), or NULL when out of memory or when
@@ -14,7 +14,7 @@
  * streams every weight once, and with 4 KB pages that costs a TLB miss
  * every 64 lines. stories110M's decode step: 6.64-6.86 ms -> 6.40-6.52
  * ms (best of 150, 8 alternating pairs). */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* runtime/rt_safetensors.c: reading safetensors weights files.
+/* runtime/core/rt_safetensors.c: reading safetensors weights files.
  *
  * Contract (kiln_rt.h): rt_st_open maps a file read-only and trusts
  * nothing in it; every check happens before any tensor is used:
@@ -25,7 +25,7 @@
  * The mapping stays valid until rt_st_close; a file truncated meanwhile by
  * someone else faults (SIGBUS), as with any mmap reader. st->path points
  * at the caller's string, which must outlive st. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* runtime/rt_tokenizer.c: tokenizers, llama2.c's tokenizer.bin, and what
+/* runtime/gen/rt_tokenizer.c: tokenizers, llama2.c's tokenizer.bin, and what
  * both formats share: the tokens' table, the API, decoding.
  *
  * Contract (kiln_rt.h). rt_tok_open reads the whole file (at most
@@ -29,7 +29,7 @@
  * a leading space, as run.c's decode()); UTF-8 characters split across
  * tokens are held back until whole, so every piece printed is whole
  * characters (bytes that cannot become one pass through as they are). */
-#include "kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 
 #include <math.h>
 #include <stdio.h>

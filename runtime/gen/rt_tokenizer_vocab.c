@@ -1,4 +1,4 @@
-/* runtime/rt_tokenizer_vocab.c: the tokens of a tokenizer.json: its model
+/* runtime/gen/rt_tokenizer_vocab.c: the tokens of a tokenizer.json: its model
  * (BPE, byte-level or with spaces as U+2581) and its added tokens.
  *
  * Contract (kiln_rt.h, rt_tok_read_vocab). What is read, every key known
@@ -22,7 +22,7 @@
  * characters mapped back), so encoding and decoding never see ByteLevel's
  * alphabet; with spaces as U+2581, as they are. Messages: "PATH:
  * model.merges[12]: what is wrong". */
-#include "kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* runtime/rt_vec.c: vector programs, the JIT's innermost loop nests.
+/* runtime/jit/rt_vec.c: vector programs, the JIT's innermost loop nests.
  *
  * The nest's iteration space is rows (every level but the last, in loop
  * order) by columns (the last level). A block is several whole rows when a
@@ -10,7 +10,7 @@
  * -fno-math-errno, the loops for three instruction sets, without
  * contraction: a multiply-add is fused where the program says so, and
  * nowhere else). */
-#include "kiln_rt.h"
+#include "runtime/rt_jit.h"
 
 #include <math.h>
 #include <string.h>

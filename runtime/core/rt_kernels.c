@@ -1,4 +1,4 @@
-/* runtime/rt_kernels.c: the micro-kernels of `call` statements, and the
+/* runtime/core/rt_kernels.c: the micro-kernels of `call` statements, and the
  * packing of weights into the layout they stream best.
  *
  * Compiled into kiln with -O3 -march=native -ffp-contract=fast (the
@@ -47,7 +47,7 @@
  * [batch][n / nr][k][nr]: per k, the nr weights of nr consecutive rows
  * side by side, so that the kernel reads B = one panel with ldb = nr, a
  * contiguous stream: one vector load per k feeds every row of A. */
-#include "kiln_rt.h"
+#include "runtime/core/rt_core.h"
 
 #include <math.h>
 #include <string.h>

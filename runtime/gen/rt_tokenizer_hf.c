@@ -1,4 +1,4 @@
-/* runtime/rt_tokenizer_hf.c: a Hugging Face tokenizer.json whose model is
+/* runtime/gen/rt_tokenizer_hf.c: a Hugging Face tokenizer.json whose model is
  * BPE, byte-level (GPT-2, Qwen2 and DeepSeek-R1-Distill-Qwen, Llama 3) or
  * SentencePiece-style (Llama 2, Mistral: rt_tokenizer_sp.c): the file,
  * and the parts around the model that say how text is cut and put back
@@ -26,7 +26,7 @@
  * EOS is the first of hf_eos's ends of a text that is a token; the
  * tokens that end generation are all of hf_eos that are. Messages: "PATH: WHERE:
  * what is wrong", WHERE a path in the file ("pre_tokenizer.pattern"). */
-#include "kiln_rt.h"
+#include "runtime/gen/rt_tok.h"
 
 #include <stdio.h>
 #include <stdlib.h>

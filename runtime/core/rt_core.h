@@ -1,0 +1,87 @@
+/* runtime/core/rt_core.h: what the core's files share, and the
+ * generation part's with them (not for generated code): strict JSON read
+ * in place, whole files, UTF-8, and rt_st_open's two halves. */
+#ifndef KILN_RT_CORE_H
+#define KILN_RT_CORE_H
+
+#include "runtime/kiln_rt.h"
+
+/* Strict JSON read in place (rt_json.c): each reader walks its own
+ * grammar with these, so its messages name things in its terms. The text
+ * must be valid UTF-8 (rt_utf8_bad). Every function skips whitespace
+ * first, consumes what it reads and returns 0, or sets e and returns the
+ * status: syntax is "PATH: PART: invalid JSON at byte N: what" (PART
+ * left out when NULL), RT_EINVAL; out of memory, RT_EINTERNAL. */
+typedef struct {
+    const unsigned char *p, *start, *end; /* next byte; the text */
+    const char *path;                     /* the file, first in messages */
+    const char *part;                     /* which text: "header"; or NULL */
+    rt_err *e;
+} rt_json;
+RT_API int rt_json_syntax(rt_json *J, const char *what);
+RT_API int rt_json_oom(rt_json *J);
+RT_API void rt_json_ws(rt_json *J);
+/* Consumes c, or the word (true, false, null); 0 when it was there,
+ * 1 (nothing set) when not. */
+RT_API int rt_json_eat(rt_json *J, int c);
+RT_API int rt_json_literal(rt_json *J, const char *word);
+/* A string, malloc'd into *out (NULL on error); "\u0000" is refused. */
+RT_API int rt_json_string(rt_json *J, char **out);
+/* A number that must be an integer in [0, 2^63): otherwise
+ * "PATH: WHAT: TEXT is not a non-negative integer" (or "is too large"). */
+RT_API int rt_json_uint(rt_json *J, const char *what, int64_t *v);
+/* Inside an object or array after its bracket: 1 when an item follows
+ * (the comma consumed), 0 at the closing bracket `close`, -1 with e set
+ * on anything else. Loop: for (first = 1; (more = next(..)) != 0; first = 0). */
+RT_API int rt_json_next(rt_json *J, int close, int first);
+/* Any value, checked and skipped; nesting deeper than 32 is refused. */
+RT_API int rt_json_skip(rt_json *J);
+/* Values kept in place: a reader may note where a value starts (at) and
+ * read it later through a cursor rt_json_at(J, at) of the same text, so
+ * that an object's keys can come in any order. Messages of meaning are
+ * "PATH: WHERE: what" (rt_json_bad; "PATH: what" when WHERE is ""). */
+RT_API rt_json rt_json_at(const rt_json *J, const unsigned char *at);
+RT_API int rt_json_bad(const rt_json *J, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An object whose keys are among keys[nkeys], each at most once: where
+ * each value starts into val[] (NULL when absent). Another key is refused:
+ * "WHERE: unknown key 'K' (refused rather than ignored)". */
+RT_API int rt_json_object(rt_json *J, const char *where, const char *const *keys, int nkeys,
+                          const unsigned char **val);
+RT_API int rt_json_object_at(const rt_json *J, const unsigned char *at, const char *where,
+                             const char *const *keys, int nkeys, const unsigned char **val);
+/* 1 when the value at `at` is null, or at is NULL (absent). */
+RT_API int rt_json_null_at(const rt_json *J, const unsigned char *at);
+RT_API int rt_json_string_at(const rt_json *J, const unsigned char *at, char **s);
+/* true or false into *v (kept when at is NULL); rt_json_false_at refuses
+ * true: "WHERE: KEY: true is not supported". */
+RT_API int rt_json_bool_at(const rt_json *J, const unsigned char *at, const char *where,
+                           const char *key, int *v);
+RT_API int rt_json_false_at(const rt_json *J, const unsigned char *at, const char *where,
+                            const char *key);
+/* The string member "type" of the object at `at` (malloc'd into *type). */
+/* The array at `at` (NULL: "WHERE: not an array"): where each of its first
+ * max items starts into item[], how many it holds in *n (more than max
+ * are counted, not noted); and the "type" of each of item[0, n) into
+ * type[] (malloc'd; messages at WHERE[i]). */
+RT_API int rt_json_items(const rt_json *J, const unsigned char *at, const char *where, int max,
+                         const unsigned char **item, int *n);
+RT_API int rt_json_types(const rt_json *J, const unsigned char **item, int n, const char *where,
+                         char **type);
+RT_API int rt_json_type_at(const rt_json *J, const unsigned char *at, const char *where,
+                           char **type);
+/* Offset of the first byte of s[0, n) that is not well-formed UTF-8, or n. */
+RT_API size_t rt_utf8_bad(const unsigned char *s, size_t n);
+/* Writes code point cp (< 0x110000) as UTF-8 at o; returns the end. */
+RT_API char *rt_utf8_put(char *o, unsigned cp);
+/* A regular file of at most max bytes, read whole into *data (malloc'd,
+ * NUL-terminated, *len bytes). Messages: "PATH: cannot read: why" (RT_EIO),
+ * "PATH: larger than the limit of MAX bytes" (RT_EINVAL). */
+RT_API int rt_read_file(const char *path, uint64_t max, char **data, size_t *len, rt_err *e);
+
+/* rt_st_open's two halves: one safetensors file (rt_safetensors.c), and an
+ * index of shards, a path ending in .json (rt_safetensors_index.c). */
+RT_API int rt_st_open_file(rt_safetensors *st, const char *path, rt_err *e);
+RT_API int rt_st_open_index(rt_safetensors *st, const char *path, rt_err *e);
+
+#endif

@@ -1,0 +1,105 @@
+/* runtime/gen/rt_tok.h: the tokenizer as its files share it (rt_gen.h
+ * has its API; not for generated code). */
+#ifndef KILN_RT_TOK_H
+#define KILN_RT_TOK_H
+
+#include "runtime/core/rt_core.h"
+#include "runtime/rt_gen.h"
+
+/* A tokenizer as its three files share it (the API above). Tokens are
+ * byte strings; a hash table finds them by their bytes. */
+enum { RT_TOK_LLAMA2C, RT_TOK_BPE };             /* formats */
+enum { RT_TOK_ENDS = 16 };
+enum { RT_TOK_SPLIT_GPT2, RT_TOK_SPLIT_QWEN2, RT_TOK_SPLIT_LLAMA3 }; /* pre-tokenizers */
+/* A Digits pre-tokenizer before the split: none, each number character
+ * a piece of its own (individual_digits), or each run of them. */
+enum { RT_TOK_DIGITS_NONE, RT_TOK_DIGITS_EACH, RT_TOK_DIGITS_RUNS };
+/* How a tokenizer.json's text meets its tokens: as bytes (ByteLevel), or
+ * with spaces as U+2581, which goes first in each stretch of text between
+ * added tokens: always (a Prepend normalizer), unless the stretch starts
+ * with one (Metaspace's "always"), only in the stretch at the text's
+ * start (its "first"), or never. */
+enum { RT_TOK_BYTES, RT_TOK_SP_PREPEND, RT_TOK_SP_ALWAYS, RT_TOK_SP_FIRST, RT_TOK_SP_NEVER };
+/* What a SentencePiece-style decoder does: U+2581 becomes a space; a byte
+ * token <0xBB> its byte; the text's first space is dropped (Strip after
+ * Fuse); the first token's U+2581 are dropped (Metaspace). */
+enum { RT_TOK_DEC_SPACE = 1, RT_TOK_DEC_BYTES = 2, RT_TOK_DEC_STRIP = 4, RT_TOK_DEC_FIRST = 8 };
+/* An added token takes the spaces before it (lstrip) or after it (rstrip)
+ * with it: they are not encoded. */
+enum { RT_TOK_LSTRIP = 1, RT_TOK_RSTRIP = 2 };
+typedef struct {
+    int32_t a, b, rank, id;     /* tokens a, b merge into id; a = -1: empty slot */
+} rt_tok_merge;
+struct rt_tok {
+    int format;                 /* RT_TOK_* */
+    int n;                      /* tokens: ids [0, n) */
+    char *bytes;                /* their bytes, each NUL-terminated */
+    uint32_t *off, *len;        /* token i: bytes + off[i], len[i] bytes */
+    uint32_t maxlen;            /* the longest */
+    int32_t *slot;              /* hash of the tokens' bytes: ids, -1 empty */
+    uint32_t mask;              /* slots - 1 */
+    int bos, eos;               /* -1: none */
+    int32_t ends[RT_TOK_ENDS];  /* the tokens generation ends at (rt_tok_is_end):
+                                   EOS among them */
+    int nends;
+    float *score;               /* llama2.c: merges by score, highest first */
+    /* byte-level BPE (tokenizer.json) */
+    int split;                  /* RT_TOK_SPLIT_* */
+    int digits;                 /* RT_TOK_DIGITS_*: numbers cut out first */
+    int ignore_merges;          /* a piece that is a token is taken whole */
+    int32_t byte_id[256];       /* the token of each byte */
+    rt_tok_merge *merge;        /* hash of (a, b); mmask + 1 slots */
+    uint32_t mmask;
+    int32_t *added;             /* added tokens, matched whole first */
+    unsigned char *strip;       /* each one's RT_TOK_LSTRIP | RT_TOK_RSTRIP */
+    int nadded;
+    /* SentencePiece-style BPE (tokenizer.json, rt_tokenizer_sp.c) */
+    int space;                  /* RT_TOK_BYTES or RT_TOK_SP_* */
+    int sp_split;               /* a piece starts at each U+2581 (Metaspace's split) */
+    int byte_fallback;          /* a character with no token: its bytes' <0xBB> tokens */
+    int unk, fuse_unk;          /* else unk (-1: none, the text is refused), a run once */
+    int dec;                    /* RT_TOK_DEC_* */
+    char *piece;                /* a token's decoded text, maxlen + 1 bytes */
+    /* decoding */
+    unsigned char held[4];      /* the start of an incomplete character */
+    int nheld;
+    char *out;                  /* what rt_tok_decode_* returns */
+};
+/* rt_tokenizer.c: the id of the token whose bytes are a then b, or -1.
+ * rt_tok_index hashes the tokens, rt_tok_set_merges the n merges (copied;
+ * a = -1 never); each returns 0, -1 when out of memory, or 1 when two
+ * are the same (tokens' bytes; merges' a and b), which are dup[0] < dup[1]
+ * (ids; indexes into the list). */
+RT_API int rt_tok_lookup(const rt_tok *t, const char *a, size_t na, const char *b, size_t nb);
+RT_API int rt_tok_index(rt_tok *t, int dup[2]);
+RT_API int rt_tok_set_merges(rt_tok *t, const rt_tok_merge *list, int n, int dup[2]);
+/* The merge of tokens a and b, or NULL. */
+RT_API const rt_tok_merge *rt_tok_merge_find(const rt_tok *t, int32_t a, int32_t b);
+/* rt_tokenizer_hf.c: fills t from tokenizer.json's text (valid UTF-8);
+ * rt_tokenizer_vocab.c: its tokens, from the model (at model) and the
+ * added tokens (at added, or NULL), then t->slot, byte_id and merge. */
+RT_API int rt_tok_read_hf(rt_tok *t, const char *path, const char *text, size_t len, rt_err *e);
+RT_API int rt_tok_read_vocab(rt_tok *t, const rt_json *J, const unsigned char *model,
+                             const unsigned char *added);
+/* rt_tokenizer_bpe.c: rt_tok_encode of a tokenizer.json: ids[0, *n) of
+ * text (room for as many ids as rt_tok_encode promises at most); and
+ * ids[0, n) merged by rank (pair: room for n), the new n. */
+RT_API int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *ids,
+                             int *n, rt_err *e);
+RT_API int rt_tok_merge_ids(const rt_tok *t, int32_t *ids, int n, const rt_tok_merge **pair);
+/* rt_tokenizer_sp.c: a SentencePiece-style tokenizer.json's normalizer
+ * (a Sequence), pre-tokenizer (Metaspace) and decoder, read into t; the
+ * tokens of the stretch s[0, n) between added tokens appended at
+ * ids[*k] (at_start: it starts the text; norm and pair: room for
+ * 3 * n + 3); and token id's decoded text, in t->piece: its length. */
+RT_API int rt_tok_sp_normalizer(rt_tok *t, const rt_json *J, const unsigned char *at);
+RT_API int rt_tok_sp_pre(rt_tok *t, const rt_json *J, const unsigned char *at);
+/* A Split by " " after the normalizer made every space U+2581: checked,
+ * and it does nothing (Gemma's). */
+RT_API int rt_tok_sp_split(const rt_json *J, const unsigned char *at);
+RT_API int rt_tok_sp_decoder(rt_tok *t, const rt_json *J, const unsigned char *at);
+RT_API int rt_tok_sp_encode(const rt_tok *t, const char *s, size_t n, int at_start, int32_t *ids,
+                            int *k, char *norm, const rt_tok_merge **pair, rt_err *e);
+RT_API size_t rt_tok_sp_decode(rt_tok *t, int prev_id, int id);
+
+#endif
