@@ -22,7 +22,7 @@ WARN += -Werror
 endif
 CFLAGS ?= -O2 -g
 KILN_CFLAGS := -std=c11 -I. $(WARN) -fopenmp -D_XOPEN_SOURCE=700 -MMD -MP
-LDLIBS := -ljansson -ltcc -ldl -lm
+LDLIBS := -ljansson -ltcc -lnettle -ldl -lm
 
 SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*/*.c))
 RT_SRCS := $(sort $(wildcard runtime/*/*.c runtime/*.h runtime/*/*.h))
@@ -124,8 +124,9 @@ test-import-big: $(KILN) $(B)/tests/mkckpt
 	@KILN=$(abspath $(KILN)) MKCKPT=$(abspath $(B)/tests/mkckpt) sh tests/import.sh --big
 
 # ---- set-up -------------------------------------------------------------
-DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev
+DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev
 DEB_FILES := /usr/include/jansson.h /usr/include/libtcc.h /usr/include/cmocka.h \
+	/usr/include/nettle/sha2.h \
 	/usr/lib/x86_64-linux-gnu/tcc/libtcc1.a
 deps:
 	@missing=0; for f in $(DEB_FILES); do [ -e $$f ] || missing=1; done; \

@@ -17,7 +17,17 @@
  * of its program) and the CPU (for -march=native: /proc/cpuinfo's first
  * processor but its clock). A hit copies the files out; a miss builds
  * and keeps a copy. Either way the result reaches the destination
- * through the same temporary and rename. */
+ * through the same temporary and rename.
+ *
+ * An executable built with the cache is the model's C alone
+ * (cg_emit_linked) linked with an object per runtime part it uses
+ * (cg_rt_uses), each itself a cache entry keyed by the part's text, its
+ * command and the same compiler and CPU: cc compiles a part once, and
+ * then only models. The executable's key holds the parts' keys, so a
+ * changed runtime is a miss. Without a cache (no $HOME nor
+ * $XDG_CACHE_HOME), and for libraries (whose runtime is static, so two
+ * models link into one program), the runtime is pasted in as emit-c
+ * writes it. */
 #include "codegen.h"
 
 #include <errno.h>
@@ -63,7 +73,8 @@ static char *scratch_path(Scratch *s, Arena *a, const char *name)
 
 static void scratch_close(Scratch *s, Arena *a)
 {
-    static const char *names[] = {"model.c", "model.o", "cc.log"};
+    static const char *names[] = {"model.c", "model.o", "cc.log", "rt_core.c", "rt_core.o",
+                                  "rt_gen.c", "rt_gen.o"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unlink(scratch_path(s, a, names[i]));
     rmdir(s->dir);
@@ -268,12 +279,20 @@ typedef struct {
     char key[65];
 } Slot;
 
-static Slot slot(Arena *a, const CgBuild *b, const char *commands, const char *c)
+/* Who builds: the compiler and the CPU, asked once a build. */
+static const char *identity(Arena *a)
 {
-    Slot s = {b->cache ? cg_cache_dir(a) : NULL, ""};
+    return arena_printf(a, "%s%s", cc_identity(a), cpu_identity(a));
+}
+
+/* The slot of what `commands` make of C text c, by the compiler and CPU
+ * `who` (identity). */
+static Slot slot_of(const char *dir, const char *commands, const char *who, const char *c)
+{
+    Slot s = {dir, ""};
     if (!s.dir)
         return s;
-    const char *parts[] = {"kiln build cache 1", commands, cc_identity(a), cpu_identity(a), c};
+    const char *parts[] = {"kiln build cache 2", commands, who, c};
     CgSha256 h;
     cg_sha256_init(&h);
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
@@ -284,6 +303,12 @@ static Slot slot(Arena *a, const CgBuild *b, const char *commands, const char *c
     }
     cg_sha256_hex(&h, s.key);
     return s;
+}
+
+static Slot slot(Arena *a, const CgBuild *b, const char *commands, const char *c)
+{
+    const char *dir = b->cache ? cg_cache_dir(a) : NULL;
+    return slot_of(dir, commands, dir ? identity(a) : "", c);
 }
 
 /* 1 when the files came from the cache. */
@@ -306,6 +331,77 @@ static void keep(Arena *a, const Slot *s, const CgBuild *b, int n, const char *c
         fprintf(stderr, "kiln: cache: not kept: %s\n", e.msg);
 }
 
+/* ---- the runtime's parts, built once --------------------------------------- */
+
+/* What a part's object is compiled from: the headers it needs (the
+ * core's, then its own), then its body; RT_API empty, so its functions
+ * are the object's to export. */
+static const char *part_text(Arena *a, int p)
+{
+    return arena_printf(a, "#define RT_API\n%s%s%s",
+                        p == CG_RT_CORE ? "" : cg_rt_parts[CG_RT_CORE].header,
+                        cg_rt_parts[p].header, cg_rt_parts[p].body);
+}
+
+/* The command that compiles a part's src into obj (shell words): the
+ * flags of executables, less what only the model's C reads. */
+static const char *part_command(Arena *a, const char *obj, const char *src)
+{
+    return arena_printf(a, "%s " CG_CFLAGS " %s -c -o %s %s", cg_cc(), cflags_extra(), obj, src);
+}
+
+/* The runtime as an executable links it: the parts a program uses, each
+ * an object in the cache, keyed by its text, its command and who
+ * compiles it, so that kiln compiles each once per compiler, flags and
+ * runtime. */
+typedef struct {
+    unsigned uses;                 /* 1 << CG_RT_* */
+    Slot slot[CG_RT_NPARTS];
+    const char *obj[CG_RT_NPARTS]; /* its object, once fetched or built */
+} Parts;
+
+static void parts_plan(Arena *a, const Module *m, const char *dir, const char *who, Parts *ps)
+{
+    ps->uses = cg_rt_uses(m, CG_CC);
+    for (int p = 0; p < CG_RT_NPARTS; p++)
+        if (ps->uses >> p & 1)
+            ps->slot[p] = slot_of(dir, part_command(a, "OBJ", "SRC"), who, part_text(a, p));
+}
+
+/* The keys of the parts, for the executable's own key. */
+static const char *parts_keys(Arena *a, const Parts *ps)
+{
+    FILE *f = arena_stream(a);
+    for (int p = 0; p < CG_RT_NPARTS; p++)
+        if (ps->uses >> p & 1)
+            fprintf(f, "%s %s\n", cg_rt_parts[p].name, ps->slot[p].key);
+    return arena_stream_text(a, f);
+}
+
+/* Part p's object in the scratch directory: from the cache, else
+ * compiled (said on stderr) and kept there. */
+static int part_object(Arena *a, const CgBuild *b, Parts *ps, int p, Scratch *sc, rt_err *err)
+{
+    static const char *const names[] = {"rt.o"};
+    const char *name = cg_rt_parts[p].name;
+    const char *obj = scratch_path(sc, a, arena_printf(a, "rt_%s.o", name));
+    const char *src = scratch_path(sc, a, arena_printf(a, "rt_%s.c", name));
+    const char *const dests[] = {obj};
+    ps->obj[p] = obj;
+    if (lookup(a, &ps->slot[p], b, 1, names, dests))
+        return 0;
+    if (!b->quiet)
+        fprintf(stderr, "kiln: cc: building the runtime's %s part (once for this compiler, its "
+                "flags and this runtime)...\n", name);
+    int rc = write_text(src, src, part_text(a, p), err);
+    if (!rc)
+        rc = run(a, part_command(a, shell_quote(a, obj), shell_quote(a, src)),
+                 scratch_path(sc, a, "cc.log"), err);
+    if (!rc)
+        keep(a, &ps->slot[p], b, 1, names, dests);
+    return rc;
+}
+
 /* ---- executables ---------------------------------------------------------- */
 
 /* -DKILN_MACHINE={peak,peak1,read,cores} as one shell word with a space
@@ -319,32 +415,52 @@ static const char *machine_flag(Arena *a, const rt_machine *mc)
     return arena_printf(a, " %s", shell_quote(a, d));
 }
 
-/* The command that builds the executable out from src (both shell words). */
-static const char *exe_command(Arena *a, const CgBuild *b, const char *out, const char *src)
+/* The command that builds the executable out from src and the objects
+ * objs (shell words; "" with the runtime pasted in src). */
+static const char *exe_command(Arena *a, const CgBuild *b, const char *out, const char *src,
+                               const char *objs)
 {
-    return arena_printf(a, "%s " CG_CFLAGS "%s %s -o %s %s -lm", cg_cc(),
-                        machine_flag(a, b->machine), cflags_extra(), out, src);
+    return arena_printf(a, "%s " CG_CFLAGS "%s %s -o %s %s%s -lm", cg_cc(),
+                        machine_flag(a, b->machine), cflags_extra(), out, src, objs);
 }
 
-/* C text c compiled into the file tmp. */
-static int compile_exe(const Module *m, const CgBuild *b, const char *c, const char *out,
-                       const char *tmp, rt_err *err)
+/* The parts' objects as shell words, each after a space. */
+static const char *objs_words(Arena *a, const Parts *ps)
+{
+    FILE *f = arena_stream(a);
+    for (int p = 0; ps && p < CG_RT_NPARTS; p++)
+        if (ps->uses >> p & 1)
+            fprintf(f, " %s", ps->obj[p] ? shell_quote(a, ps->obj[p]) : "RT");
+    return arena_stream_text(a, f);
+}
+
+/* C text c compiled into the file tmp, linked with the parts ps (NULL:
+ * c holds the runtime). */
+static int compile_exe(const Module *m, const CgBuild *b, const char *c, Parts *ps,
+                       const char *out, const char *tmp, rt_err *err)
 {
     Arena *a = m->a;
     Scratch sc;
     if (scratch_open(&sc, err))
         return err->code;
     const char *src = scratch_path(&sc, a, "model.c");
-    int rc = write_text(src, src, c, err);
+    int rc = 0;
+    for (int p = 0; ps && p < CG_RT_NPARTS && !rc; p++)
+        if (ps->uses >> p & 1)
+            rc = part_object(a, b, ps, p, &sc, err);
+    if (!rc)
+        rc = write_text(src, src, c, err);
     if (!b->quiet && !rc)
         fprintf(stderr, "kiln: cc: building %s (%d kernels)...\n", out, m->prog->nkernels);
     if (!rc)
-        rc = run(a, exe_command(a, b, shell_quote(a, tmp), shell_quote(a, src)),
+        rc = run(a, exe_command(a, b, shell_quote(a, tmp), shell_quote(a, src), objs_words(a, ps)),
                  scratch_path(&sc, a, "cc.log"), err);
     scratch_close(&sc, a);
     return rc;
 }
 
+/* With a cache, the model's C alone (cg_emit_linked), linked with the
+ * runtime parts' cached objects; without one, the self-contained file. */
 int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err)
 {
     static const char *const names[] = {"exe"};
@@ -354,11 +470,16 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
     if (!dest || check_dest(dest, err) || temp_beside(a, dest, &tmp, err))
         return err->code;
     double t0 = rt_now();
-    const char *c = cg_emit_string(m, CG_CC);
+    const char *dir = b->cache ? cg_cache_dir(a) : NULL, *who = dir ? identity(a) : "";
+    Parts parts = {0}, *ps = dir ? &parts : NULL;
+    if (ps)
+        parts_plan(a, m, dir, who, ps);
+    const char *c = ps ? cg_emit_linked(m) : cg_emit_string(m, CG_CC);
     const char *const tmps[] = {tmp};
-    Slot s = slot(a, b, exe_command(a, b, "OUT", "SRC"), c);
+    const char *cmd = exe_command(a, b, "OUT", "SRC", objs_words(a, ps));
+    Slot s = slot_of(dir, ps ? arena_printf(a, "%s\n%s", cmd, parts_keys(a, ps)) : cmd, who, c);
     int hit = lookup(a, &s, b, 1, names, tmps);
-    int rc = hit ? 0 : compile_exe(m, b, c, out, tmp, err);
+    int rc = hit ? 0 : compile_exe(m, b, c, ps, out, tmp, err);
     if (!rc && !hit)
         keep(a, &s, b, 1, names, tmps);
     if (!rc)

@@ -8,6 +8,8 @@
 #include "runtime/rt_gen.h"
 #include "runtime/rt_jit.h"
 
+#include <nettle/sha2.h>
+
 /* Two flavours of the same program: CG_CC for the system cc (`omp simd`
  * pragmas, a main), CG_JIT for libtcc (runtime symbols handed in by kiln,
  * rt_vec programs); parallel loops go through rt_parallel_for in both. */
@@ -155,11 +157,10 @@ char *cg_read_file(const char *path, size_t *len);
 int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err);
 
 /* ---- cache.c: the build cache ---------------------------------------- */
-/* SHA-256, fed piece by piece; hex is 64 digits and a NUL. */
+/* SHA-256 (nettle's), fed piece by piece; hex is 64 digits and a NUL.
+ * cg_sha256_hex ends the hash: init again before another. */
 typedef struct {
-    uint32_t h[8];
-    uint64_t bytes;
-    unsigned char buf[64];
+    struct sha256_ctx ctx;
 } CgSha256;
 void cg_sha256_init(CgSha256 *s);
 void cg_sha256_add(CgSha256 *s, const void *data, size_t n);

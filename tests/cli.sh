@@ -284,7 +284,11 @@ C=$XDG_CACHE_HOME/kiln/builds
 rm -rf "$XDG_CACHE_HOME"
 expect 0 "a first build misses the cache" "$KILN" build tests/models/linear.json -o "$T/lin1"
 hit && bad "  no cache hit" || ok "  no cache hit"
-[ "$(ls "$C" | wc -l)" = 1 ] && [ -f "$C"/*/manifest ] && ok "  one entry kept" || bad "  one entry kept"
+# entries: the executable's, and the runtime's core part's object
+says "building the runtime's core part"
+[ "$(ls "$C" | wc -l)" = 2 ] && [ "$(ls "$C"/*/manifest | wc -l)" = 2 ] &&
+    [ "$(ls "$C"/*/exe | wc -l)" = 1 ] && [ "$(ls "$C"/*/rt.o | wc -l)" = 1 ] &&
+    ok "  two entries kept: the executable, the runtime's core" || bad "  two entries kept ($(ls "$C" | wc -l))"
 expect 0 "the same build again is a hit" "$KILN" build tests/models/linear.json -o "$T/lin2"
 says "(cache hit)"
 cmp -s "$T/lin1" "$T/lin2" && [ -x "$T/lin2" ] && ok "  the same executable" || bad "  the same executable"
@@ -294,7 +298,9 @@ hit && bad "  no cache hit" || ok "  no cache hit"
 sed 's/"seed": 103/"seed": 104/' tests/models/linear.json >"$T/lin-changed.json"
 expect 0 "a changed model misses" "$KILN" build "$T/lin-changed.json" -o "$T/lin4"
 hit && bad "  no cache hit" || ok "  no cache hit"
-[ "$(ls "$C" | wc -l)" = 2 ] && ok "  a second entry kept" || bad "  a second entry kept ($(ls "$C" | wc -l))"
+grep -q "runtime's core part" "$T/err" && bad "  the runtime's core part built again" ||
+    ok "  the runtime's core part from the cache"
+[ "$(ls "$C" | wc -l)" = 3 ] && ok "  a third entry kept" || bad "  a third entry kept ($(ls "$C" | wc -l))"
 expect 0 "other flags miss" env KILN_CFLAGS_EXTRA=-DKILN_TEST_FLAG "$KILN" build tests/models/linear.json -o "$T/lin5"
 hit && bad "  no cache hit" || ok "  no cache hit"
 for f in "$C"/*/exe; do printf 'X' | dd of="$f" bs=1 seek=1000 conv=notrunc 2>/dev/null; done
@@ -306,6 +312,12 @@ says "removed a damaged entry"
 expect 0 "...and was replaced" "$KILN" build tests/models/linear.json -o "$T/lin7"
 says "(cache hit)"
 cmp -s "$T/lin6" "$T/lin7" && ok "  by the new build" || bad "  by the new build"
+for f in "$C"/*/rt.o; do printf 'X' | dd of="$f" bs=1 seek=100 conv=notrunc 2>/dev/null; done
+sed 's/"seed": 103/"seed": 105/' tests/models/linear.json >"$T/lin-r.json"
+expect 0 "a damaged runtime object is not linked" "$KILN" build "$T/lin-r.json" -o "$T/linr"
+says "removed a damaged entry"
+says "building the runtime's core part"
+"$T/linr" >"$T/outr" 2>/dev/null && grep -q "^z f32\[2,3,4\]" "$T/outr" && ok "  which runs" || bad "  which runs"
 rm -f "$C"/*/manifest
 expect 0 "an entry without its manifest is not used" "$KILN" build tests/models/linear.json -o "$T/lin8"
 hit && bad "  no cache hit" || ok "  no cache hit"
