@@ -67,7 +67,10 @@ typedef struct {
     rt_err err;                  /* what failed; code 0: nothing */
     int kernels;
     double flops, bytes;         /* per call */
-    double build, compile;       /* seconds: cc; libtcc (median of 3) */
+    double build, compile;       /* seconds: cc (the model, its runtime parts
+                                    already built); libtcc (median of 3) */
+    double build_rt;             /* seconds cc took on the runtime parts
+                                    first (0 when the cache had them) */
     BenchTime ref, cc, jit;      /* per call */
     int check;                   /* 1 within tolerance, 0 not, -1 unknown */
 } BenchModel;

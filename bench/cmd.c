@@ -560,6 +560,11 @@ static void print_models(const Run *run, const Result *r, int n)
         if (r[i].b.err.code)
             printf("%-20s error: %s\n", "", r[i].b.err.msg);
     }
+    double rt = 0;
+    for (int i = 0; i < n; i++)
+        rt = r[i].b.build_rt > rt ? r[i].b.build_rt : rt;
+    printf("build: the model's own cold cc build (cc: its runtime parts already built, which took "
+           "up to %.2f s once; jit: libtcc's compile)\n", rt);
 }
 
 static double gflops(const BenchLinear *c, double s) { return 2.0 * c->t * c->n * c->k / s / 1e9; }
@@ -644,6 +649,7 @@ static json_t *model_json(const Result *r, const Run *run)
                           r->b.bytes,
                           "passes_ms", r->passes * 1e3, "cc_build_ms", r->b.build * 1e3,
                           "jit_compile_ms", r->b.compile * 1e3, "check", checks[r->b.check + 1]);
+    json_object_set_new(j, "cc_runtime_build_ms", json_real(r->b.build_rt * 1e3));
     json_object_set_new(j, "reference", time_json(r, &r->b.ref, run));
     json_object_set_new(j, "cc", time_json(r, &r->b.cc, run));
     json_object_set_new(j, "jit", time_json(r, &r->b.jit, run));

@@ -305,9 +305,15 @@ static Slot slot_of(const char *dir, const char *commands, const char *who, cons
     return s;
 }
 
+/* The cache a build uses: NULL when none. */
+static const char *cache_of(Arena *a, const CgBuild *b)
+{
+    return !b->cache ? NULL : b->cache_dir ? b->cache_dir : cg_cache_dir(a);
+}
+
 static Slot slot(Arena *a, const CgBuild *b, const char *commands, const char *c)
 {
-    const char *dir = b->cache ? cg_cache_dir(a) : NULL;
+    const char *dir = cache_of(a, b);
     return slot_of(dir, commands, dir ? identity(a) : "", c);
 }
 
@@ -402,6 +408,25 @@ static int part_object(Arena *a, const CgBuild *b, Parts *ps, int p, Scratch *sc
     return rc;
 }
 
+int cg_build_parts(const Module *m, const CgBuild *b, rt_err *err)
+{
+    Arena *a = m->a;
+    const char *dir = cache_of(a, b);
+    Parts ps = {0};
+    Scratch sc;
+    if (!dir)
+        return 0;
+    parts_plan(a, m, dir, identity(a), &ps);
+    if (scratch_open(&sc, err))
+        return err->code;
+    int rc = 0;
+    for (int p = 0; p < CG_RT_NPARTS && !rc; p++)
+        if (ps.uses >> p & 1)
+            rc = part_object(a, b, &ps, p, &sc, err);
+    scratch_close(&sc, a);
+    return rc;
+}
+
 /* ---- executables ---------------------------------------------------------- */
 
 /* -DKILN_MACHINE={peak,peak1,read,cores} as one shell word with a space
@@ -470,7 +495,7 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
     if (!dest || check_dest(dest, err) || temp_beside(a, dest, &tmp, err))
         return err->code;
     double t0 = rt_now();
-    const char *dir = b->cache ? cg_cache_dir(a) : NULL, *who = dir ? identity(a) : "";
+    const char *dir = cache_of(a, b), *who = dir ? identity(a) : "";
     Parts parts = {0}, *ps = dir ? &parts : NULL;
     if (ps)
         parts_plan(a, m, dir, who, ps);

@@ -138,6 +138,7 @@ const char *cg_cc(void);
 typedef struct {
     int quiet;                   /* no progress or timing on stderr */
     int cache;                   /* from the build cache when there; kept there */
+    const char *cache_dir;       /* that cache: NULL, the user's (cg_cache_dir) */
     const rt_machine *machine;   /* figures for profiles' percentages
                                     (-DKILN_MACHINE); NULL or zeros: none */
 } CgBuild;
@@ -146,6 +147,11 @@ typedef struct {
  * $KILN_CFLAGS_EXTRA. From the cache, "(cache hit)" ends the timing line.
  * Returns an RT_* status with err set. */
 int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err);
+/* With b->cache: the objects of the runtime parts m's executable links
+ * compiled into the cache where missing, as cg_build_exe would (so that
+ * a build timed after it compiles the model alone). 0, or an RT_* status
+ * with err set; without a cache, 0 and nothing done. */
+int cg_build_parts(const Module *m, const CgBuild *b, rt_err *err);
 /* Writes text to path atomically (a temporary beside it, then rename);
  * a link's target is replaced, a device or pipe written through. */
 int cg_write_file(const char *path, const char *text, rt_err *err);
