@@ -36,40 +36,6 @@ RT_API int rt_json_uint(rt_json *J, const char *what, int64_t *v);
 RT_API int rt_json_next(rt_json *J, int close, int first);
 /* Any value, checked and skipped; nesting deeper than 32 is refused. */
 RT_API int rt_json_skip(rt_json *J);
-/* Values kept in place: a reader may note where a value starts (at) and
- * read it later through a cursor rt_json_at(J, at) of the same text, so
- * that an object's keys can come in any order. Messages of meaning are
- * "PATH: WHERE: what" (rt_json_bad; "PATH: what" when WHERE is ""). */
-RT_API rt_json rt_json_at(const rt_json *J, const unsigned char *at);
-RT_API int rt_json_bad(const rt_json *J, const char *where, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* An object whose keys are among keys[nkeys], each at most once: where
- * each value starts into val[] (NULL when absent). Another key is refused:
- * "WHERE: unknown key 'K' (refused rather than ignored)". */
-RT_API int rt_json_object(rt_json *J, const char *where, const char *const *keys, int nkeys,
-                          const unsigned char **val);
-RT_API int rt_json_object_at(const rt_json *J, const unsigned char *at, const char *where,
-                             const char *const *keys, int nkeys, const unsigned char **val);
-/* 1 when the value at `at` is null, or at is NULL (absent). */
-RT_API int rt_json_null_at(const rt_json *J, const unsigned char *at);
-RT_API int rt_json_string_at(const rt_json *J, const unsigned char *at, char **s);
-/* true or false into *v (kept when at is NULL); rt_json_false_at refuses
- * true: "WHERE: KEY: true is not supported". */
-RT_API int rt_json_bool_at(const rt_json *J, const unsigned char *at, const char *where,
-                           const char *key, int *v);
-RT_API int rt_json_false_at(const rt_json *J, const unsigned char *at, const char *where,
-                            const char *key);
-/* The string member "type" of the object at `at` (malloc'd into *type). */
-/* The array at `at` (NULL: "WHERE: not an array"): where each of its first
- * max items starts into item[], how many it holds in *n (more than max
- * are counted, not noted); and the "type" of each of item[0, n) into
- * type[] (malloc'd; messages at WHERE[i]). */
-RT_API int rt_json_items(const rt_json *J, const unsigned char *at, const char *where, int max,
-                         const unsigned char **item, int *n);
-RT_API int rt_json_types(const rt_json *J, const unsigned char **item, int n, const char *where,
-                         char **type);
-RT_API int rt_json_type_at(const rt_json *J, const unsigned char *at, const char *where,
-                           char **type);
 /* Offset of the first byte of s[0, n) that is not well-formed UTF-8, or n. */
 RT_API size_t rt_utf8_bad(const unsigned char *s, size_t n);
 /* Writes code point cp (< 0x110000) as UTF-8 at o; returns the end. */
