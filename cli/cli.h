@@ -41,11 +41,10 @@ int cli_profile_table(const char *path, const char *model, const rt_machine *mc,
  * (ir_decoder), its decode step and a prefill variant of `chunk` tokens
  * (0: the default, 64; 1: none; more than the KV cache's rows: its rows,
  * said on stderr) in one program, *m then the leader holding the other in
- * Module.variants. reload gives a fresh copy of the model (NULL on
- * failure, said). 0, or -1 with the problems in cx->d. */
+ * Module.variants, each variant a clone of *m as it came (ir_clone).
+ * 0, or -1 with the problems in cx->d. */
 typedef struct PassCtx PassCtx;
-int cli_program(Module **m, PassCtx *cx, int64_t chunk, int verbose,
-                Module *(*reload)(void *user), void *user);
+int cli_program(Module **m, PassCtx *cx, int64_t chunk, int verbose);
 
 /* kiln import hf DIR | llama2c FILE.bin [options]: folder.c */
 int cli_import(int argc, char **argv);

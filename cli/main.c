@@ -285,21 +285,6 @@ static Module *load(Arena *a, const Opts *o, int *status)
     return m;
 }
 
-typedef struct {
-    Arena *a;
-    const Opts *o;
-} Reload;
-
-static Module *reload(void *user)
-{
-    Reload *r = user;
-    int status;
-    return load(r->a, r->o, &status);
-}
-
-/* Runs the passes on *mp (for a program: a decoder's shape variants too,
- * program.c, *mp then their leader); `after` (may be NULL) sees every
- * stage. */
 /* The weights file known when compiling: --weights (a run's, among the
  * options it forwards), or a folder's own; NULL when none. */
 static const char *weights_file(const Opts *o)
@@ -334,6 +319,9 @@ static const Storage *auto_stores(const Module *m, const Opts *o)
     return s;
 }
 
+/* Runs the passes on *mp (for a program: a decoder's shape variants too,
+ * program.c, *mp then their leader); `after` (may be NULL) sees every
+ * stage. */
 static int run_passes_on(Module **mp, const Opts *o, int need_loops, int program,
                          void (*after)(PassCtx *, Module *, int, int), void *user)
 {
@@ -348,8 +336,7 @@ static int run_passes_on(Module **mp, const Opts *o, int need_loops, int program
     if (o->machine)
         machine_parse(&cx.machine, o->machine);
     double t0 = rt_now();
-    Reload r = {m->a, o};
-    if ((program ? cli_program(mp, &cx, o->chunk, o->verbose, reload, &r)
+    if ((program ? cli_program(mp, &cx, o->chunk, o->verbose)
                  : pass_pipeline(m, &cx)) != 0) {
         diag_print(&d, stderr);
         return EXIT_INVALID;

@@ -4,35 +4,33 @@
  * A model that is not a decoder (ir_decoder) is one program as it always
  * was. A decoder (what `kiln import` writes) becomes two shape variants
  * in one program: the leader, a decode step at T = 1, and a prefill
- * chunk at T = --chunk (64; at most the cache's rows), each the graph
- * re-inferred at its T (ir_decoder_tokens) from a fresh load, compiled by
- * pass_pipeline_variants so that they share every weight's layout; the
- * chunk hangs on the leader as Module.variants, which codegen writes
- * beside it (NAME_run_chunk). A decoder whose graph does not hold at
- * another T (reshapes that spell T out) stays one variant, said with -v. */
+ * chunk at T = --chunk (64; at most the cache's rows), each a clone of
+ * the graph as loaded (ir_clone: the model is read once) re-inferred at
+ * its T (ir_decoder_tokens), compiled by pass_pipeline_variants so that
+ * they share every weight's layout; the chunk hangs on the leader as
+ * Module.variants, which codegen writes beside it (NAME_run_chunk). A
+ * decoder whose graph does not hold at another T (reshapes that spell T
+ * out) stays one variant, said with -v. */
 #include "cli.h"
 #include "passes/passes.h"
 
 typedef struct {
-    Module *(*reload)(void *user);
-    void *user;
+    const Module *model;        /* the decoder as loaded, never compiled */
     int64_t T[2];
 } Fresh;
 
-/* A fresh copy of the model at T[i] tokens a call; NULL when it fails. */
+/* A fresh copy of the model at T[i] tokens a call; NULL when its graph
+ * does not hold at T[i]. */
 static Module *fresh(void *user, int i)
 {
     Fresh *f = user;
-    Module *m = f->reload(f->user);
-    if (!m)
-        return NULL;
+    Module *m = ir_clone(f->model->a, f->model);
     Diags d;
     diag_init(&d, m->a, m->file);
     return ir_decoder_tokens(m, f->T[i], &d) == 0 ? m : NULL;
 }
 
-int cli_program(Module **mp, PassCtx *cx, int64_t chunk, int verbose,
-                Module *(*reload)(void *user), void *user)
+int cli_program(Module **mp, PassCtx *cx, int64_t chunk, int verbose)
 {
     Module *m = *mp;
     IrDecoder dec;
@@ -45,7 +43,7 @@ int cli_program(Module **mp, PassCtx *cx, int64_t chunk, int verbose,
     chunk = chunk ? chunk : 64;
     if (chunk > dec.max_seq)
         chunk = dec.max_seq;
-    Fresh f = {reload, user, {1, chunk}};
+    Fresh f = {ir_clone(m->a, m), {1, chunk}};
     Module *v[2] = {dec.tokens == 1 ? m : fresh(&f, 0), chunk > 1 ? fresh(&f, 1) : NULL};
     if (!v[0] || !v[1]) {
         if (verbose && chunk > 1)

@@ -277,6 +277,12 @@ int ir_decoder(const Module *m, IrDecoder *dec);
  * i32[T] and every node's shape is inferred again (a reshape that writes
  * the token axis as -1 follows). 0, or -1 with the problems in d. */
 int ir_decoder_tokens(Module *m, int64_t T, Diags *d);
+/* clone.c: a deep copy of unlowered m in arena a (KILN_BUG when lowered),
+ * printing as m does and sharing nothing a pass may change: new nodes,
+ * operand lists, INTS attributes, node arrays, notes and strings. A
+ * weight's init data (never written) is shared, so the copy must not
+ * outlive m's arena. */
+Module *ir_clone(Arena *a, const Module *m);
 /* Prints the graph IR as .kir text (stable; KIR.md). */
 void ir_print_graph(FILE *f, const Module *m);
 /* A name as a .kir quoted string. */
