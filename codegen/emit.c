@@ -82,6 +82,24 @@ static void init_data(FILE *f, const Module *m)
     }
 }
 
+/* The layout of the held weights, which names their image (rt_image.c):
+ * a hash of all that makes their bytes from a weights file: the module
+ * (its buffers, stores, panels and open program), the runtime's core
+ * (which loads, converts and packs), the flavour (whose compiler runs
+ * the open program) and kiln's version. */
+static void layout(FILE *f, const Module *m, CgFlavour fl)
+{
+    const char *parts[] = {"kiln " KILN_VERSION, fl == CG_JIT ? "jit" : "cc",
+                           cg_rt_parts[CG_RT_CORE].body, ir_module_text(m)};
+    CgSha256 h;
+    char hex[65];
+    cg_sha256_init(&h);
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        cg_sha256_add(&h, parts[i], strlen(parts[i]) + 1);
+    cg_sha256_hex(&h, hex);
+    fprintf(f, "static const char kiln_layout[] = \"%s\";\n", hex);
+}
+
 /* ---- the handle and the API ---------------------------------------------- */
 
 /* The arena serves every shape variant (one runs at a time): the largest. */
@@ -105,7 +123,8 @@ static void handle(FILE *f, const Module *m)
     fprintf(f, "    float *s[%d];                /* state */\n", count_nonzero(m->nstates));
     fputs("    const void *const *in;       /* this call's inputs */\n", f);
     fputs("    void *const *out;            /* this call's outputs */\n", f);
-    fputs("    rt_profile *prof;            /* kernel timers (--profile); NULL: off */\n};\n\n", f);
+    fputs("    rt_profile *prof;            /* kernel timers (--profile); NULL: off */\n", f);
+    fputs("    rt_image image;              /* w's image, when mapped (rt_image.c) */\n};\n\n", f);
 }
 
 /* Weights the tile pass packed (Buf.packed) change layout once loaded
@@ -128,9 +147,39 @@ static void pack_weights(FILE *f, const Module *m, const rt_tensor_info *weights
     }
 }
 
+static void read_at_run(const Module *m, char *read);
+
+/* The bytes of each held buffer (ir_held_index) once open: a weight's
+ * and a derived weight's as held (2 an element when 16-bit); 0 for those
+ * the open program frees (read by no kernel of a run). */
+static void held_bytes(FILE *f, const Module *m, const rt_tensor_info *weights)
+{
+    int n = m->nweights + ir_nderived(m);
+    unsigned long long *b = arena_alloc(m->a, sizeof *b * ((size_t)n + 1));
+    char *read = arena_alloc(m->a, (size_t)n + 1);
+    for (int i = 0; i < m->nweights; i++)
+        b[i] = (unsigned long long)weights[i].count * (weights[i].store ? 2 : 4);
+    for (int i = 0; m->open && i < m->open->nbufs; i++) {
+        const Buf *d = m->open->bufs[i];
+        if (d->kind == BK_DERIVED)
+            b[ir_held_index(m, d)] = (unsigned long long)shape_count(d->rank, d->dims) *
+                                     (d->store ? 2 : 4);
+    }
+    if (m->open) {
+        read_at_run(m, read);
+        for (int i = 0; i < n; i++)
+            b[i] = read[i] ? b[i] : 0;
+    }
+    fprintf(f, "    static const size_t held[%d] = {", n ? n : 1);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%lluu,", i % 8 ? " " : "\n        ", b[i]);
+    fputs(n ? "\n    };\n" : "0};\n", f);
+}
+
 static void api_open(FILE *f, const Module *m, const rt_tensor_info *weights)
 {
     const char *n = m->name;
+    int nheld = m->nweights + ir_nderived(m);
     fprintf(f, "%s_model *%s_open(const char *weights_path)\n{\n", n, n);
     fprintf(f, "    %s_model *m = calloc(1, sizeof *m);\n    if (!m)\n        return NULL;\n", n);
     fprintf(f, "    m->arena = rt_alloc(%lldu);\n", arena_bytes(m));
@@ -140,11 +189,18 @@ static void api_open(FILE *f, const Module *m, const rt_tensor_info *weights)
                 (unsigned long long)node_bytes(m->states[i]));
     fputs("    if (!ok) {\n        rt_errf(&m->err, RT_EINTERNAL, \"out of memory\");\n"
           "        return m;\n    }\n", f);
+    fputs("    /* the held weights: mapped from their image when there is one, else\n"
+          "     * loaded, prepared and kept as one for the next open (rt_image.c) */\n", f);
+    held_bytes(f, m, weights);
+    fprintf(f, "    if (rt_image_open(kiln_layout, weights_path, %d, m->w, held, &m->image)) {\n"
+               "        m->opened = 1;\n        return m;\n    }\n    double t0 = rt_now();\n", nheld);
     fprintf(f, "    m->opened = rt_load_weights(weights_path, kiln_weights, %d, m->w, &m->err) == 0;\n",
             m->nweights);
     if (m->open)
         fputs("    m->opened = m->opened && kiln_open_kernels(m) == 0;\n", f);
     pack_weights(f, m, weights);
+    fprintf(f, "    if (m->opened)\n        rt_image_save(kiln_layout, weights_path, %d, m->w, held, rt_now() - t0);\n",
+            nheld);
     fputs("    return m;\n}\n\n", f);
 }
 
@@ -345,8 +401,9 @@ static void api_rest(FILE *f, const Module *m)
         fprintf(f, "    memset(m->s[%d], 0, %lluu);\n", i, (unsigned long long)node_bytes(m->states[i]));
     fputs("    (void)m;\n}\n\n", f);
     fprintf(f, "void %s_close(%s_model *m)\n{\n    if (!m)\n        return;\n", n, n);
-    fprintf(f, "    for (int i = 0; i < %d; i++)\n        rt_free(m->w[i]);\n",
+    fprintf(f, "    for (int i = 0; !m->image.map && i < %d; i++)\n        rt_free(m->w[i]);\n",
             m->nweights + ir_nderived(m));
+    fputs("    rt_image_close(&m->image);\n", f);
     fprintf(f, "    for (int i = 0; i < %d; i++)\n        rt_free(m->s[i]);\n", m->nstates);
     fputs("    rt_free(m->arena);\n    free(m);\n}\n\n", f);
 }
@@ -476,6 +533,7 @@ static void emit(FILE *f, const Module *m, CgFlavour fl, int paste)
     table(f, "kiln_outputs", t.outputs, m->noutputs);
     table(f, "kiln_weights", t.weights, m->nweights);
     table(f, "kiln_states", t.states, m->nstates);
+    layout(f, m, fl);
     fputc('\n', f);
     handle(f, m);
     char *type = arena_printf(m->a, "%s_model", m->name);

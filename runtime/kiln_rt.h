@@ -145,6 +145,28 @@ RT_API void rt_st_to_f32(const rt_st_tensor *t, float *dst);
 RT_API int rt_load_weights(const char *path, const rt_tensor_info *w, int nw,
                            void **dst, rt_err *e);
 
+/* ---- prepared weights, mapped (rt_image.c) ------------------------------ */
+/* A program's held weights (m->w) as its kernels read them, prepared at
+ * the first open of a weights file and kept in an image file that later
+ * opens map read-only ($KILN_WEIGHTS_CACHE: a directory, or "off"; else
+ * the user's cache): rt_image.c gives the key, the file and its checks. */
+typedef struct {
+    void *map;                  /* NULL: not mapped */
+    size_t size;
+} rt_image;
+/* The image of the weights at path (NULL: none) for layout: 1 when one
+ * is found sound and mapped, w[0, n) then pointing into it (NULL where
+ * bytes[i] is 0); else 0, nothing mapped (an unsound image is removed,
+ * said on stderr). bytes[i]: held buffer i's size. */
+RT_API int rt_image_open(const char *layout, const char *path, int n, void **w,
+                         const size_t *bytes, rt_image *im);
+/* Keeps w[0, n) (bytes[i] each; 0: none), which took `seconds` to
+ * prepare, as the image of path for layout: 0, or 1 when not kept (no
+ * cache, or a write failed: said on stderr; the caller goes on with w). */
+RT_API int rt_image_save(const char *layout, const char *path, int n, void *const *w,
+                         const size_t *bytes, double seconds);
+RT_API void rt_image_close(rt_image *im);   /* unmaps; a NULL map is nothing */
+
 /* ---- 16-bit floats (rt_half.c) ------------------------------------------ */
 /* bf16 (the top half of an f32) and IEEE half to f32, exactly: inline,
  * where generated code reads a 16-bit weight. */
@@ -361,6 +383,6 @@ RT_API int rt_main(int argc, char **argv, const rt_model *md);
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
     X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_dot) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half)         \
-    X(rt_profile_add)
+    X(rt_profile_add) X(rt_image_open) X(rt_image_save) X(rt_image_close)
 
 #endif

@@ -1,0 +1,111 @@
+#!/bin/sh
+# tests/image.sh: prepared weights kept in an image and mapped
+# (runtime/core/rt_image.c), one line per check: the first open of a
+# weights file prepares and keeps the image, later opens map it with the
+# same numbers; a changed weights file or another layout is another
+# image; a truncated or damaged image is removed and prepared again; a
+# cache that cannot be written (a file in the way, a full disk) leaves
+# no temporary and the program runs on with its weights in memory; two
+# programs preparing at once; KILN_WEIGHTS_CACHE=off; the JIT.
+# KILN and MKCKPT name the binaries.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+KILN=${KILN:-./kiln}
+MKCKPT=${MKCKPT:-build/tests/mkckpt}
+. tests/lib.sh
+scratch image
+
+W=$T/hf/model.safetensors
+export KILN_WEIGHTS_CACHE="$T/wc"
+mkdir "$T/hf"
+run "mkckpt hf llama" "$MKCKPT" hf llama "$T/hf"
+run "build the folder" "$KILN" build "$T/hf" -o "$T/exe"
+run "build it with bf16 weights" "$KILN" build "$T/hf" -o "$T/exe16" --weight-dtype bf16
+
+images() { ls "$KILN_WEIGHTS_CACHE" 2>/dev/null | grep -c '\.kwi$'; }
+# gen NAME EXE [ENV...]: greedy tokens of a fixed prompt into $T/NAME.
+gen() {
+    name=$1 exe=$2
+    shift 2
+    before=$(stamp)
+    env "$@" "$exe" generate --tokens 5,6,7 -n 12 --temperature 0 --weights "$W" >"$T/$name" 2>"$T/err"
+}
+# An image is written anew (a new file: another inode or time) or not; the note
+# says so only for a slow first open.
+stamp() { ls -i --full-time "$KILN_WEIGHTS_CACHE" 2>/dev/null | grep '\.kwi$' | sort; }
+prepared() { [ "$(stamp)" != "$before" ]; }
+
+gen first "$T/exe" && prepared && [ "$(images)" = 1 ] &&
+    ok "the first open prepares the weights and keeps one image" ||
+    { bad "the first open prepares the weights and keeps one image"; cat "$T/err"; }
+gen second "$T/exe" && ! prepared && ! grep -q "note:" "$T/err" && cmp -s "$T/first" "$T/second" &&
+    [ -s "$T/first" ] && ok "the next open maps it, says nothing, and generates the same tokens" ||
+    { bad "the next open maps it, says nothing, and generates the same tokens"; cat "$T/err"; }
+gen off "$T/exe" KILN_WEIGHTS_CACHE=off && ! prepared && ! grep -q "note:" "$T/err" &&
+    cmp -s "$T/first" "$T/off" && [ "$(images)" = 1 ] &&
+    ok "KILN_WEIGHTS_CACHE=off: prepared in memory, the same tokens, no image" ||
+    bad "KILN_WEIGHTS_CACHE=off: prepared in memory, the same tokens, no image"
+gen b1 "$T/exe16" && prepared && [ "$(images)" = 2 ] && gen b2 "$T/exe16" && cmp -s "$T/b1" "$T/b2" &&
+    ok "another layout (bf16) is another image" || bad "another layout (bf16) is another image"
+
+# Damage: each is found at the next open, removed, and prepared again.
+img=$(ls -t "$KILN_WEIGHTS_CACHE"/*.kwi | tail -n 1)     # the f32 program's
+damaged() {
+    what=$1
+    gen after "$T/exe" && grep -Eq "note: weights image .*($2).*; preparing it again" "$T/err" &&
+        prepared && cmp -s "$T/first" "$T/after" && gen again "$T/exe" && ! prepared &&
+        ! grep -q "note:" "$T/err" &&
+        ok "$what: refused, prepared again, the same tokens" ||
+        { bad "$what: refused, prepared again, the same tokens"; cat "$T/err"; }
+}
+size=$(wc -c <"$img")
+truncate -s $((size - 4096)) "$img"
+damaged "a truncated image" "its size is not the size it was written with"
+printf 'X' | dd of="$img" bs=1 seek=40 conv=notrunc 2>/dev/null
+damaged "an image whose header is changed" "its table differs|its key differs|its header is damaged"
+printf 'XXXX' | dd of="$img" bs=1 seek=$((size - 100)) conv=notrunc 2>/dev/null
+damaged "an image whose last buffer's end is changed" "a buffer is damaged"
+head -c 100 /dev/zero >"$img"
+damaged "an image that is not one" "not a weights image of this kiln"
+
+# A changed weights file is another key: its old image is never found.
+touch -d '2001-01-01' "$W"
+gen touched "$T/exe" && prepared && cmp -s "$T/first" "$T/touched" &&
+    ok "a weights file changed (its time) is prepared again" || bad "a weights file changed (its time) is prepared again"
+
+# Caches that cannot be written: the program runs on, nothing is left.
+printf 'x' >"$T/plain"
+gen nodir "$T/exe" KILN_WEIGHTS_CACHE="$T/plain/wc" && cmp -s "$T/first" "$T/nodir" &&
+    grep -q "note: weights image not kept in $T/plain/wc" "$T/err" &&
+    ok "a cache that cannot be made: said, the weights prepared in memory" ||
+    { bad "a cache that cannot be made: said, the weights prepared in memory"; cat "$T/err"; }
+mkdir "$T/full"
+(trap '' XFSZ; ulimit -f 64; gen fulldisk "$T/exe" KILN_WEIGHTS_CACHE="$T/full")
+cmp -s "$T/first" "$T/fulldisk" && grep -q "note: weights image not kept in $T/full (File too large)" "$T/err" &&
+    [ -z "$(ls -A "$T/full")" ] &&
+    ok "a full disk (a file size limit): said, no temporary left, the same tokens" ||
+    { bad "a full disk (a file size limit): said, no temporary left, the same tokens"; cat "$T/err"; ls -A "$T/full"; }
+
+# Two programs preparing one image at once: both run, one whole image.
+KILN_WEIGHTS_CACHE="$T/two"; export KILN_WEIGHTS_CACHE
+gen p1 "$T/exe" & gen p2 "$T/exe" 2>"$T/err2" & wait
+cmp -s "$T/first" "$T/p1" && cmp -s "$T/first" "$T/p2" && [ "$(images)" = 1 ] &&
+    [ "$(ls -A "$T/two" | wc -l)" = 1 ] && gen p3 "$T/exe" && ! prepared && ! grep -q "note:" "$T/err" &&
+    ok "two programs preparing at once: the same tokens, one image, then mapped" ||
+    bad "two programs preparing at once: the same tokens, one image, then mapped"
+
+# The JIT keeps its own image (its compiler runs the open program).
+KILN_WEIGHTS_CACHE="$T/jit"; export KILN_WEIGHTS_CACHE
+"$KILN" run "$T/hf" generate --tokens 5,6,7 -n 12 --temperature 0 >"$T/j1" 2>"$T/err" &&
+    [ "$(images)" = 1 ] && before=$(stamp) && "$KILN" run "$T/hf" generate --tokens 5,6,7 -n 12 --temperature 0 >"$T/j2" 2>"$T/err" &&
+    ! grep -q "note:" "$T/err" && ! prepared && cmp -s "$T/j1" "$T/j2" && cmp -s "$T/first" "$T/j1" &&
+    ok "kiln run: prepared once, then mapped, the cc build's tokens" ||
+    { bad "kiln run: prepared once, then mapped, the cc build's tokens"; cat "$T/err"; }
+
+# Weights from inits: no file, no image.
+KILN_WEIGHTS_CACHE="$T/init"; export KILN_WEIGHTS_CACHE
+"$KILN" build examples/mlp.json -o "$T/mlp" 2>/dev/null && "$T/mlp" >/dev/null 2>"$T/err" &&
+    [ ! -e "$T/init" ] && ok "weights from their inits: no image" || bad "weights from their inits: no image"
+
+[ "$fails" = 0 ] && echo "image: ok" || echo "image: $fails failed"
+[ "$fails" = 0 ]
