@@ -59,6 +59,13 @@ int cli_is_dir(const char *path);
 /* DIR's weights as kiln loads them (malloc'd): the index of its shards
  * when there is one, else DIR/model.safetensors. */
 char *cli_import_weights(const char *dir);
+/* The weights file at path (a folder's) against m, as imported, before it
+ * is compiled: the file whole, as rt_st_open checks it (every tensor's
+ * dtype one kiln reads, its bytes inside the file), then as rt_load_weights
+ * will at run time: every weight of m there, of its declared shape, and
+ * no tensor that is not one. 0, or the status with one line on stderr,
+ * worded as the program would (path NULL: out of memory). */
+int cli_folder_weights(const Module *m, const char *path);
 /* DIR/name (malloc'd) when it is a readable file, else NULL. */
 char *cli_folder_file(const char *dir, const char *name);
 

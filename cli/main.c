@@ -725,15 +725,19 @@ static int cmd_dump(Module *m, const Opts *o)
 typedef struct {
     const char *name;
     int (*run)(Module *m, const Opts *o);
+    int weights;                    /* makes a program: a folder's weights
+                                       are checked first */
 } Command;
 
 static const Command commands[] = {
-    {"emit-c", cmd_emit}, {"build", cmd_build}, {"run", cmd_run},
-    {"check", cmd_check}, {"print", cmd_print}, {"dump", cmd_dump},
-    {"profile", cmd_profile},
+    {"emit-c", cmd_emit, 1}, {"build", cmd_build, 1}, {"run", cmd_run, 1},
+    {"check", cmd_check, 1}, {"print", cmd_print, 0}, {"dump", cmd_dump, 0},
+    {"profile", cmd_profile, 1},
 };
 
-/* Loads the model and runs the command in one arena. Out of memory
+/* Loads the model and runs the command in one arena; a folder's weights
+ * file, for a command that makes a program, is checked between the two
+ * (cli_folder_weights), cached build or not. Out of memory
  * anywhere below comes back here, with nothing held but the arena. */
 static int compile(const Command *c, const Opts *o)
 {
@@ -747,7 +751,9 @@ static int compile(const Command *c, const Opts *o)
     } else {
         arena_set_oom(a, &oom);
         Module *m = load(a, o, &rc);
-        if (m)
+        if (m && c->weights && cli_is_dir(o->model))
+            rc = cli_folder_weights(m, weights_file(o));
+        if (m && !rc)
             rc = c->run(m, o);
     }
     arena_free(a);

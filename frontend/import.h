@@ -15,6 +15,7 @@
 #define KILN_IMPORT_H
 
 #include "ir/ir.h"
+#include "runtime/kiln_rt.h"
 
 typedef struct {
     int64_t tokens;             /* T: tokens per call; 0: 1 (a decode step) */
@@ -42,7 +43,7 @@ char *imp_hf_weights(Arena *a, const char *dir);
 char *imp_llama2c(Arena *a, const char *bin, const ImportOpts *o, const char *weights_out,
                   Diags *d, int *io);
 
-/* ---- import_st.c: safetensors written, and names read -------------------- */
+/* ---- import_st.c: safetensors written, and opened ------------------------ */
 typedef struct {
     const char *name;
     const char *dtype;          /* "F32", "F16" or "BF16" */
@@ -55,16 +56,14 @@ typedef struct {
  * link). Returns 0, or -1 with a one-line reason in why. */
 int imp_st_write(const char *path, const ImpTensor *t, int n, char *why, size_t whylen);
 
-typedef struct {
-    int n;
-    ImpTensor *t;               /* sorted by name; no data; in the arena */
-} ImpNames;
-/* The tensors a weights file holds (a safetensors file, or an index and
- * every shard it names), read from the headers only. -1 after reporting
- * in d (*io = 1 when unreadable). */
-int imp_st_names(Arena *a, const char *path, ImpNames *out, Diags *d, int *io);
-/* The entry named name, or NULL. */
-const ImpTensor *imp_st_find(const ImpNames *names, const char *name);
+/* A weights file (a safetensors file, or an index and every shard it
+ * names) opened by the runtime's reader, rt_st_open, which checks the
+ * whole of it (one reader, one set of limits, for kiln and its programs);
+ * held by the arena, closed by imp_st_close or when the arena is freed.
+ * NULL after reporting its one line in d, as the runtime words it (*io = 1
+ * when unreadable). */
+const rt_safetensors *imp_st_open(Arena *a, const char *path, Diags *d, int *io);
+void imp_st_close(Arena *a, const rt_safetensors *st);
 
 /* ---- import_graph.c: kiln/1 text, one declaration or node per line ----- */
 /* s as a JSON string: quotes, backslashes and control bytes escaped
@@ -147,7 +146,7 @@ typedef struct {
     const char *gelu;           /* the gelu op's approximate: "tanh" or "none" */
     const char *prefix;         /* "" or "transformer." */
     int tied;
-    const ImpNames *buffers;    /* the file's tensors: attn.bias and
+    const rt_safetensors *weights;  /* the folder's, or NULL: attn.bias and
                                    attn.masked_bias buffers found there are
                                    declared (and unused) so the file loads */
 } ImpGpt2;

@@ -446,9 +446,9 @@ static void gpt2_buffers(Gpt2 *G)
 {
     Dec *x = &G->x;
     static const char *const stems[] = {"attn.bias", "attn.masked_bias"};
-    for (int i = 0; G->c->buffers && i < 2; i++) {
-        const ImpTensor *t =
-            imp_st_find(G->c->buffers, arena_printf(x->a, "%s%s", x->wprefix, stems[i]));
+    for (int i = 0; G->c->weights && i < 2; i++) {
+        const rt_st_tensor *t =
+            rt_st_find(G->c->weights, arena_printf(x->a, "%s%s", x->wprefix, stems[i]));
         if (t)
             ig_weight(x->g, t->name, t->rank, t->dims);
     }

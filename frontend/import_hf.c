@@ -654,13 +654,15 @@ static void shape_opts(Diags *d, const ImportOpts *o, int64_t dflt, int64_t limi
  * ("h.0...", as on the Hub); the folder's weights say which. */
 static char *gpt2(Arena *a, const char *dir, ImpGpt2 *G, Diags *d, int *io)
 {
-    ImpNames names = {0};
     const char *w = imp_hf_weights(a, dir);
-    if (exists(w) && imp_st_names(a, w, &names, d, io))
+    const rt_safetensors *st = NULL;
+    if (exists(w) && !(st = imp_st_open(a, w, d, io)))
         return NULL;
-    G->prefix = imp_st_find(&names, "wte.weight") ? "" : "transformer.";
-    G->buffers = &names;
-    return imp_gpt2_graph(a, G);
+    G->prefix = st && rt_st_find(st, "wte.weight") ? "" : "transformer.";
+    G->weights = st;
+    char *text = imp_gpt2_graph(a, G);
+    imp_st_close(a, st);
+    return text;
 }
 
 static void release_json(void *root) { json_decref(root); }

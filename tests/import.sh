@@ -90,6 +90,37 @@ run "  run it with the index of its shards" "$T/l" --weights "$T/llama/model.saf
 run "qwen2: run the folder (JIT)" "$KILN" run "$T/qwen2" --seed 2
 run "moe: run the folder --tokens 3" "$KILN" run "$T/moe" --tokens 3 --seed 2
 
+# A folder's weights are checked against its config before it is compiled,
+# cached build or not: a file cut short, a tensor of the wrong shape (the
+# header's [64,96] made [96,64]: the same bytes), a tensor the config
+# declares and the file lacks (a third layer), one the file holds and the
+# config does not (lm_head, tied) each fail emit-c, build, run and check
+# with the tensor named, and nothing written.
+w=$T/wgood
+"$MKCKPT" hf llama "$w" >/dev/null
+run "weights checked: build a good folder (fills the build cache)" "$KILN" build "$w" -o "$T/wexe"
+cp -r "$w" "$T/wcut" && cp -r "$w" "$T/wshape"
+head -c 300000 "$w/model.safetensors" >"$T/wcut/model.safetensors"
+f=$T/wshape/model.safetensors p='"model.layers.1.mlp.down_proj.weight":{"dtype":"F32","shape":'
+at=$(grep -boa "$p" "$f" | cut -d: -f1)
+printf '[96,64]' | dd of="$f" bs=1 seek=$((at + ${#p})) conv=notrunc 2>/dev/null
+"$MKCKPT" hf llama "$T/wmissing" --config '"num_hidden_layers": 3' >/dev/null
+"$MKCKPT" hf llama "$T/wextra" --config '"tie_word_embeddings": true' >/dev/null
+while read -r bad said; do
+    for cmd in emit-c build run check; do
+        case $cmd in emit-c | build) o="-o $T/never" ;; *) o= ;; esac
+        # shellcheck disable=SC2086
+        refuse 1 "  $bad: $cmd refused" "kiln: $T/w$bad/model.safetensors: $said" \
+            "$KILN" "$cmd" "$T/w$bad" $o
+    done
+done <<EOF
+cut 'model.layers.1.mlp.up_proj.weight': data_offsets [279552, 304128] are not inside the data section of 297896 bytes
+shape 'model.layers.1.mlp.down_proj.weight': shape [96,64] in the file, the model declares [64,96]
+missing weight 'model.layers.2.input_layernorm.weight' is not in the file and has no init
+extra 'lm_head.weight': not a weight of the model
+EOF
+run "  print does not read a folder's weights" "$KILN" print "$T/wcut"
+
 # Qwen3-0.6B's config.json as the Hub has it (no weights): imported, and
 # the graph's names and shapes are the checkpoint's.
 mkdir "$T/q06"

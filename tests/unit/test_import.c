@@ -7,7 +7,8 @@
  * after token, comparing every step's logits with the reference's: the
  * KV caches, positions and GQA are all exercised. Then what must be
  * refused: unsupported config fields by name, malformed llama2.c files,
- * and shard indexes that disagree with their shards. */
+ * shard indexes that disagree with their shards, and a GPT-2 folder
+ * whose weights the runtime's reader refuses. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- importing, building, running ------------------------------------------ */
 
@@ -624,6 +626,60 @@ static void test_shards(void **state)
     free(good);
 }
 
+/* ---- a GPT-2 folder's weights, opened by the runtime's reader ------------------- */
+
+/* imp_hf on dir refused with one line, the runtime's for its weights. */
+static void gpt2_weights_refused(const char *dir, int want_io)
+{
+    Arena *a = arena_new();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    rt_safetensors st;
+    rt_err e = {0, ""};
+    assert_int_not_equal(rt_st_open(&st, path, &e), 0);
+    Diags d;
+    diag_init(&d, a, "config.json");
+    int io = 0;
+    ImportOpts o = {0, 0};
+    assert_null(imp_hf(a, dir, &o, &d, &io));
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.lines[0], e.msg);
+    assert_int_equal(io, want_io);
+    arena_free(a);
+}
+
+/* The import reads which names a GPT-2 checkpoint uses from its weights,
+ * through rt_st_open: a file cut short is refused as the program would
+ * refuse it, naming the tensor past the end; a file that cannot be read
+ * is an I/O problem. */
+static void test_hf_gpt2_weights(void **state)
+{
+    (void)state;
+    CkShape s = hf_shape("gpt2");
+    s.layers = 1;
+    CkModel *m = model(&s);
+    const char *dir = write_hf("gpt2w", m, 1, NULL);
+    ck_free(m);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    size_t n;
+    char *good = tl_get_file(path, &n);
+    tl_put_file(path, good, n - 4);
+    gpt2_weights_refused(dir, 0);
+    rt_safetensors st;
+    rt_err e = {0, ""};
+    assert_int_not_equal(rt_st_open(&st, path, &e), 0);
+    assert_non_null(strstr(e.msg, "': data_offsets ["));
+    assert_non_null(strstr(e.msg, "] are not inside the data section of "));
+    tl_put_file(path, good, 4);
+    gpt2_weights_refused(dir, 0);
+    free(good);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(mkdir(path, 0700), 0);
+    gpt2_weights_refused(dir, 1);
+    assert_int_equal(rmdir(path), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -639,6 +695,7 @@ int main(void)
         cmocka_unit_test(test_hf_qwen3_moe),
         cmocka_unit_test(test_hf_refused),     cmocka_unit_test(test_hf_rope_scaling),
         cmocka_unit_test(test_hf_graph),       cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_hf_gpt2_weights),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }
