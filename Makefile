@@ -140,8 +140,8 @@ need-deps:
 	@for f in $(DEB_FILES); do [ -e $$f ] || { $(MAKE) --no-print-directory deps; break; }; done
 
 demo: need-deps
-	@$(MAKE) --no-print-directory $(KILN)
-	@sh examples/demo.sh
+	@$(MAKE) --no-print-directory $(KILN) $(B)/tests/mkckpt
+	@MKCKPT=$(B)/tests/mkckpt sh examples/demo.sh
 
 test: need-deps
 	@$(MAKE) --no-print-directory $(KILN) $(TESTS) $(B)/tests/mkckpt $(B)/tests/refgen

@@ -29,7 +29,7 @@
 #include <time.h>
 
 #define BENCH_SEED 1              /* inputs, as `kiln check` and executables seed them */
-#define BENCH_TOLERANCE 1e-4      /* DESIGN.md's, relative to the reference's max |x| */
+#define BENCH_TOLERANCE 1e-4      /* docs/design.md's, relative to the reference's max |x| */
 #define BENCH_BUDGET 2.0          /* seconds of runs per build of a model */
 #define KERNEL_BUDGET 1.0         /* seconds of rounds per linear case */
 #define MAX_SHAPES 64

@@ -1,7 +1,7 @@
 /* frontend/fe.h: the frontend's internals, a section per file. Included by
  * the frontend/ sources only; everyone else includes frontend.h.
  *
- * The frontend walks the JSON once, in the order of MODEL-FORMAT.md
+ * The frontend walks the JSON once, in the order of docs/model-format.md
  * (format, name, inputs, weights, state, nodes, outputs) and in file order
  * within a section, so messages come out in a stable order. Every check
  * reports with diag() and carries on; a value whose definition failed is

@@ -1,6 +1,6 @@
-/* frontend/frontend.h: model files (MODEL-FORMAT.md) to graph IR.
+/* frontend/frontend.h: model files (docs/model-format.md) to graph IR.
  *
- * Contract: a file that breaks MODEL-FORMAT.md gives NULL and one line per
+ * Contract: a file that breaks docs/model-format.md gives NULL and one line per
  * problem in d, "FILE: JSON-PATH: message", in a stable order; a file that
  * keeps it gives a Module whose every node has inferred its shape, in node
  * order inputs, weights, state, then the nodes of the file (a constant just

@@ -1,6 +1,6 @@
 /* frontend/import_graph.c: kiln/1 model text, built one declaration or
  * node at a time, laid out as the hand-written examples are: one entry
- * per line, sections in MODEL-FORMAT.md's order.
+ * per line, sections in docs/model-format.md's order.
  *
  * Names come from kiln's own patterns and, for weights, from checkpoint
  * files, so every string is escaped as JSON wants; the frontend then

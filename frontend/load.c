@@ -1,5 +1,5 @@
 /* frontend/load.c: a model file from disk or memory to a Module: the top
- * level of MODEL-FORMAT.md.
+ * level of docs/model-format.md.
  *
  * Contract: see frontend.h. The file is at most FE_MAX_FILE bytes, parsed
  * by jansson with duplicate keys refused; a syntax error is the one line

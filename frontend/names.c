@@ -1,6 +1,6 @@
 /* frontend/names.c: the names of a model file, one table for all of them.
  *
- * Contract (MODEL-FORMAT.md): a name is a non-empty string without control
+ * Contract (docs/model-format.md): a name is a non-empty string without control
  * characters (bytes below 0x20 and 0x7f), at most KILN_MAX_NAME bytes,
  * unique across the whole file: inputs, weights, state, node names and
  * topk outputs share one namespace. A name is entered when its element

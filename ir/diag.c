@@ -1,5 +1,5 @@
 /* ir/diag.c: problems in the user's files, collected and printed one line
- * each as "FILE: WHERE: message" (MODEL-FORMAT.md, Errors). */
+ * each as "FILE: WHERE: message" (docs/model-format.md, Errors). */
 #include "ir.h"
 
 void diag_init(Diags *d, Arena *a, const char *file)

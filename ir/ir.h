@@ -1,6 +1,6 @@
 /* ir/ir.h: kiln's intermediate representation, a table of contents.
  *
- * Two levels (../shared/DESIGN.md):
+ * Two levels (docs/design.md):
  *   graph IR  tensors with static shapes, one Node per value, ops from one
  *             table (ops.def); the reference interpreter runs it.
  *   loop IR   a Prog of Kernels over Bufs; a kernel is a loop nest of Stmts

@@ -2,7 +2,7 @@
  * (torch.permute), concat (torch.cat) and slice (step 1, Python's bounds).
  * Any dtype: the references move 4-byte elements without reading them.
  * Each lowers to a copy kernel for now; canonicalize-memrefs turns them
- * into index maps later (DESIGN.md). */
+ * into index maps later (docs/design.md). */
 #include "ops.h"
 
 #include <string.h>

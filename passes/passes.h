@@ -1,7 +1,7 @@
 /* passes/passes.h: the pass pipeline, a table of contents.
  * Each pass is one file with one entry point `int pass_x(Module *, PassCtx *)`
  * returning 1 when it changed the IR, 0 when not, -1 on failure (after
- * reporting with diag). pipeline.c lists them in DESIGN.md order. */
+ * reporting with diag). pipeline.c lists them in docs/design.md order. */
 #ifndef KILN_PASSES_H
 #define KILN_PASSES_H
 

@@ -1,4 +1,4 @@
-/* passes/pipeline.c: the pass registry, in DESIGN.md order. `frontend` and
+/* passes/pipeline.c: the pass registry, in docs/design.md order. `frontend` and
  * `codegen` are stages without a run function here: the frontend builds
  * the module before the pipeline, codegen prints C after it. */
 #include "passes.h"

@@ -193,7 +193,7 @@ check_takes() {
 }
 
 # model/NAME.json or model/NAME.sh (which writes NAME.json): a model that
-# breaks MODEL-FORMAT, through emit-c, build, run and check alike.
+# breaks docs/model-format.md, through emit-c, build, run and check alike.
 model_case() {
     name=${case#model/}
     setup model || return

@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_model.c: model JSON through the whole compiler to C.
  *
- * Input: a model file (MODEL-FORMAT.md). fe_parse validates it
+ * Input: a model file (docs/model-format.md). fe_parse validates it
  * and infers shapes; a model it accepts goes through pass_pipeline with
  * ir_verify after every pass, then cg_emit_string in both flavours (the C
  * is never compiled). Every stage must also keep the .kir contract
