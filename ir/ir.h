@@ -4,7 +4,8 @@
  *   graph IR  tensors with static shapes, one Node per value, ops from one
  *             table (ops.def); the reference interpreter runs it.
  *   loop IR   a Prog of Kernels over Bufs; a kernel is a loop nest of Stmts
- *             whose index and value expressions are Exprs.
+ *             whose index and value expressions are Exprs, their operators
+ *             from one table (scalar.def).
  * Everything of one compilation lives in one Arena, freed at once.
  *
  * Fixed short locals: m Module, n Node, a Arena, cx context, p Prog,
@@ -372,17 +373,23 @@ typedef enum {
     E_SEL,        /* a ? b : c */
 } ExprKind;
 
+/* The scalar operators, a row each of scalar.def: B_ADD .. B_OR, U_NEG
+ * .. U_TOI64 (U_TOF32 integer to f32, U_TOI64 f32 to i64, truncating). */
 typedef enum {
-    B_ADD, B_SUB, B_MUL, B_DIV, B_MOD, B_MAX, B_MIN,
-    B_LT, B_LE, B_GT, B_GE, B_EQ, B_NE, B_AND, B_OR,
+#define BIN(e, ...) B_##e,
+#define UN(e, ...)
+#include "scalar.def"
+#undef BIN
+#undef UN
     B_COUNT
 } BinOp;
 
 typedef enum {
-    U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_ERF,
-    U_SIGMOID, U_COS, U_SIN, U_NOT,
-    U_TOF32,      /* integer to f32 */
-    U_TOI64,      /* f32 to i64, truncating */
+#define BIN(e, ...)
+#define UN(e, ...) U_##e,
+#include "scalar.def"
+#undef BIN
+#undef UN
     U_COUNT
 } UnOp;
 
@@ -554,11 +561,13 @@ void ir_print_module(FILE *f, const Module *m);
 char *ir_module_text(const Module *m);
 const char *bufkind_name(BufKind k);
 /* Binding strength of an expression as an operand, as in C: 0 select,
- * 1 ||, 2 &&, 3 == !=, 4 < <= > >=, 5 + -, 6 * / %, 9 calls and atoms. */
+ * 1 ||, 2 &&, 3 == !=, 4 < <= > >=, 5 + -, 6 * / %, 9 calls and atoms
+ * (a binary operator's is its row's in scalar.def). */
 int ir_expr_prec(const Expr *e);
 void ir_print_float(FILE *f, double v);
 /* Notes as "# ..." lines, one per line of text, indented. */
 void ir_print_notes(FILE *f, const Notes *ns, int indent);    /* %.9g, always with . or e */
+/* An operator's .kir spelling (scalar.def): "+", "max", "sigmoid". */
 const char *binop_name(BinOp op);
 const char *unop_name(UnOp op);
 
@@ -664,6 +673,14 @@ int ir_loop_independent(Arena *a, Stmt *s, const char **why);
  * of the buffers it touches (each storage once). Loops whose bounds are
  * known only at run time count at their largest extent. */
 void ir_kernel_cost(const Kernel *k, double *flops, double *bytes);
+/* FLOPs of e's own operator, not its operands': its scalar.def figure
+ * on f32 values; none on integers, nor for a load, variable, constant or
+ * select. */
+double ir_expr_op_flops(const Expr *e);
+/* FLOPs of s itself, not of its expressions or blocks: an f32
+ * accumulation (+=, max=) counts one, a call what its micro-kernel does
+ * (ir_call_flops). */
+double ir_stmt_op_flops(const Stmt *s);
 
 /* ---- lower helpers (lowerlib.c), used by the ops' lower_* ----------- */
 struct LowerCx {
