@@ -1,4 +1,5 @@
-/* ir/cost.c: what a kernel costs, for dumps and profiles.
+/* ir/cost.c: what a kernel costs, for dumps and profiles, and the rule
+ * of FLOPs that passes/parallelize.c sizes work by.
  *
  * FLOPs: every f32 operator in a statement counts its scalar.def row's
  * figure (one, sigmoid three; conversions none), an f32 accumulation's
@@ -83,7 +84,7 @@ static void stmt_dims(Stmt *s, void *ctx)
                 x->size = s->buf->dims[i];
 }
 
-static double trips(const Stmt *loop)
+double ir_loop_trips(const Stmt *loop)
 {
     if (loop->lo->kind == E_INT && loop->hi->kind == E_INT)
         return (double)(loop->hi->i > loop->lo->i ? loop->hi->i - loop->lo->i : 0);
@@ -98,7 +99,7 @@ static double block_flops(const Block *blk)
     for (int i = 0; i < blk->n; i++) {
         const Stmt *s = blk->s[i];
         switch (s->kind) {
-        case S_LOOP: f += trips(s) * block_flops(&s->body); break;
+        case S_LOOP: f += ir_loop_trips(s) * block_flops(&s->body); break;
         case S_IF: f += expr_flops(s->e) + block_flops(&s->body) + block_flops(&s->els); break;
         case S_LET:
         case S_SET:

@@ -681,6 +681,10 @@ double ir_expr_op_flops(const Expr *e);
  * accumulation (+=, max=) counts one, a call what its micro-kernel does
  * (ir_call_flops). */
 double ir_stmt_op_flops(const Stmt *s);
+/* Iterations of loop s: hi - lo when both are constants; else (a bound
+ * known only at run time) the largest extent its variable can take, the
+ * size of the largest buffer dimension it indexes directly (1: none). */
+double ir_loop_trips(const Stmt *loop);
 
 /* ---- lower helpers (lowerlib.c), used by the ops' lower_* ----------- */
 struct LowerCx {
