@@ -626,17 +626,6 @@ void ir_prog_renumber(Prog *p);
 /* Gives every intermediate (TEMP, not a view) its own 64-byte aligned
  * place in the arena, one after the other (plan-memory shares places). */
 void ir_prog_layout(Prog *p);
-/* Checks the loop IR's invariants (every var in scope, index counts,
- * nothing stored to inputs or weights, locals declared before use, no
- * nested parallel loops, no check inside a parallel loop), and the open
- * program's (it reads weights and derived weights only, and writes only
- * derived weights; those are numbered densely, each made once, and
- * prog's derived buffers are among them); KILN_BUG. */
-void ir_verify_prog(const Module *m);
-/* Whether packed buffer b is its weight node's panels (Buf.packed):
- * a weight or derived weight, no view, row-major, [..., N/P, K, P] of the
- * node's [..., N, K], and nothing views it. */
-int ir_packed_ok(const Prog *p, const Buf *b);
 /* Derived weights: how many the open program makes (0 without one), and
  * the place of a weight or derived weight among everything held from
  * open to close: weight i is i, derived weight j is nweights + j; -1 for
@@ -648,6 +637,19 @@ int ir_held_index(const Module *m, const Buf *b);
 void ir_held_reads(const Module *m, const Prog *p, char *read);
 /* The open program's buffer that makes derived weight index; NULL. */
 const Buf *ir_derived_made(const Module *m, int index);
+
+/* ---- verify.c: the loop IR's invariants ------------------------------- */
+/* Checks the loop IR's invariants (every var in scope, index counts,
+ * nothing stored to inputs or weights, locals declared before use, no
+ * nested parallel loops, no check inside a parallel loop), and the open
+ * program's (it reads weights and derived weights only, and writes only
+ * derived weights; those are numbered densely, each made once, and
+ * prog's derived buffers are among them); KILN_BUG. */
+void ir_verify_prog(const Module *m);
+/* Whether packed buffer b is its weight node's panels (Buf.packed):
+ * a weight or derived weight, no view, row-major, [..., N/P, K, P] of the
+ * node's [..., N, K], and nothing views it. */
+int ir_packed_ok(const Prog *p, const Buf *b);
 /* Whether prog's derived buffer b is what the open program makes: not a
  * view; the same node, element type and storage; the same dims, or as
  * many elements packed (ir_packed_ok checks the panels). */
