@@ -42,9 +42,6 @@ char *cg_emit_string(const Module *m, CgFlavour fl);
 /* CG_CC with the runtime declared, not pasted: the model's C alone, to
  * link with the parts' objects (cc.c: cg_rt_object). */
 char *cg_emit_linked(const Module *m);
-/* A string as a C literal: printable ASCII as is, everything else (and
- * " \ ?) escaped, so no name can end the literal or form a trigraph. */
-void cg_print_cstring(FILE *f, const char *s);
 
 /* ---- share.c: kernels alike, one function ----------------------------- */
 /* Kernels whose C differs only in the buffers they point to (a model's
@@ -111,11 +108,26 @@ typedef struct CgCalls {
 void cg_kernel(CgCx *cx, const Kernel *k);
 /* Counts k's C in cx->share (the first pass over the kernels). */
 void cg_kernel_count(CgCx *cx, const Kernel *k);
-/* An expression; a buffer's element (`b3[i0 * 64 + i1]`). */
-void cg_expr(CgCx *cx, const Expr *e);
-void cg_access(CgCx *cx, const Buf *b, Expr *const *idx);
+
+/* ---- cprint.c: expressions, elements and literals as C ---------------- */
+/* A string as a C literal: printable ASCII as is, everything else (and
+ * " \ ?) escaped, so no name can end the literal or form a trigraph. */
+void cg_print_cstring(FILE *f, const char *s);
 /* An f32 constant as C: %.9g with a '.' or exponent and an f suffix. */
 void cg_print_float(FILE *f, double v);
+/* An expression; as an operand of an operator of precedence p
+ * (ir_expr_prec; right: its right operand), parenthesised where C needs
+ * it and around comparisons and logic inside comparisons and logic. */
+void cg_expr(CgCx *cx, const Expr *e);
+void cg_operand(CgCx *cx, const Expr *e, int p, int right);
+/* A buffer's element (`b3[i0 * 64 + i1]`); a variable (`i2`, `v0`). */
+void cg_access(CgCx *cx, const Buf *b, Expr *const *idx);
+void cg_var(CgCx *cx, const Var *v);
+/* The N of buffer b's C name bN: its id, or in a template its place
+ * (CgNames; a local array numbered where it first appears). */
+int cg_bname(CgCx *cx, const Buf *b);
+/* How b's elements are held: a 16-bit weight's storage, or f32/i32. */
+Storage cg_store(const Buf *b);
 
 /* ---- vec.c: innermost loop nests as rt_vec programs (JIT) ------------- */
 /* Prints the loop nest at s as a call of rt_vec and returns 1, or returns

@@ -18,21 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-void cg_print_cstring(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\' || *p == '?')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f)
-            fprintf(f, "\\%03o", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 static int count_nonzero(int n) { return n ? n : 1; }
 
 /* ---- tables -------------------------------------------------------------- */

@@ -2,11 +2,13 @@
  *
  * A kernel becomes `static int kN(MODEL *m)`: pointers to the buffers it
  * touches (restrict; inputs and weights const), then its statements, one
- * C statement per IR statement, in the order of the math. A run-time
- * check returns its status through rt_errf. A loop marked parallel is
- * outlined into `kN_pJ(ctx, lo, hi)` and called through rt_parallel_for
- * with a context holding the enclosing scalars and local arrays it reads,
- * in both flavours: the runtime's pool splits iterations among threads
+ * C statement per IR statement, in the order of the math (expressions as
+ * cprint.c prints them; under the JIT, innermost nests as vec.c's rt_vec
+ * programs where they qualify). A run-time check returns its status
+ * through rt_errf. A loop marked parallel is outlined into
+ * `kN_pJ(ctx, lo, hi)` and called through rt_parallel_for with a context
+ * holding the enclosing scalars and local arrays it reads, in both
+ * flavours: the runtime's pool splits iterations among threads
  * dynamically, where OpenMP's parallel for would wait at its end for a
  * thread the system has descheduled (runtime/core/rt_parallel.c).
  *
@@ -21,173 +23,8 @@
  * Qwen3-30B-A3B's build from 65 s to 94 s). */
 #include "codegen.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- expressions ------------------------------------------------------- */
-
-static void expr(CgCx *cx, const Expr *e);
-void cg_expr(CgCx *cx, const Expr *e) { expr(cx, e); }
-
-/* Prints e as an operand of an operator of precedence p. Comparisons and
- * logic inside comparisons and logic are always parenthesised, as gcc's
- * -Wparentheses asks and a reader prefers. */
-static void operand(CgCx *cx, const Expr *e, int p, int right)
-{
-    int q = ir_expr_prec(e);
-    int paren = q < p || (right && q == p && q < 9) || (p <= 4 && q <= 4);
-    if (paren)
-        fputc('(', cx->f);
-    expr(cx, e);
-    if (paren)
-        fputc(')', cx->f);
-}
-
-/* An integer operand of 64-bit arithmetic (an index above all): an i32
- * value (a load from an i32 buffer) is widened before the arithmetic, as
- * the loop IR's types say; C would compute `ids[t] * 4096` in int. */
-static void wide(CgCx *cx, const Expr *e, int p, int right)
-{
-    if (e->type != T_I32) {
-        operand(cx, e, p, right);
-        return;
-    }
-    fputs("(int64_t)", cx->f);
-    operand(cx, e, 9, 0);
-}
-
-void cg_print_float(FILE *f, double v)
-{
-    if (isinf(v)) {
-        fputs(v < 0 ? "-INFINITY" : "INFINITY", f);
-        return;
-    }
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.9g", v);
-    fprintf(f, "%s%sf", buf, strpbrk(buf, ".e") ? "" : ".0");
-}
-
-/* The element offset of an access: sum of index * stride, plus offset. */
-static void offset(CgCx *cx, const Buf *b, Expr *const *idx)
-{
-    int terms = 0;
-    for (int i = 0; i < b->rank; i++) {
-        if (idx[i]->kind == E_INT && idx[i]->i == 0)
-            continue;
-        if (terms++)
-            fputs(" + ", cx->f);
-        if (b->strides[i] == 1) {
-            wide(cx, idx[i], 5, 0);
-        } else {
-            wide(cx, idx[i], 6, 0);
-            fprintf(cx->f, " * %lld", (long long)b->strides[i]);
-        }
-    }
-    if (b->offset || !terms)
-        fprintf(cx->f, "%s%lld", terms ? " + " : "", (long long)b->offset);
-}
-
-static int bname(CgCx *cx, const Buf *b);
-
-static void access(CgCx *cx, const Buf *b, Expr *const *idx)
-{
-    fprintf(cx->f, "b%d[", bname(cx, b->base ? b->base : b));
-    offset(cx, b, idx);
-    fputc(']', cx->f);
-}
-void cg_access(CgCx *cx, const Buf *b, Expr *const *idx) { access(cx, b, idx); }
-
-/* How b's elements are held: a 16-bit weight's storage, or f32/i32. */
-static Storage store(const Buf *b) { return (b->base ? b->base : b)->store; }
-
-/* A load: a 16-bit weight's element widened exactly where it is read. */
-static void load(CgCx *cx, const Buf *b, Expr *const *idx)
-{
-    Storage st = store(b);
-    if (st != ST_F32)
-        fputs(st == ST_BF16 ? "rt_bf16_f32(" : "rt_f16_f32(", cx->f);
-    access(cx, b, idx);
-    if (st != ST_F32)
-        fputc(')', cx->f);
-}
-
-static const char *c_binop[B_COUNT] = {
-    "+", "-", "*", "/", "%", NULL, NULL, "<", "<=", ">", ">=", "==", "!=", "&&", "||",
-};
-
-static void call1(CgCx *cx, const char *fn, const Expr *x)
-{
-    fprintf(cx->f, "%s(", fn);
-    expr(cx, x);
-    fputc(')', cx->f);
-}
-
-static void unop(CgCx *cx, const Expr *e)
-{
-    FILE *f = cx->f;
-    switch ((UnOp)e->op) {
-    case U_NEG: fputc('-', f); operand(cx, e->a, 9, 0); return;
-    case U_NOT: fputc('!', f); operand(cx, e->a, 9, 0); return;
-    case U_ABS: call1(cx, e->type == T_F32 ? "fabsf" : "llabs", e->a); return;
-    case U_EXP: call1(cx, "rt_expf", e->a); return;
-    case U_LOG: call1(cx, "logf", e->a); return;
-    case U_SQRT: call1(cx, "sqrtf", e->a); return;
-    case U_RSQRT: fputs("1.0f / ", f); call1(cx, "sqrtf", e->a); return;
-    case U_TANH: call1(cx, "rt_tanhf", e->a); return;
-    case U_ERF: call1(cx, "erff", e->a); return;
-    case U_SIGMOID:
-        fputs("1.0f / (1.0f + rt_expf(-", f);
-        operand(cx, e->a, 9, 0);
-        fputs("))", f);
-        return;
-    case U_COS: call1(cx, "cosf", e->a); return;
-    case U_SIN: call1(cx, "sinf", e->a); return;
-    case U_TOF32: call1(cx, "(float)", e->a); return;
-    case U_TOI64: call1(cx, "(int64_t)", e->a); return;
-    case U_COUNT: break;
-    }
-    KILN_BUG("bad unop %d", e->op);
-}
-
-static void expr(CgCx *cx, const Expr *e)
-{
-    FILE *f = cx->f;
-    switch (e->kind) {
-    case E_INT: fprintf(f, "%lld", (long long)e->i); return;
-    case E_FLT: cg_print_float(f, e->f); return;
-    case E_VAR: fprintf(f, "%c%d", e->v->kind == VAR_LOOP ? 'i' : 'v', e->v->id); return;
-    case E_LOAD: load(cx, e->buf, e->idx); return;
-    case E_UN: unop(cx, e); return;
-    case E_SEL:
-        operand(cx, e->a, 1, 0);
-        fputs(" ? ", f);
-        operand(cx, e->b, 1, 0);
-        fputs(" : ", f);
-        operand(cx, e->c, 0, 0);
-        return;
-    case E_BIN:
-        if (e->op == B_MAX || e->op == B_MIN) {
-            fprintf(f, "kiln_%s%s(", e->op == B_MAX ? "max" : "min",
-                    e->type == T_F32 ? "f" : "i");
-            expr(cx, e->a);
-            fputs(", ", f);
-            expr(cx, e->b);
-            fputc(')', f);
-            return;
-        }
-        if (e->type == T_I64 && e->op <= B_MOD) {   /* arithmetic in 64 bits */
-            wide(cx, e->a, ir_expr_prec(e), 0);
-            fprintf(f, " %s ", c_binop[e->op]);
-            wide(cx, e->b, ir_expr_prec(e), 1);
-            return;
-        }
-        operand(cx, e->a, ir_expr_prec(e), 0);
-        fprintf(f, " %s ", c_binop[e->op]);
-        operand(cx, e->b, ir_expr_prec(e), 1);
-        return;
-    }
-}
 
 /* ---- statements -------------------------------------------------------- */
 
@@ -198,27 +35,8 @@ static const char *ctype(EType t)
 
 static void indent(CgCx *cx, int depth) { fprintf(cx->f, "%*s", depth * 4, ""); }
 
-static void var(CgCx *cx, const Var *v)
-{
-    fprintf(cx->f, "%c%d", v->kind == VAR_LOOP ? 'i' : 'v', v->id);
-}
-
 /* A kernel's C name starts k, o in the open program: kN, oN, kN_pJ. */
 static char kchar(const CgCx *cx) { return cx->open ? 'o' : 'k'; }
-
-/* The N of buffer b's C name bN: its id, or in a template its place
- * (CgNames; a local array numbered where it first appears). */
-static int bname(CgCx *cx, const Buf *b)
-{
-    CgNames *t = cx->names;
-    if (!t)
-        return b->id;
-    for (int i = 0; i < t->n; i++)
-        if (t->v[i] == b)
-            return i;
-    ARR_PUSH(cx->m->a, t->v, t->n, t->cap, b);
-    return t->n - 1;
-}
 
 static void assign(CgCx *cx, AsgOp op, void (*lhs)(CgCx *, const Stmt *),
                    const Stmt *s)
@@ -228,25 +46,25 @@ static void assign(CgCx *cx, AsgOp op, void (*lhs)(CgCx *, const Stmt *),
         fprintf(cx->f, " = kiln_max%s(", s->e->type == T_F32 ? "f" : "i");
         lhs(cx, s);
         fputs(", ", cx->f);
-        expr(cx, s->e);
+        cg_expr(cx, s->e);
         fputs(");\n", cx->f);
         return;
     }
     fputs(op == A_ADD ? " += " : " = ", cx->f);
-    expr(cx, s->e);
+    cg_expr(cx, s->e);
     fputs(";\n", cx->f);
 }
 
-static void lhs_var(CgCx *cx, const Stmt *s) { var(cx, s->v); }
-static void lhs_store(CgCx *cx, const Stmt *s) { access(cx, s->buf, s->idx); }
+static void lhs_var(CgCx *cx, const Stmt *s) { cg_var(cx, s->v); }
+static void lhs_store(CgCx *cx, const Stmt *s) { cg_access(cx, s->buf, s->idx); }
 
 /* A store to a 16-bit derived weight (the open program's; always `=`,
  * ir_verify_prog): the value rounded as rt_round_half rounds weights. */
 static void store_half(CgCx *cx, const Stmt *s, Storage st)
 {
-    access(cx, s->buf, s->idx);
+    cg_access(cx, s->buf, s->idx);
     fputs(st == ST_BF16 ? " = rt_f32_bf16(" : " = rt_f32_f16(", cx->f);
-    expr(cx, s->e);
+    cg_expr(cx, s->e);
     fputs(");\n", cx->f);
 }
 
@@ -259,7 +77,7 @@ static void check(CgCx *cx, const Stmt *s, int depth)
         KILN_BUG("run-time check inside a parallel loop");
     indent(cx, depth);
     fputs("if (!(", cx->f);
-    expr(cx, s->e);
+    cg_expr(cx, s->e);
     fputs("))\n", cx->f);
     indent(cx, depth + 1);
     fputs("return rt_errf(&m->err, RT_EINVAL, ", cx->f);
@@ -272,7 +90,7 @@ static void check(CgCx *cx, const Stmt *s, int depth)
     }
     for (int i = 0; i < s->nargs; i++) {
         fputs(", (long long)(", cx->f);
-        expr(cx, s->args[i]);
+        cg_expr(cx, s->args[i]);
         fputc(')', cx->f);
     }
     fputs(");\n", cx->f);
@@ -283,7 +101,7 @@ static void local(CgCx *cx, const Buf *b, int depth)
 {
     indent(cx, depth);
     fprintf(cx->f, "_Alignas(64) %s b%d[%lld];\n", b->dtype == DT_I32 ? "int32_t" : "float",
-            bname(cx, b), (long long)shape_count(b->rank, b->dims));
+            cg_bname(cx, b), (long long)shape_count(b->rank, b->dims));
 }
 
 /* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
@@ -299,7 +117,7 @@ static void call(CgCx *cx, const Stmt *s, int depth)
     if (gemm) {
         ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
         ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
-        Storage st = store(s->tiles[2].buf);
+        Storage st = cg_store(s->tiles[2].buf);
         fprintf(cx->f, "rt_%s%s(%lld, %lld, %lld", call_table[s->call].name,
                 st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m,
                 (long long)n, (long long)k);
@@ -314,7 +132,7 @@ static void call(CgCx *cx, const Stmt *s, int depth)
         int64_t rows, cols;
         ir_tile_matrix(t, &rows, &cols, &ld);
         fputs(", &", cx->f);
-        access(cx, t->buf, t->idx);
+        cg_access(cx, t->buf, t->idx);
         if (gemm)
             fprintf(cx->f, ", %lld", (long long)ld);
     }
@@ -325,15 +143,15 @@ static void loop_head(CgCx *cx, const Stmt *s, int depth)
 {
     indent(cx, depth);
     fputs("for (int64_t ", cx->f);
-    var(cx, s->v);
+    cg_var(cx, s->v);
     fputs(" = ", cx->f);
-    expr(cx, s->lo);
+    cg_expr(cx, s->lo);
     fputs("; ", cx->f);
-    var(cx, s->v);
+    cg_var(cx, s->v);
     fputs(" < ", cx->f);
-    operand(cx, s->hi, 5, 0);
+    cg_operand(cx, s->hi, 5, 0);
     fputs("; ", cx->f);
-    var(cx, s->v);
+    cg_var(cx, s->v);
     fputs("++) {\n", cx->f);
 }
 
@@ -361,23 +179,23 @@ static void stmt(CgCx *cx, const Stmt *s, int depth, Outline *o)
     case S_LET:
         indent(cx, depth);
         fprintf(cx->f, "%s ", ctype(s->v->type));
-        var(cx, s->v);
+        cg_var(cx, s->v);
         fputs(" = ", cx->f);
-        expr(cx, s->e);
+        cg_expr(cx, s->e);
         fputs(";\n", cx->f);
         return;
     case S_SET: indent(cx, depth); assign(cx, s->op, lhs_var, s); return;
     case S_STORE:
         indent(cx, depth);
-        if (store(s->buf) != ST_F32)
-            store_half(cx, s, store(s->buf));
+        if (cg_store(s->buf) != ST_F32)
+            store_half(cx, s, cg_store(s->buf));
         else
             assign(cx, s->op, lhs_store, s);
         return;
     case S_IF:
         indent(cx, depth);
         fputs("if (", cx->f);
-        expr(cx, s->e);
+        cg_expr(cx, s->e);
         fputs(") {\n", cx->f);
         block(cx, &s->body, depth + 1, o);
         if (s->els.n) {
@@ -513,9 +331,9 @@ static void declare_bufs(CgCx *cx, const Block *blk, int depth, int outer)
         int ro = b->kind == BK_INPUT || b->kind == BK_WEIGHT ||
                  (b->kind == BK_DERIVED && !cx->open);
         indent(cx, depth);
-        fprintf(cx->f, "%s%s *restrict b%d = ", ro ? "const " : "", t, bname(cx, b));
+        fprintf(cx->f, "%s%s *restrict b%d = ", ro ? "const " : "", t, cg_bname(cx, b));
         if (cx->names) {
-            fprintf(cx->f, "p[%d];\n", bname(cx, b));
+            fprintf(cx->f, "p[%d];\n", cg_bname(cx, b));
             continue;
         }
         pointer_to(cx, b, t);
@@ -552,11 +370,11 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
         fputs("    void *const *p;\n", f);
     for (int i = 0; i < o->nscope; i++) {
         fprintf(f, "    %s ", ctype(o->scope[i]->type));
-        var(&in, o->scope[i]);
+        cg_var(&in, o->scope[i]);
         fputs(";\n", f);
     }
     for (int i = 0; i < o->narrays; i++)
-        fprintf(f, "    %s *b%d;\n", array_type(o->arrays[i]), bname(&in, o->arrays[i]));
+        fprintf(f, "    %s *b%d;\n", array_type(o->arrays[i]), cg_bname(&in, o->arrays[i]));
     fputs("};\n\n", f);
     fprintf(f, "static void %s_p%d(void *ctx, int64_t lo, int64_t hi)\n{\n", st, j);
     fprintf(f, "    const struct %s_p%d_ctx *c = ctx;\n    %s *m = c->m;\n", st, j,
@@ -565,34 +383,34 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
         fputs("    void *const *p = c->p;\n", f);
     for (int i = 0; i < o->nscope; i++) {
         fprintf(f, "    %s ", ctype(o->scope[i]->type));
-        var(&in, o->scope[i]);
+        cg_var(&in, o->scope[i]);
         fputs(" = c->", f);
-        var(&in, o->scope[i]);
+        cg_var(&in, o->scope[i]);
         fputs(";\n", f);
     }
     for (int i = 0; i < o->narrays; i++)
-        fprintf(f, "    %s *b%d = c->b%d;\n", array_type(o->arrays[i]), bname(&in, o->arrays[i]),
-                bname(&in, o->arrays[i]));
+        fprintf(f, "    %s *b%d = c->b%d;\n", array_type(o->arrays[i]), cg_bname(&in, o->arrays[i]),
+                cg_bname(&in, o->arrays[i]));
     if (cx->names)
         fputs("    (void)m;\n    (void)p;\n", f);
     for (int i = 0; i < o->nscope; i++) {
         fputs("    (void)", f);
-        var(&in, o->scope[i]);
+        cg_var(&in, o->scope[i]);
         fputs(";\n", f);
     }
     for (int i = 0; i < o->narrays; i++)
-        fprintf(f, "    (void)b%d;\n", bname(&in, o->arrays[i]));
+        fprintf(f, "    (void)b%d;\n", cg_bname(&in, o->arrays[i]));
     declare_bufs(&in, &s->body, 1, 0);
     fputs("    for (int64_t ", f);
-    var(&in, s->v);
+    cg_var(&in, s->v);
     fputs(" = lo + ", f);
-    operand(&in, s->lo, 5, 0);
+    cg_operand(&in, s->lo, 5, 0);
     fputs("; ", f);
-    var(&in, s->v);
+    cg_var(&in, s->v);
     fputs(" < hi + ", f);
-    operand(&in, s->lo, 5, 0);
+    cg_operand(&in, s->lo, 5, 0);
     fputs("; ", f);
-    var(&in, s->v);
+    cg_var(&in, s->v);
     fputs("++) {\n", f);
     block(&in, &s->body, 2, NULL);
     fputs("    }\n}\n\n", f);
@@ -610,16 +428,16 @@ static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
     fprintf(cx->f, "struct %s_p%d_ctx c = {m%s", cx->stem, j, cx->names ? ", p" : "");
     for (int i = 0; i < o->nscope; i++) {
         fputs(", ", cx->f);
-        var(cx, o->scope[i]);
+        cg_var(cx, o->scope[i]);
     }
     for (int i = 0; i < o->narrays; i++)
-        fprintf(cx->f, ", b%d", bname(cx, o->arrays[i]));
+        fprintf(cx->f, ", b%d", cg_bname(cx, o->arrays[i]));
     fputs("};\n", cx->f);
     indent(cx, depth + 1);
     fprintf(cx->f, "rt_parallel_for(%s_p%d, &c, ", cx->stem, j);
-    operand(cx, s->hi, 5, 0);
+    cg_operand(cx, s->hi, 5, 0);
     fputs(" - ", cx->f);
-    operand(cx, s->lo, 6, 1);
+    cg_operand(cx, s->lo, 6, 1);
     fputs(");\n", cx->f);
     indent(cx, depth);
     fputs("}\n", cx->f);

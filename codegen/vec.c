@@ -236,17 +236,20 @@ static int load(Vec *v, const Expr *e)
     return emit(v, RT_V_LD, d, p, 0, 0) ? d : -1;
 }
 
+/* The operators' rt_vec instructions (ir/scalar.def); -1: none. */
 static const int vbin[B_COUNT] = {
-    [B_ADD] = RT_V_ADD, [B_SUB] = RT_V_SUB, [B_MUL] = RT_V_MUL, [B_DIV] = RT_V_DIV,
-    [B_MOD] = -1, [B_MAX] = RT_V_MAX, [B_MIN] = RT_V_MIN, [B_LT] = RT_V_LT,
-    [B_LE] = RT_V_LE, [B_GT] = RT_V_GT, [B_GE] = RT_V_GE, [B_EQ] = RT_V_EQ,
-    [B_NE] = RT_V_NE, [B_AND] = RT_V_AND, [B_OR] = RT_V_OR,
+#define BIN(e, kir, c, c_int, vec, flops, prec) [B_##e] = vec,
+#define UN(e, ...)
+#include "ir/scalar.def"
+#undef BIN
+#undef UN
 };
 static const int vun[U_COUNT] = {
-    [U_NEG] = RT_V_NEG, [U_ABS] = RT_V_ABS, [U_EXP] = RT_V_EXP, [U_LOG] = RT_V_LOG,
-    [U_SQRT] = RT_V_SQRT, [U_RSQRT] = RT_V_RSQRT, [U_TANH] = RT_V_TANH,
-    [U_ERF] = RT_V_ERF, [U_SIGMOID] = RT_V_SIGMOID, [U_COS] = RT_V_COS,
-    [U_SIN] = RT_V_SIN, [U_NOT] = RT_V_NOT, [U_TOF32] = -1, [U_TOI64] = -1,
+#define BIN(e, ...)
+#define UN(e, kir, c, c_int, vec, flops) [U_##e] = vec,
+#include "ir/scalar.def"
+#undef BIN
+#undef UN
 };
 
 static int compute(Vec *v, const Expr *e);

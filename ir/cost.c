@@ -1,8 +1,10 @@
-/* ir/cost.c: what a kernel costs, for dumps and profiles.
+/* ir/cost.c: what a kernel costs, for dumps and profiles, and the rule
+ * of FLOPs that passes/parallelize.c sizes work by.
  *
- * FLOPs: every arithmetic operator in a statement counts one (an
- * accumulation's + too), a call what its kernel does (gemm: 2mnk), times
- * the trip counts of the loops around it.
+ * FLOPs: every f32 operator in a statement counts its scalar.def row's
+ * figure (one, sigmoid three; conversions none), an f32 accumulation's
+ * + or max one, a call what its kernel does (gemm: 2mnk), times the trip
+ * counts of the loops around it.
  * A loop whose bounds are known only at run time (attention's keys up to
  * pos + t) counts at its largest extent: the size of the buffer dimension
  * its variable indexes. Bytes: every storage the kernel loads from or
@@ -12,16 +14,40 @@
 
 #include <string.h>
 
+static const int binop_flops[B_COUNT] = {
+#define BIN(e, kir, c, c_int, vec, flops, prec) [B_##e] = flops,
+#define UN(e, ...)
+#include "scalar.def"
+#undef BIN
+#undef UN
+};
+static const int unop_flops[U_COUNT] = {
+#define BIN(e, ...)
+#define UN(e, kir, c, c_int, vec, flops) [U_##e] = flops,
+#include "scalar.def"
+#undef BIN
+#undef UN
+};
+
+double ir_expr_op_flops(const Expr *e)
+{
+    if (e->type != T_F32)
+        return 0;
+    return e->kind == E_BIN ? binop_flops[e->op] : e->kind == E_UN ? unop_flops[e->op] : 0;
+}
+
+double ir_stmt_op_flops(const Stmt *s)
+{
+    if (s->kind == S_CALL)
+        return ir_call_flops(s);
+    return (s->kind == S_SET || s->kind == S_STORE) && s->op != A_SET && s->e->type == T_F32;
+}
+
 static double expr_flops(const Expr *e)
 {
     if (!e)
         return 0;
-    double f = expr_flops(e->a) + expr_flops(e->b) + expr_flops(e->c);
-    if (e->kind == E_BIN && e->type == T_F32)
-        f += 1;
-    if (e->kind == E_UN && e->type == T_F32 && e->op != U_TOF32)
-        f += e->op == U_SIGMOID ? 3 : 1;     /* exp, add, divide */
-    return f;
+    return expr_flops(e->a) + expr_flops(e->b) + expr_flops(e->c) + ir_expr_op_flops(e);
 }
 
 /* The extent v takes in blk: a constant, or the size of a dimension it
@@ -58,7 +84,7 @@ static void stmt_dims(Stmt *s, void *ctx)
                 x->size = s->buf->dims[i];
 }
 
-static double trips(const Stmt *loop)
+double ir_loop_trips(const Stmt *loop)
 {
     if (loop->lo->kind == E_INT && loop->hi->kind == E_INT)
         return (double)(loop->hi->i > loop->lo->i ? loop->hi->i - loop->lo->i : 0);
@@ -73,14 +99,12 @@ static double block_flops(const Block *blk)
     for (int i = 0; i < blk->n; i++) {
         const Stmt *s = blk->s[i];
         switch (s->kind) {
-        case S_LOOP: f += trips(s) * block_flops(&s->body); break;
+        case S_LOOP: f += ir_loop_trips(s) * block_flops(&s->body); break;
         case S_IF: f += expr_flops(s->e) + block_flops(&s->body) + block_flops(&s->els); break;
+        case S_LET:
         case S_SET:
         case S_STORE:
-            f += expr_flops(s->e) + (s->op != A_SET && s->e->type == T_F32);
-            break;
-        case S_LET: f += expr_flops(s->e); break;
-        case S_CALL: f += ir_call_flops(s); break;
+        case S_CALL: f += expr_flops(s->e) + ir_stmt_op_flops(s); break;
         case S_CHECK:
         case S_LOCAL: break;
         }

@@ -4,7 +4,8 @@
  *   graph IR  tensors with static shapes, one Node per value, ops from one
  *             table (ops.def); the reference interpreter runs it.
  *   loop IR   a Prog of Kernels over Bufs; a kernel is a loop nest of Stmts
- *             whose index and value expressions are Exprs.
+ *             whose index and value expressions are Exprs, their operators
+ *             from one table (scalar.def).
  * Everything of one compilation lives in one Arena, freed at once.
  *
  * Fixed short locals: m Module, n Node, a Arena, cx context, p Prog,
@@ -378,17 +379,23 @@ typedef enum {
     E_SEL,        /* a ? b : c */
 } ExprKind;
 
+/* The scalar operators, a row each of scalar.def: B_ADD .. B_OR, U_NEG
+ * .. U_TOI64 (U_TOF32 integer to f32, U_TOI64 f32 to i64, truncating). */
 typedef enum {
-    B_ADD, B_SUB, B_MUL, B_DIV, B_MOD, B_MAX, B_MIN,
-    B_LT, B_LE, B_GT, B_GE, B_EQ, B_NE, B_AND, B_OR,
+#define BIN(e, ...) B_##e,
+#define UN(e, ...)
+#include "scalar.def"
+#undef BIN
+#undef UN
     B_COUNT
 } BinOp;
 
 typedef enum {
-    U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_TANH, U_ERF,
-    U_SIGMOID, U_COS, U_SIN, U_NOT,
-    U_TOF32,      /* integer to f32 */
-    U_TOI64,      /* f32 to i64, truncating */
+#define BIN(e, ...)
+#define UN(e, ...) U_##e,
+#include "scalar.def"
+#undef BIN
+#undef UN
     U_COUNT
 } UnOp;
 
@@ -560,11 +567,13 @@ void ir_print_module(FILE *f, const Module *m);
 char *ir_module_text(const Module *m);
 const char *bufkind_name(BufKind k);
 /* Binding strength of an expression as an operand, as in C: 0 select,
- * 1 ||, 2 &&, 3 == !=, 4 < <= > >=, 5 + -, 6 * / %, 9 calls and atoms. */
+ * 1 ||, 2 &&, 3 == !=, 4 < <= > >=, 5 + -, 6 * / %, 9 calls and atoms
+ * (a binary operator's is its row's in scalar.def). */
 int ir_expr_prec(const Expr *e);
 void ir_print_float(FILE *f, double v);
 /* Notes as "# ..." lines, one per line of text, indented. */
 void ir_print_notes(FILE *f, const Notes *ns, int indent);    /* %.9g, always with . or e */
+/* An operator's .kir spelling (scalar.def): "+", "max", "sigmoid". */
 const char *binop_name(BinOp op);
 const char *unop_name(UnOp op);
 
@@ -623,17 +632,6 @@ void ir_prog_renumber(Prog *p);
 /* Gives every intermediate (TEMP, not a view) its own 64-byte aligned
  * place in the arena, one after the other (plan-memory shares places). */
 void ir_prog_layout(Prog *p);
-/* Checks the loop IR's invariants (every var in scope, index counts,
- * nothing stored to inputs or weights, locals declared before use, no
- * nested parallel loops, no check inside a parallel loop), and the open
- * program's (it reads weights and derived weights only, and writes only
- * derived weights; those are numbered densely, each made once, and
- * prog's derived buffers are among them); KILN_BUG. */
-void ir_verify_prog(const Module *m);
-/* Whether packed buffer b is its weight node's panels (Buf.packed):
- * a weight or derived weight, no view, row-major, [..., N/P, K, P] of the
- * node's [..., N, K], and nothing views it. */
-int ir_packed_ok(const Prog *p, const Buf *b);
 /* Derived weights: how many the open program makes (0 without one), and
  * the place of a weight or derived weight among everything held from
  * open to close: weight i is i, derived weight j is nweights + j; -1 for
@@ -645,6 +643,19 @@ int ir_held_index(const Module *m, const Buf *b);
 void ir_held_reads(const Module *m, const Prog *p, char *read);
 /* The open program's buffer that makes derived weight index; NULL. */
 const Buf *ir_derived_made(const Module *m, int index);
+
+/* ---- verify.c: the loop IR's invariants ------------------------------- */
+/* Checks the loop IR's invariants (every var in scope, index counts,
+ * nothing stored to inputs or weights, locals declared before use, no
+ * nested parallel loops, no check inside a parallel loop), and the open
+ * program's (it reads weights and derived weights only, and writes only
+ * derived weights; those are numbered densely, each made once, and
+ * prog's derived buffers are among them); KILN_BUG. */
+void ir_verify_prog(const Module *m);
+/* Whether packed buffer b is its weight node's panels (Buf.packed):
+ * a weight or derived weight, no view, row-major, [..., N/P, K, P] of the
+ * node's [..., N, K], and nothing views it. */
+int ir_packed_ok(const Prog *p, const Buf *b);
 /* Whether prog's derived buffer b is what the open program makes: not a
  * view; the same node, element type and storage; the same dims, or as
  * many elements packed (ir_packed_ok checks the panels). */
@@ -670,6 +681,18 @@ int ir_loop_independent(Arena *a, Stmt *s, const char **why);
  * of the buffers it touches (each storage once). Loops whose bounds are
  * known only at run time count at their largest extent. */
 void ir_kernel_cost(const Kernel *k, double *flops, double *bytes);
+/* FLOPs of e's own operator, not its operands': its scalar.def figure
+ * on f32 values; none on integers, nor for a load, variable, constant or
+ * select. */
+double ir_expr_op_flops(const Expr *e);
+/* FLOPs of s itself, not of its expressions or blocks: an f32
+ * accumulation (+=, max=) counts one, a call what its micro-kernel does
+ * (ir_call_flops). */
+double ir_stmt_op_flops(const Stmt *s);
+/* Iterations of loop s: hi - lo when both are constants; else (a bound
+ * known only at run time) the largest extent its variable can take, the
+ * size of the largest buffer dimension it indexes directly (1: none). */
+double ir_loop_trips(const Stmt *loop);
 
 /* ---- lower helpers (lowerlib.c), used by the ops' lower_* ----------- */
 struct LowerCx {

@@ -368,13 +368,27 @@ Stmt *s_check(Arena *a, Block *blk, Expr *cond, const char *msg,
 
 /* ---- printing (.kir, KIR.md) ------------------------------------------ */
 
-static const char *binop_names[B_COUNT] = {
-    "+", "-", "*", "/", "%", "max", "min",
-    "<", "<=", ">", ">=", "==", "!=", "&&", "||",
+/* The operators' .kir spellings and binding strengths (scalar.def). */
+static const char *const binop_names[B_COUNT] = {
+#define BIN(e, kir, ...) [B_##e] = kir,
+#define UN(e, ...)
+#include "scalar.def"
+#undef BIN
+#undef UN
 };
-static const char *unop_names[U_COUNT] = {
-    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "erf",
-    "sigmoid", "cos", "sin", "not", "f32", "i64",
+static const char *const unop_names[U_COUNT] = {
+#define BIN(e, ...)
+#define UN(e, kir, ...) [U_##e] = kir,
+#include "scalar.def"
+#undef BIN
+#undef UN
+};
+static const int binop_prec[B_COUNT] = {
+#define BIN(e, kir, c, c_int, vec, flops, prec) [B_##e] = prec,
+#define UN(e, ...)
+#include "scalar.def"
+#undef BIN
+#undef UN
 };
 static const char *bufkind_names[] = {"input", "output", "weight", "state", "derived", "temp",
                                       "local"};
@@ -386,18 +400,7 @@ const char *bufkind_name(BufKind k) { return bufkind_names[k]; }
 
 int ir_expr_prec(const Expr *e)
 {
-    if (e->kind == E_SEL)
-        return 0;
-    if (e->kind != E_BIN || e->op == B_MAX || e->op == B_MIN)
-        return 9;
-    switch (e->op) {
-    case B_OR: return 1;
-    case B_AND: return 2;
-    case B_EQ: case B_NE: return 3;
-    case B_LT: case B_LE: case B_GT: case B_GE: return 4;
-    case B_ADD: case B_SUB: return 5;
-    default: return 6;
-    }
+    return e->kind == E_SEL ? 0 : e->kind == E_BIN ? binop_prec[e->op] : 9;
 }
 
 void ir_print_float(FILE *f, double v)
@@ -463,7 +466,7 @@ static void print_expr(FILE *f, const Expr *e)
     case E_VAR: print_var(f, e->v); return;
     case E_LOAD: print_index(f, e->buf, e->idx); return;
     case E_BIN:
-        if (e->op == B_MAX || e->op == B_MIN) {
+        if (ir_expr_prec(e) == 9) {               /* a function: max(a, b) */
             fprintf(f, "%s(", binop_names[e->op]);
             print_expr(f, e->a);
             fputs(", ", f);

@@ -7,7 +7,8 @@
  * literals) is an error here. A variable is one in scope, a local buffer
  * one declared around the use, an index an integer, one per dimension.
  * Nesting and size are bounded, so that no input can exhaust the stack
- * of the parser or of the printers and passes that walk the tree. */
+ * of the parser or of the printers and passes that walk the tree. The
+ * operators, their spellings and levels are scalar.def's rows. */
 #include "parse.h"
 
 #include <string.h>
@@ -100,8 +101,31 @@ Expr **kir_indices(Parser *ps, Buf *b)
     return idx;
 }
 
-/* ("max" | "min") "(" expr "," expr ")" | UNARY "(" expr ")"; NULL when
- * no NAME "(" comes next */
+/* The binary operators (scalar.def): an infix operator's level, loosest
+ * first (1 ||, .., 6 * / %), or FUNCTION for max and min. */
+enum { FUNCTION = 9 };
+static const struct {
+    const char *tok;
+    int prec;
+} binops[B_COUNT] = {
+#define BIN(e, kir, c, c_int, vec, flops, prec) [B_##e] = {kir, prec},
+#define UN(e, ...)
+#include "scalar.def"
+#undef BIN
+#undef UN
+};
+
+/* The binary function named name; -1 when none is. */
+static int binary_function(const char *name)
+{
+    for (int op = 0; op < B_COUNT; op++)
+        if (binops[op].prec == FUNCTION && strcmp(name, binops[op].tok) == 0)
+            return op;
+    return -1;
+}
+
+/* ("max" | "min") "(" expr "," expr ")" | UNARY "(" expr ")", the
+ * names scalar.def's; NULL when no NAME "(" comes next */
 static Expr *call(Parser *ps)
 {
     const char *save = ps->p, *name = kir_name(ps);
@@ -115,12 +139,13 @@ static Expr *call(Parser *ps)
             kir_expect(ps, ")");
             return un(ps, (UnOp)op, x);
         }
-    if (strcmp(name, "max") != 0 && strcmp(name, "min") != 0)
+    int op = binary_function(name);
+    if (op < 0)
         kir_fail(ps, "unknown function '%s'", name);
     kir_expect(ps, ",");
     Expr *y = kir_expr(ps);
     kir_expect(ps, ")");
-    return bin(ps, strcmp(name, "max") == 0 ? B_MAX : B_MIN, x, y);
+    return bin(ps, (BinOp)op, x, y);
 }
 
 /* primary = INT | FLOAT | iN | vN | load | call | "(" expr ")"
@@ -151,19 +176,9 @@ static Expr *primary(Parser *ps)
     return e_load(ps->a, b, kir_indices(ps, b));
 }
 
-/* The binary operators by level, loosest first; longer tokens first. */
-static const struct {
-    const char *tok;
-    BinOp op;
-    int prec;
-} binops[] = {
-    {"||", B_OR, 1}, {"&&", B_AND, 2}, {"==", B_EQ, 3}, {"!=", B_NE, 3},
-    {"<=", B_LE, 4}, {">=", B_GE, 4}, {"<", B_LT, 4},  {">", B_GT, 4},
-    {"+", B_ADD, 5}, {"-", B_SUB, 5}, {"*", B_MUL, 6}, {"/", B_DIV, 6}, {"%", B_MOD, 6},
-};
-
-/* Takes an operator of level prec: its index in binops, or -1. A "+:"
- * (a tile's extent, after its index) is not a "+". */
+/* Takes an operator of level prec, the longest that comes next ("<=",
+ * not "<"): its BinOp, or -1. A "+:" (a tile's extent, after its index)
+ * is not a "+". */
 static int binop(Parser *ps, int prec)
 {
     const char *save = ps->p;
@@ -171,10 +186,18 @@ static int binop(Parser *ps, int prec)
         ps->p = save;
         return -1;
     }
-    for (int i = 0; i < (int)(sizeof binops / sizeof binops[0]); i++)
-        if (binops[i].prec == prec && kir_accept(ps, binops[i].tok))
-            return i;
-    return -1;
+    int best = -1;
+    const char *end = save;
+    for (int op = 0; op < B_COUNT; op++) {
+        if (binops[op].prec != prec)
+            continue;
+        ps->p = save;
+        if (kir_accept(ps, binops[op].tok) && ps->p > end)
+            best = op, end = ps->p;
+    }
+    if (best >= 0)
+        ps->p = end;
+    return best;
 }
 
 /* or  = and {"||" and}              and = eq {"&&" eq}
@@ -186,7 +209,7 @@ static Expr *binary(Parser *ps, int prec)
     Expr *x = prec == 6 ? primary(ps) : binary(ps, prec + 1);
     for (int i; (i = binop(ps, prec)) >= 0;) {
         Expr *y = prec == 6 ? primary(ps) : binary(ps, prec + 1);
-        x = bin(ps, binops[i].op, x, y);
+        x = bin(ps, (BinOp)i, x, y);
     }
     return x;
 }

@@ -13,7 +13,8 @@
  *
  * Work: the f32 operations, loads and stores of one run of the loop (a
  * copy does no FLOP yet moves memory), loops with a run-time bound
- * counted at their largest extent. A run costs a fork and a join, about
+ * counted at their largest extent; FLOPs by ir/cost.c's rule, as the
+ * kernel costs in dumps and profiles count them. A run costs a fork and a join, about
  * 0.3 us with spinning threads on 2 cores and more on bigger machines;
  * below MIN_WORK = 64k operations (2 us of vectorised code, 20 us of
  * scalar code) the threads would spend about as long meeting as working.
@@ -47,54 +48,10 @@ static void expr_work(const Expr *e, Work *w)
         for (int i = 0; i < e->buf->rank; i++)
             expr_work(e->idx[i], w);
     }
-    if (e->kind == E_BIN && e->type == T_F32)
-        w->flops += 1;
-    if (e->kind == E_UN && e->type == T_F32 && e->op != U_TOF32)
-        w->flops += e->op == U_SIGMOID ? 3 : 1;      /* as ir_kernel_cost */
+    w->flops += ir_expr_op_flops(e);
     expr_work(e->a, w);
     expr_work(e->b, w);
     expr_work(e->c, w);
-}
-
-/* The largest dim v indexes directly: a run-time bound's extent. */
-static void extent_of(const Expr *e, const Var *v, int64_t *n)
-{
-    if (!e)
-        return;
-    if (e->kind == E_LOAD)
-        for (int i = 0; i < e->buf->rank; i++) {
-            if (e->idx[i]->kind == E_VAR && e->idx[i]->v == v && e->buf->dims[i] > *n)
-                *n = e->buf->dims[i];
-            extent_of(e->idx[i], v, n);
-        }
-    extent_of(e->a, v, n);
-    extent_of(e->b, v, n);
-    extent_of(e->c, v, n);
-}
-
-static void block_extent(const Block *blk, const Var *v, int64_t *n)
-{
-    for (int i = 0; i < blk->n; i++) {
-        const Stmt *s = blk->s[i];
-        extent_of(s->e, v, n);
-        if (s->kind == S_STORE)
-            for (int d = 0; d < s->buf->rank; d++) {
-                if (s->idx[d]->kind == E_VAR && s->idx[d]->v == v && s->buf->dims[d] > *n)
-                    *n = s->buf->dims[d];
-                extent_of(s->idx[d], v, n);
-            }
-        block_extent(&s->body, v, n);
-        block_extent(&s->els, v, n);
-    }
-}
-
-static double trips(const Stmt *s)
-{
-    if (s->lo->kind == E_INT && s->hi->kind == E_INT)
-        return s->hi->i > s->lo->i ? (double)(s->hi->i - s->lo->i) : 0;
-    int64_t n = 1;
-    block_extent(&s->body, s->v, &n);
-    return (double)n;
 }
 
 static Work block_work(const Block *blk)
@@ -104,7 +61,7 @@ static Work block_work(const Block *blk)
         const Stmt *s = blk->s[i];
         if (s->kind == S_LOOP) {
             Work b = block_work(&s->body);
-            double n = trips(s);
+            double n = ir_loop_trips(s);
             w.flops += n * b.flops;
             w.mem += n * b.mem;
             continue;
@@ -115,13 +72,10 @@ static Work block_work(const Block *blk)
             for (int d = 0; d < s->buf->rank; d++)
                 expr_work(s->idx[d], &w);
         }
-        if ((s->kind == S_STORE || s->kind == S_SET) && s->op != A_SET && s->e->type == T_F32)
-            w.flops += 1;
-        if (s->kind == S_CALL) {          /* gemm 2mnk FLOP, dot 2n; each operand element once */
-            w.flops += ir_call_flops(s);
+        w.flops += ir_stmt_op_flops(s);
+        if (s->kind == S_CALL)            /* each operand element once */
             for (int t = 0; t < s->ntiles; t++)
                 w.mem += (double)shape_count(s->tiles[t].buf->rank, s->tiles[t].ext);
-        }
         if (s->kind == S_IF) {
             Work b = block_work(&s->body), e = block_work(&s->els);
             w.flops += b.flops + e.flops;

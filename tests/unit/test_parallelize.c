@@ -1,6 +1,7 @@
 /* tests/unit/test_parallelize.c: ir_loop_independent, the legality test
  * parallelize and tile share, on kernels written as .kir text: which loops
- * may run their iterations at once, and the reason given when not. */
+ * may run their iterations at once, and the reason given when not; and
+ * the work parallelize weighs, counted as ir/cost.c counts it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include "tests/unit/testlib.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 /* Whether the kernel's first top-level loop is independent; the reason
  * (or "") goes to why. */
@@ -174,6 +176,34 @@ static void call_tiles(void **state)
        "its iterations may touch the same elements of b1");
 }
 
+/* The work parallelize notes is counted as ir/cost.c counts a kernel's
+ * FLOPs: a loop with a run-time bound at the largest extent its variable
+ * indexes, here i0 through the bound of the loop inside it (b0's 8
+ * rows), i1 through its store (b2's 600 elements). */
+static void work_counted_as_cost(void **state)
+{
+    (void)state;
+    Arena *a = arena_new();
+    char text[4096];
+    snprintf(text, sizeof text, "%s%s", tl_exp_kir_head,
+             "    for i0 in 0..i64(b0[0, 0])\n"
+             "      for i1 in 0..i64(b0[i0, 0])\n"
+             "        b2[i1] = exp(b0[0, 1])\n");
+    Diags d;
+    diag_init(&d, a, "t.kir");
+    Module *m = ir_parse(a, "t.kir", text, &d);
+    assert_non_null(m);
+    pass_parallelize(m, NULL);
+    double flops, bytes;
+    ir_kernel_cost(m->prog->kernels[0], &flops, &bytes);
+    assert_true(flops == 8 * 600);
+    char *printed = tl_prog_text(m);
+    tl_has_line(printed, "# parallelize: serial: 4.8k FLOP, 9.6k loads/stores in all, below "
+                         "the 64k operations a fork and join pay for");
+    free(printed);
+    arena_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +216,7 @@ int main(void)
         cmocka_unit_test(check_inside),
         cmocka_unit_test(local_arrays),
         cmocka_unit_test(call_tiles),
+        cmocka_unit_test(work_counted_as_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
