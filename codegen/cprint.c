@@ -134,6 +134,27 @@ static const char *const c_unop[U_COUNT][2] = {
 #undef UN
 };
 
+/* The binding strength of each unary operator's C text (scalar.def). */
+static const int c_unprec[U_COUNT] = {
+#define BIN(e, ...)
+#define UN(e, kir, c, c_int, vec, flops, cprec) [U_##e] = cprec,
+#include "ir/scalar.def"
+#undef BIN
+#undef UN
+};
+
+/* How tightly e's C binds as an operand: ir_expr_prec, but a unary
+ * operator's text as its row says, and a negative constant as a prefix
+ * (so that -(-2.0f) never prints as --2.0f). */
+static int c_prec(const Expr *e)
+{
+    if (e->kind == E_UN && e->op >= 0 && e->op < U_COUNT)
+        return c_unprec[e->op];
+    if ((e->kind == E_FLT && signbit(e->f)) || (e->kind == E_INT && e->i < 0))
+        return 8;
+    return ir_expr_prec(e);
+}
+
 /* Row t's spelling for e's type. */
 static const char *spelling(const char *const t[2], const Expr *e)
 {
@@ -142,7 +163,7 @@ static const char *spelling(const char *const t[2], const Expr *e)
 
 void cg_operand(CgCx *cx, const Expr *e, int p, int right)
 {
-    int q = ir_expr_prec(e);
+    int q = c_prec(e);
     int paren = q < p || (right && q == p && q < 9) || (p <= 4 && q <= 4);
     if (paren)
         fputc('(', cx->f);

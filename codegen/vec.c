@@ -246,7 +246,7 @@ static const int vbin[B_COUNT] = {
 };
 static const int vun[U_COUNT] = {
 #define BIN(e, ...)
-#define UN(e, kir, c, c_int, vec, flops) [U_##e] = vec,
+#define UN(e, kir, c, c_int, vec, flops, ...) [U_##e] = vec,
 #include "ir/scalar.def"
 #undef BIN
 #undef UN

@@ -23,7 +23,7 @@ static const int binop_flops[B_COUNT] = {
 };
 static const int unop_flops[U_COUNT] = {
 #define BIN(e, ...)
-#define UN(e, kir, c, c_int, vec, flops) [U_##e] = flops,
+#define UN(e, kir, c, c_int, vec, flops, ...) [U_##e] = flops,
 #include "scalar.def"
 #undef BIN
 #undef UN

@@ -385,7 +385,7 @@ static void im_trim(const char *dir, const char *keep)
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (stat(p, &st) != 0 || strcmp(p, keep) == 0)
             continue;
-        snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
+        memcpy(v[n].name, e->d_name, len + 1);        /* len < 64: checked above */
         v[n].t = st.st_mtime;
         v[n++].size = (uint64_t)st.st_size;
     }

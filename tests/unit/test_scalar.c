@@ -48,6 +48,13 @@ static const Case cases[] = {
     {"log(b0[i0, i1])", "logf(b0[i0 * 64 + i1])", 1},
     {"sqrt(b0[i0, i1])", "sqrtf(b0[i0 * 64 + i1])", 1},
     {"rsqrt(b0[i0, i1])", "1.0f / sqrtf(b0[i0 * 64 + i1])", 1},
+    /* a quotient's text as an operand keeps its value: x / (1 / sqrt y) */
+    {"b0[0, i1] / rsqrt(b0[i0, i1])", "b0[i1] / (1.0f / sqrtf(b0[i0 * 64 + i1]))", 2},
+    {"b0[0, i1] * rsqrt(b0[i0, i1])", "b0[i1] * (1.0f / sqrtf(b0[i0 * 64 + i1]))", 2},
+    {"rsqrt(b0[i0, i1]) * b0[0, i1]", "1.0f / sqrtf(b0[i0 * 64 + i1]) * b0[i1]", 2},
+    {"b0[0, i1] / sigmoid(b0[i0, i1])",
+     "b0[i1] / (1.0f / (1.0f + rt_expf(-b0[i0 * 64 + i1])))", 4},
+    {"neg(-2.0) + b0[i0, i1]", "-(-2.0f) + b0[i0 * 64 + i1]", 2},
     {"tanh(b0[i0, i1])", "rt_tanhf(b0[i0 * 64 + i1])", 1},
     {"erf(b0[i0, i1])", "erff(b0[i0 * 64 + i1])", 1},
     {"sigmoid(b0[i0, i1])", "1.0f / (1.0f + rt_expf(-b0[i0 * 64 + i1]))", 3},
