@@ -195,6 +195,10 @@ safetensors "$T/w.st" '{"table":{"dtype":"F32","shape":[10,4],"data_offsets":[0,
 expect 0 "--weights with a good file" "$E" --weights "$T/w.st" --input "ids=$T/ids.npy" --output "e=$T/e1.npy"
 npy "$T/ones.npy" '<f4' '(2, 3, 4)' $(i=0; while [ $i -lt 24 ]; do echo $F1; i=$((i + 1)); done)
 cmp -s "$T/e1.npy" "$T/ones.npy" && ok "  the file's weights are used" || bad "  the file's weights are used"
+mkdir "$T/wdir" && cp "$T/w.st" "$T/wdir/model.safetensors"
+expect 0 "--weights DIR: the folder's model.safetensors" "$E" --weights "$T/wdir" --input "ids=$T/ids.npy" --output "e=$T/e2.npy"
+cmp -s "$T/e2.npy" "$T/ones.npy" && ok "  the folder's weights are used" || bad "  the folder's weights are used"
+expect 0 "kiln check --weights DIR" "$KILN" check tests/models/embedding.json --weights "$T/wdir" --no-cc
 safetensors "$T/w_shape.st" '{"table":{"dtype":"F32","shape":[10,2],"data_offsets":[0,80]}}' \
     $(i=0; while [ $i -lt 20 ]; do echo $F2; i=$((i + 1)); done)
 expect 1 "a weight of the wrong shape" "$E" --weights "$T/w_shape.st"
