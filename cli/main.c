@@ -24,7 +24,9 @@ static const char usage_text[] =
     "commands:\n"
     "  emit-c MODEL [-o FILE.c]      write the generated C (stdout without -o);\n"
     "                                --jit: the C kiln run hands libtcc\n"
-    "  build MODEL [-o EXE]          build an executable with $CC (default cc; -o default: NAME)\n"
+    "  build MODEL [-o EXE]          build an executable with $CC (default cc; -o default: NAME);\n"
+    "                                of a folder, it remembers the folder's weights and\n"
+    "                                tokenizer.json (absolute paths) as its defaults\n"
     "  build MODEL --lib -o DIR      build DIR/libNAME.so, DIR/libNAME.a and DIR/NAME.h\n"
     "                                (builds are cached: --no-cache builds anew)\n"
     "  run MODEL [RUN OPTIONS]       compile in memory with libtcc and run\n"
@@ -65,14 +67,17 @@ static const char usage_text[] =
     "                                variant's tokens a call (default 64; 1: none)\n"
     "\n"
     "RUN OPTIONS (the same as a built executable's):\n"
-    "  --weights FILE.safetensors    weights (default: each weight's init)\n"
+    "  --weights FILE|DIR            weights: safetensors, or a model folder's (default:\n"
+    "                                MODEL a folder, its own; else each weight's init)\n"
     "  --input NAME=FILE.npy         an input (repeatable; inputs not given are seeded)\n"
     "  --output NAME=FILE.npy        write an output (repeatable; others are summarised)\n"
     "  --repeat N  --threads N  --seed S\n"
     "  --profile FILE                time every kernel; one JSON line per kernel name\n"
-    "  generate --tokens 1,2,3 | --tokenizer FILE --prompt TEXT  -n N [--temperature T]\n"
-    "           [--topp P] [--seed S]  a decoder generates text (README \"Generating text\");\n"
-    "           run DIR: the folder's weights, and its tokenizer.json for --prompt\n"
+    "  --version                     the model's name, kiln's version, how it was built\n"
+    "  generate --tokens 1,2,3 | [--tokenizer FILE] --prompt TEXT | --prompt-file FILE\n"
+    "           -n N [--temperature T] [--topp P] [--seed S]  a decoder generates text\n"
+    "           (README \"Generating text\"); run DIR: the folder's weights, and its\n"
+    "           tokenizer.json for a text prompt\n"
     "\n"
     "CHECK OPTIONS:\n"
     "  --weights FILE  --input NAME=FILE.npy  --seed S\n"
@@ -103,6 +108,7 @@ typedef struct {
     char **rest;                    /* run, profile: options for rt_main */
     int nrest;
     rt_machine figures;             /* kiln machine's, for profiles; zeros: none */
+    char *dir_weights, *dir_tok;    /* MODEL a folder: its weights, its tokenizer.json */
 } Opts;
 
 static int parse_number(const char *s, double *v)
@@ -307,6 +313,8 @@ static const Storage *auto_stores(const Module *m, const Opts *o)
     const char *path = weights_file(o);
     rt_safetensors st;
     rt_err e = {0, ""};
+    if (path && cli_is_dir(path))           /* a folder's weights, as its model's */
+        path = imp_hf_weights(m->a, path);
     if (!o->weight_auto || !path || rt_st_open(&st, path, &e))
         return NULL;
     Storage *s = arena_alloc(m->a, sizeof *s * (size_t)(m->nweights + 1));
@@ -372,11 +380,30 @@ static int program(Module **m, const Opts *o)
 
 /* ---- commands -------------------------------------------------------------- */
 
+/* path made absolute in m's arena; NULL when path is NULL or gone. */
+static const char *absolute(Module *m, const char *path)
+{
+    char *p = path ? realpath(path, NULL) : NULL;
+    const char *q = p ? arena_strdup(m->a, p) : NULL;
+    free(p);
+    return q;
+}
+
+/* A program built of a model folder remembers the folder's weights and
+ * tokenizer, by their absolute paths, as its defaults (rt_model). */
+static void remember_folder(Module *m, const Opts *o)
+{
+    m->folder_weights = absolute(m, o->dir_weights);
+    m->folder_tokenizer = absolute(m, o->dir_tok);
+}
+
 static int cmd_emit(Module *m, const Opts *o)
 {
     int rc = program(&m, o);
     if (rc)
         return rc;
+    if (!o->jit)                      /* the JIT's C is kiln run's, which passes them */
+        remember_folder(m, o);
     const char *c = cg_emit_string(m, o->jit ? CG_JIT : CG_CC);
     if (!o->out || strcmp(o->out, "-") == 0) {
         fputs(c, stdout);             /* checked by main */
@@ -399,6 +426,7 @@ static int cmd_build(Module *m, const Opts *o)
         return cg_build_lib(m, o->out, &b, &err) ? cli_report(&err) : 0;
     }
     const char *out = o->out ? o->out : m->name;
+    remember_folder(m, o);
     return cg_build_exe(m, out, &b, &err) ? cli_report(&err) : 0;
 }
 
@@ -420,6 +448,8 @@ static int cmd_run(Module *m, const Opts *o)
     args[o->nrest + 1] = NULL;
     rt_model md = *cg_jit_model(j);
     md.machine = o->figures;
+    md.weights_file = o->dir_weights;   /* passed as --weights unless given */
+    md.tokenizer_file = o->dir_tok;     /* generate's for a text prompt */
     char usage[strlen(o->model) + 16];
     snprintf(usage, sizeof usage, "kiln run %s", o->model);
     md.usage = usage;
@@ -774,7 +804,12 @@ static int model_command(const Command *c, int argc, char **argv)
     int rc = parse_opts(&o, argc, argv);
     if (!rc && o.out && cli_same_file(o.out, o.model))
         rc = cli_usage("-o %s would overwrite the model file", o.out);
+    char *given_dir = !rc && o.weights && cli_is_dir(o.weights) ? cli_import_weights(o.weights)
+                                                                 : NULL;
+    if (given_dir)                          /* --weights DIR: the folder's */
+        o.weights = given_dir;
     char *dir_weights = !rc && cli_is_dir(o.model) ? cli_import_weights(o.model) : NULL;
+    o.dir_weights = dir_weights;
     if (dir_weights && !o.weights)          /* a folder's model loads its own weights */
         o.weights = dir_weights;
     if (dir_weights && !has_option(o.rest, o.nrest, "--weights") &&
@@ -782,12 +817,9 @@ static int model_command(const Command *c, int argc, char **argv)
         o.rest[o.nrest++] = "--weights";
         o.rest[o.nrest++] = dir_weights;
     }
+    /* generate's text prompt: the folder's tokenizer.json (rt_model) */
     char *dir_tok = dir_weights ? cli_folder_file(o.model, "tokenizer.json") : NULL;
-    if (dir_tok && !strcmp(o.cmd, "run") && has_option(o.rest, o.nrest, "--prompt") &&
-        !has_option(o.rest, o.nrest, "--tokenizer")) {   /* a folder's prompt: its tokenizer */
-        o.rest[o.nrest++] = "--tokenizer";
-        o.rest[o.nrest++] = dir_tok;
-    }
+    o.dir_tok = dir_tok;
     if (!rc && wants_machine(&o))
         bench_machine_figures(&o.figures);      /* none: no percentages, said then */
     const char *fail = getenv("KILN_TEST_ALLOC_FAIL");  /* tests/unit/test_alloc.c */
@@ -803,6 +835,7 @@ static int model_command(const Command *c, int argc, char **argv)
     free(o.rest);
     free(dir_weights);
     free(dir_tok);
+    free(given_dir);
     return rc;
 }
 

@@ -409,6 +409,10 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
     fputs("/* The machine's figures for profiles' percentages (rt_machine): kiln build\n"
           " * passes -DKILN_MACHINE={peak,peak1,read,cores} from `kiln machine`. */\n"
           "#ifndef KILN_MACHINE\n#define KILN_MACHINE {0, 0, 0, 0}\n#endif\n", f);
+    if (fl == CG_CC)
+        fputs("/* How this file was compiled, for --version: kiln build passes\n"
+              " * -DKILN_BUILD_FLAGS=\"its cc command\"; else the flags it builds with. */\n"
+              "#ifndef KILN_BUILD_FLAGS\n#define KILN_BUILD_FLAGS \"" CG_CFLAGS "\"\n#endif\n", f);
     fprintf(f, "%sconst rt_model kiln_model = {\n    ", fl == CG_CC ? "static " : "");
     cg_print_cstring(f, n);
     fprintf(f, ", %d, %d, %d, %d,\n", m->ninputs, m->noutputs, m->nweights, m->nstates);
@@ -420,7 +424,18 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
                 (long long)m->variants[0]->inputs[0]->dims[0]);
     else
         fputs("    0, NULL, kiln_reset, NULL,", f);
-    fprintf(f, " %s,\n};\n", cg_rt_uses(m, fl) >> CG_RT_GEN & 1 ? "rt_generate" : "NULL");
+    fprintf(f, " %s,\n    ", cg_rt_uses(m, fl) >> CG_RT_GEN & 1 ? "rt_generate" : "NULL");
+    cg_print_cstring(f, KILN_VERSION);
+    fputs(fl == CG_CC ? ", KILN_BUILD_FLAGS" : ", \"the JIT: libtcc, in memory (kiln run)\"", f);
+    const char *files[2] = {m->folder_weights, m->folder_tokenizer};   /* NULL: none */
+    for (int i = 0; i < 2; i++) {
+        fputs(",\n    ", f);
+        if (files[i])
+            cg_print_cstring(f, files[i]);
+        else
+            fputs("NULL", f);
+    }
+    fputs(",\n};\n", f);
     if (fl == CG_CC)
         fputs("\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
               "    return rt_main(argc, argv, &kiln_model);\n}\n#endif\n", f);

@@ -255,6 +255,10 @@ struct Module {
      * writes them into the same program (NULL, 0: none). */
     struct Module **variants;
     int nvariants;
+    /* The model folder's files a program built of it opens by default
+     * (rt_model.weights_file, .tokenizer_file): absolute paths, set by
+     * the command line for emit-c and build of a folder; NULL: none. */
+    const char *folder_weights, *folder_tokenizer;
 };
 
 Module *ir_module_new(Arena *a, const char *file, const char *name);

@@ -362,16 +362,32 @@ struct rt_model {
     /* `PROG generate` (rt_gen.h: rt_generate) for a decoder; NULL: the
      * program has no generation part and says so */
     int (*generate)(int argc, char **argv, const rt_model *md);
+    /* --version: the kiln that generated the program, and how it was
+     * compiled (kiln build's cc flags, KILN_BUILD_FLAGS; or the JIT's
+     * name); NULL: not known */
+    const char *kiln_version, *build;
+    /* the model folder it was built from: its weights and tokenizer as
+     * absolute paths, what --weights and generate's --tokenizer default
+     * to (rt_pick_weights); NULL: none */
+    const char *weights_file, *tokenizer_file;
 };
 
 /* The thin main of every generated executable, and of `kiln run`:
  *   PROG [--weights W.safetensors] [--input NAME=F.npy]... [--output NAME=F.npy]...
- *        [--repeat N] [--threads N] [--seed S] [--profile FILE] [--help]
+ *        [--repeat N] [--threads N] [--seed S] [--profile FILE] [--help] [--version]
  * Inputs not given are seeded (said on stderr). Outputs not written to a
  * file are summarised on stdout. --profile times every kernel call and
- * writes rt_profile_write's lines. `PROG generate ...` is handed to
+ * writes rt_profile_write's lines. --version prints the model's name,
+ * md->kiln_version and md->build. `PROG generate ...` is handed to
  * md->generate. Returns an RT_* status. */
 RT_API int rt_main(int argc, char **argv, const rt_model *md);
+/* The weights file a run of md opens, malloc'd into *path: `given`
+ * (--weights; a folder: its model.safetensors.index.json when there,
+ * else its model.safetensors, as kiln takes a model folder's), else
+ * md->weights_file when it can still be read (else RT_EIO: "PATH: the
+ * weights this program was built with ...: pass --weights"), else NULL
+ * (each weight's init). Returns an RT_* status with e set. */
+RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, rt_err *e);
 
 /* Every symbol of the core that generated code may call: the JIT hands
  * these to libtcc (X(name) per function; rt_gen.h and rt_jit.h list

@@ -3,11 +3,13 @@
  *
  * Contract (kiln_rt.h): the whole command line is parsed before anything
  * is opened; then the thread count is set, the model opened (which loads
- * its weights), each input read from its .npy file or seeded, the model
- * run --repeat times with each call timed, each requested output written
- * atomically to its .npy file (and the profile to its file), and the
- * others summarised on stdout. Only
- * then come the notes on stderr (which inputs were seeded, the times), so
+ * its weights: --weights, a file or a model folder; else the folder's
+ * the program was built from, md->weights_file, refused with one line when it
+ * has gone; else each weight's init), each input read from its .npy file
+ * or seeded, the model run --repeat times with each call timed, each
+ * requested output written atomically to its .npy file (and the profile
+ * to its file), and the others summarised on stdout. Only then come the
+ * notes on stderr (which inputs were seeded, the times), so
  * that a failure is one line alone: "PROG: message" on stderr, with its
  * RT_* status returned (2 usage, 1 invalid inputs or weights, 3 I/O,
  * 4 internal or out of memory). Options take `--opt value` or
@@ -21,26 +23,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define RM_MAX_REPEAT 1000000 /* keeps the times array small */
 #define RM_MAX_THREADS 4096
 
 enum {
-    RM_WEIGHTS, RM_INPUT, RM_OUTPUT, RM_REPEAT, RM_THREADS, RM_SEED, RM_PROFILE, RM_HELP, RM_NOPTS
+    RM_WEIGHTS, RM_INPUT, RM_OUTPUT, RM_REPEAT, RM_THREADS, RM_SEED, RM_PROFILE, RM_HELP,
+    RM_VERSION, RM_NOPTS
 };
 static const char *const rm_opt_names[RM_NOPTS] = {"weights", "input",   "output", "repeat",
-                                                   "threads", "seed",    "profile", "help"};
+                                                   "threads", "seed",    "profile", "help",
+                                                   "version"};
 
 typedef struct {
     const rt_model *md;
     const char *prog;                 /* message prefix: argv[0] */
-    const char *weights;              /* NULL: inits only */
+    const char *weights;              /* --weights; NULL: not given */
+    char *wpath;                      /* what is opened (rt_pick_weights); NULL: inits */
     const char *profile;              /* --profile FILE; NULL: no timers */
     const char **in_file, **out_file; /* [ninputs], [noutputs]; NULL: not given */
     uint64_t repeat, seed;
     int threads;    /* 0: OpenMP's default */
     unsigned given; /* bit per single-valued option seen */
-    int help;
+    int help, version;
     void *h;          /* the open model */
     void **in, **out; /* rt_alloc'd, as the model declares */
     double *ms;       /* [repeat] milliseconds per run */
@@ -210,7 +217,7 @@ static int rm_option(const char *a, const char **val)
     return -1;
 }
 
-/* Stops at --help: what follows it is not looked at. */
+/* Stops at --help or --version: what follows is not looked at. */
 static int rm_parse(rm_ctx *c, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -221,9 +228,10 @@ static int rm_parse(rm_ctx *c, int argc, char **argv)
                            argv[i][0] == '-' ? "unknown option '%s' (see --help)"
                                              : "unexpected argument '%s' (see --help)",
                            argv[i]);
-        if (opt == RM_HELP) {
-            c->help = 1;
-            return val ? rm_fail(c, RT_EUSAGE, "option '--help' takes no value") : 0;
+        if (opt == RM_HELP || opt == RM_VERSION) {
+            *(opt == RM_HELP ? &c->help : &c->version) = 1;
+            return val ? rm_fail(c, RT_EUSAGE, "option '--%s' takes no value", rm_opt_names[opt])
+                       : 0;
         }
         if (!val && i + 1 >= argc)
             return rm_fail(c, RT_EUSAGE, "option '--%s' needs a value", rm_opt_names[opt]);
@@ -234,6 +242,19 @@ static int rm_parse(rm_ctx *c, int argc, char **argv)
     return 0;
 }
 
+/* "  --weights ..." of --help: what the option takes, and its default. */
+static void rm_help_weights(const rt_model *md)
+{
+    printf("  --weights FILE|DIR  weights from safetensors (F32, F16, BF16), or a model folder's\n"
+           "                      (its model.safetensors, or the index of its shards); a weight\n"
+           "                      with an init may be absent; default: ");
+    if (md->weights_file)
+        printf("those of the folder it was\n"
+               "                      built from, %s\n", md->weights_file);
+    else
+        printf("each weight's init\n");
+}
+
 static void rm_help(const rm_ctx *c)
 {
     const rt_model *md = c->md;
@@ -241,10 +262,9 @@ static void rm_help(const rm_ctx *c)
     char sh[160];
     printf("usage: %s [--weights W.safetensors] [--input NAME=F.npy]... [--output NAME=F.npy]...\n"
            "       [--repeat N] [--threads N] [--seed S] [--profile FILE]\n"
-           "Runs model '%s'.\n"
-           "  --weights FILE      weights from safetensors (F32, F16, BF16); a weight with an\n"
-           "                      init may be absent; without the option inits are used\n"
-           "  --input NAME=FILE   an input from .npy ('<f4' or '<i4', C order); an input not\n"
+           "Runs model '%s'.\n", usage, md->name ? md->name : "");
+    rm_help_weights(md);
+    printf("  --input NAME=FILE   an input from .npy ('<f4' or '<i4', C order); an input not\n"
            "                      given is seeded, and this is said on stderr\n"
            "  --output NAME=FILE  write an output to .npy; the others are summarised on stdout\n"
            "  --repeat N          run N times and print the median, min and max time (default 1)\n"
@@ -252,12 +272,12 @@ static void rm_help(const rm_ctx *c)
            "  --seed S            seed for inputs not given (default 1)\n"
            "  --profile FILE      time every kernel call; write one JSON line per kernel\n"
            "                      name to FILE (calls, times, FLOPs, bytes, rates)\n"
-           "  -h, --help          print this and exit\n",
-           usage, md->name ? md->name : "");
-    if (md->reset && md->ninputs == 2 && !strcmp(md->inputs[0].name, "tokens"))
-        printf("or:    %s generate --tokens 1,2,3 | --tokenizer FILE --prompt TEXT [-n N]\n"
-               "       [--temperature T] [--topp P] [--seed S] [--weights W] [--threads N]\n"
-               "  generates text from a prompt%s (README \"Generating text\")\n", usage,
+           "  --version           print the model's name, kiln's version and how this was built\n"
+           "  -h, --help          print this and exit\n");
+    if (md->generate)
+        printf("or:    %s generate --tokens 1,2,3 | [--tokenizer FILE] --prompt TEXT | --prompt-file F\n"
+               "       [-n N] [--temperature T] [--topp P] [--seed S] [--weights W] [--threads N]\n"
+               "  generates text from a prompt%s (see generate --help)\n", usage,
                md->run_chunk ? ", prefilled in chunks of the prefill variant" : "");
     printf("inputs:\n");
     for (int i = 0; i < md->ninputs; i++)
@@ -270,13 +290,31 @@ static void rm_help(const rm_ctx *c)
     fflush(stdout);
 }
 
+/* --version: the model, the kiln that wrote it and how it was compiled,
+ * then the model folder's files it remembers. */
+static void rm_version(const rm_ctx *c)
+{
+    const rt_model *md = c->md;
+    printf("model '%s', generated by kiln %s\n", md->name ? md->name : "",
+           md->kiln_version ? md->kiln_version : "(version not known)");
+    printf("built with: %s\n", md->build ? md->build : "(not known)");
+    if (md->weights_file)
+        printf("weights: %s\n", md->weights_file);
+    if (md->tokenizer_file)
+        printf("tokenizer: %s\n", md->tokenizer_file);
+    fflush(stdout);
+}
+
 /* ---- running ------------------------------------------------------------ */
 
 static int rm_load(rm_ctx *c)
 {
+    rt_err e = {0};
+    if (rt_pick_weights(c->md, c->weights, &c->wpath, &e))
+        return rm_fail(c, e.code, "%s", e.msg);
     if (c->threads)
         rt_set_threads(c->threads);
-    c->h = c->md->open(c->weights);
+    c->h = c->md->open(c->wpath);
     if (!c->h)
         return rm_fail(c, RT_EINTERNAL, "out of memory opening the model");
     int status = c->md->status(c->h);
@@ -438,6 +476,51 @@ static void rm_notes(rm_ctx *c)
                    "when it built this (`kiln machine` measures them once)");
 }
 
+/* ---- the weights ------------------------------------------------------ */
+
+static int rm_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* dir/name, malloc'd (NULL: out of memory). */
+static char *rm_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* A folder's weights as kiln takes them (frontend imp_hf_weights): the
+ * index of its shards when there, else its model.safetensors. */
+static char *rm_folder_weights(const char *dir)
+{
+    struct stat st;
+    char *index = rm_join(dir, "model.safetensors.index.json");
+    if (!index || stat(index, &st) == 0)
+        return index;
+    free(index);
+    return rm_join(dir, "model.safetensors");
+}
+
+int rt_pick_weights(const rt_model *md, const char *given, char **path, rt_err *e)
+{
+    *path = NULL;
+    if (!given && md->weights_file && access(md->weights_file, R_OK) != 0)
+        return rt_errf(e, RT_EIO, "%s: cannot read the weights this program was built with "
+                       "(%s): was its folder moved or deleted? pass --weights FILE or DIR",
+                       md->weights_file, strerror(errno));
+    if (!given)
+        given = md->weights_file;
+    if (!given)
+        return 0;
+    *path = rm_is_dir(given) ? rm_folder_weights(given) : strdup(given);
+    return *path ? 0 : rt_errf(e, RT_EINTERNAL, "out of memory");
+}
+
 /* ---- the whole run ----------------------------------------------------- */
 
 static int rm_setup(rm_ctx *c, int argc, char **argv, const rt_model *md)
@@ -470,6 +553,7 @@ static void rm_cleanup(rm_ctx *c)
     free(c->in_file);
     free(c->out_file);
     free(c->ms);
+    free(c->wpath);
 }
 
 /* `PROG generate` of a program built without the generation part (its
@@ -495,6 +579,8 @@ int rt_main(int argc, char **argv, const rt_model *md)
         rc = rm_parse(&c, argc, argv);
     if (!rc && c.help) {
         rm_help(&c);
+    } else if (!rc && c.version) {
+        rm_version(&c);
     } else if (!rc) {
         rc = rm_load(&c);
         if (!rc)

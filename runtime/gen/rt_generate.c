@@ -1,9 +1,14 @@
 /* runtime/gen/rt_generate.c: `PROG generate`, text from a decoder (README
  * "Generating text").
  *
- *   PROG generate --tokens 1,2,3 | --tokenizer FILE --prompt TEXT
+ *   PROG generate --tokens 1,2,3 | [--tokenizer FILE] (--prompt TEXT | --prompt-file FILE)
  *        [-n N] [--temperature T] [--topp P] [--seed S]
- *        [--weights W.safetensors] [--threads N]
+ *        [--weights W.safetensors|DIR] [--threads N]
+ *
+ * --weights and --tokenizer default to the model folder's files the
+ * program was built from (rt_model.weights_file, .tokenizer_file),
+ * refused with one line when they have gone. --prompt-file reads the prompt from a file
+ * ("-": stdin), less one final line break.
  *
  * The model must keep the decoder contract (ir/decoder.c): inputs tokens
  * i32[1] and positions i32[1], output logits f32[1, V], state of S rows.
@@ -20,23 +25,32 @@
  *    go through the decode step one by one.
  * 2. Then N tokens are drawn (rt_sample: temperature 0 is greedy), each
  *    printed as it comes and fed back at the next position, until N, the
- *    cache's S rows, or (with a tokenizer) its EOS or BOS token.
+ *    cache's S rows (said on stderr), or (with a tokenizer) its EOS or BOS
+ *    token.
  * 3. Without --threads, the decode steps' team size follows their times
  *    (rt_gov.c); the numbers never depend on it.
  * Output: --tokens prints the drawn ids on one line, space-separated;
  * --tokenizer prints the prompt's text, then each token's text. Last, on
- * stderr: prefill and decode tokens per second. */
+ * stderr: prefill and decode tokens per second. Every write to stdout is
+ * checked: an error (a full disk) is one line and RT_EIO; a reader that
+ * has gone (EPIPE, where SIGPIPE is ignored; else SIGPIPE ends the
+ * process, as it does cat) ends generation quietly, status 0. */
 #include "runtime/gen/rt_tok.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const rt_model *md;
     const char *prog;
-    const char *tokens, *tokenizer, *prompt, *weights;
+    const char *tokens, *tokenizer, *prompt, *weights, *prompt_file;
+    const char *src;                    /* --prompt-file's name, for messages; NULL: --prompt */
+    char *text;                         /* --prompt-file's text */
+    char *wpath;                        /* the weights opened (rt_pick_weights) */
     uint64_t n, seed, threads;
     double temperature, topp;
     void *h;
@@ -49,6 +63,7 @@ typedef struct {
     void *scratch;                      /* rt_sample's */
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
+    int full;                           /* stopped by the KV cache's end */
     rt_gov gov;
 } rg_ctx;
 
@@ -87,7 +102,7 @@ static int rg_num(const char *v, double *out)
 }
 
 static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "temperature",
-                                      "topp", "seed", "weights", "threads"};
+                                      "topp", "seed", "weights", "threads", "prompt-file"};
 
 /* --opt value or --opt=value (-n N too); the option's index, or -1. */
 static int rg_opt(int argc, char **argv, int *i, const char **val)
@@ -117,22 +132,51 @@ static int rg_opt(int argc, char **argv, int *i, const char **val)
 
 static void rg_help(const rg_ctx *g)
 {
-    printf("usage: %s generate (--tokens ID,ID,... | --tokenizer FILE --prompt TEXT) [-n N]\n"
-           "       [--temperature T] [--topp P] [--seed S] [--weights W.safetensors] [--threads N]\n"
+    const rt_model *md = g->md;
+    printf("usage: %s generate (--tokens ID,ID,... | [--tokenizer FILE] --prompt TEXT\n"
+           "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--temperature T] [--topp P]\n"
+           "       [--seed S] [--weights W.safetensors|DIR] [--threads N]\n"
            "Generates text: the prompt prefilled, then one decode step a token drawn.\n"
            "  --tokens IDS        the prompt as token ids; prints the drawn ids\n"
            "  --tokenizer FILE    llama2.c tokenizer.bin or Hugging Face tokenizer.json;\n"
+           "                      default: %s\n"
            "  --prompt TEXT       the prompt as text, BOS first; prints the text as it comes\n"
+           "  --prompt-file FILE  the prompt's text from FILE (-: stdin), less one final\n"
+           "                      line break\n"
            "  -n N                tokens to draw (default 32; fewer when the KV cache is\n"
-           "                      full or, with a tokenizer, EOS or BOS is drawn)\n"
+           "                      full, said on stderr, or with a tokenizer EOS or BOS is drawn)\n"
            "  --temperature T     0: greedy; else softmax of logits / T (default 1)\n"
            "  --topp P            sample from the nucleus of mass P (default 0.9; 0 or 1: all)\n"
            "  --seed S            the sampler's seed (default 1)\n"
-           "  --weights FILE      weights from safetensors (default: each weight's init)\n"
+           "  --weights FILE|DIR  weights from safetensors, or a model folder's;\n"
+           "                      default: %s\n"
            "  --threads N         a fixed team (default: every core, fewer while busy)\n"
            "  -h, --help          print this and exit\n"
-           "On stderr at the end: prefill and decode tokens per second.\n",
-           g->md->usage ? g->md->usage : g->prog);
+           "On stderr at the end: prefill and decode tokens per second. A closed stdout\n"
+           "(a reader that has gone) ends generation quietly.\n",
+           md->usage ? md->usage : g->prog,
+           md->tokenizer_file ? md->tokenizer_file : "none (needed for a text prompt)",
+           md->weights_file ? md->weights_file : "each weight's init");
+}
+
+/* The prompt is given one way: ids, or text with a tokenizer (given or
+ * the folder's). */
+static int rg_check(rg_ctx *g)
+{
+    const char *text = g->prompt ? "--prompt" : g->prompt_file ? "--prompt-file" : NULL;
+    if (g->prompt && g->prompt_file)
+        return rg_fail(g, RT_EUSAGE, "give --prompt TEXT or --prompt-file FILE, not both");
+    if (g->tokens && text)
+        return rg_fail(g, RT_EUSAGE, "give --tokens IDS or %s, not both (--tokens are ids)", text);
+    if (g->tokens && g->tokenizer)
+        return rg_fail(g, RT_EUSAGE, "--tokenizer is for a text prompt; --tokens are ids");
+    if (!g->tokens && !text)
+        return rg_fail(g, RT_EUSAGE, g->tokenizer ? "--tokenizer needs --prompt TEXT or "
+                       "--prompt-file FILE" : "give --tokens IDS, or --prompt TEXT or "
+                       "--prompt-file FILE (with --tokenizer FILE)");
+    if (text && !g->tokenizer && !g->md->tokenizer_file)
+        return rg_fail(g, RT_EUSAGE, "%s needs --tokenizer FILE", text);
+    return 0;
 }
 
 /* 0, or an exit status: -1 when --help was printed (exit 0). */
@@ -159,17 +203,12 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         case 6: ok = rg_u64(v, &g->seed); break;
         case 7: g->weights = v; break;
         case 8: ok = rg_u64(v, &g->threads) && g->threads >= 1 && g->threads <= 4096; break;
+        case 9: g->prompt_file = v; ok = *v != 0; break;
         }
         if (!ok)
             return rg_fail(g, RT_EUSAGE, "--%s: bad value '%s'", rg_opts[k], v);
     }
-    if (!g->tokens == !g->tokenizer)
-        return rg_fail(g, RT_EUSAGE, "give --tokens IDS, or --tokenizer FILE with --prompt TEXT");
-    if (g->tokenizer && !g->prompt)
-        return rg_fail(g, RT_EUSAGE, "--tokenizer needs --prompt TEXT");
-    if (g->tokens && g->prompt)
-        return rg_fail(g, RT_EUSAGE, "--prompt needs --tokenizer FILE (--tokens are ids)");
-    return 0;
+    return rg_check(g);
 }
 
 /* "1,2,3": ids in [0, V). */
@@ -193,22 +232,110 @@ static int rg_ids(rg_ctx *g)
     }
 }
 
-static int rg_encode(rg_ctx *g)
+/* "FILE: " of --prompt-file, before a message about its text; "" for --prompt. */
+static const char *rg_src(const rg_ctx *g, char *buf, size_t size)
+{
+    if (!g->src)
+        return "";
+    snprintf(buf, size, "%s: ", g->src);
+    return buf;
+}
+
+/* All of f, NUL-terminated, its length in *n; NULL when out of memory
+ * (*oom set) or on a read error (errno kept). */
+static char *rg_slurp(FILE *f, size_t *n, int *oom)
+{
+    size_t cap = 0, k;
+    char *buf = NULL;
+    *n = 0;
+    do {
+        if (*n + 1 >= cap) {
+            char *p = realloc(buf, cap = cap ? 2 * cap : 4096);
+            if (!p) {
+                free(buf);
+                *oom = 1;
+                return NULL;
+            }
+            buf = p;
+        }
+        *n += k = fread(buf + *n, 1, cap - *n - 1, f);
+    } while (k);
+    if (ferror(f)) {
+        int e = errno;
+        free(buf);
+        errno = e;
+        return NULL;
+    }
+    buf[*n] = 0;
+    return buf;
+}
+
+/* --prompt-file: the whole file (stdin for "-") is the prompt, less one
+ * final line break ("\n" or "\r\n"); a NUL byte is refused. */
+static int rg_read_prompt(rg_ctx *g)
+{
+    int in = !strcmp(g->prompt_file, "-"), oom = 0;
+    g->src = in ? "standard input" : g->prompt_file;
+    FILE *f = in ? stdin : fopen(g->prompt_file, "rb");
+    if (!f)
+        return rg_fail(g, RT_EIO, "%s: cannot open: %s", g->src, strerror(errno));
+    size_t n;
+    g->text = rg_slurp(f, &n, &oom);
+    int err = errno;
+    if (!in)
+        fclose(f);
+    if (!g->text)
+        return oom ? rg_fail(g, RT_EINTERNAL, "%s: out of memory", g->src)
+                   : rg_fail(g, RT_EIO, "%s: cannot read: %s", g->src, strerror(err));
+    const char *nul = memchr(g->text, 0, n);
+    if (nul)
+        return rg_fail(g, RT_EINVAL, "%s: byte %zu is NUL: a prompt is text", g->src,
+                       (size_t)(nul - g->text));
+    if (n && g->text[n - 1] == '\n') {
+        g->text[--n] = 0;
+        if (n && g->text[n - 1] == '\r')
+            g->text[--n] = 0;
+    }
+    g->prompt = g->text;
+    return 0;
+}
+
+/* --tokenizer, else the model folder's when it can still be read. */
+static int rg_open_tokenizer(rg_ctx *g)
 {
     rt_err e = {0};
-    if (rt_tok_open(g->tokenizer, &g->tok, &e))
+    const char *path = g->tokenizer ? g->tokenizer : g->md->tokenizer_file;
+    if (!g->tokenizer && access(path, R_OK) != 0)
+        return rg_fail(g, RT_EIO, "%s: cannot read the tokenizer this program was built with "
+                       "(%s): was its folder moved or deleted? pass --tokenizer FILE", path,
+                       strerror(errno));
+    g->tokenizer = path;
+    if (rt_tok_open(path, &g->tok, &e))
         return rg_fail(g, e.code, "%s", e.msg);
     if (rt_tok_size(g->tok) > g->V)
         return rg_fail(g, RT_EINVAL, "%s: %d tokens, but the model's vocabulary is %lld",
-                       g->tokenizer, rt_tok_size(g->tok), (long long)g->V);
+                       path, rt_tok_size(g->tok), (long long)g->V);
+    return 0;
+}
+
+static int rg_encode(rg_ctx *g)
+{
+    rt_err e = {0};
+    char src[512];
+    int rc = g->prompt_file ? rg_read_prompt(g) : 0;
+    if (!rc)
+        rc = rg_open_tokenizer(g);
+    if (rc)
+        return rc;
     int cap = (int)strlen(g->prompt) + 3;
     g->ids = malloc(sizeof *g->ids * (size_t)cap);
     if (!g->ids)
         return rg_fail(g, RT_EINTERNAL, "out of memory");
     if (rt_tok_encode(g->tok, g->prompt, 1, g->ids, cap, &g->nids, &e))
-        return rg_fail(g, e.code, "%s", e.msg);
+        return rg_fail(g, e.code, "%s%s", rg_src(g, src, sizeof src), e.msg);
     if (!g->nids)
-        return rg_fail(g, RT_EINVAL, "the prompt is empty and the tokenizer has no BOS");
+        return rg_fail(g, RT_EINVAL, "%sthe prompt is empty and the tokenizer has no BOS",
+                       rg_src(g, src, sizeof src));
     return 0;
 }
 
@@ -282,15 +409,29 @@ static int rg_prefill(rg_ctx *g)
     return 0;
 }
 
-static void rg_print(rg_ctx *g, int prev, int id)
+/* s on stdout at once: 0, RG_GONE when the reader has gone (EPIPE:
+ * nothing said, and kiln's own check of stdout finds it clear), or
+ * RT_EIO said. */
+#define RG_GONE (-2)
+static int rg_put(const rg_ctx *g, const char *s)
 {
-    if (!g->tok) {
-        printf("%s%d", g->n_decode ? " " : "", id);
-    } else {
-        const char *s = rt_tok_decode_piece(g->tok, prev, id);
-        fputs(s, stdout);
+    if ((*s && fputs(s, stdout) == EOF) || fflush(stdout) != 0) {
+        int e = errno;
+        clearerr(stdout);               /* glibc has dropped what it held */
+        if (e == EPIPE)
+            return RG_GONE;
+        return rg_fail(g, RT_EIO, "cannot write to stdout: %s", strerror(e));
     }
-    fflush(stdout);
+    return 0;
+}
+
+static int rg_print(rg_ctx *g, int prev, int id)
+{
+    char num[24];
+    if (g->tok)
+        return rg_put(g, rt_tok_decode_piece(g->tok, prev, id));
+    snprintf(num, sizeof num, "%s%d", g->n_decode ? " " : "", id);
+    return rg_put(g, num);
 }
 
 static int rg_decode(rg_ctx *g)
@@ -305,39 +446,42 @@ static int rg_decode(rg_ctx *g)
         int next = rt_sample(g->logits, (int)g->V, g->temperature, g->topp, &state, g->scratch);
         if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos))
             break;
-        rg_print(g, prev, next);
+        int rc = rg_print(g, prev, next);
+        if (rc)
+            return rc;
         g->n_decode++;
         prev = next;
-        if (i + 1 == g->n || pos >= g->S)
+        if (i + 1 == g->n)
             break;
+        if (pos >= g->S) {
+            g->full = 1;
+            break;
+        }
         g->tk[0] = next;
         g->ps[0] = (int32_t)pos++;
         int size = rt_gov_next(&g->gov);
         if (size != team)
             rt_set_threads(team = size);
         double t = rt_now();
-        int rc = rg_call(g, 0);
+        rc = rg_call(g, 0);
         if (rc)
             return rc;
         rt_gov_took(&g->gov, rt_now() - t);
         g->calls++;
     }
     g->t_decode = rt_now() - t0;
-    if (g->tok)
-        fputs(rt_tok_decode_flush(g->tok), stdout);
-    putchar('\n');
-    return 0;
+    int rc = g->tok ? rg_put(g, rt_tok_decode_flush(g->tok)) : 0;
+    return rc ? rc : rg_put(g, "\n");
 }
 
 /* The prompt's text as it would have been generated. */
-static void rg_echo(rg_ctx *g)
+static int rg_echo(rg_ctx *g)
 {
-    if (!g->tok)
-        return;
-    for (int i = 0; i < g->nids; i++)
+    int rc = 0;
+    for (int i = 0; g->tok && !rc && i < g->nids; i++)
         if (g->ids[i] != rt_tok_bos(g->tok))
-            fputs(rt_tok_decode_piece(g->tok, i ? g->ids[i - 1] : -1, g->ids[i]), stdout);
-    fflush(stdout);
+            rc = rg_put(g, rt_tok_decode_piece(g->tok, i ? g->ids[i - 1] : -1, g->ids[i]));
+    return rc;
 }
 
 static double rg_rate(int64_t n, double s) { return s > 0 ? (double)n / s : 0; }
@@ -352,30 +496,47 @@ static const char *rg_fewer(const rg_ctx *g, char *buf, size_t size)
     return buf;
 }
 
-static int rg_main(rg_ctx *g)
+/* The prompt, the buffers, the model opened with its weights. */
+static int rg_setup(rg_ctx *g)
 {
+    char src[512];
+    rt_err e = {0};
     int rc = rg_contract(g);
     if (!rc)
-        rc = g->tokenizer ? rg_encode(g) : rg_ids(g);
+        rc = g->tokens ? rg_ids(g) : rg_encode(g);
     if (!rc && g->nids > g->S)
-        rc = rg_fail(g, RT_EINVAL, "the prompt is %d tokens, more than the cache's %lld rows",
-                     g->nids, (long long)g->S);
+        rc = rg_fail(g, RT_EINVAL, "%sthe prompt is %d tokens, more than the cache's %lld rows",
+                     rg_src(g, src, sizeof src), g->nids, (long long)g->S);
     if (!rc)
         rc = rg_buffers(g);
+    if (!rc && rt_pick_weights(g->md, g->weights, &g->wpath, &e))
+        rc = rg_fail(g, e.code, "%s", e.msg);
     if (rc)
         return rc;
     if (g->threads)
         rt_set_threads((int)g->threads);
     rt_gov_init(&g->gov, rt_get_threads(), g->threads != 0);
-    g->h = g->md->open(g->weights);
+    g->h = g->md->open(g->wpath);
     if (!g->h)
         return rg_fail(g, RT_EINTERNAL, "out of memory");
     if (g->md->status(g->h))
         return rg_fail(g, g->md->status(g->h), "%s", g->md->error(g->h));
-    rg_echo(g);
-    rc = rg_prefill(g);
+    return 0;
+}
+
+static int rg_main(rg_ctx *g)
+{
+    int rc = rg_setup(g);
+    if (!rc)
+        rc = rg_echo(g);
+    if (!rc)
+        rc = rg_prefill(g);
     if (!rc)
         rc = rg_decode(g);
+    if (!rc && g->full)
+        fprintf(stderr, "%s: generate: stopped after %lld of %llu tokens: the KV cache holds "
+                "%lld positions (--max-seq at import)\n", g->prog, (long long)g->n_decode,
+                (unsigned long long)g->n, (long long)g->S);
     char note[96];
     if (!rc)
         fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld); "
@@ -397,7 +558,7 @@ int rt_generate(int argc, char **argv, const rt_model *md)
     int rc = rg_parse(&g, argc - 1, argv + 1);
     if (!rc)
         rc = rg_main(&g);
-    if (rc < 0)                         /* --help */
+    if (rc < 0)                         /* --help, or stdout's reader gone */
         rc = 0;
     if (g.h)
         md->close(g.h);
@@ -408,5 +569,7 @@ int rt_generate(int argc, char **argv, const rt_model *md)
     free(g.tk);
     free(g.ps);
     free(g.scratch);
+    free(g.text);
+    free(g.wpath);
     return rc;
 }

@@ -1,0 +1,2 @@
+# a device where the weights file should be
+run --weights /dev/null
