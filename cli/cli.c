@@ -1,6 +1,7 @@
 /* cli/cli.c: what the command line's files share to parse options and say
  * what went wrong. */
 #include "cli.h"
+#include "codegen/codegen.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +22,8 @@ int cli_out_of_memory(void)
 
 int cli_report(const rt_err *err)
 {
+    if (cg_interrupted())
+        return err->code;       /* a consequence: main says it was interrupted */
     fprintf(stderr, "kiln: %s\n", err->msg);
     return err->code;
 }

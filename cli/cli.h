@@ -16,7 +16,8 @@ enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };
 int cli_usage(const char *fmt, const char *arg);
 /* "kiln: out of memory"; EXIT_INTERNAL. */
 int cli_out_of_memory(void);
-/* "kiln: MESSAGE" of err; its status. */
+/* "kiln: MESSAGE" of err; its status. Nothing said once kiln was
+ * interrupted (cg_interrupted): main says that. */
 int cli_report(const rt_err *err);
 /* --name VALUE or --name=VALUE at argv[*i] (i advanced past a separate
  * value): the value, "" when it is missing, NULL when argv[*i] is
@@ -24,6 +25,10 @@ int cli_report(const rt_err *err);
 const char *cli_opt_value(int argc, char **argv, int *i, const char *name);
 /* Whether paths a and b name the same file (-o must not be the input). */
 int cli_same_file(const char *a, const char *b);
+
+/* kiln --help's overview (cmd NULL), or cmd's usage, on stdout: 0; -1
+ * when cmd has none here (bench and machine print their own). help.c */
+int cli_help(const char *cmd);
 
 typedef struct Module Module;
 /* kiln opt FILE.kir --passes a,b [-o OUT] [--machine SPEC]; kiln passes:
@@ -45,6 +50,11 @@ int cli_profile_table(const char *path, const char *model, const rt_machine *mc,
  * 0, or -1 with the problems in cx->d. */
 typedef struct PassCtx PassCtx;
 int cli_program(Module **m, PassCtx *cx, int64_t chunk, int verbose);
+
+/* "kiln: note: ..." on stderr when what m's program holds once opened
+ * (its weights and derived weights, state and intermediate arena, as
+ * plan-memory counts them) is more than this machine's memory. */
+void cli_memory_note(const Module *m);
 
 /* kiln import hf DIR | llama2c FILE.bin [options]: folder.c */
 int cli_import(int argc, char **argv);

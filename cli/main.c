@@ -13,82 +13,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-extern char **environ;
-
-static const char usage_text[] =
-    "usage: kiln COMMAND MODEL.json [options]\n"
-    "\n"
-    "Compiles a model (a kiln/1 JSON graph) to C specialised to its shapes.\n"
-    "MODEL may also be a Hugging Face folder, imported first (as kiln import hf).\n"
-    "\n"
-    "commands:\n"
-    "  emit-c MODEL [-o FILE.c]      write the generated C (stdout without -o);\n"
-    "                                --jit: the C kiln run hands libtcc\n"
-    "  build MODEL [-o EXE]          build an executable with $CC (default cc; -o default: NAME);\n"
-    "                                of a folder, it remembers the folder's weights and\n"
-    "                                tokenizer.json (absolute paths) as its defaults\n"
-    "  build MODEL --lib -o DIR      build DIR/libNAME.so, DIR/libNAME.a and DIR/NAME.h\n"
-    "                                (builds are cached: --no-cache builds anew)\n"
-    "  run MODEL [RUN OPTIONS]       compile in memory with libtcc and run\n"
-    "  profile MODEL [RUN OPTIONS]   build with cc, run with --profile (--repeat 10 unless\n"
-    "                                given); each kernel's time and rates, slowest first\n"
-    "  check MODEL [CHECK OPTIONS]   run the reference, the cc build and the JIT on the\n"
-    "                                same inputs; compare every output\n"
-    "  print MODEL                   print the IR (.kir) after the last pass run\n"
-    "  dump MODEL --dump-dir DIR     write every stage: DIR/00-frontend.kir ... 09-codegen.c\n"
-    "  dump MODEL --after PASS       print one stage\n"
-    "  opt FILE.kir --passes a,b     run passes on a dumped stage [-o OUT.kir]\n"
-    "                                [--machine SPEC] (default: fixed figures)\n"
-    "  passes                        list the pass pipeline\n"
-    "  bench [MODEL ...]             time every example (reference, cc, JIT) and the\n"
-    "                                linear kernels vs OpenBLAS (kiln bench --help)\n"
-    "  machine [--refresh]           this machine's FMA peak and read bandwidth, cached\n"
-    "  import hf DIR [-o MODEL.json] a Hugging Face folder's decoder graph (llama, gemma,\n"
-    "                                gemma2, gemma3_text, mistral, mixtral, phi3, qwen2, qwen3,\n"
-    "                                qwen3_moe, gpt2); stdout without -o\n"
-    "  import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]\n"
-    "                                a llama2.c checkpoint's graph, its weights converted\n"
-    "  help, version                 this text; the version\n"
-    "\n"
-    "options of every model command:\n"
-    "  --stop-after PASS             run the pipeline up to PASS only\n"
-    "  --disable-pass PASS           skip PASS (repeatable; not frontend, lower, codegen)\n"
-    "  --max-memory BYTES            fail when the intermediates need more (plan-memory)\n"
-    "  --machine SPEC                the figures tile and parallelize use, instead of\n"
-    "                                this machine's: l1d=48K,l2=2M,l3=32M,vector=64,cores=2\n"
-    "                                (any subset), or default (fixed figures, as kiln opt)\n"
-    "  --weight-dtype auto|f32|bf16|f16  hold every weight of rank >= 2 so in memory\n"
-    "                                (bf16, f16: rounded at load, lossy; auto, the default:\n"
-    "                                as the weights file stores it; README \"16-bit weights\")\n"
-    "  -v, --verbose                 say what is done and how long it took\n"
-    "  --tokens T  --max-seq S       a folder's or checkpoint's graph: T tokens a call\n"
-    "                                (default 1), a KV cache of S rows (see README)\n"
-    "  --chunk N                     emit-c, build, run, profile of a decoder: its prefill\n"
-    "                                variant's tokens a call (default 64; 1: none)\n"
-    "\n"
-    "RUN OPTIONS (the same as a built executable's):\n"
-    "  --weights FILE|DIR            weights: safetensors, or a model folder's (default:\n"
-    "                                MODEL a folder, its own; else each weight's init)\n"
-    "  --input NAME=FILE.npy         an input (repeatable; inputs not given are seeded)\n"
-    "  --output NAME=FILE.npy        write an output (repeatable; others are summarised)\n"
-    "  --repeat N  --threads N  --seed S\n"
-    "  --profile FILE                time every kernel; one JSON line per kernel name\n"
-    "  --version                     the model's name, kiln's version, how it was built\n"
-    "  generate --tokens 1,2,3 | [--tokenizer FILE] --prompt TEXT | --prompt-file FILE\n"
-    "           -n N [--temperature T] [--topp P] [--seed S]  a decoder generates text\n"
-    "           (README \"Generating text\"); run DIR: the folder's weights, and its\n"
-    "           tokenizer.json for a text prompt\n"
-    "\n"
-    "CHECK OPTIONS:\n"
-    "  --weights FILE  --input NAME=FILE.npy  --seed S\n"
-    "  --tolerance T                 relative to the reference's max |x| (default 1e-4)\n"
-    "  --no-cc, --no-jit             skip one of the builds\n"
-    "  --bisect                      JIT the program after every loop-level pass and\n"
-    "                                name the first pass whose outputs leave tolerance\n"
-    "\n"
-    "exit status: 0 ok, 1 invalid model, weights or inputs (or check out of tolerance),\n"
-    "             2 usage, 3 I/O, 4 internal error\n";
-
 typedef struct {
     const char *cmd, *model, *out, *weights;
     const char **given_names, **given_files;
@@ -418,6 +342,7 @@ static int cmd_build(Module *m, const Opts *o)
     int rc = program(&m, o);
     if (rc)
         return rc;
+    cli_memory_note(m);
     rt_err err = {0, ""};
     CgBuild b = {.cache = !o->no_cache, .machine = &o->figures};
     if (o->lib) {
@@ -435,6 +360,7 @@ static int cmd_run(Module *m, const Opts *o)
     int rc = program(&m, o);
     if (rc)
         return rc;
+    cli_memory_note(m);
     rt_err err = {0, ""};
     CgJit *j = cg_jit_new(m, &err);
     if (!j)
@@ -490,20 +416,16 @@ static int run_profiled(const char *exe, const char *lines, const Opts *o)
     argv[n] = NULL;
     fflush(stdout);
     posix_spawn_file_actions_t fa;
-    pid_t pid;
     int st, e = posix_spawn_file_actions_init(&fa);
     if (!e && !(e = posix_spawn_file_actions_adddup2(&fa, 2, 1)))
-        e = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
+        e = cg_spawn(exe, argv, &fa, 0, &st);
     posix_spawn_file_actions_destroy(&fa);
+    if (cg_interrupted())
+        return EXIT_INTERNAL;     /* main says so */
     if (e) {
         fprintf(stderr, "kiln: profile: cannot run %s: %s\n", exe, strerror(e));
         return EXIT_IO;
     }
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) {
-            fprintf(stderr, "kiln: profile: %s: %s\n", exe, strerror(errno));
-            return EXIT_INTERNAL;
-        }
     if (WIFEXITED(st))
         return WEXITSTATUS(st);   /* which said what went wrong */
     fprintf(stderr, "kiln: profile: the model's program died (signal %d)\n", WTERMSIG(st));
@@ -511,7 +433,7 @@ static int run_profiled(const char *exe, const char *lines, const Opts *o)
 }
 
 /* kiln profile MODEL [RUN OPTIONS]: the cc build (from the build cache
- * when it is there; quiet, as kiln run's compile, unless -v) in a
+ * when it is there; its progress on stderr, as kiln build's) in a
  * temporary directory, run with --profile; its lines as a table, the
  * slowest kernel first. */
 static int cmd_profile(Module *m, const Opts *o)
@@ -519,17 +441,23 @@ static int cmd_profile(Module *m, const Opts *o)
     int rc = program(&m, o);
     if (rc)
         return rc;
+    cli_memory_note(m);
     char dir[4096];
     rt_err err = {0, ""};
     if (bench_dir_open(dir, &err))
         return cli_report(&err);
     const char *exe = arena_printf(m->a, "%s/%s", dir, m->name);
     const char *lines = arena_printf(m->a, "%s/profile.jsonl", dir);
-    CgBuild b = {.quiet = !o->verbose, .cache = !o->no_cache, .machine = &o->figures};
+    const char *made[] = {dir, exe, lines};          /* removed if interrupted */
+    for (int i = 0; i < 3; i++)
+        cg_tmp_add(made[i]);
+    CgBuild b = {.cache = !o->no_cache, .machine = &o->figures};
     rc = cg_build_exe(m, exe, &b, &err) ? cli_report(&err) : run_profiled(exe, lines, o);
     if (!rc)
         rc = cli_profile_table(lines, m->name, &o->figures, stdout);
     bench_dir_remove(dir);
+    for (int i = 0; i < 3; i++)
+        cg_tmp_forget(made[i]);
     return rc;
 }
 
@@ -640,6 +568,7 @@ static int cmd_check(Module *m, const Opts *o)
     int rc = pipeline(m, o, 1);
     if (rc)
         return rc;
+    cli_memory_note(m);
     rt_err err = {0, ""};
     rc = cg_check(m, &co, stdout, &err);
     if (rc)
@@ -839,17 +768,44 @@ static int model_command(const Command *c, int argc, char **argv)
     return rc;
 }
 
+static int is_help(const char *a)
+{
+    return !strcmp(a, "--help") || !strcmp(a, "-h");
+}
+
+/* kiln CMD ... --help (or -h) anywhere among CMD's arguments; for run
+ * only first: kiln run MODEL --help is the model's usage (rt_main's). */
+static int asks_help(int argc, char **argv)
+{
+    int end = !strcmp(argv[1], "run") ? 3 : argc;
+    for (int i = 2; i < argc && i < end; i++)
+        if (is_help(argv[i]))
+            return 1;
+    return 0;
+}
+
+/* kiln help [COMMAND]: the overview, or COMMAND's usage. */
+static int help(int argc, char **argv)
+{
+    if (argc < 3 || !cli_help(argv[2]))
+        return argc < 3 ? cli_help(NULL) : 0;
+    char *args[] = {argv[0], argv[2], "--help", NULL};
+    if (!strcmp(argv[2], "bench"))
+        return bench_cmd_bench(3, args);
+    if (!strcmp(argv[2], "machine"))
+        return bench_cmd_machine(3, args);
+    return cli_usage("help: no command '%s'", argv[2]);
+}
+
 static int command(int argc, char **argv)
 {
     if (argc < 2)
         return cli_usage("%s", "missing command");
     const char *cmd = argv[1];
-    int help2 = argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"));
-    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h") ||
-        (help2 && strcmp(cmd, "bench") && strcmp(cmd, "machine"))) {   /* kiln build --help */
-        fputs(usage_text, stdout);
+    if (!strcmp(cmd, "help") || is_help(cmd))
+        return help(argc, argv);
+    if (asks_help(argc, argv) && cli_help(cmd) == 0)      /* bench, machine: their own */
         return 0;
-    }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("kiln %s\n", KILN_VERSION);
         return 0;
@@ -881,7 +837,12 @@ static int flushed(int rc)
     return EXIT_IO;
 }
 
+/* Interrupted (SIGINT, SIGTERM, SIGHUP, SIGQUIT: codegen/interrupt.c),
+ * kiln removes its temporaries and dies of the signal, said once here. */
 int main(int argc, char **argv)
 {
-    return flushed(command(argc, argv));
+    cg_intr_init();
+    int rc = flushed(command(argc, argv));
+    cg_intr_die();
+    return rc;
 }

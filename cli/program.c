@@ -12,7 +12,10 @@
  * decoder whose graph does not hold at another T (reshapes that spell T
  * out) stays one variant, said with -v. */
 #include "cli.h"
+#include "codegen/codegen.h"
 #include "passes/passes.h"
+
+#include <unistd.h>
 
 typedef struct {
     const Module *model;        /* the decoder as loaded, never compiled */
@@ -62,4 +65,48 @@ int cli_program(Module **mp, PassCtx *cx, int64_t chunk, int verbose)
                 "(%lld tokens, %d kernels)\n", m->file, v[0]->prog->nkernels, (long long)chunk,
                 v[1]->prog->nkernels);
     return 0;
+}
+
+/* ---- what the program holds, against this machine's memory --------------- */
+
+/* Bytes a held buffer takes: 2 an element when 16-bit, else 4. */
+static int64_t held(int64_t count, int store)
+{
+    return count * (store == RT_BF16 || store == RT_F16 ? 2 : 4);
+}
+
+/* Weights as loaded, and the derived weights the open program makes
+ * (held together while it runs). */
+static int64_t weight_bytes(const Module *m)
+{
+    CgInfos info;
+    cg_infos(m, &info);
+    int64_t n = 0;
+    for (int i = 0; i < m->nweights; i++)
+        n += held(info.weights[i].count, info.weights[i].store);
+    for (int i = 0; m->open && i < m->open->nbufs; i++) {
+        const Buf *b = m->open->bufs[i];
+        if (b->kind == BK_DERIVED && !b->base)
+            n += held(shape_count(b->rank, b->dims), (int)b->store);
+    }
+    return n;
+}
+
+void cli_memory_note(const Module *m)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (!m->prog || pages <= 0 || page <= 0)
+        return;
+    int64_t state = 0, arena = m->prog->arena_bytes, weights = weight_bytes(m);
+    for (int i = 0; i < m->nstates; i++)
+        state += (int64_t)node_bytes(m->states[i]);
+    for (int i = 0; i < m->nvariants; i++)     /* one arena serves every variant */
+        if (m->variants[i]->prog->arena_bytes > arena)
+            arena = m->variants[i]->prog->arena_bytes;
+    int64_t need = weights + state + arena, have = (int64_t)pages * page;
+    if (need > have)
+        fprintf(stderr, "kiln: note: %s needs %lld bytes once opened (weights %lld, state "
+                "%lld, intermediates %lld); this machine has %lld bytes of memory\n", m->name,
+                (long long)need, (long long)weights, (long long)state, (long long)arena,
+                (long long)have);
 }

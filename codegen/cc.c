@@ -57,12 +57,20 @@ typedef struct {
     char dir[4096];
 } Scratch;
 
-static int scratch_open(Scratch *s, rt_err *err)
+/* The files a build makes in it, registered as temporaries (interrupt.c)
+ * with the directory. */
+static const char *const scratch_names[] = {"model.c", "model.o", "cc.log", "rt_core.c",
+                                            "rt_core.o", "rt_gen.c", "rt_gen.o"};
+
+static int scratch_open(Scratch *s, Arena *a, rt_err *err)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(s->dir, sizeof s->dir, "%s/kiln-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(s->dir))
         return rt_errf(err, RT_EIO, "cannot make a temporary directory: %s", strerror(errno));
+    cg_tmp_add(s->dir);                   /* then its files: removed before it */
+    for (size_t i = 0; i < sizeof scratch_names / sizeof scratch_names[0]; i++)
+        cg_tmp_add(arena_printf(a, "%s/%s", s->dir, scratch_names[i]));
     return 0;
 }
 
@@ -73,11 +81,9 @@ static char *scratch_path(Scratch *s, Arena *a, const char *name)
 
 static void scratch_close(Scratch *s, Arena *a)
 {
-    static const char *names[] = {"model.c", "model.o", "cc.log", "rt_core.c", "rt_core.o",
-                                  "rt_gen.c", "rt_gen.o"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        unlink(scratch_path(s, a, names[i]));
-    rmdir(s->dir);
+    for (size_t i = 0; i < sizeof scratch_names / sizeof scratch_names[0]; i++)
+        cg_tmp_remove(scratch_path(s, a, scratch_names[i]));
+    cg_tmp_remove(s->dir);
 }
 
 /* A string as one single-quoted shell word. */
@@ -115,11 +121,18 @@ static int write_text(const char *path, const char *shown, const char *text, rt_
     return 0;
 }
 
-/* Runs a shell command line, its output to log; on failure the first line
- * of the log goes into the message. */
+/* Runs a shell command line, its output to log, in a process group of
+ * its own (cg_spawn: Ctrl-C reaches cc and what it runs); on failure the
+ * first line of the log goes into the message, unless kiln was
+ * interrupted: then only that is said. */
 static int run(Arena *a, const char *cmd, const char *log, rt_err *err)
 {
-    int st = system(arena_printf(a, "%s >%s 2>&1", cmd, shell_quote(a, log)));
+    char *argv[] = {"sh", "-c", arena_printf(a, "%s >%s 2>&1", cmd, shell_quote(a, log)), NULL};
+    int st = 0, e = cg_spawn("/bin/sh", argv, NULL, 1, &st);
+    if (cg_interrupted())
+        return rt_errf(err, RT_EINTERNAL, "interrupted");
+    if (e)
+        return rt_errf(err, RT_EIO, "cannot run /bin/sh: %s", strerror(e));
     if (st == 0)
         return 0;
     char line[300] = "";
@@ -130,6 +143,9 @@ static int run(Arena *a, const char *cmd, const char *log, rt_err *err)
         fclose(f);
     }
     line[strcspn(line, "\n")] = 0;
+    if (WIFSIGNALED(st))
+        return rt_errf(err, RT_EINTERNAL, "the C compiler died of signal %d: %s", WTERMSIG(st),
+                       line);
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (code == 127)
         return rt_errf(err, RT_EIO, "cannot run the C compiler '%s' (set CC)", cg_cc());
@@ -202,8 +218,10 @@ static int temp_beside(Arena *a, const char *path, char **tmp, rt_err *err)
     for (int tries = 0; tries < 100; tries++) {
         *tmp = arena_printf(a, "%s.kiln-tmp%ld-%d", path, (long)getpid(), seq++);
         int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0)
-            return close(fd), 0;
+        if (fd >= 0) {
+            cg_tmp_add(*tmp);     /* its name is kiln's while kiln lives (pid): */
+            return close(fd), 0;  /* removed or renamed, it may stay registered */
+        }
         if (errno != EEXIST)
             break;
     }
@@ -213,8 +231,10 @@ static int temp_beside(Arena *a, const char *path, char **tmp, rt_err *err)
 
 static int commit(const char *tmp, const char *path, rt_err *err)
 {
-    if (rename(tmp, path) == 0)
+    if (rename(tmp, path) == 0) {
+        cg_tmp_forget(tmp);
         return 0;
+    }
     int e = errno;
     unlink(tmp);
     return rt_errf(err, RT_EIO, "%s: %s", path, strerror(e));
@@ -417,7 +437,7 @@ int cg_build_parts(const Module *m, const CgBuild *b, rt_err *err)
     if (!dir)
         return 0;
     parts_plan(a, m, dir, identity(a), &ps);
-    if (scratch_open(&sc, err))
+    if (scratch_open(&sc, a, err))
         return err->code;
     int rc = 0;
     for (int p = 0; p < CG_RT_NPARTS && !rc; p++)
@@ -442,11 +462,26 @@ static const char *machine_flag(Arena *a, const rt_machine *mc)
 
 /* The command that builds the executable out from src and the objects
  * objs (shell words; "" with the runtime pasted in src). */
+/* -DKILN_BUILD_FLAGS="..." as one shell word with a space before it: how
+ * the executable was built, which its --version prints (a C string). */
+static const char *flags_define(Arena *a)
+{
+    const char *v = arena_printf(a, "%s " CG_CFLAGS "%s%s", cg_cc(), *cflags_extra() ? " " : "",
+                                 cflags_extra());
+    FILE *f = arena_stream(a);
+    fputs("-DKILN_BUILD_FLAGS=\"", f);
+    for (const char *p = v; *p; p++)
+        fprintf(f, *p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
+    fputc('"', f);
+    return arena_printf(a, " %s", shell_quote(a, arena_stream_text(a, f)));
+}
+
 static const char *exe_command(Arena *a, const CgBuild *b, const char *out, const char *src,
                                const char *objs)
 {
-    return arena_printf(a, "%s " CG_CFLAGS "%s %s -o %s %s%s -lm", cg_cc(),
-                        machine_flag(a, b->machine), cflags_extra(), out, src, objs);
+    return arena_printf(a, "%s " CG_CFLAGS "%s%s %s -o %s %s%s -lm", cg_cc(),
+                        machine_flag(a, b->machine), flags_define(a), cflags_extra(), out, src,
+                        objs);
 }
 
 /* The parts' objects as shell words, each after a space. */
@@ -466,7 +501,7 @@ static int compile_exe(const Module *m, const CgBuild *b, const char *c, Parts *
 {
     Arena *a = m->a;
     Scratch sc;
-    if (scratch_open(&sc, err))
+    if (scratch_open(&sc, a, err))
         return err->code;
     const char *src = scratch_path(&sc, a, "model.c");
     int rc = 0;
@@ -615,7 +650,7 @@ static int compile_lib(const Module *m, const CgBuild *b, const char *c, const c
 {
     Arena *a = m->a;
     Scratch sc;
-    if (scratch_open(&sc, err))
+    if (scratch_open(&sc, a, err))
         return err->code;
     const char *src = scratch_path(&sc, a, "model.c"), *obj = scratch_path(&sc, a, "model.o");
     const char *log = scratch_path(&sc, a, "cc.log"), *cmd[3];

@@ -145,10 +145,18 @@ static int run_reference(Check *c, rt_err *err)
 
 /* ---- the cc build, run as a child ---------------------------------------- */
 
+/* A file in the scratch directory, removed at the end (or by an
+ * interrupt, interrupt.c). */
+static void keep_file(Check *c, char *path)
+{
+    ARR_PUSH(c->m->a, c->files, c->nfiles, c->capfiles, path);
+    cg_tmp_add(path);
+}
+
 static char *scratch(Check *c, const char *what, int i)
 {
     char *p = arena_printf(c->m->a, "%s/%s%d.npy", c->dir, what, i);
-    ARR_PUSH(c->m->a, c->files, c->nfiles, c->capfiles, p);
+    keep_file(c, p);
     return p;
 }
 
@@ -156,24 +164,14 @@ static char *scratch(Check *c, const char *what, int i)
  * -1 when it could not run or died of a signal. */
 static int spawn(char **argv, const char *log)
 {
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    posix_spawn_file_actions_t fa;
+    int st, e = posix_spawn_file_actions_init(&fa);
+    if (!e && !(e = posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC,
+                                                     0600)) &&
+        !(e = posix_spawn_file_actions_adddup2(&fa, 1, 2)))
+        e = cg_spawn(argv[0], argv, &fa, 0, &st);
+    posix_spawn_file_actions_destroy(&fa);
+    return e ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static void first_line(const char *path, char *line, size_t len)
@@ -210,8 +208,8 @@ static int run_cc(Check *c, void **out, rt_err *err)
     const Module *m = c->m;
     Arena *a = m->a;
     char *exe = arena_printf(a, "%s/model", c->dir), *log = arena_printf(a, "%s/run.log", c->dir);
-    ARR_PUSH(a, c->files, c->nfiles, c->capfiles, exe);
-    ARR_PUSH(a, c->files, c->nfiles, c->capfiles, log);
+    keep_file(c, exe);
+    keep_file(c, log);
     if (cg_build_exe(m, exe, &(CgBuild){.quiet = 1}, err))
         return err->code;
     char **argv = arena_alloc(a, sizeof *argv * (size_t)(4 + 2 * (m->ninputs + m->noutputs) + 2));
@@ -239,6 +237,8 @@ static int run_cc(Check *c, void **out, rt_err *err)
     double t0 = rt_now();
     int st = spawn(argv, log);
     c->cc_run = rt_now() - t0;
+    if (cg_interrupted())
+        return rt_errf(err, RT_EINTERNAL, "interrupted");
     if (st != 0) {
         char line[400];
         first_line(log, line, sizeof line);
@@ -419,8 +419,11 @@ static int setup(Check *c, rt_err *err)
         return err->code;
     const char *tmp = getenv("TMPDIR");
     snprintf(c->dir, sizeof c->dir, "%s/kiln-check-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(c->dir))
+    if (!mkdtemp(c->dir)) {
+        c->dir[0] = 0;                   /* none to remove */
         return rt_errf(err, RT_EIO, "cannot make a temporary directory: %s", strerror(errno));
+    }
+    cg_tmp_add(c->dir);
     return 0;
 }
 
@@ -428,9 +431,9 @@ static void teardown(Check *c)
 {
     const Module *m = c->m;
     for (int i = 0; i < c->nfiles; i++)
-        unlink(c->files[i]);
+        cg_tmp_remove(c->files[i]);
     if (c->dir[0])
-        rmdir(c->dir);
+        cg_tmp_remove(c->dir);
     for (int i = 0; c->weights && i < m->nweights; i++)
         rt_free(c->weights[i]);
     for (int i = 0; c->inputs && i < m->ninputs; i++)

@@ -9,6 +9,7 @@
 #include "runtime/rt_jit.h"
 
 #include <nettle/sha2.h>
+#include <spawn.h>
 
 /* Two flavours of the same program: CG_CC for the system cc (`omp simd`
  * pragmas, a main), CG_JIT for libtcc (runtime symbols handed in by kiln,
@@ -141,6 +142,34 @@ typedef struct {
     rt_tensor_info *inputs, *outputs, *weights, *states;
 } CgInfos;
 void cg_infos(const Module *m, CgInfos *t);
+
+/* ---- interrupt.c: Ctrl-C, and the temporaries it must not leave ------ */
+/* Handles SIGINT, SIGTERM, SIGHUP and SIGQUIT (those not ignored when kiln
+ * started): while a child of cg_spawn runs, the signal is passed on to it
+ * and noted; else the registered temporaries are removed and kiln dies
+ * of the signal at once (interrupt.c says why). The command line calls it
+ * first. */
+void cg_intr_init(void);
+/* The first signal caught, 0 when none: what failed after it failed
+ * because of it (the child it killed), and says nothing of its own. */
+int cg_interrupted(void);
+/* When a signal was caught: the temporaries still registered removed,
+ * "kiln: interrupted (SIGINT)" on stderr, and kiln dead of that signal
+ * (the shell's 128 + signal). Only the command line calls it, last. */
+void cg_intr_die(void);
+/* A temporary file or directory to remove if kiln is interrupted, from
+ * when it exists until cg_tmp_forget (renamed into place, or removed by
+ * its maker) or cg_tmp_remove (which removes it: unlink, else rmdir). */
+void cg_tmp_add(const char *path);
+void cg_tmp_forget(const char *path);
+void cg_tmp_remove(const char *path);
+/* Runs the program at path with argv and file actions fa (may be NULL),
+ * in a process group of its own when group (a shell and the compilers
+ * it starts: a signal reaches them all), and waits for it: 0 with its
+ * wait status in *status, or an errno value when it did not start (EINTR:
+ * kiln was interrupted before). */
+int cg_spawn(const char *path, char *const *argv, const posix_spawn_file_actions_t *fa, int group,
+             int *status);
 
 /* ---- cc.c: the system cc --------------------------------------------- */
 /* `$CC` or "cc", and the flags every build uses. */

@@ -1,7 +1,7 @@
 /* frontend/import.h: checkpoints people already have (a Hugging Face
  * folder, a llama2.c .bin) to kiln/1 model text, a section per file.
  *
- * Every import writes the same decoder graph (README "Importing models"):
+ * Every import writes the same decoder graph (docs/importing.md):
  *   inputs   tokens     i32[T]     token ids
  *            positions  i32[T]     absolute positions, consecutive: the
  *                                  KV cache rows written are positions[0]

@@ -1,7 +1,7 @@
 /* ir/decoder.c: the decoder contract, and a decoder re-inferred at
  * another number of tokens per call.
  *
- * A module is a decoder (README "Generating text") when
+ * A module is a decoder (docs/generating.md) when
  *   its inputs are exactly  tokens i32[T], positions i32[T]  (in order),
  *   its outputs exactly     logits f32[T, V],
  *   and it has state, every one of S rows (its first dim): the KV caches,

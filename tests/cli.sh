@@ -89,8 +89,26 @@ expect 1 "a failed emit-c leaves an older file intact" "$KILN" emit-c "$T/bad1.j
 
 # ---- the pass pipeline ----------------------------------------------------------
 expect 0 "kiln passes" "$KILN" passes
-expect 0 "kiln build --help" "$KILN" build --help
-grep -q "^usage: kiln COMMAND" "$T/out" && ok "  prints kiln's usage" || bad "  prints kiln's usage"
+for c in emit-c build run check print dump profile import opt passes bench machine; do
+    expect 0 "kiln $c --help" "$KILN" $c --help
+    head -1 "$T/out" | grep -q "^usage: kiln $c" && ok "  prints kiln $c's usage" || bad "  prints kiln $c's usage"
+done
+expect 0 "kiln build MODEL -o EXE --help" "$KILN" build examples/mlp.json -o "$T/never" --help
+head -1 "$T/out" | grep -q "^usage: kiln build" && [ ! -e "$T/never" ] &&
+    ok "  prints kiln build's usage, builds nothing" || bad "  prints kiln build's usage, builds nothing"
+expect 0 "kiln help check" "$KILN" help check
+grep -q "^CHECK OPTIONS:" "$T/out" && ! grep -q "^RUN OPTIONS" "$T/out" &&
+    ok "  check's options, not run's" || bad "  check's options, not run's"
+expect 2 "kiln help of no command" "$KILN" help frobnicate
+expect 2 "--help of no command" "$KILN" frobnicate --help
+MKCKPT=${MKCKPT:-build/tests/mkckpt}
+REFGEN=${REFGEN:-build/tests/refgen}
+for tool in "$MKCKPT" "$REFGEN"; do        # the test tools answer --help too
+    name=$(basename "$tool")
+    expect 0 "$name --help" "$tool" --help
+    head -1 "$T/out" | grep -q "^usage: $name " && [ ! -s "$T/err" ] &&
+        ok "  its usage on stdout" || bad "  its usage on stdout"
+done
 expect 0 "kiln dump --dump-dir" "$KILN" dump tests/models/linear.json --dump-dir "$T/dump"
 n=$(ls "$T/dump" | wc -l)
 [ "$n" = 10 ] && [ -f "$T/dump/00-frontend.kir" ] && [ -f "$T/dump/09-codegen.c" ] &&
@@ -362,12 +380,17 @@ expect 3 "--profile into a missing directory" "$T/lin1" --profile "$T/no/dir/p.j
 expect 0 "kiln run --profile" "$KILN" run tests/models/linear.json --repeat 2 --profile "$T/jit.jsonl"
 grep -q '"calls": 2,' "$T/jit.jsonl" && [ "$(wc -l <"$T/jit.jsonl")" = "$n" ] && ok "  the same kernels" || bad "  the same kernels"
 expect 0 "kiln profile" "$KILN" profile examples/deepseek-r1-block.json --repeat 2
+says "kiln: cc: building"
 head -1 "$T/out" | grep -q "^kiln profile: deepseek_r1_block, cc build, 2 runs" && ok "  the run" || bad "  the run"
 grep -q "^gqa_prefill_causal_h12_kv2_d128 " "$T/out" && grep -q "^kernel .*GFLOP/s  %peak" "$T/out" &&
     ok "  a table of kernels" || bad "  a table of kernels"
 sed -n '/^kernel/,$p' "$T/out" | awk 'NR > 2 && $4 > prev { exit 1 } NR > 1 { prev = $4 }' &&
     ok "  the slowest first" || bad "  the slowest first"
-expect 2 "kiln profile with an unknown run option" "$KILN" profile tests/models/linear.json --frob
+# the program's own message, after the build's progress (kiln profile's, as kiln build's)
+"$KILN" profile tests/models/linear.json --frob >"$T/out" 2>"$T/err"
+st=$?
+[ "$st" = 2 ] && tail -n 1 "$T/err" | grep -q "^kiln: unknown option '--frob'" && ! grep -v "^kiln: built\|^kiln: cc: building\|^kiln: unknown option" "$T/err" &&
+    ok "kiln profile with an unknown run option" || { bad "kiln profile with an unknown run option: exit $st"; sed 's/^/      /' "$T/err"; }
 expect 2 "--no-cache is for builds" "$KILN" run tests/models/linear.json --no-cache
 # kiln machine's figures, as if measured here: percentages in the build
 mkdir -p "$XDG_CACHE_HOME/kiln"
@@ -382,6 +405,83 @@ grep -q '"peak_percent": [0-9]' "$T/m.jsonl" && ok "  percentages of peak" || ba
 expect 0 "kiln profile with kiln machine's figures" "$KILN" profile tests/models/linear.json -v
 says "(cache hit)"
 grep -q "fp32 FMA peak 100.0 GFLOP/s (50.0 on 1 core), read 10.0 GB/s" "$T/out" && ok "  says of what" || bad "  says of what"
+
+# ---- what a program holds, against this machine's memory -------------------
+# A weight of 2^40 floats (4 TiB) built in a few seconds, said to need more
+# than this machine has; kiln itself holds none of it (at most 4 GB of
+# address space, but under ASan, whose shadow needs far more).
+printf '{"format": "kiln/1", "name": "huge", "inputs": [{"name": "x", "shape": [1, 1048576]}],
+ "weights": [{"name": "w", "shape": [1048576, 1048576], "init": {"random": {"seed": 1, "scale": 0.5}}}],
+ "nodes": [{"name": "y", "op": "linear", "inputs": ["x", "w"]}], "outputs": ["y"]}\n' >"$T/huge.json"
+limit="ulimit -v 4000000;"
+[ -n "${ASAN_OPTIONS:-}" ] && limit=""
+expect 0 "a model bigger than this machine builds" sh -c "$limit"' exec "$0" build "$1" -o "$2"' \
+    "$KILN" "$T/huge.json" "$T/huge"
+says "kiln: note: huge needs 4398046511104 bytes once opened (weights 4398046511104, state 0, intermediates 0); this machine has "
+[ -x "$T/huge" ] && ok "  the executable is built" || bad "  the executable is built"
+expect 0 "a model that fits says nothing of memory" "$KILN" build tests/models/linear.json -o "$T/lin10"
+grep -q "note:" "$T/err" && bad "  no note" || ok "  no note"
+
+# ---- interrupted: Ctrl-C (SIGINT), SIGTERM -----------------------------------
+# $T/slowcc is a compiler that takes its time: it writes its pid, then
+# sleeps (answering --version at once, unless $T/slow-version exists).
+# Interrupted while cc runs, kiln passes the signal on to it; interrupted
+# while it computes itself (here: while `$CC --version` names the compiler
+# for the cache key, no child of its own), it ends at once. Either way it
+# dies of the signal (the shell's 130 or 143), says it was interrupted and
+# blames no compiler, and leaves no temporary: none in its $TMPDIR (a
+# build's scratch directory, kiln check's, kiln profile's) nor beside the
+# output, and no compiler running.
+cat >"$T/slowcc" <<EOF
+#!/bin/sh
+if [ "\$1" = --version ] && [ ! -e "$T/slow-version" ]; then echo "slowcc 1"; exit 0; fi
+echo \$\$ >"$T/cc-pid"
+exec sleep 30
+EOF
+chmod +x "$T/slowcc"
+# running PID: the process runs (a zombie waits for whoever adopted it)
+running() { [ -r "/proc/$1/stat" ] && ! sed 's/.*) //' "/proc/$1/stat" | grep -q '^[ZX]'; }
+# interrupted SIG STATUS WHAT CMD...: CMD in the background (SIGINT not
+# ignored, as it is in a script's background jobs), $TMPDIR $T/itmp, sent
+# SIG once the compiler runs.
+interrupted() {
+    sig=$1 want=$2 what=$3
+    shift 3
+    rm -rf "$T/itmp" "$T/iout" "$T/cc-pid"
+    mkdir "$T/itmp" "$T/iout"
+    env --default-signal=INT CC="$T/slowcc" TMPDIR="$T/itmp" "$@" >"$T/out" 2>"$T/err" &
+    pid=$!
+    n=0
+    while [ ! -s "$T/cc-pid" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+    kill -"$sig" "$pid"
+    wait "$pid"
+    got=$?
+    cc=$(cat "$T/cc-pid" 2>/dev/null)
+    n=0
+    while [ -n "$cc" ] && running "$cc" && [ $n -lt 30 ]; do sleep 0.1; n=$((n + 1)); done
+    left="$(ls -A "$T/itmp")$(ls -A "$T/iout")"
+    if [ "$got" = "$want" ] && grep -q "^kiln: interrupted (SIG$sig)$" "$T/err" &&
+        ! grep -qi "compiler\|fail" "$T/err" && [ -z "$left" ]; then
+        ok "$what"
+    else
+        bad "$what: exit $got (want $want); left: $left"; sed 's/^/      /' "$T/err"
+    fi
+    if [ -n "$cc" ] && running "$cc"; then
+        kill "$cc"                              # `$CC --version`'s, not kiln's child
+        [ -e "$T/slow-version" ] && ok "  (the compiler asked for its version, stopped here)" ||
+            bad "  the compiler was left running"
+    else
+        ok "  no compiler left running"
+    fi
+}
+interrupted INT 130 "Ctrl-C while kiln build's cc runs" "$KILN" build tests/models/linear.json -o "$T/iout/exe"
+interrupted TERM 143 "SIGTERM while kiln build's cc runs" "$KILN" build tests/models/linear.json -o "$T/iout/exe"
+interrupted INT 130 "Ctrl-C while kiln check's cc runs" "$KILN" check tests/models/linear.json
+interrupted INT 130 "Ctrl-C while kiln profile's cc runs" "$KILN" profile tests/models/linear.json --no-cache
+interrupted INT 130 "Ctrl-C while kiln build --lib's cc runs" "$KILN" build tests/models/linear.json --lib -o "$T/iout"
+touch "$T/slow-version"
+interrupted INT 130 "Ctrl-C while kiln build computes (no child of its own)" "$KILN" build tests/models/linear.json -o "$T/iout/exe"
+rm -f "$T/slow-version"
 
 echo "$fails failed"
 [ "$fails" = 0 ]

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/weights16.sh: 16-bit weights (--weight-dtype, README "16-bit
-# weights"), one line per check:
+# tests/weights16.sh: 16-bit weights (--weight-dtype,
+# docs/16-bit-weights.md), one line per check:
 #   1. kiln check --weight-dtype bf16 (and f16) on examples: the cc build
 #      and the JIT against the reference run on the same rounded weights,
 #      within the default tolerance, the table saying they were rounded;

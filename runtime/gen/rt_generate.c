@@ -1,5 +1,5 @@
-/* runtime/gen/rt_generate.c: `PROG generate`, text from a decoder (README
- * "Generating text").
+/* runtime/gen/rt_generate.c: `PROG generate`, text from a decoder
+ * (docs/generating.md).
  *
  *   PROG generate --tokens 1,2,3 | [--tokenizer FILE] (--prompt TEXT | --prompt-file FILE)
  *        [-n N] [--temperature T] [--topp P] [--seed S]

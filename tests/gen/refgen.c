@@ -15,7 +15,8 @@
  * writes a llama2.c tokenizer.bin of V (>= 290) tokens: <unk>, <s>, </s>,
  * the 256 byte tokens <0x00>..<0xFF>, space and a..z, then merges of two
  * tokens before them (" t", "th", "the", ...; later ones score higher)
- * and, to fill V, "xN" tokens that no text forms. */
+ * and, to fill V, "xN" tokens that no text forms. refgen --help prints
+ * these usages on stdout. */
 #include "frontend/frontend.h"
 #include "runtime/rt_gen.h"
 
@@ -103,13 +104,21 @@ static int tokenizer(const char *path, int V)
     return 0;
 }
 
+static const char usage_text[] = "usage: refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N\n"
+                                 "       refgen tokenizer OUT.bin V\n";
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "tokenizer") == 0)
         return tokenizer(argv[2], atoi(argv[3]));
-    if (argc != 7 || strcmp(argv[3], "--tokens") || strcmp(argv[5], "-n"))
-        return fail("usage: refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N\n"
-                    "       refgen tokenizer OUT.bin V");
+    if (argc != 7 || strcmp(argv[3], "--tokens") || strcmp(argv[5], "-n")) {
+        fprintf(stderr, "refgen: %s", usage_text);
+        return 1;
+    }
     Arena *a = arena_new();
     Diags d;
     diag_init(&d, a, argv[1]);

@@ -7,6 +7,7 @@
  *          DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
  *          [--shape tiny|small]   (small: qwen3_moe only, for timing)
+ *   mkckpt --help             this usage, on stdout
  *
  * DIR is made when missing. --config adds members to config.json, e.g.
  * '"rope_scaling": {"type": "linear", "factor": 2.0}'; --transformers-names
@@ -25,18 +26,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static const char usage_text[] =
+    "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
+    "                      [--unshared] [--seed N]\n"
+    "       mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|\n"
+    "                      qwen3_moe DIR\n"
+    "                      [--bf16]\n"
+    "                      [--shards N] [--untied]\n"
+    "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
+    "                      [--shape tiny|small]\n";
+
 static int usage(const char *why)
 {
-    fprintf(stderr, "mkckpt: %s\n"
-            "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
-            "                      [--unshared] [--seed N]\n"
-            "       mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|\n"
-            "                      qwen3_moe DIR\n"
-            "                      [--bf16]\n"
-            "                      [--shards N] [--untied]\n"
-            "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
-            "                      [--shape tiny|small]\n",
-            why);
+    fprintf(stderr, "mkckpt: %s\n%s", why, usage_text);
     return 2;
 }
 
@@ -49,6 +51,11 @@ typedef struct {
 static int parse(Args *a, int argc, char **argv)
 {
     *a = (Args){.shape = "tiny", .shards = 1, .seed = 1};
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            return -1;
+        }
     if (argc < 3)
         return usage("missing arguments");
     a->kind = argv[1];
@@ -93,7 +100,7 @@ int main(int argc, char **argv)
     CkShape s;
     int rc = parse(&a, argc, argv);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;         /* -1: --help */
     if (!strcmp(a.kind, "llama2c") ? ck_llama2c_shape(a.shape, &s)
                                    : ck_hf_shape_named(a.what, a.shape, &s))
         return usage("unknown shape or model type");
