@@ -461,7 +461,7 @@ interrupted() {
     while [ -n "$cc" ] && running "$cc" && [ $n -lt 30 ]; do sleep 0.1; n=$((n + 1)); done
     left="$(ls -A "$T/itmp")$(ls -A "$T/iout")"
     if [ "$got" = "$want" ] && grep -q "^kiln: interrupted (SIG$sig)$" "$T/err" &&
-        ! grep -qi "compiler\|fail" "$T/err" && [ -z "$left" ]; then
+        ! grep -qi "compiler failed\|fail" "$T/err" && [ -z "$left" ]; then
         ok "$what"
     else
         bad "$what: exit $got (want $want); left: $left"; sed 's/^/      /' "$T/err"
