@@ -337,6 +337,25 @@ static int cmd_emit(Module *m, const Opts *o)
     return cg_write_file(o->out, c, &err) ? cli_report(&err) : 0;
 }
 
+/* The weights' image made ahead of the first run (runtime/core/rt_image.c):
+ * the executable just built opens the weights kiln knows (--weights, or
+ * the folder it remembers) with --prepare-weights. 0, or the exit status
+ * of an executable that could not open them (its one line said why). */
+static int prepare_weights(Module *m, const char *exe, const Opts *o)
+{
+    const char *w = weights_file(o), *cache = getenv("KILN_WEIGHTS_CACHE");
+    if (!w || (cache && !strcmp(cache, "off")))
+        return 0;
+    char *path = strchr(exe, '/') ? (char *)exe : arena_printf(m->a, "./%s", exe);
+    char *argv[] = {path, "--prepare-weights", "--weights", (char *)w, NULL};
+    int st = 0, e = cg_spawn(path, argv, NULL, 0, &st);
+    if (e) {
+        fprintf(stderr, "kiln: %s: cannot run it to prepare the weights: %s\n", exe, strerror(e));
+        return RT_EIO;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : RT_EINTERNAL;      /* its message is said */
+}
+
 static int cmd_build(Module *m, const Opts *o)
 {
     int rc = program(&m, o);
@@ -352,7 +371,7 @@ static int cmd_build(Module *m, const Opts *o)
     }
     const char *out = o->out ? o->out : m->name;
     remember_folder(m, o);
-    return cg_build_exe(m, out, &b, &err) ? cli_report(&err) : 0;
+    return cg_build_exe(m, out, &b, &err) ? cli_report(&err) : prepare_weights(m, out, o);
 }
 
 static int cmd_run(Module *m, const Opts *o)
@@ -694,8 +713,9 @@ static const Command commands[] = {
     {"profile", cmd_profile, 1},
 };
 
-/* Loads the model and runs the command in one arena; a folder's weights
- * file, for a command that makes a program, is checked between the two
+/* Loads the model and runs the command in one arena; the weights file
+ * known (a folder's, or --weights), for a command that makes a program,
+ * is checked between the two
  * (cli_folder_weights), cached build or not. Out of memory
  * anywhere below comes back here, with nothing held but the arena. */
 static int compile(const Command *c, const Opts *o)
@@ -710,8 +730,14 @@ static int compile(const Command *c, const Opts *o)
     } else {
         arena_set_oom(a, &oom);
         Module *m = load(a, o, &rc);
-        if (m && c->weights && cli_is_dir(o->model))
-            rc = cli_folder_weights(m, weights_file(o));
+        const char *w = m && c->weights ? weights_file(o) : NULL;
+        if (w && cli_is_dir(w)) {            /* --weights DIR: the folder's, as a run reads */
+            char *f = cli_import_weights(w);
+            w = f ? arena_strdup(a, f) : NULL;
+            free(f);
+        }
+        if (m && c->weights && (cli_is_dir(o->model) || w))
+            rc = cli_folder_weights(m, w);
         if (m && !rc)
             rc = c->run(m, o);
     }

@@ -19,8 +19,10 @@ W=$T/hf/model.safetensors
 export KILN_WEIGHTS_CACHE="$T/wc"
 mkdir "$T/hf"
 run "mkckpt hf llama" "$MKCKPT" hf llama "$T/hf"
-run "build the folder" "$KILN" build "$T/hf" -o "$T/exe"
-run "build it with bf16 weights" "$KILN" build "$T/hf" -o "$T/exe16" --weight-dtype bf16
+# (built without preparing: the first open below prepares)
+run "build the folder" env KILN_WEIGHTS_CACHE=off "$KILN" build "$T/hf" -o "$T/exe"
+run "build it with bf16 weights" env KILN_WEIGHTS_CACHE=off "$KILN" build "$T/hf" -o "$T/exe16" \
+    --weight-dtype bf16
 
 images() { ls "$KILN_WEIGHTS_CACHE" 2>/dev/null | grep -c '\.kwi$'; }
 # gen NAME EXE [ENV...]: greedy tokens of a fixed prompt into $T/NAME.
@@ -101,6 +103,15 @@ KILN_WEIGHTS_CACHE="$T/jit"; export KILN_WEIGHTS_CACHE
     ! grep -q "note:" "$T/err" && ! prepared && cmp -s "$T/j1" "$T/j2" && cmp -s "$T/first" "$T/j1" &&
     ok "kiln run: prepared once, then mapped, the cc build's tokens" ||
     { bad "kiln run: prepared once, then mapped, the cc build's tokens"; cat "$T/err"; }
+
+# kiln build of a folder prepares the image ahead: the first run maps it.
+KILN_WEIGHTS_CACHE="$T/pre"; export KILN_WEIGHTS_CACHE
+run "kiln build of a folder" "$KILN" build "$T/hf" -o "$T/exe2"
+[ "$(images)" = 1 ] && gen ahead "$T/exe2" && ! prepared && cmp -s "$T/first" "$T/ahead" &&
+    ok "  prepared the weights' image ahead: the first run maps it" ||
+    bad "  prepared the weights' image ahead: the first run maps it"
+refuse 1 "kiln build --weights of a file that does not fit the model" "'lm_head.weight': not a weight" \
+    "$KILN" build examples/mlp.json --weights "$W" -o "$T/mlpw"
 
 # Weights from inits: no file, no image.
 KILN_WEIGHTS_CACHE="$T/init"; export KILN_WEIGHTS_CACHE

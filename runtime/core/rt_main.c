@@ -31,11 +31,11 @@
 
 enum {
     RM_WEIGHTS, RM_INPUT, RM_OUTPUT, RM_REPEAT, RM_THREADS, RM_SEED, RM_PROFILE, RM_HELP,
-    RM_VERSION, RM_NOPTS
+    RM_VERSION, RM_PREPARE, RM_NOPTS
 };
 static const char *const rm_opt_names[RM_NOPTS] = {"weights", "input",   "output", "repeat",
                                                    "threads", "seed",    "profile", "help",
-                                                   "version"};
+                                                   "version", "prepare-weights"};
 
 typedef struct {
     const rt_model *md;
@@ -48,6 +48,7 @@ typedef struct {
     int threads;    /* 0: OpenMP's default */
     unsigned given; /* bit per single-valued option seen */
     int help, version;
+    int prepare;      /* --prepare-weights: open (making the weights' image), no run */
     void *h;          /* the open model */
     void **in, **out; /* rt_alloc'd, as the model declares */
     double *ms;       /* [repeat] milliseconds per run */
@@ -228,6 +229,12 @@ static int rm_parse(rm_ctx *c, int argc, char **argv)
                            argv[i][0] == '-' ? "unknown option '%s' (see --help)"
                                              : "unexpected argument '%s' (see --help)",
                            argv[i]);
+        if (opt == RM_PREPARE) {
+            c->prepare = 1;
+            if (val)
+                return rm_fail(c, RT_EUSAGE, "option '--%s' takes no value", rm_opt_names[opt]);
+            continue;
+        }
         if (opt == RM_HELP || opt == RM_VERSION) {
             *(opt == RM_HELP ? &c->help : &c->version) = 1;
             return val ? rm_fail(c, RT_EUSAGE, "option '--%s' takes no value", rm_opt_names[opt])
@@ -273,6 +280,8 @@ static void rm_help(const rm_ctx *c)
            "  --profile FILE      time every kernel call; write one JSON line per kernel\n"
            "                      name to FILE (calls, times, FLOPs, bytes, rates)\n"
            "  --version           print the model's name, kiln's version and how this was built\n"
+           "  --prepare-weights   open the weights and keep their prepared image (the weights\n"
+           "                      cache, KILN_WEIGHTS_CACHE), so the next open maps it; no run\n"
            "  -h, --help          print this and exit\n");
     if (md->generate)
         printf("or:    %s generate --tokens 1,2,3 | [--tokenizer FILE] --prompt TEXT | --prompt-file F\n"
@@ -581,6 +590,8 @@ int rt_main(int argc, char **argv, const rt_model *md)
         rm_help(&c);
     } else if (!rc && c.version) {
         rm_version(&c);
+    } else if (!rc && c.prepare) {
+        rc = rm_load(&c);
     } else if (!rc) {
         rc = rm_load(&c);
         if (!rc)
