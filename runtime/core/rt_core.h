@@ -50,4 +50,14 @@ RT_API int rt_read_file(const char *path, uint64_t max, char **data, size_t *len
 RT_API int rt_st_open_file(rt_safetensors *st, const char *path, rt_err *e);
 RT_API int rt_st_open_index(rt_safetensors *st, const char *path, rt_err *e);
 
+/* rt_image.c's file, for its fuzzer: the header of an image of w[0, n)
+ * (bytes[i] each; 0 or w[i] NULL: none) for key, malloc'd (NULL: out of
+ * memory), its bytes in *head and the whole file's in *size; and the
+ * checks every open makes of a mapped image p[0, size): NULL when it is
+ * sound for key and the program's sizes bytes[0, n), else what is wrong. */
+RT_API unsigned char *rt_image_header(const char *key, int n, void *const *w,
+                                      const size_t *bytes, uint64_t *head, uint64_t *size);
+RT_API const char *rt_image_check(const unsigned char *p, uint64_t size, const char *key, int n,
+                                  const size_t *bytes);
+
 #endif

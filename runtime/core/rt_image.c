@@ -193,10 +193,8 @@ static uint64_t im_u64(const unsigned char *p)
     return v;
 }
 
-/* Checks the mapped image against key and the program's sizes; NULL when
- * it is sound, else what is wrong. */
-static const char *im_verify(const unsigned char *p, uint64_t size, const char *key, int n,
-                             const size_t *bytes)
+const char *rt_image_check(const unsigned char *p, uint64_t size, const char *key, int n,
+                           const size_t *bytes)
 {
     size_t m = sizeof RT_IMAGE_MAGIC, klen = strlen(key);
     if (size < m + 24 || memcmp(p, RT_IMAGE_MAGIC, m))
@@ -240,7 +238,7 @@ int rt_image_open(const char *layout, const char *path, int n, void **w, const s
     if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
         const char *bad = p == MAP_FAILED ? "cannot be mapped"
-                          : im_verify(p, (uint64_t)st.st_size, key, n, bytes);
+                          : rt_image_check(p, (uint64_t)st.st_size, key, n, bytes);
         if (!bad) {
             im->map = p;
             im->size = (size_t)st.st_size;
@@ -296,10 +294,8 @@ static int im_write_all(int fd, const void *p, uint64_t n, uint64_t off)
     return 0;
 }
 
-/* The header of an image of w for key; its size in *head, the file's in
- * *size. malloc'd, NULL when out of memory. */
-static unsigned char *im_header(const char *key, int n, void *const *w, const size_t *bytes,
-                                uint64_t *head, uint64_t *size)
+unsigned char *rt_image_header(const char *key, int n, void *const *w, const size_t *bytes,
+                               uint64_t *head, uint64_t *size)
 {
     size_t m = sizeof RT_IMAGE_MAGIC, klen = strlen(key);
     *head = m + 24 + klen + 24 * (uint64_t)n + 8;
@@ -331,7 +327,7 @@ static unsigned char *im_header(const char *key, int n, void *const *w, const si
 static int im_write(const char *tmp, const char *key, int n, void *const *w, const size_t *bytes)
 {
     uint64_t head, size;
-    unsigned char *h = im_header(key, n, w, bytes, &head, &size);
+    unsigned char *h = rt_image_header(key, n, w, bytes, &head, &size);
     if (!h)
         return errno = ENOMEM, -1;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644), rc = fd < 0 ? -1 : 0;
