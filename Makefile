@@ -85,10 +85,11 @@ $(B)/tests/testlib.o: tests/unit/testlib.c
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -I. -c -o $@ $<
 
 # The import tests' checkpoints (tests/import/): ckpt.c makes them and
-# runs their hand-written forward passes, ckpt_files.c writes them; mkckpt
+# runs their hand-written forward passes, ckpt_files.c writes them (and
+# ckpt_stream.c, tensor by tensor, those too big to hold); mkckpt
 # is their command line, for tests/import.sh and for big checkpoints on
 # demand.
-CKPT_OBJS := $(B)/tests/ckpt.o $(B)/tests/ckpt_files.o
+CKPT_OBJS := $(B)/tests/ckpt.o $(B)/tests/ckpt_files.o $(B)/tests/ckpt_stream.o
 $(CKPT_OBJS): $(B)/tests/%.o: tests/import/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<

@@ -392,5 +392,82 @@ refuse 1 "gpt2: --max-seq past n_positions" "--max-seq 65 is more than the model
     "$KILN" import hf "$T/gpt2hub" --max-seq 65 -o "$T/never.json"
 refuse 3 "import hf of a file" "not a directory" "$KILN" import hf "$T/v0.bin" -o "$T/never.json"
 
+# ---- big shapes, written tensor by tensor --------------------------------------
+# TinyLlama-1.1B's and Llama-3.1-8B's shapes (llama only) with their
+# published configs, seen without their gigabytes (--no-weights: the
+# tensors listed, config.json and tokenizer.json written, the tokenizer
+# read back by kiln's reader), imported; --stream writes a llama's files
+# byte for byte as from memory; the shapes refused for other model types.
+mk_refuses() {
+    what=$1 text=$2
+    shift 2
+    "$MKCKPT" "$@" >"$T/out" 2>"$T/err"
+    got=$?
+    if [ "$got" = 2 ] && head -n 1 "$T/err" | grep -qxF -- "mkckpt: $text" &&
+        ! ls "$T"/never* >/dev/null 2>&1; then
+        ok "$what"
+    else
+        bad "$what: exit $got (want 2), wanted first: mkckpt: $text"; sed 's/^/      /' "$T/err"
+    fi
+}
+has() {     # has WHAT FILE LINE...: each LINE is a whole line of FILE
+    what=$1 file=$2 miss=
+    shift 2
+    for line; do grep -qxF -- "$line" "$file" || miss=$line; done
+    if [ -z "$miss" ]; then ok "$what"; else bad "$what: no line: $miss"; fi
+}
+run "tinyllama: mkckpt --no-weights" "$MKCKPT" hf llama "$T/tl" --shape tinyllama --no-weights
+has "  the tensors, 4.4 GB of f32 in one file, and the tokenizer as kiln reads it" "$T/out" \
+    "model.embed_tokens.weight F32 [32000, 2048] model.safetensors" \
+    "model.layers.21.self_attn.k_proj.weight F32 [256, 2048] model.safetensors" \
+    "model.layers.21.mlp.down_proj.weight F32 [2048, 5632] model.safetensors" \
+    "lm_head.weight F32 [32000, 2048] model.safetensors" \
+    "201 tensors, 4400193536 bytes in 1 file" \
+    'tokenizer.json: 32000 tokens, BOS 1, EOS 2; "the cat sat" is 1 286 288 293 292 296 292'
+has "  TinyLlama-1.1B-Chat-v1.0's config.json (torch_dtype as stored)" "$T/tl/config.json" \
+    '  "num_hidden_layers": 22,' '  "num_key_value_heads": 4,' '  "rms_norm_eps": 1e-05,' \
+    '  "rope_theta": 10000.0,' '  "torch_dtype": "float32",' '  "transformers_version": "4.35.0",'
+ls "$T/tl" | tr '\n' ' ' | grep -qx "config.json tokenizer.json " && ok "  no weights written" ||
+    bad "  no weights written"
+run "  import hf" "$KILN" import hf "$T/tl" -o "$T/tl.json"
+grep -q '"model.layers.21.mlp.down_proj.weight", "shape": \[2048, 5632\]' "$T/tl.json" &&
+    ok "  22 layers, down_proj [2048, 5632]" || bad "  22 layers, down_proj [2048, 5632]"
+run "llama3-8b: mkckpt --bf16 --no-weights" "$MKCKPT" hf llama "$T/l3" --shape llama3-8b --bf16 \
+    --no-weights
+has "  16 GB of bf16 in the Hub's 4 shards, Llama 3's tokenizer as kiln reads it" "$T/out" \
+    "model.embed_tokens.weight BF16 [128256, 4096] model-00001-of-00004.safetensors" \
+    "model.layers.8.mlp.down_proj.weight BF16 [4096, 14336] model-00001-of-00004.safetensors" \
+    "model.layers.9.self_attn.q_proj.weight BF16 [4096, 4096] model-00002-of-00004.safetensors" \
+    "model.layers.31.mlp.down_proj.weight BF16 [4096, 14336] model-00004-of-00004.safetensors" \
+    "lm_head.weight BF16 [128256, 4096] model-00004-of-00004.safetensors" \
+    "291 tensors, 16060522496 bytes in 4 files" \
+    'tokenizer.json: 128256 tokens, BOS 128000, EOS 128001; "the cat sat" is 128000 260 265 268'
+has "  Llama-3.1-8B's config.json" "$T/l3/config.json" '  "max_position_embeddings": 131072,' \
+    '    "original_max_position_embeddings": 8192,' '  "rope_theta": 500000.0,' \
+    '  "torch_dtype": "bfloat16",' '  "vocab_size": 128256'
+run "  import hf --max-seq 512" "$KILN" import hf "$T/l3" -o "$T/l3.json" --max-seq 512
+grep -q '"scaling": "llama3", "factor": 8, .*"original_max_position_embeddings": 8192' "$T/l3.json" &&
+    grep -q '"lm_head.weight", "shape": \[128256, 4096\]' "$T/l3.json" &&
+    ok "  llama3 rope scaling, lm_head [128256, 4096]" || bad "  llama3 rope scaling, lm_head [128256, 4096]"
+rm -f "$T/tl.json" "$T/l3.json"
+for o in "--untied --seed 7" "--bf16 --shards 3"; do   # the index aside: its total_size
+    # shellcheck disable=SC2086
+    "$MKCKPT" hf llama "$T/mem" $o && "$MKCKPT" hf llama "$T/str" $o --stream
+    same=$([ "$(ls "$T/mem")" = "$(ls "$T/str")" ] && echo yes)
+    for f in "$T/mem"/*.safetensors "$T/mem/config.json" "$T/mem/tokenizer.json"; do
+        cmp -s "$f" "$T/str/${f##*/}" || same=
+    done
+    [ "$same" ] && ok "llama $o --stream: the files from memory, byte for byte" ||
+        bad "llama $o --stream: the files from memory, byte for byte"
+    rm -rf "$T/mem" "$T/str"
+done
+"$MKCKPT" --help >"$T/out" 2>&1 && grep -q "tinyllama|llama3-8b" "$T/out" &&
+    ok "mkckpt --help names the big shapes" || bad "mkckpt --help names the big shapes"
+mk_refuses "tinyllama: llama's only" "unknown shape or model type" hf qwen2 "$T/never" --shape tinyllama
+mk_refuses "llama3-8b: not a llama2.c shape" "unknown shape or model type" \
+    llama2c "$T/never.bin" --shape llama3-8b
+mk_refuses "--no-weights: llama folders only" "--stream and --no-weights write llama folders only" \
+    hf qwen3_moe "$T/never" --no-weights
+
 if [ "$fails" = 0 ]; then echo "import: all ok"; else echo "import: $fails failed"; fi
 [ "$fails" = 0 ]

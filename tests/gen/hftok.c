@@ -72,12 +72,31 @@ static void put_chars(HtBuf *b, const char *s, int how)
 static const char *qwen2_re =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *llama3_re =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* SentencePiece-style (hftok.h). */
 #define SP(style) ((style) == HF_TOK_LLAMA || (style) == HF_TOK_METASPACE || (style) == HF_TOK_GEMMA)
 
-/* The vocab's tokens before the merges' (hftok.h). */
+/* The vocab's tokens before the merges', and the added tokens after them
+ * (hftok.h). */
 static int base_tokens(int style) { return SP(style) ? 3 + 256 + 27 : 256; }
+static int added_after(int style) { return SP(style) ? 0 : style == HF_TOK_LLAMA3 ? 256 : 2; }
+
+/* Llama 3.1's added token k, as its tokenizer.json names it. */
+static void llama3_special(int k, char *out, size_t n)
+{
+    static const char *const named[] = {
+        "<|begin_of_text|>",           "<|end_of_text|>",    "<|reserved_special_token_0|>",
+        "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>",
+        "<|reserved_special_token_2|>", "<|start_header_id|>", "<|end_header_id|>",
+        "<|eom_id|>",                  "<|eot_id|>",         "<|python_tag|>"};
+    if (k < (int)(sizeof named / sizeof named[0]))
+        snprintf(out, n, "%s", named[k]);
+    else
+        snprintf(out, n, "<|reserved_special_token_%d|>", k - 8);
+}
 
 /* Base token i's text, written as `how` says. */
 static void put_base(HtBuf *b, int style, int i)
@@ -103,9 +122,13 @@ static void put_model(HtBuf *b, int style, const HfPair *m, int nm)
     put(b, how == META ? "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", "
                          "\"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, "
                          "\"fuse_unk\": true, \"byte_fallback\": true, \"ignore_merges\": false"
-                       : "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
-                         "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
-                         "\"fuse_unk\": false, \"byte_fallback\": false");
+           : style == HF_TOK_LLAMA3
+               ? "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+                 "\"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, "
+                 "\"fuse_unk\": false, \"byte_fallback\": false, \"ignore_merges\": true"
+               : "{\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+                 "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
+                 "\"fuse_unk\": false, \"byte_fallback\": false");
     put(b, ",\n\"vocab\": {");
     for (int i = 0; i < nb + nm; i++) {
         put(b, "\"");
@@ -165,34 +188,53 @@ static void put_sp_parts(HtBuf *b, int style, const char *post)
                                    "\"stop\": 0}]},\n\"model\": ");
 }
 
-/* The parts of a byte-level tokenizer.json before its model: the added
- * tokens take the ids after the nm merges'. */
-static void put_byte_parts(HtBuf *b, int style, int nm, const char *post)
+/* A byte-level tokenizer.json's added tokens, ids after the nm merges':
+ * Llama 3's 256, or GPT-2's "<|endoftext|>" and "<|bos|>". */
+static void put_byte_added(HtBuf *b, int style, int nm)
 {
-    char num[160];
-    int qwen2 = style == HF_TOK_QWEN2;
-    snprintf(num, sizeof num, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n"
-             "\"added_tokens\": [{\"id\": %d, \"content\": \"<|endoftext|>\", ", 256 + nm);
+    char num[160], name[64];
+    put(b, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,\n\"added_tokens\": [");
+    for (int k = 0; style == HF_TOK_LLAMA3 && k < 256; k++) {
+        llama3_special(k, name, sizeof name);
+        snprintf(num, sizeof num, "{\"id\": %d, \"content\": \"%s\", ", 256 + nm + k, name);
+        put(b, num);
+        put(b, "\"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": "
+                "false, \"special\": true}");
+        put(b, k < 255 ? ",\n" : "],\n");
+    }
+    if (style == HF_TOK_LLAMA3)
+        return;
+    snprintf(num, sizeof num, "{\"id\": %d, \"content\": \"<|endoftext|>\", ", 256 + nm);
     put(b, num);
     put(b, "\"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": "
             "false, \"special\": true},\n");
     snprintf(num, sizeof num, "{\"id\": %d, \"content\": \"<|bos|>\", \"special\": true}],\n",
              257 + nm);
     put(b, num);
-    put(b, qwen2 ? "\"normalizer\": {\"type\": \"NFC\"},\n\"pre_tokenizer\": {\"type\": "
-                    "\"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
-                    "{\"Regex\": \""
+}
+
+/* The parts of a byte-level tokenizer.json before its model. */
+static void put_byte_parts(HtBuf *b, int style, int nm, const char *post)
+{
+    const char *re = style == HF_TOK_QWEN2 ? qwen2_re : style == HF_TOK_LLAMA3 ? llama3_re : NULL;
+    put_byte_added(b, style, nm);
+    put(b, style == HF_TOK_QWEN2 ? "\"normalizer\": {\"type\": \"NFC\"},\n"
+                                 : "\"normalizer\": null,\n");
+    put(b, re ? "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+                "\"Split\", \"pattern\": {\"Regex\": \""
            : style == HF_TOK_DIGITS
-               ? "\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"Sequence\", "
+               ? "\"pre_tokenizer\": {\"type\": \"Sequence\", "
                  "\"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\": true}, "
                  "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
                  "\"use_regex\": true}]},\n"
-               : "\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+               : "\"pre_tokenizer\": {\"type\": \"ByteLevel\", "
                  "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true},\n");
-    if (qwen2) {
-        put_chars(b, qwen2_re, RAW);
+    if (re) {               /* Qwen2's ByteLevel trims no offsets, Llama 3's does */
+        put_chars(b, re, RAW);
         put(b, "\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
-                "\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}]},\n");
+                "\"add_prefix_space\": false, \"trim_offsets\": ");
+        put(b, style == HF_TOK_QWEN2 ? "false" : "true");
+        put(b, ", \"use_regex\": false}]},\n");
     }
     put(b, "\"post_processor\": ");
     put(b, post ? post : "null");
@@ -229,16 +271,40 @@ static const HfPair english[] = {
 };
 
 /* Merge k of the letters: "a" "a", "a" "b", ... "z" "z", then "aa" "a",
- * "aa" "b", ... (the two-letter tokens all made by then). */
+ * "aa" "b", ..., then "aaa" "a", ... (the shorter tokens all made by
+ * then); 26^2 + 26^3 + 26^4 of them. */
 static HfPair letters(int k)
 {
-    static char one[26][2], two[26 * 26][3];     /* filled on the first call */
+    enum { L2 = 26 * 26, L3 = 26 * 26 * 26 };
+    static char one[26][2], two[L2][3], three[L3][4];     /* filled on the first call */
     if (!one[0][0])
-        for (int i = 0; i < 26 * 26; i++) {
-            one[i % 26][0] = (char)('a' + i % 26);
-            two[i][0] = (char)('a' + i / 26), two[i][1] = (char)('a' + i % 26);
+        for (int i = 0; i < L3; i++) {
+            for (int c = 0; c < 3; c++)
+                three[i][c] = (char)('a' + i / (c == 0 ? L2 : c == 1 ? 26 : 1) % 26);
+            if (i < L2)
+                two[i][0] = (char)('a' + i / 26), two[i][1] = (char)('a' + i % 26);
+            if (i < 26)
+                one[i][0] = (char)('a' + i);
         }
-    return k < 26 * 26 ? (HfPair){one[k / 26], one[k % 26]} : (HfPair){two[k / 26 - 26], one[k % 26]};
+    return k < L2        ? (HfPair){one[k / 26], one[k % 26]}
+           : k < L2 + L3 ? (HfPair){two[k / 26 - 26], one[k % 26]}
+                         : (HfPair){three[k / 26 - 26 - L2], one[k % 26]};
+}
+
+/* Llama 3's template: <|begin_of_text|> (id 128000 in a vocab of
+ * 128256) first; its ByteLevel first, as Llama 3's file has it. */
+static char *llama3_post(int bos)
+{
+    static char t[600];
+    snprintf(t, sizeof t,
+             "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\", "
+             "\"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}, "
+             "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": "
+             "\"<|begin_of_text|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": "
+             "0}}], \"pair\": [], \"special_tokens\": {\"<|begin_of_text|>\": {\"id\": "
+             "\"<|begin_of_text|>\", \"ids\": [%d], \"tokens\": [\"<|begin_of_text|>\"]}}}]}",
+             bos);
+    return t;
 }
 
 /* The template that puts <s> (id 1) first. */
@@ -250,12 +316,12 @@ static const char *sp_bos =
 int hf_tokenizer_write(const char *path, int style, int vocab)
 {
     int ne = (int)(sizeof english / sizeof english[0]), i = ne,
-        nm = vocab - base_tokens(style) - (!SP(style) ? 2 : 0);
+        nm = vocab - base_tokens(style) - added_after(style);
     HfPair *m = nm >= ne ? malloc((size_t)nm * sizeof *m) : NULL;
     if (!m)
         return -1;
     memcpy(m, english, sizeof english);
-    for (int k = 0; i < nm && k < 27 * 26 * 26; k++) {
+    for (int k = 0; i < nm && k < 26 * 26 + 26 * 26 * 26 + 26 * 26 * 26 * 26; k++) {
         HfPair p = letters(k);
         int made = 0;
         for (int j = 0; j < ne; j++)
@@ -265,8 +331,12 @@ int hf_tokenizer_write(const char *path, int style, int vocab)
     }
     size_t len;
     char *text =
-        i == nm ? hf_tokenizer_json(style, m, nm, SP(style) ? sp_bos : NULL, &len)
-                : NULL;
+        i < nm ? NULL
+               : hf_tokenizer_json(style, m, nm,
+                                   SP(style)                 ? sp_bos
+                                   : style == HF_TOK_LLAMA3 ? llama3_post(256 + nm)
+                                                             : NULL,
+                                   &len);
     free(m);
     FILE *f = text ? fopen(path, "wb") : NULL;
     int rc = f && fwrite(text, 1, len, f) == len ? 0 : -1;

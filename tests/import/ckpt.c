@@ -22,24 +22,7 @@ const CkShape *ck_shape(const CkModel *m) { return &m->s; }
 
 /* ---- random weights ------------------------------------------------------- */
 
-static float uniform(CkModel *m)
-{
-    uint64_t z = (m->rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ z >> 27) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)((double)(z >> 40) * 0x1p-24 * 2.0 - 1.0);
-}
-
-/* f rounded to bfloat16, to nearest even (the values stay exact f32). */
-static float to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u = (u + 0x7FFF + (u >> 16 & 1)) & 0xFFFF0000u;
-    memcpy(&f, &u, 4);
-    return f;
-}
+static float uniform(CkModel *m) { return ck_mix(m->rng += CK_GAMMA); }
 
 /* n weights: center + uniform in [-scale, scale). */
 static float *weights(CkModel *m, int64_t n, float center, float scale)
@@ -51,7 +34,7 @@ static float *weights(CkModel *m, int64_t n, float center, float scale)
     for (int64_t i = 0; i < n; i++) {
         w[i] = center + scale * uniform(m);
         if (m->s.bf16)
-            w[i] = to_bf16(w[i]);
+            w[i] = ck_bf16(w[i]);
     }
     return w;
 }
@@ -240,10 +223,48 @@ int ck_hf_shape(const char *type, CkShape *s)
     return -1;
 }
 
+/* The config.json files of TinyLlama/TinyLlama-1.1B-Chat-v1.0 and
+ * meta-llama/Llama-3.1-8B on the Hub, member for member (torch_dtype
+ * says how the weights are stored). */
+static const char tinyllama_config[] =
+    "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n  \"attention_bias\": false,\n"
+    "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"silu\",\n"
+    "  \"hidden_size\": 2048,\n  \"initializer_range\": 0.02,\n  \"intermediate_size\": 5632,\n"
+    "  \"max_position_embeddings\": 2048,\n  \"model_type\": \"llama\",\n"
+    "  \"num_attention_heads\": 32,\n  \"num_hidden_layers\": 22,\n  \"num_key_value_heads\": 4,\n"
+    "  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": 1e-05,\n  \"rope_scaling\": null,\n"
+    "  \"rope_theta\": 10000.0,\n  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"%s\",\n"
+    "  \"transformers_version\": \"4.35.0\",\n  \"use_cache\": true,\n  \"vocab_size\": 32000\n}\n";
+static const char llama3_8b_config[] =
+    "{\n  \"architectures\": [\n    \"LlamaForCausalLM\"\n  ],\n  \"attention_bias\": false,\n"
+    "  \"attention_dropout\": 0.0,\n  \"bos_token_id\": 128000,\n  \"eos_token_id\": 128001,\n"
+    "  \"hidden_act\": \"silu\",\n  \"hidden_size\": 4096,\n  \"initializer_range\": 0.02,\n"
+    "  \"intermediate_size\": 14336,\n  \"max_position_embeddings\": 131072,\n"
+    "  \"mlp_bias\": false,\n  \"model_type\": \"llama\",\n  \"num_attention_heads\": 32,\n"
+    "  \"num_hidden_layers\": 32,\n  \"num_key_value_heads\": 8,\n  \"pretraining_tp\": 1,\n"
+    "  \"rms_norm_eps\": 1e-05,\n  \"rope_scaling\": {\n    \"factor\": 8.0,\n"
+    "    \"low_freq_factor\": 1.0,\n    \"high_freq_factor\": 4.0,\n"
+    "    \"original_max_position_embeddings\": 8192,\n    \"rope_type\": \"llama3\"\n  },\n"
+    "  \"rope_theta\": 500000.0,\n  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"%s\",\n"
+    "  \"transformers_version\": \"4.43.0.dev0\",\n  \"use_cache\": true,\n"
+    "  \"vocab_size\": 128256\n}\n";
+
 int ck_hf_shape_named(const char *type, const char *name, CkShape *s)
 {
     if (!strcmp(name, "tiny"))
         return ck_hf_shape(type, s);
+    if (!strcmp(name, "tinyllama") && !strcmp(type, "llama")) {
+        *s = (CkShape){.type = CK_LLAMA, .vocab = 32000, .dim = 2048, .hidden = 5632,
+                       .layers = 22, .heads = 32, .kv_heads = 4, .seq = 2048,
+                       .published = tinyllama_config};
+        return 0;
+    }
+    if (!strcmp(name, "llama3-8b") && !strcmp(type, "llama")) {
+        *s = (CkShape){.type = CK_LLAMA, .vocab = 128256, .dim = 4096, .hidden = 14336,
+                       .layers = 32, .heads = 32, .kv_heads = 8, .seq = 131072,
+                       .published = llama3_8b_config, .llama3_tok = 1};
+        return 0;
+    }
     if (strcmp(name, "small") || strcmp(type, "qwen3_moe"))
         return -1;
     *s = (CkShape){.type = CK_QWEN3_MOE, .vocab = 1024, .dim = 512, .hidden = 1024, .layers = 4,

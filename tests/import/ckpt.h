@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum {
     CK_LLAMA, CK_QWEN2, CK_GPT2, CK_QWEN3_MOE, CK_QWEN3, CK_MISTRAL, CK_MIXTRAL, CK_PHI3, CK_GEMMA,
@@ -46,6 +47,14 @@ typedef struct {
     /* gpt2: the Hub's names ("h.0...", with the attn.bias buffers), else
      * transformers' ("transformer.h.0...") */
     int gpt2_hub;
+    /* the big shapes (ck_hf_shape_named): the published config.json of
+     * the model they have the shape of, a printf format whose one %s is
+     * torch_dtype, written instead of what this file's passes assume
+     * (rms_norm_eps, rope_theta, rope_scaling: not for ck_step); a
+     * tokenizer as big as Llama 3's (byte-level, 256 added tokens) when
+     * llama3_tok, else llama's */
+    const char *published;
+    int llama3_tok;
 } CkShape;
 
 typedef struct CkModel CkModel;
@@ -83,8 +92,28 @@ int ck_hf_shape(const char *type, CkShape *s);
 /* By name as well: "tiny" is ck_hf_shape's; "small" (qwen3_moe only) is
  * big enough to time a decode step: vocab 1024, dim 512, 4 sparse layers
  * of 32 experts [256, 512], top 4, 8 heads, 4 kv heads (202 MB of f32
- * experts). 0, or -1 for another name or type. */
+ * experts). Llama only, with published configs, to measure at real sizes
+ * (ck_stream_hf writes them): "tinyllama" (TinyLlama-1.1B-Chat-v1.0's:
+ * dim 2048, hidden 5632, 22 layers, 32 heads, 4 kv heads, vocab 32000,
+ * untied; 4.4 GB of f32) and "llama3-8b" (Llama-3.1-8B's: dim 4096,
+ * hidden 14336, 32 layers, 32 heads, 8 kv heads, vocab 128256, untied;
+ * 16 GB of bf16). 0, or -1 for another name or type. */
 int ck_hf_shape_named(const char *type, const char *name, CkShape *s);
+/* ---- ckpt_stream.c: folders too big to hold -------------------------- */
+
+/* Whether ck_stream_hf writes shape s: llama's, without experts. */
+int ck_streams(const CkShape *s);
+/* The Hugging Face folder dir (which must exist) of shape s, the weights
+ * ck_new would draw from seed, written tensor by tensor: never more than
+ * a slice of one tensor in memory. Byte for byte ck_write_hf's files but
+ * the index, whose total_size is the weights' bytes. shards: as
+ * ck_write_hf; 0: as the Hub splits (transformers' files of at most
+ * 5 GB; one: model.safetensors). With list, config.json only, and the
+ * tensors listed to it (name, dtype, shape, file), then their count,
+ * bytes and files. 0, or -1 with a reason in why. */
+int ck_stream_hf(const CkShape *s, uint64_t seed, const char *dir, int shards, const char *extra,
+                 FILE *list, char *why, size_t whylen);
+
 /* Shapes by name: "tiny" (vocab 320, dim 64, 2 layers, 4 heads, 2 kv
  * heads), "stories15M", "stories110M" (llama2.c's, shared classifier). */
 int ck_llama2c_shape(const char *name, CkShape *s);

@@ -362,25 +362,46 @@ static void config_gpt2(FILE *f, const CkModel *m)
         fprintf(f, "  \"tie_word_embeddings\": false,\n");
 }
 
-/* config.json as transformers writes it, with the members of `extra`
- * (JSON text without braces) replacing or added to its own. */
-static int write_config(const CkModel *m, const char *dir, const char *extra, char *why,
-                        size_t whylen)
+/* text, len bytes, as the file path. */
+static int put_file(const char *path, const char *text, size_t len, char *why, size_t whylen)
+{
+    FILE *f = fopen(path, "w");
+    int rc = f && fwrite(text, 1, len, f) == len ? 0 : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc)
+        snprintf(why, whylen, "%s: cannot write", path);
+    return rc;
+}
+
+int ck_write_config(const CkModel *m, const char *dir, const char *extra, char *why,
+                    size_t whylen)
 {
     char *text = NULL, path[4096];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return snprintf(why, whylen, "out of memory"), -1;
-    fprintf(f, "{\n");
-    if (m->s.type == CK_GPT2)
-        config_gpt2(f, m);
-    else
-        config_llama(f, m);
-    fprintf(f, "  \"torch_dtype\": \"%s\",\n  \"transformers_version\": \"4.51.0\",\n"
-            "  \"use_cache\": true,\n  \"model_type\": \"%s\"\n}\n",
-            m->s.bf16 ? "bfloat16" : "float32", ck_type_names[m->s.type]);
+    const char *dtype = m->s.bf16 ? "bfloat16" : "float32";
+    if (m->s.published) {
+        fprintf(f, m->s.published, dtype);
+    } else {
+        fprintf(f, "{\n");
+        if (m->s.type == CK_GPT2)
+            config_gpt2(f, m);
+        else
+            config_llama(f, m);
+        fprintf(f, "  \"torch_dtype\": \"%s\",\n  \"transformers_version\": \"4.51.0\",\n"
+                "  \"use_cache\": true,\n  \"model_type\": \"%s\"\n}\n",
+                dtype, ck_type_names[m->s.type]);
+    }
     fclose(f);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (m->s.published && !extra) {           /* as the Hub has it, byte for byte */
+        int rc = text ? put_file(path, text, len, why, whylen) : -1;
+        free(text);
+        return rc;
+    }
     json_t *root = json_loads(text, 0, NULL), *more = NULL;
     free(text);
     if (extra) {
@@ -390,7 +411,6 @@ static int write_config(const CkModel *m, const char *dir, const char *extra, ch
         more = text ? json_loads(text, 0, NULL) : NULL;
         free(text);
     }
-    snprintf(path, sizeof path, "%s/config.json", dir);
     int rc = !root || (extra && !more) ? -1 : more ? json_object_update(root, more) : 0;
     if (rc)
         snprintf(why, whylen, "config.json: cannot add %s", extra ? extra : "nothing");
@@ -425,7 +445,7 @@ int ck_write_hf(const CkModel *m, const char *dir, int shards, const char *extra
     int rc = -1;
     if (!ls.t || !ls.bufs)
         snprintf(why, whylen, "out of memory");
-    else if (!write_config(m, dir, extra, why, whylen)) {
+    else if (!ck_write_config(m, dir, extra, why, whylen)) {
         (m->s.type == CK_GPT2 ? hf_gpt2 : hf_llama)(m, &ls);
         char path[4096];
         rc = 0;

@@ -6,18 +6,28 @@
  *   mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe
  *          DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
- *          [--shape tiny|small]   (small: qwen3_moe only, for timing)
+ *          [--shape tiny|small|tinyllama|llama3-8b] [--stream] [--no-weights]
  *   mkckpt --help             this usage, on stdout
  *
  * DIR is made when missing. --config adds members to config.json, e.g.
  * '"rope_scaling": {"type": "linear", "factor": 2.0}'; --transformers-names
  * writes GPT-2 as transformers saves it ("transformer.h.0...", no
- * buffers) instead of as the Hub has it. Every folder gets a
- * tokenizer.json of the model's vocab too (tests/gen/hftok.h), as Hub
+ * buffers) instead of as the Hub has it. Shapes: small is qwen3_moe's,
+ * for timing; tinyllama and llama3-8b are llama's, TinyLlama-1.1B's and
+ * Llama-3.1-8B's with their published config.json (4.4 GB of f32, 16 GB
+ * of bf16), to measure at real sizes. Those are written tensor by tensor
+ * (ckpt_stream.c), as --stream writes any llama: the same bytes, never
+ * the model in memory; their shards default to the Hub's (files of at
+ * most 5 GB). --no-weights writes config.json and tokenizer.json only,
+ * and lists the tensors the weights would hold (llama), then the
+ * tokenizer as kiln's reader takes it (exit 1 when it refuses it). Every
+ * folder gets a tokenizer.json of the model's vocab too (tests/gen/hftok.h), as Hub
  * folders have: byte-level BPE for gpt2 (GPT-2's) and qwen2, qwen3 and
- * qwen3_moe (Qwen2's); SentencePiece-style for llama, mixtral and phi3 (Llama
- * 2's normalizer), mistral (a Metaspace), and the gemmas (Gemma's). */
+ * qwen3_moe (Qwen2's), llama3-8b (Llama 3's); SentencePiece-style for
+ * llama, mixtral and phi3 (Llama 2's normalizer), mistral (a Metaspace),
+ * and the gemmas (Gemma's). */
 #include "ckpt.h"
+#include "runtime/rt_gen.h"
 #include "tests/gen/hftok.h"
 
 #include <errno.h>
@@ -26,36 +36,43 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char usage_text[] =
-    "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
-    "                      [--unshared] [--seed N]\n"
-    "       mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|\n"
-    "                      qwen3_moe DIR\n"
-    "                      [--bf16]\n"
-    "                      [--shards N] [--untied]\n"
-    "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
-    "                      [--shape tiny|small]\n";
+static void put_usage(FILE *f)
+{
+    fprintf(f, "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
+            "                      [--unshared] [--seed N]\n"
+            "       mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|\n"
+            "                      qwen3_moe DIR\n"
+            "                      [--bf16]\n"
+            "                      [--shards N] [--untied]\n"
+            "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
+            "                      [--shape tiny|small|tinyllama|llama3-8b] [--stream] [--no-weights]\n"
+            "shapes: small (qwen3_moe) to time a decode step; tinyllama, llama3-8b (llama):\n"
+            "        TinyLlama-1.1B's and Llama-3.1-8B's, their published config.json, random\n"
+            "        weights (4.4 GB of f32, 16 GB of bf16) written tensor by tensor\n"
+            "--stream: write a llama tensor by tensor, never holding the model (the same bytes)\n"
+            "--no-weights: config.json and tokenizer.json only; list the tensors (llama)\n");
+}
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "mkckpt: %s\n%s", why, usage_text);
+    fprintf(stderr, "mkckpt: %s\n", why);
+    put_usage(stderr);
     return 2;
 }
 
 typedef struct {
     const char *kind, *what, *out, *shape, *config;
-    int version, unshared, bf16, shards, untied, tf_names;
+    int version, unshared, bf16, shards, untied, tf_names, stream, list;
     uint64_t seed;
 } Args;
 
+/* The arguments: 0, 2 (usage), or -1 when --help was answered. */
 static int parse(Args *a, int argc, char **argv)
 {
-    *a = (Args){.shape = "tiny", .shards = 1, .seed = 1};
+    *a = (Args){.shape = "tiny", .seed = 1};
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return -1;
-        }
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return put_usage(stdout), -1;
     if (argc < 3)
         return usage("missing arguments");
     a->kind = argv[1];
@@ -75,6 +92,10 @@ static int parse(Args *a, int argc, char **argv)
             a->bf16 = 1;
         else if (!strcmp(o, "--transformers-names"))
             a->tf_names = 1;
+        else if (!strcmp(o, "--stream"))
+            a->stream = 1;
+        else if (!strcmp(o, "--no-weights"))
+            a->list = 1;
         else if (!v)
             return usage("an option needs a value");
         else if (!strcmp(o, "--shape"))
@@ -82,7 +103,7 @@ static int parse(Args *a, int argc, char **argv)
         else if (!strcmp(o, "--version"))
             a->version = atoi(v), i++;
         else if (!strcmp(o, "--shards"))
-            a->shards = atoi(v), i++;
+            a->shards = atoi(v) > 0 ? atoi(v) : -1, i++;
         else if (!strcmp(o, "--config"))
             a->config = v, i++;
         else if (!strcmp(o, "--seed"))
@@ -90,8 +111,82 @@ static int parse(Args *a, int argc, char **argv)
         else
             return usage("unknown option");
     }
-    return a->shards < 1 || (a->version != 0 && a->version != 1) ? usage("bad --shards or --version")
+    return a->shards < 0 || (a->version != 0 && a->version != 1) ? usage("bad --shards or --version")
                                                                  : 0;
+}
+
+/* The writers return the exit status, 0, or 1 (a tokenizer kiln's
+ * reader refuses), 3 (I/O), 4 (out of memory) with a reason in why. */
+static int write_llama2c(const Args *a, const CkShape *s, char *why, size_t whylen)
+{
+    CkModel *m = ck_new(s, a->seed);
+    if (!m)
+        return snprintf(why, whylen, "out of memory"), 4;
+    int rc = ck_write_llama2c(m, a->out, a->version) ? 3 : 0;
+    if (rc)
+        snprintf(why, whylen, "%s: %s", a->out, strerror(errno));
+    ck_free(m);
+    return rc;
+}
+
+/* The tokenizer a Hub folder of shape s has (mkckpt.c's top comment). */
+static int tokenizer_style(const CkShape *s)
+{
+    return s->llama3_tok                                                ? HF_TOK_LLAMA3
+           : s->type == CK_GPT2                                         ? HF_TOK_GPT2
+           : s->type == CK_LLAMA || s->type == CK_MIXTRAL || s->type == CK_PHI3 ? HF_TOK_LLAMA
+           : s->type == CK_MISTRAL                                      ? HF_TOK_METASPACE
+           : s->type == CK_GEMMA || s->type == CK_GEMMA2 || s->type == CK_GEMMA3 ? HF_TOK_GEMMA
+                                                                        : HF_TOK_QWEN2;
+}
+
+/* The tokenizer at path as kiln's reader takes it, to stdout: its size,
+ * BOS, EOS and a text's ids (--no-weights). 0, or -1 with the reader's
+ * reason in why. */
+static int list_tokenizer(const char *path, char *why, size_t whylen)
+{
+    rt_tok *t = NULL;
+    rt_err e = {0};
+    int32_t ids[16];
+    int n = 0;
+    if (rt_tok_open(path, &t, &e) || rt_tok_encode(t, "the cat sat", 1, ids, 16, &n, &e)) {
+        rt_tok_close(t);
+        return snprintf(why, whylen, "%s", e.msg), -1;
+    }
+    printf("tokenizer.json: %d tokens, BOS %d, EOS %d; \"the cat sat\" is", rt_tok_size(t),
+           rt_tok_bos(t), rt_tok_eos(t));
+    for (int i = 0; i < n; i++)
+        printf(" %d", (int)ids[i]);
+    printf("\n");
+    rt_tok_close(t);
+    return 0;
+}
+
+/* The folder: the big shapes, --stream and --no-weights tensor by tensor
+ * (ckpt_stream.c), the others from a model in memory; then its
+ * tokenizer. */
+static int write_hf(const Args *a, const CkShape *s, char *why, size_t whylen)
+{
+    int rc;
+    CkModel *m = NULL;
+    int big = s->published || a->stream || a->list;
+    if (!big && !(m = ck_new(s, a->seed)))
+        return snprintf(why, whylen, "out of memory"), 4;
+    if (mkdir(a->out, 0777) && errno != EEXIST)
+        snprintf(why, whylen, "%s: %s", a->out, strerror(errno)), rc = -1;
+    else if (big)
+        rc = ck_stream_hf(s, a->seed, a->out, a->shards, a->config, a->list ? stdout : NULL, why,
+                          whylen);
+    else
+        rc = ck_write_hf(m, a->out, a->shards ? a->shards : 1, a->config, why, whylen);
+    ck_free(m);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", a->out);
+    if (!rc && hf_tokenizer_write(path, tokenizer_style(s), s->vocab))
+        snprintf(why, whylen, "%.500s: cannot write", path), rc = -1;
+    if (!rc && a->list && list_tokenizer(path, why, whylen))
+        return 1;
+    return rc ? 3 : 0;
 }
 
 int main(int argc, char **argv)
@@ -108,35 +203,12 @@ int main(int argc, char **argv)
         s.tied = 0;
     s.bf16 = a.bf16;
     s.gpt2_hub = s.gpt2_hub && !a.tf_names;
-    CkModel *m = ck_new(&s, a.seed);
-    if (!m) {
-        fprintf(stderr, "mkckpt: out of memory\n");
-        return 4;
-    }
+    if ((a.stream || a.list) && (strcmp(a.kind, "hf") || !ck_streams(&s)))
+        return usage("--stream and --no-weights write llama folders only");
     char why[600];
-    if (!strcmp(a.kind, "llama2c")) {
-        rc = ck_write_llama2c(m, a.out, a.version);
-        if (rc)
-            snprintf(why, sizeof why, "%s: %s", a.out, strerror(errno));
-    } else {
-        if (mkdir(a.out, 0777) && errno != EEXIST)
-            snprintf(why, sizeof why, "%s: %s", a.out, strerror(errno)), rc = -1;
-        else
-            rc = ck_write_hf(m, a.out, a.shards, a.config, why, sizeof why);
-        char path[4096];
-        snprintf(path, sizeof path, "%s/tokenizer.json", a.out);
-        int style = s.type == CK_GPT2                               ? HF_TOK_GPT2
-                    : s.type == CK_LLAMA || s.type == CK_MIXTRAL || s.type == CK_PHI3
-                        ? HF_TOK_LLAMA
-                    : s.type == CK_MISTRAL                       ? HF_TOK_METASPACE
-                    : s.type == CK_GEMMA || s.type == CK_GEMMA2 || s.type == CK_GEMMA3
-                        ? HF_TOK_GEMMA
-                                                                 : HF_TOK_QWEN2;
-        if (!rc && hf_tokenizer_write(path, style, s.vocab))
-            snprintf(why, sizeof why, "%.500s: cannot write", path), rc = -1;
-    }
-    ck_free(m);
+    rc = !strcmp(a.kind, "llama2c") ? write_llama2c(&a, &s, why, sizeof why)
+                                    : write_hf(&a, &s, why, sizeof why);
     if (rc)
         fprintf(stderr, "mkckpt: %s\n", why);
-    return rc ? 3 : 0;
+    return rc;
 }
