@@ -56,6 +56,7 @@
 #define RT_IMAGE_MAGIC "kiln weights image 1\n"
 #define RT_IMAGE_ALIGN 4096
 #define RT_IMAGE_SAMPLE 4096
+#define RT_IMAGE_HUGE ((size_t)2 << 20)      /* a huge page: the mapping's alignment */
 #define RT_IMAGE_HEAD ((size_t)1 << 24)     /* 16 MB: key and table at most */
 #define RT_IMAGE_KEEP 8
 #define RT_IMAGE_MAX_BYTES ((uint64_t)64 << 30)
@@ -227,6 +228,43 @@ const char *rt_image_check(const unsigned char *p, uint64_t size, const char *ke
     return NULL;
 }
 
+/* The image mapped read-only at an address aligned to RT_IMAGE_HUGE, so
+ * that the kernel can map the page cache's huge folios whole (one TLB
+ * entry for 2 MB: a decode step streams every weight, and with 4 KB
+ * entries it misses the TLB every 64 lines), asked for (MADV_HUGEPAGE,
+ * which also makes the reads ahead that fill them huge-sized), then read
+ * in: the first token does not wait on page faults. MAP_FAILED when it
+ * cannot be mapped. */
+static void *im_map(int fd, size_t size)
+{
+    size_t span = size + RT_IMAGE_HUGE;
+    unsigned char *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        return MAP_FAILED;
+    unsigned char *at = (unsigned char *)(((uintptr_t)r + RT_IMAGE_HUGE - 1) &
+                                          ~(uintptr_t)(RT_IMAGE_HUGE - 1));
+    void *p = mmap(at, size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (p == MAP_FAILED) {
+        munmap(r, span);
+        return MAP_FAILED;
+    }
+    if (at > r)
+        munmap(r, (size_t)(at - r));
+    if (r + span > at + size)
+        munmap(at + size, (size_t)(r + span - (at + size)));
+#ifdef MADV_HUGEPAGE
+    madvise(p, size, MADV_HUGEPAGE);          /* hints: failure is harmless */
+#endif
+#ifdef MADV_POPULATE_READ
+    if (madvise(p, size, MADV_POPULATE_READ) == 0)
+        return p;
+#endif
+    volatile const unsigned char *q = p;      /* older kernels: touch each page */
+    for (size_t i = 0; i < size; i += 4096)
+        (void)q[i];
+    return p;
+}
+
 int rt_image_open(const char *layout, const char *path, int n, void **w, const size_t *bytes,
                   rt_image *im)
 {
@@ -236,7 +274,7 @@ int rt_image_open(const char *layout, const char *path, int n, void **w, const s
     int fd = file ? open(file, O_RDONLY | O_CLOEXEC) : -1, got = 0;
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        void *p = im_map(fd, (size_t)st.st_size);
         const char *bad = p == MAP_FAILED ? "cannot be mapped"
                           : rt_image_check(p, (uint64_t)st.st_size, key, n, bytes);
         if (!bad) {
@@ -341,6 +379,10 @@ static int im_write(const char *tmp, const char *key, int n, void *const *w, con
         rc = -1;
     if (!rc && fdatasync(fd) != 0)
         rc = -1;
+#ifdef POSIX_FADV_DONTNEED
+    if (!rc)                                  /* the written pages leave the page cache, */
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);   /* so that opens read it huge (im_map) */
+#endif
     int e = errno;
     if (fd >= 0 && close(fd) != 0 && !rc)
         rc = -1, e = errno;
