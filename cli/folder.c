@@ -66,66 +66,17 @@ char *cli_import_weights(const char *dir)
 
 /* ---- a folder's weights, checked before it is compiled -------------------- */
 
-static int by_name(const void *x, const void *y)
-{
-    return strcmp(*(const char *const *)x, *(const char *const *)y);
-}
-
-/* m's weight names, sorted (in the arena). */
-static const char **weight_names(const Module *m)
-{
-    const char **v = arena_alloc(m->a, sizeof *v * (size_t)(m->nweights + 1));
-    for (int i = 0; i < m->nweights; i++)
-        v[i] = m->weights[i]->name;
-    qsort(v, (size_t)m->nweights, sizeof *v, by_name);
-    return v;
-}
-
-static int same_shape(const rt_st_tensor *t, const Node *w)
-{
-    if (t->rank != w->rank)
-        return 0;
-    for (int i = 0; i < t->rank; i++)
-        if (t->dims[i] != w->dims[i])
-            return 0;
-    return 1;
-}
-
-/* The checks of rt_load_weights (runtime/core/rt_weights.c), in its
- * order and words, without loading: no tensor that is not a weight of m,
- * then each weight there (unless it has an init), of its declared shape. */
-static int match(const Module *m, const char **names, const rt_safetensors *st, rt_err *e)
-{
-    for (int i = 0; i < st->n; i++) {
-        const char *key = st->t[i].name;
-        if (!bsearch(&key, names, (size_t)m->nweights, sizeof *names, by_name))
-            return rt_errf(e, RT_EINVAL, "%s: '%s': not a weight of the model", st->path, key);
-    }
-    for (int i = 0; i < m->nweights; i++) {
-        const Node *w = m->weights[i];
-        const rt_st_tensor *t = rt_st_find(st, w->name);
-        char a[160], b[160];
-        if (t && !same_shape(t, w))
-            return rt_errf(e, RT_EINVAL, "%s: '%s': shape %s in the file, the model declares %s",
-                           st->path, w->name, rt_fmt_shape(a, sizeof a, t->rank, t->dims),
-                           rt_fmt_shape(b, sizeof b, w->rank, w->dims));
-        if (!t && w->init.kind == INIT_NONE)
-            return rt_errf(e, RT_EINVAL, "%s: weight '%s' is not in the file and has no init",
-                           st->path, w->name);
-    }
-    return 0;
-}
-
 int cli_folder_weights(const Module *m, const char *path)
 {
     if (!path)                          /* cli_import_weights ran out of memory */
         return cli_out_of_memory();
-    const char **names = weight_names(m);
+    CgInfos t;
+    cg_infos(m, &t);                    /* the weights as the program declares them */
     rt_safetensors st;
     rt_err e = {0, ""};
     int rc = rt_st_open(&st, path, &e);
     if (!rc) {
-        rc = match(m, names, &st, &e);
+        rc = rt_check_weights(&st, t.weights, m->nweights, &e);
         rt_st_close(&st);
     }
     return rc ? cli_report(&e) : 0;

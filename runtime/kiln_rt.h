@@ -144,6 +144,12 @@ RT_API void rt_st_to_f32(const rt_st_tensor *t, float *dst);
  * allocated. */
 RT_API int rt_load_weights(const char *path, const rt_tensor_info *w, int nw,
                            void **dst, rt_err *e);
+/* rt_load_weights' checks of an open file against the weights, without
+ * loading (kiln checks a model's weights so before compiling): every
+ * tensor a weight, every weight in the file of its shape or with an init.
+ * 0, or RT_EINVAL with the message a load would give. */
+RT_API int rt_check_weights(const rt_safetensors *st, const rt_tensor_info *w, int nw,
+                            rt_err *e);
 
 /* ---- prepared weights, mapped (rt_image.c) ------------------------------ */
 /* A program's held weights (m->w) as its kernels read them, prepared at

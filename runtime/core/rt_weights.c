@@ -17,20 +17,32 @@
 #include "runtime/core/rt_core.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Every tensor of the file is a declared weight. */
+static int wt_by_name(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Every tensor of the file is a declared weight: each looked up among the
+ * weights' names, sorted (a MoE model has tens of thousands). */
 static int wt_no_extras(const rt_safetensors *st, const rt_tensor_info *w, int nw, rt_err *e)
 {
-    for (int i = 0; i < st->n; i++) {
-        int j = 0;
-        while (j < nw && strcmp(w[j].name, st->t[i].name))
-            j++;
-        if (j == nw)
-            return rt_errf(e, RT_EINVAL, "%s: '%s': not a weight of the model", st->path,
-                           st->t[i].name);
+    const char **names = malloc(sizeof *names * ((size_t)nw + 1));
+    if (!names)
+        return rt_errf(e, RT_EINTERNAL, "out of memory checking %s", st->path);
+    for (int i = 0; i < nw; i++)
+        names[i] = w[i].name;
+    qsort(names, (size_t)nw, sizeof *names, wt_by_name);
+    int rc = 0;
+    for (int i = 0; i < st->n && !rc; i++) {
+        const char *key = st->t[i].name;
+        if (!bsearch(&key, names, (size_t)nw, sizeof *names, wt_by_name))
+            rc = rt_errf(e, RT_EINVAL, "%s: '%s': not a weight of the model", st->path, key);
     }
-    return 0;
+    free(names);
+    return rc;
 }
 
 static int wt_same_shape(const rt_st_tensor *t, const rt_tensor_info *w)
@@ -139,8 +151,9 @@ static void wt_pack_file(const rt_st_tensor *t, const rt_tensor_info *w, void *d
     rt_parallel_for(wt_pack_panels, &j, w->count / (w->panel * w->dims[w->rank - 1]));
 }
 
-/* One weight: checks where it comes from, then allocates and fills it. */
-static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, void **out, rt_err *e)
+/* Where a weight comes from: the file (st; NULL: none), of its declared
+ * shape, or its init. */
+static int wt_source(const rt_safetensors *st, const rt_tensor_info *w, rt_err *e)
 {
     const rt_st_tensor *t = st ? rt_st_find(st, w->name) : NULL;
     char a[160], b[160];
@@ -152,6 +165,24 @@ static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, void **out,
         return st ? rt_errf(e, RT_EINVAL, "%s: weight '%s' is not in the file and has no init",
                             st->path, w->name)
                   : rt_errf(e, RT_EINVAL, "weight '%s' has no init; give --weights", w->name);
+    return 0;
+}
+
+int rt_check_weights(const rt_safetensors *st, const rt_tensor_info *w, int nw, rt_err *e)
+{
+    int rc = wt_no_extras(st, w, nw, e);
+    for (int i = 0; !rc && i < nw; i++)
+        rc = wt_source(st, &w[i], e);
+    return rc;
+}
+
+/* One weight (its source checked): allocates and fills it. */
+static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, void **out, rt_err *e)
+{
+    const rt_st_tensor *t = st ? rt_st_find(st, w->name) : NULL;
+    int rc = wt_source(st, w, e);
+    if (rc)
+        return rc;
     if (w->count < 0 || (uint64_t)w->count > SIZE_MAX / sizeof(float))
         return rt_errf(e, RT_EINTERNAL, "weight '%s': bad element count %lld", w->name,
                        (long long)w->count);
@@ -161,7 +192,6 @@ static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, void **out,
     if (!d)
         return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
                        (long long)w->count * (long long)esize);
-    int rc = 0;
     int64_t k = w->rank >= 2 ? w->dims[w->rank - 1] : 0, n = w->rank >= 2 ? w->dims[w->rank - 2] : 0;
     if (w->panel && (k < 1 || n < 1 || n % w->panel)) {
         rt_free(d);
@@ -194,7 +224,7 @@ int rt_load_weights(const char *path, const rt_tensor_info *w, int nw, void **ds
         dst[i] = NULL;
     int rc = path ? rt_st_open(&st, path, e) : 0;
     if (!rc && path)
-        rc = wt_no_extras(&st, w, nw, e);
+        rc = rt_check_weights(&st, w, nw, e);
     for (int i = 0; !rc && i < nw; i++)
         rc = wt_one(path ? &st : NULL, &w[i], &dst[i], e);
     rt_st_close(&st);
