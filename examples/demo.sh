@@ -46,10 +46,9 @@ t=$(date +%s%N)
 ./kiln build "$hf" -o "$out/tiny"
 echo "   built in $(ms "$t") ms"
 gen="generate --prompt \"the cat sat on the mat\" -n 16 --temperature 0"
-echo "== 7. $out/tiny $gen --tokenizer $hf/tokenizer.json --weights $hf/model.safetensors"
+echo "== 7. $out/tiny $gen   (the folder's weights and tokenizer.json, remembered by the build)"
 echo "   (the prompt's text, then the 16 greedy tokens'; the weights are random, so the tokens are noise)"
-"$out/tiny" generate --prompt "the cat sat on the mat" -n 16 --temperature 0 \
-    --tokenizer "$hf/tokenizer.json" --weights "$hf/model.safetensors" 2>"$out/tiny.err" ||
+"$out/tiny" generate --prompt "the cat sat on the mat" -n 16 --temperature 0 2>"$out/tiny.err" ||
     { cat "$out/tiny.err" >&2; exit 1; }
 sed 's/^/   /' "$out/tiny.err"
 echo "== 8. kiln run $hf $gen   (the JIT; the folder's own weights and tokenizer.json)"
