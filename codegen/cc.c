@@ -428,6 +428,16 @@ static int part_object(Arena *a, const CgBuild *b, Parts *ps, int p, Scratch *sc
     return rc;
 }
 
+/* The objects of every part ps uses, into the scratch directory sc. */
+static int parts_objects(Arena *a, const CgBuild *b, Parts *ps, Scratch *sc, rt_err *err)
+{
+    int rc = 0;
+    for (int p = 0; p < CG_RT_NPARTS && !rc; p++)
+        if (ps->uses >> p & 1)
+            rc = part_object(a, b, ps, p, sc, err);
+    return rc;
+}
+
 int cg_build_parts(const Module *m, const CgBuild *b, rt_err *err)
 {
     Arena *a = m->a;
@@ -439,10 +449,7 @@ int cg_build_parts(const Module *m, const CgBuild *b, rt_err *err)
     parts_plan(a, m, dir, identity(a), &ps);
     if (scratch_open(&sc, a, err))
         return err->code;
-    int rc = 0;
-    for (int p = 0; p < CG_RT_NPARTS && !rc; p++)
-        if (ps.uses >> p & 1)
-            rc = part_object(a, b, &ps, p, &sc, err);
+    int rc = parts_objects(a, b, &ps, &sc, err);
     scratch_close(&sc, a);
     return rc;
 }
@@ -504,10 +511,7 @@ static int compile_exe(const Module *m, const CgBuild *b, const char *c, Parts *
     if (scratch_open(&sc, a, err))
         return err->code;
     const char *src = scratch_path(&sc, a, "model.c");
-    int rc = 0;
-    for (int p = 0; ps && p < CG_RT_NPARTS && !rc; p++)
-        if (ps->uses >> p & 1)
-            rc = part_object(a, b, ps, p, &sc, err);
+    int rc = ps ? parts_objects(a, b, ps, &sc, err) : 0;
     if (!rc)
         rc = write_text(src, src, c, err);
     if (!b->quiet && !rc)

@@ -377,6 +377,10 @@ struct rt_model {
      * to (rt_pick_weights); NULL: none */
     const char *weights_file, *tokenizer_file;
 };
+/* What `PROG generate` says of a model that is no decoder (%s: its name),
+ * with or without the generation part. */
+#define RT_NOT_A_DECODER "model '%s' is not a decoder of one token a call (inputs tokens " \
+                         "i32[1], positions i32[1]; output logits f32[1, V]; KV caches)"
 
 /* The thin main of every generated executable, and of `kiln run`:
  *   PROG [--weights W.safetensors] [--input NAME=F.npy]... [--output NAME=F.npy]...

@@ -570,9 +570,7 @@ static void rm_cleanup(rm_ctx *c)
 static int rm_no_generate(int argc, char **argv, const rt_model *md)
 {
     const char *prog = argc > 0 && argv[0] && *argv[0] ? argv[0] : md->name;
-    fprintf(stderr, "%s: generate: model '%s' is not a decoder of one token a call (inputs "
-            "tokens i32[1], positions i32[1]; output logits f32[1, V]; KV caches)\n", prog,
-            md->name);
+    fprintf(stderr, "%s: generate: " RT_NOT_A_DECODER "\n", prog, md->name);
     return RT_EINVAL;
 }
 

@@ -348,9 +348,7 @@ static int rg_contract(rg_ctx *g)
         strcmp(in[1].name, "positions") || in[0].dtype != RT_I32 || in[1].dtype != RT_I32 ||
         in[0].rank != 1 || in[0].dims[0] != 1 || strcmp(out[0].name, "logits") ||
         out[0].rank != 2 || out[0].dims[0] != 1 || md->states[0].rank < 1)
-        return rg_fail(g, RT_EINVAL, "model '%s' is not a decoder of one token a call (inputs "
-                       "tokens i32[1], positions i32[1]; output logits f32[1, V]; KV caches)",
-                       md->name);
+        return rg_fail(g, RT_EINVAL, RT_NOT_A_DECODER, md->name);
     g->V = out[0].dims[1];
     g->S = md->states[0].dims[0];
     g->C = md->run_chunk && md->chunk > 1 ? md->chunk : 1;
