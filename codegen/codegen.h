@@ -18,7 +18,7 @@ typedef enum { CG_CC, CG_JIT } CgFlavour;
 
 /* ---- the runtime's parts as C text (rt_text.c, which the Makefile
  * makes from runtime/; runtime/kiln_rt.h says what each part holds) ---- */
-enum { CG_RT_CORE, CG_RT_GEN, CG_RT_JIT, CG_RT_NPARTS };
+enum { CG_RT_CORE, CG_RT_GEN, CG_RT_QUANT, CG_RT_JIT, CG_RT_NPARTS };
 typedef struct {
     const char *name;            /* its folder under runtime/: "core" */
     const char *header;          /* its public header, as C text */

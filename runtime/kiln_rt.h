@@ -5,6 +5,7 @@
  *   core/  this header's: errors, memory, weights (safetensors), .npy,
  *          threads, profiles, micro-kernels, the main of every program;
  *   gen/   rt_gen.h's: tokenizers, sampling, `PROG generate` (decoders);
+ *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k);
  *   jit/   rt_jit.h's: vector programs, which only JIT code calls.
  * Each part's internal header (core/rt_core.h, gen/rt_tok.h) is for its
  * own files, never for generated code.
@@ -42,6 +43,8 @@
 enum { RT_OK = 0, RT_EINVAL = 1, RT_EUSAGE = 2, RT_EIO = 3, RT_EINTERNAL = 4 };
 enum { RT_F32 = 0, RT_I32 = 1 };                 /* equal to DT_F32, DT_I32 */
 enum { RT_BF16 = 2, RT_F16 = 3 };                /* 16-bit storage: ST_BF16, ST_F16 */
+/* Quantized storage (rt_quant.h): ST_Q8_0 ... ST_Q6_K */
+enum { RT_Q8_0 = 4, RT_Q4_0 = 5, RT_Q4_K = 6, RT_Q6_K = 7 };
 enum { RT_INIT_NONE, RT_INIT_FILL, RT_INIT_RANDOM, RT_INIT_DATA };
 #define RT_MAX_RANK 6
 
@@ -73,8 +76,11 @@ typedef struct {
     /* i32 inputs: a seeded value is drawn from [0, hi) (hi >= 1) */
     int64_t hi;
     /* weights: how held in memory: RT_F32, or RT_BF16 / RT_F16 (16 bits
-     * a value, rounded once at load, widened exactly where read) */
+     * a value, rounded once at load, widened exactly where read), or
+     * RT_Q8_0 ... RT_Q6_K (blocks, rt_quant.h; quantized once at load by
+     * `quantize`, rt_quantize, which the core has only so) */
     int store;
+    void (*quantize)(int store, const float *src, void *dst, int64_t n);
     /* weights: packed at load in panels of this many rows, as
      * rt_pack_panels(nr = panel) lays out [..., N, K]; 0: as the file
      * holds them */
@@ -203,6 +209,9 @@ static inline float rt_f16_f32(uint16_t h)
  * any value. */
 RT_API uint16_t rt_f32_bf16(float f);
 RT_API uint16_t rt_f32_f16(float f);
+/* The bytes count elements take held as store (RT_F32, RT_BF16, RT_F16,
+ * RT_Q8_0 ... RT_Q6_K; a quantized count is a multiple of its block). */
+RT_API int64_t rt_store_bytes(int store, int64_t count);
 /* n floats rounded into 16-bit store (RT_BF16, RT_F16). */
 RT_API void rt_round_half(uint16_t *dst, const float *src, int64_t n, int store);
 
@@ -408,7 +417,7 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
     X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
     X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_dot) \
-    X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half)         \
+    X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half) X(rt_store_bytes) \
     X(rt_profile_add) X(rt_image_open) X(rt_image_save) X(rt_image_close)
 
 #endif

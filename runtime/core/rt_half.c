@@ -70,3 +70,16 @@ void rt_round_half(uint16_t *dst, const float *src, int64_t n, int store)
         for (int64_t i = 0; i < n; i++)
             dst[i] = rt_f32_f16(src[i]);
 }
+
+int64_t rt_store_bytes(int store, int64_t count)
+{
+    switch (store) {
+    case RT_BF16:
+    case RT_F16: return count * 2;
+    case RT_Q8_0: return count / 32 * 34;
+    case RT_Q4_0: return count / 32 * 18;
+    case RT_Q4_K: return count / 256 * 144;
+    case RT_Q6_K: return count / 256 * 210;
+    default: return count * 4;
+    }
+}

@@ -1,0 +1,93 @@
+/* runtime/rt_quant.h: the runtime's quantized part (quant/), for programs
+ * that hold a weight in blocks of int8 or 4- or 6-bit values with their
+ * scales (--weight-dtype q8_0, q4_0, q4_k, q6_k, q4_k_m): the block
+ * layouts, quantizing and widening them, reading one element, and the
+ * gemm kernels over them. A generated program carries it only when it
+ * holds such a weight (codegen's cg_rt_uses); the core's loader calls
+ * rt_quantize through rt_tensor_info.quantize.
+ *
+ * The layouts are GGML's, byte for byte (little-endian; a scale `d` is an
+ * IEEE half), so that a GGUF tensor of these types is used as stored, and
+ * quantizing gives the bytes llama.cpp's llama-quantize gives for the same
+ * f32 values (its reference quantizers, no importance matrix):
+ *   q8_0  32 values in 34 bytes: d, then 32 int8 q; x = d * q.
+ *   q4_0  32 values in 18 bytes: d, then 16 bytes; value j < 16 is the low
+ *         nibble of byte j, value j + 16 its high nibble; x = d * (q - 8).
+ *   q4_k  256 values in 144 bytes: d, dmin, 12 bytes of 8 6-bit scales and
+ *         8 6-bit mins, 128 bytes of nibbles; sub-block s (32 values) is
+ *         x = d * sc[s] * q - dmin * mn[s]; the nibbles of values 64 i + l
+ *         (l < 32) are the low halves of bytes 32 i + l, of values
+ *         64 i + 32 + l their high halves.
+ *   q6_k  256 values in 210 bytes: 128 bytes ql (low 4 bits), 64 bytes qh
+ *         (high 2 bits), 16 int8 scales, d; sub-block s (16 values) is
+ *         x = d * scales[s] * (q - 32).
+ * A weight so held is a sequence of blocks over its elements in row-major
+ * order; its last dim (a row) is a multiple of the block, so no block
+ * spans two rows (kiln holds any other weight wider, with a note). */
+#ifndef KILN_RT_QUANT_H
+#define KILN_RT_QUANT_H
+
+#include "kiln_rt.h"
+
+/* ---- the types (rt_quant.c) --------------------------------------------- */
+/* The values of RT_Q8_0 ... RT_Q6_K (a weight's store) are kiln_rt.h's. */
+/* Values a block holds (32 or 256) and its bytes, by store; 0 for a store
+ * that is not quantized. */
+RT_API int rt_q_block(int store);
+RT_API int rt_q_block_bytes(int store);
+/* "q8_0", "q4_0", "q4_k", "q6_k"; NULL for another store. */
+RT_API const char *rt_q_name(int store);
+
+/* n values (a multiple of the block) of src into blocks of store at dst,
+ * as GGML's reference quantizer makes them (quantize_row_*_ref): the
+ * same bytes for the same floats. A NaN or infinite value makes the
+ * block's scale so; callers check their floats first. */
+RT_API void rt_quantize(int store, const float *src, void *dst, int64_t n);
+/* n values (a multiple of the block) of the blocks at src as f32, exactly
+ * as the formulas above give them (dequantize_row_*). */
+RT_API void rt_dequantize(int store, const void *src, float *dst, int64_t n);
+/* Whether the n values' blocks at src have finite scales: 0, else the
+ * index of the first bad block plus 1. */
+RT_API int64_t rt_q_check(int store, const void *src, int64_t n);
+
+/* Element i (row-major over the weight) of a weight held so, as
+ * rt_dequantize gives it: what generated code calls where it reads one
+ * element (a gathered embedding row, a loop tile left as loops). */
+RT_API float rt_q8_0_at(const void *w, int64_t i);
+RT_API float rt_q4_0_at(const void *w, int64_t i);
+RT_API float rt_q4_k_at(const void *w, int64_t i);
+RT_API float rt_q6_k_at(const void *w, int64_t i);
+
+/* ---- gemm over quantized weights (rt_gemm_q.c) -------------------------- */
+/* C[m][n] += sum over kk < k of A[m][kk] * W(n, kk), row-major A and C
+ * with row strides lda, ldc (elements), W(j, kk) element woff + j * ldw +
+ * kk of the quantized weight w (k, woff and ldw multiples of the block):
+ * a linear's x W^T over rows of the weight as stored. Each row of A is
+ * quantized per block of the weight to int8 (q8_0, q4_0: blocks of 32
+ * with an f32 scale amax / 127; q4_k, q6_k: blocks of 256, likewise, and
+ * the sums of each 16 values), then each block's integer dot product is
+ * exact, scaled by both scales and added in block order. So the result is
+ * the dot product of the dequantized weight with A quantized so
+ * (rt_q_act_round), up to the rounding of those f32 scalings; the same
+ * for any thread count and blocking of rows or columns. AVX-512 VNNI,
+ * AVX2 or portable C, as the compiler targets (-march). */
+RT_API void rt_gemm_q8_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                         const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
+RT_API void rt_gemm_q4_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                         const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
+RT_API void rt_gemm_q4_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                         const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
+RT_API void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                         const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
+/* n values (a multiple of block, 32 or 256) of x as the gemm kernels
+ * quantize activations, widened back into y: what the reference runs on
+ * to agree with the kernels exactly (kiln check --exact-activations). */
+RT_API void rt_q_act_round(int block, const float *x, float *y, int64_t n);
+
+/* Every symbol of this part that generated code may call (for libtcc). */
+#define RT_QUANT_SYMBOLS(X)                                                   \
+    X(rt_q_block) X(rt_q_block_bytes) X(rt_q_name) X(rt_quantize) X(rt_dequantize) \
+    X(rt_q_check) X(rt_q8_0_at) X(rt_q4_0_at) X(rt_q4_k_at) X(rt_q6_k_at)      \
+    X(rt_gemm_q8_0) X(rt_gemm_q4_0) X(rt_gemm_q4_k) X(rt_gemm_q6_k) X(rt_q_act_round)
+
+#endif
