@@ -33,11 +33,15 @@
  *
  * Decode's B stream is prefetched KR_AHEAD rows ahead (m = 1 only, where
  * memory bounds the kernel; prefill reuses each row of B for its rows of
- * A). The hardware prefetcher alone keeps fewer lines in flight: when
- * other programs share the memory bandwidth, the step of a
- * stories110M-shaped decoder took 10.2-11.0 ms (medians of 150) with the
- * prefetch and 11.6-11.9 ms without; distances of 8, 16 and 32 rows were
- * alike, 8 a little ahead.
+ * A). The hardware prefetcher alone keeps fewer lines in flight: on the
+ * AMD EPYC, when other programs shared the memory bandwidth, the step of
+ * a stories110M-shaped decoder took 10.2-11.0 ms (medians of 150) with
+ * the prefetch and 11.6-11.9 ms without; distances of 8, 16 and 32 rows
+ * were alike, 8 a little ahead. The hint is locality 1 (prefetcht2), not
+ * 0 (prefetchnta): on the Intel Xeon (Sapphire Rapids class) VM, the
+ * non-temporal hint halved the stream, f32 decode of that model 35-36
+ * tokens/s against 66-67 with locality 1 and 65-71 with no prefetch
+ * (2 threads, alternating rounds).
  *
  * rt_dot: dot(P, A, B), attention's scores: the products summed in
  * lanes (fused multiply-adds, as cc contracts the loops it replaces), the
@@ -155,7 +159,7 @@ static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv,
             const char *ahead = (const char *)b + (size_t)(kk + KR_AHEAD) * (size_t)ldb *
                                                       (bt == RT_F32 ? 4 : 2);
             for (size_t at = 0; at < row; at += 64)
-                __builtin_prefetch(ahead + at, 0, 0);
+                __builtin_prefetch(ahead + at, 0, 1);
         }
         for (int v = 0; v < nv; v++)
             if (!pairs)
