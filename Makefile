@@ -60,7 +60,8 @@ RT_QUOTE = sed -e '/^\#include "/d' -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' 
 RT_PART_core := runtime/kiln_rt.h | runtime/core/rt_core.h $(sort $(wildcard runtime/core/*.c))
 RT_PART_gen := runtime/rt_gen.h | runtime/core/rt_core.h runtime/gen/rt_tok.h \
 	$(sort $(wildcard runtime/gen/*.c))
-RT_PART_quant := runtime/rt_quant.h | runtime/core/rt_core.h $(sort $(wildcard runtime/quant/*.c))
+RT_PART_quant := runtime/rt_quant.h | runtime/core/rt_core.h runtime/quant/rt_qk.h \
+	$(sort $(wildcard runtime/quant/*.c))
 RT_PART_jit := runtime/rt_jit.h |
 RT_PARTS := core gen quant jit
 $(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: $(RT_SRCS) Makefile
