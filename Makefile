@@ -60,7 +60,8 @@ RT_QUOTE = sed -e '/^\#include "/d' -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' 
 RT_PART_core := runtime/kiln_rt.h | runtime/core/rt_core.h $(sort $(wildcard runtime/core/*.c))
 RT_PART_gen := runtime/rt_gen.h | runtime/core/rt_core.h runtime/gen/rt_tok.h \
 	$(sort $(wildcard runtime/gen/*.c))
-RT_PART_quant := runtime/rt_quant.h | runtime/core/rt_core.h $(sort $(wildcard runtime/quant/*.c))
+RT_PART_quant := runtime/rt_quant.h | runtime/core/rt_core.h runtime/quant/rt_qk.h \
+	$(sort $(wildcard runtime/quant/*.c))
 RT_PART_jit := runtime/rt_jit.h |
 RT_PARTS := core gen quant jit
 $(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: $(RT_SRCS) Makefile
@@ -206,7 +207,7 @@ deps-bench:
 # kiln's sources with coverage into one archive, a harness per reader.
 FUZZ_CC := clang-14
 FUZZ_SECONDS := 60
-FUZZERS := model safetensors npy kir tokenizer hf image
+FUZZERS := model safetensors npy kir tokenizer hf image quant
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -std=c11 -I. $(WARN) -D_XOPEN_SOURCE=700
 FUZZ_OBJS := $(SRCS:%.c=$(FUZZ_B)/obj/%.o) $(FUZZ_B)/obj/rt_text.o

@@ -32,9 +32,10 @@ static void info_row(FILE *f, const rt_tensor_info *t, const char *data)
     fprintf(f, "%s}, %lld, %d, %.17g, %lluull, %.17g, %s, %lld", t->rank ? "" : "0",
             (long long)t->count, t->init, t->fill, (unsigned long long)t->seed, t->scale,
             data ? data : "NULL", (long long)t->hi);
-    /* how it is held: 16-bit for a weight of --weight-dtype bf16/f16 */
+    /* how it is held: 16-bit for a weight of --weight-dtype bf16/f16 (no
+     * quantize hook: no store here is quantized) */
     const char *store = t->store == RT_BF16 ? "RT_BF16" : t->store == RT_F16 ? "RT_F16" : "RT_F32";
-    fprintf(f, ", %s, %lld},\n", store, (long long)t->panel);
+    fprintf(f, ", %s, NULL, %lld},\n", store, (long long)t->panel);
 }
 
 static void table(FILE *f, const char *name, const rt_tensor_info *t, int n)

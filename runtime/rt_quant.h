@@ -41,7 +41,9 @@ RT_API const char *rt_q_name(int store);
 /* n values (a multiple of the block) of src into blocks of store at dst,
  * as GGML's reference quantizer makes them (quantize_row_*_ref): the
  * same bytes for the same floats. A NaN or infinite value makes the
- * block's scale so; callers check their floats first. */
+ * block's scale so (d, and q4_k's dmin; the rest zeros); callers check
+ * their floats first. The blocks are shared among the core's threads
+ * (rt_parallel_for), which changes no byte. */
 RT_API void rt_quantize(int store, const float *src, void *dst, int64_t n);
 /* n values (a multiple of the block) of the blocks at src as f32, exactly
  * as the formulas above give them (dequantize_row_*). */

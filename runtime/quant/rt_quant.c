@@ -1,6 +1,45 @@
 /* runtime/quant/rt_quant.c: the quantized types' blocks (rt_quant.h):
- * sizes and names. (Being written: quantizing, widening, elements.) */
-#include "runtime/rt_quant.h"
+ * sizes and names, the entry points over a weight of any of them, and
+ * q8_0's and q4_0's blocks (q4_k's and q6_k's are rt_quant_k.c's).
+ *
+ * Quantizing does the f32 operations of GGML's reference quantizers
+ * (ggml-quants.c: quantize_row_q8_0_ref, quantize_row_q4_0_ref) in their
+ * order, so that the bytes are llama-quantize's. Per block of 32:
+ *   q8_0  amax = max |x|, d = amax / 127, id = 1 / d (0 when d is 0),
+ *         q = roundf(x * id) (halves away from zero);
+ *   q4_0  m = the first x of largest |x|, d = m / -8, id as above,
+ *         q = min(15, x * id + 8.5 truncated), so that m itself is q 0;
+ * d is stored as the nearest half (rt_f32_f16). Where d is below 2^-128,
+ * 1 / d is inf and x * id inf or NaN, which GGML's cast to int8_t makes 0
+ * on x86 (the low byte of cvttss2si's 0x80000000); such a q is 0 here
+ * too, so even a block of values below 2^-125 (whose half d is 0) has
+ * GGML's bytes. A block holding a NaN or an inf gets that value as its
+ * scale (d, and q4_k's dmin) and zeros elsewhere: rt_q_check finds it.
+ *
+ * GGML's reference build (x86-64, no -march) rounds every product before
+ * the sum it feeds. Generated programs build with GNU C's default
+ * -ffp-contract=fast and -march=native, which would fuse such pairs into
+ * FMAs and change bytes (clang fuses within an expression; unprotected,
+ * -O3 -march=native changed 5% of q4_k's and 7% of q6_k's blocks), so
+ * this file and rt_quant_k.c turn contraction off for their code and
+ * restore it after (clang's -ffp-contract=fast overrides its pragma: not
+ * so built).
+ *
+ * rt_quantize runs its blocks through rt_parallel_for (they are
+ * independent, so the bytes are the same for any thread count): k-quants
+ * are slow to fit, and a weight is quantized once at load. */
+#include "runtime/quant/rt_qk.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma float_control(push)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 int rt_q_block(int store)
 {
@@ -17,3 +56,151 @@ const char *rt_q_name(int store)
     static const char *const names[] = {"q8_0", "q4_0", "q4_k", "q6_k"};
     return store >= RT_Q8_0 && store <= RT_Q6_K ? names[store - RT_Q8_0] : NULL;
 }
+
+/* GGML's float-to-int8 cast of a rounded or shifted q, on x86: 0 where it
+ * is not finite (see the top). */
+static int qb_int(float t)
+{
+    return isfinite(t) ? (int)t : 0;
+}
+
+/* ---- q8_0: d, then 32 int8 q ---------------------------------------------- */
+static void qb_quantize_q8_0(const float *x, unsigned char *b)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax)
+            amax = fabsf(x[j]);
+    float d = amax / 127, id = d ? 1.0f / d : 0.0f;
+    rt_qk_put_half(b, d);
+    for (int j = 0; j < 32; j++)
+        b[2 + j] = (unsigned char)qb_int(roundf(x[j] * id));
+}
+
+static float qb_q8_0(const unsigned char *b, int j)
+{
+    return (float)(int8_t)b[2 + j] * rt_qk_half(b);
+}
+
+/* ---- q4_0: d, then 16 bytes: value j's nibble low in byte j, value
+ * j + 16's high ---------------------------------------------------------- */
+static void qb_quantize_q4_0(const float *x, unsigned char *b)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    float d = max / -8, id = d ? 1.0f / d : 0.0f;
+    rt_qk_put_half(b, d);
+    for (int j = 0; j < 16; j++) {
+        float x0 = x[j] * id, x1 = x[j + 16] * id;
+        int q0 = qb_int(x0 + 8.5f), q1 = qb_int(x1 + 8.5f);
+        /* GGML keeps min(15, q) in a uint8_t and ors q1 << 4 into q0 */
+        q0 = (unsigned char)(q0 < 15 ? q0 : 15);
+        q1 = (unsigned char)(q1 < 15 ? q1 : 15);
+        b[2 + j] = (unsigned char)(q0 | q1 << 4);
+    }
+}
+
+static float qb_q4_0(const unsigned char *b, int j)
+{
+    int q = j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4;
+    return (float)(q - 8) * rt_qk_half(b);
+}
+
+/* ---- over a weight -------------------------------------------------------- */
+/* One block of store at b from x: a NaN or inf (the first) made the
+ * scale, else the type's quantizer. */
+static void qb_quantize(int store, const float *x, unsigned char *b)
+{
+    int n = rt_q_block(store);
+    for (int j = 0; j < n; j++)
+        if (!isfinite(x[j])) {
+            memset(b, 0, (size_t)rt_q_block_bytes(store));
+            rt_qk_put_half(b + (store == RT_Q6_K ? 208 : 0), x[j]);
+            if (store == RT_Q4_K)
+                rt_qk_put_half(b + 2, x[j]);
+            return;
+        }
+    if (store == RT_Q8_0)
+        qb_quantize_q8_0(x, b);
+    else if (store == RT_Q4_0)
+        qb_quantize_q4_0(x, b);
+    else
+        rt_qk_quantize(store, x, b);
+}
+
+typedef struct {
+    int store;
+    const float *src;
+    unsigned char *dst;
+} qb_job;
+
+static void qb_quantize_blocks(void *ctx, int64_t lo, int64_t hi)
+{
+    const qb_job *j = ctx;
+    int n = rt_q_block(j->store), bytes = rt_q_block_bytes(j->store);
+    for (int64_t i = lo; i < hi; i++)
+        qb_quantize(j->store, j->src + i * n, j->dst + i * bytes);
+}
+
+void rt_quantize(int store, const float *src, void *dst, int64_t n)
+{
+    qb_job j = {store, src, dst};
+    if (rt_q_block(store))
+        rt_parallel_for(qb_quantize_blocks, &j, n / rt_q_block(store));
+}
+
+void rt_dequantize(int store, const void *src, float *dst, int64_t n)
+{
+    const unsigned char *b = src;
+    int bn = rt_q_block(store), bytes = rt_q_block_bytes(store);
+    for (int64_t i = 0; bn && i < n / bn; i++, b += bytes, dst += bn) {
+        if (store == RT_Q8_0)
+            for (int j = 0; j < 32; j++)
+                dst[j] = qb_q8_0(b, j);
+        else if (store == RT_Q4_0)
+            for (int j = 0; j < 32; j++)
+                dst[j] = qb_q4_0(b, j);
+        else
+            rt_qk_dequantize(store, b, dst);
+    }
+}
+
+/* Whether the half at p is finite: its exponent is not all ones. */
+static int qb_finite(const unsigned char *p)
+{
+    return (p[1] & 0x7c) != 0x7c;
+}
+
+int64_t rt_q_check(int store, const void *src, int64_t n)
+{
+    const unsigned char *b = src;
+    int bn = rt_q_block(store), bytes = rt_q_block_bytes(store);
+    for (int64_t i = 0; bn && i < n / bn; i++, b += bytes) {
+        int ok = store == RT_Q6_K ? qb_finite(b + 208)
+                 : store == RT_Q4_K ? qb_finite(b) && qb_finite(b + 2)
+                                    : qb_finite(b);
+        if (!ok)
+            return i + 1;
+    }
+    return 0;
+}
+
+float rt_q8_0_at(const void *w, int64_t i)
+{
+    return qb_q8_0((const unsigned char *)w + i / 32 * 34, (int)(i % 32));
+}
+
+float rt_q4_0_at(const void *w, int64_t i)
+{
+    return qb_q4_0((const unsigned char *)w + i / 32 * 18, (int)(i % 32));
+}
+
+#if defined(__clang__)
+#pragma float_control(pop)
+#elif defined(__GNUC__)
+#pragma GCC pop_options
+#endif

@@ -9,13 +9,15 @@
 #   safetensors/  small valid files for the harness's weight table (F32,
 #                 F16, BF16, metadata, escapes, scalars, empty tensors)
 #   npy/          small valid files of versions 1.0, 2.0 and 3.0
+#   quant/        a block of each quantized type (a type byte, then the
+#                 block), one with an inf scale, and f32 values
 # Binary files are written byte by byte with printf, as tests/cli.sh does.
 set -eu
 cd "$(dirname "$0")/../.."
 KILN=${KILN:-./kiln}
 C=tests/fuzz/corpus
-mkdir -p $C/model $C/kir $C/safetensors $C/npy
-for d in model kir safetensors npy; do
+mkdir -p $C/model $C/kir $C/safetensors $C/npy $C/quant
+for d in model kir safetensors npy quant; do
     find $C/$d -type f ! -name 'regress-*' -exec rm -f {} +
 done
 
@@ -88,3 +90,13 @@ npy h-v2.npy 2 "{'shape': (1, 2, 1, 2), 'descr': '<f4', 'fortran_order': False}"
 npy x-v3.npy 3 "{\"fortran_order\":False,\"descr\":\"<f4\",\"shape\":(2,3,)}" words 6
 npy empty.npy 1 "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }" true
 npy rank6.npy 1 "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 1, 2, 1, 1, 1), }" words 2
+
+# ---- quant: a type byte (0 q8_0, 1 q4_0, 2 q4_k, 3 q6_k), then blocks --------------
+# bytes N FIRST STEP: N bytes FIRST, FIRST + STEP, ... (mod 256)
+bytes() { i=0; while [ $i -lt "$1" ]; do byte $((($2 + i * $3) & 255)); i=$((i + 1)); done; }
+{ byte 0; le16 0x3800; bytes 32 0 7; } >$C/quant/q8_0.bin                 # d 0.5
+{ byte 1; le16 0xb800; bytes 16 0 17; } >$C/quant/q4_0.bin                # d -0.5
+{ byte 2; le16 0x1400; le16 0x1c00; bytes 12 0x41 37; bytes 128 0 29; } >$C/quant/q4_k.bin
+{ byte 2; le16 0x1400; le16 0x7c00; bytes 140 3 5; } >$C/quant/q4_k-inf-dmin.bin
+{ byte 3; bytes 192 0 13; bytes 16 0x80 9; le16 0x9400; } >$C/quant/q6_k.bin   # d -2^-10
+{ byte 2; words 256; } >$C/quant/q4_k-floats.bin
