@@ -51,6 +51,9 @@ $(B)/%.o: %.c
 # has no AVX-512; tuned for this CPU.
 $(B)/runtime/core/rt_kernels.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
 $(B)/runtime/jit/rt_vec.o: KILN_CFLAGS += -O3 -mtune=native -fno-math-errno
+# The quantized gemm kernels pick AVX-512 VNNI, AVX2 or C where they are
+# compiled (runtime/quant/rt_gemm_q.c): for this CPU, as generated programs.
+$(B)/runtime/quant/rt_gemm_q.o: KILN_CFLAGS += -O3 -march=native
 
 # The runtime's parts as C text for generated programs (cg_rt_parts,
 # codegen/codegen.h): per part its public header, and its body (its
@@ -81,6 +84,23 @@ $(B)/rt_text.o: $(B)/rt_text.c
 $(B)/tests/%: tests/unit/%.c $(B)/tests/testlib.o $(OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< $(filter %.o,$^) -lcmocka $(LDLIBS)
+
+# test_gemm_q again against rt_gemm_q.c built for AVX2 and for plain
+# x86-64 (its portable C), beside the -march=native build kiln holds.
+QG_PATHS := avx2 c
+QG_FLAGS_avx2 := -O3 -mavx2 -mfma -mno-avx512f
+QG_FLAGS_c := -O3
+QG_TESTS := $(QG_PATHS:%=$(B)/tests/test_gemm_q_%)
+TESTS += $(QG_TESTS)
+
+$(QG_PATHS:%=$(B)/tests/rt_gemm_q_%.o): $(B)/tests/rt_gemm_q_%.o: runtime/quant/rt_gemm_q.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) $(QG_FLAGS_$*) -c -o $@ $<
+
+$(QG_TESTS): $(B)/tests/test_gemm_q_%: tests/unit/test_gemm_q.c $(B)/tests/rt_gemm_q_%.o \
+	  $(B)/tests/testlib.o $(OBJS)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< \
+	  $(filter-out $(B)/runtime/quant/rt_gemm_q.o,$(filter %.o,$^)) -lcmocka $(LDLIBS)
 
 $(B)/tests/testlib.o: tests/unit/testlib.c
 	@mkdir -p $(dir $@)
