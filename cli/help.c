@@ -15,9 +15,11 @@
     "  --machine SPEC                the figures tile and parallelize use, instead of\n" \
     "                                this machine's: l1d=48K,l2=2M,l3=32M,vector=64,cores=2\n" \
     "                                (any subset), or default (fixed figures, as kiln opt)\n" \
-    "  --weight-dtype auto|f32|bf16|f16  hold every weight of rank >= 2 so in memory\n" \
-    "                                (bf16, f16: rounded at load, lossy; auto, the default:\n" \
-    "                                as the weights file stores it; docs/16-bit-weights.md)\n" \
+    "  --weight-dtype TYPE           hold every weight of rank >= 2 so in memory: auto (the\n" \
+    "                                default: as the weights file stores it), f32, bf16, f16\n" \
+    "                                (rounded at load, lossy; docs/16-bit-weights.md), q8_0,\n" \
+    "                                q4_0, q4_k, q6_k, q4_k_m (GGML's blocks, quantized once\n" \
+    "                                into the weights' image; docs/quantized-weights.md)\n" \
     "  -v, --verbose                 say what is done and how long it took\n" \
     "  --tokens T  --max-seq S       a folder's or checkpoint's graph: T tokens a call\n" \
     "                                (default 1), a KV cache of S rows (docs/importing.md)\n" \
@@ -41,7 +43,9 @@
 #define CHECK_OPTS \
     "CHECK OPTIONS:\n" \
     "  --weights FILE  --input NAME=FILE.npy  --seed S\n" \
-    "  --tolerance T                 relative to the reference's max |x| (default 1e-4)\n" \
+    "  --tolerance T                 relative to the reference's max |x| (default 1e-4;\n" \
+    "                                3e-2 with quantized weights, whose kernels round\n" \
+    "                                activations to int8)\n" \
     "  --no-cc, --no-jit             skip one of the builds\n" \
     "  --bisect                      JIT the program after every loop-level pass and\n" \
     "                                name the first pass whose outputs leave tolerance\n"
@@ -130,7 +134,10 @@ static const Usage usages[] = {
      "Builds MODEL with cc (from the build cache when it is there; --no-cache: anew),\n"
      "runs it with --profile (--repeat 10 unless given) and prints each kernel's time\n"
      "and rates, the slowest first, with percentages of kiln machine's figures when it\n"
-     "has measured them.\n" MODEL_TEXT
+     "has measured them. A decoder without RUN OPTIONS runs generate with a prompt of 256\n"
+     "token ids and 64 tokens drawn (as llama-bench's pp256 and tg64, fewer where its KV\n"
+     "cache is smaller): its prefill chunk's kernels show as NAME@64, beside the decode\n"
+     "step's; or give `generate ...` as RUN OPTIONS.\n" MODEL_TEXT
      "\n" RUN_OPTS "\n" MODEL_OPTS "\n" EXIT_TEXT},
     {"check",
      "usage: kiln check MODEL [CHECK OPTIONS] [options]\n"

@@ -84,7 +84,7 @@ static int parse_opts(Opts *o, int argc, char **argv)
     o->rest = calloc((size_t)argc + 4, sizeof *o->rest);   /* room for a folder's two */
     if (!o->given_names || !o->given_files || !o->disabled || !o->rest)
         return cli_out_of_memory();
-    o->tol = 1e-4;
+    o->tol = -1;                    /* unset: tolerance() decides */
     o->seed = 1;
     o->weight_auto = 1;
     o->chunk = 0;                   /* 64, cli_program's default */
@@ -121,10 +121,12 @@ static int parse_opts(Opts *o, int argc, char **argv)
             if (bad)
                 return bad;
         } else if ((v = cli_opt_value(argc, argv, &i, "--weight-dtype"))) {
-            if (strcmp(v, "auto") && strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16"))
-                return cli_usage("--weight-dtype takes auto, f32, bf16 or f16, got '%s'", v);
-            o->weight_store = v[0] == 'b' ? ST_BF16 : v[1] == '1' ? ST_F16 : ST_F32;
-            o->weight_auto = v[0] == 'a';
+            o->weight_auto = strcmp(v, "auto") == 0;
+            if (!o->weight_auto && !storage_parse(v, &o->weight_store))
+                return cli_usage("--weight-dtype takes auto, f32, bf16, f16, q8_0, q4_0, q4_k, "
+                                 "q6_k or q4_k_m, got '%s'", v);
+            if (o->weight_auto)
+                o->weight_store = ST_F32;
         } else if (builds && strcmp(a, "--no-cache") == 0) {
             o->no_cache = 1;
         } else if ((v = cli_opt_value(argc, argv, &i, "--machine"))) {
@@ -415,20 +417,20 @@ static int has_option(char *const *args, int n, const char *opt)
     return 0;
 }
 
-/* The executable with the run options, --profile lines and --repeat 10
- * unless given; argv[0] is "kiln", so its messages read as kiln's, and
- * its stdout (the outputs' summaries) goes to stderr: stdout is the
- * table's. */
-static int run_profiled(const char *exe, const char *lines, const Opts *o)
+/* The executable with the run options (rest, n of them), --profile lines
+ * and --repeat 10 unless given or generating; argv[0] is "kiln", so its
+ * messages read as kiln's, and its stdout (the outputs' summaries, the
+ * tokens) goes to stderr: stdout is the table's. */
+static int run_profiled(const char *exe, const char *lines, char *const *rest, int nrest)
 {
-    char *argv[o->nrest + 6];
-    int n = 0;
+    char *argv[nrest + 6];
+    int n = 0, gen = nrest && !strcmp(rest[0], "generate");
     argv[n++] = "kiln";
-    for (int i = 0; i < o->nrest; i++)
-        argv[n++] = o->rest[i];
+    for (int i = 0; i < nrest; i++)
+        argv[n++] = rest[i];
     argv[n++] = "--profile";
     argv[n++] = (char *)lines;
-    if (!has_option(o->rest, o->nrest, "--repeat")) {
+    if (!gen && !has_option(rest, nrest, "--repeat")) {
         argv[n++] = "--repeat";
         argv[n++] = "10";
     }
@@ -451,15 +453,41 @@ static int run_profiled(const char *exe, const char *lines, const Opts *o)
     return EXIT_INTERNAL;
 }
 
+/* A decoder's default run for a profile, unless the run options are for
+ * a plain run or generate's own: `generate` with a prompt of P ids and N
+ * tokens drawn greedily (llama-bench's pp256 and tg64 where the KV cache
+ * has the rows), then the options given (--weights, --threads). */
+static int generate_args(const Module *m, const Opts *o, char **rest)
+{
+    IrDecoder dec;
+    if (!ir_decoder(m, &dec) || has_option(o->rest, o->nrest, "generate") ||
+        has_option(o->rest, o->nrest, "--input") || has_option(o->rest, o->nrest, "--output") ||
+        has_option(o->rest, o->nrest, "--repeat"))
+        return 0;
+    int64_t n = dec.max_seq / 4 < 64 ? dec.max_seq / 4 : 64, p = dec.max_seq - n;
+    p = p < 256 ? p : 256;
+    char *ids = arena_alloc(m->a, (size_t)p * 12 + 1), *at = ids;
+    for (int64_t i = 0; i < p; i++)
+        at += sprintf(at, "%s%lld", i ? "," : "", (long long)(1 + i % (dec.vocab - 1)));
+    char *const args[] = {"generate", "--tokens", ids, "-n", arena_printf(m->a, "%lld", (long long)n),
+                          "--temperature", "0"};
+    memcpy(rest, args, sizeof args);
+    for (int i = 0; i < o->nrest; i++)
+        rest[7 + i] = o->rest[i];
+    return 7 + o->nrest;
+}
+
 /* kiln profile MODEL [RUN OPTIONS]: the cc build (from the build cache
  * when it is there; its progress on stderr, as kiln build's) in a
- * temporary directory, run with --profile; its lines as a table, the
- * slowest kernel first. */
+ * temporary directory, run with --profile (a decoder without options:
+ * generate_args); its lines as a table, the slowest kernel first. */
 static int cmd_profile(Module *m, const Opts *o)
 {
     int rc = program(&m, o);
     if (rc)
         return rc;
+    char *gen[7 + o->nrest];
+    int ngen = generate_args(m, o, gen);
     cli_memory_note(m);
     char dir[4096];
     rt_err err = {0, ""};
@@ -471,7 +499,8 @@ static int cmd_profile(Module *m, const Opts *o)
     for (int i = 0; i < 3; i++)
         cg_tmp_add(made[i]);
     CgBuild b = {.cache = !o->no_cache, .machine = &o->figures};
-    rc = cg_build_exe(m, exe, &b, &err) ? cli_report(&err) : run_profiled(exe, lines, o);
+    rc = cg_build_exe(m, exe, &b, &err) ? cli_report(&err)
+         : ngen ? run_profiled(exe, lines, gen, ngen) : run_profiled(exe, lines, o->rest, o->nrest);
     if (!rc)
         rc = cli_profile_table(lines, m->name, &o->figures, stdout);
     bench_dir_remove(dir);
@@ -562,7 +591,7 @@ static int cmd_bisect(Module *m, const Opts *o, const CheckOpts *co)
     Bisect b = {.co = *co};
     b.co.quiet = 1;
     printf("bisect %s: the JIT after every loop-level pass vs the reference (tolerance %.3g)\n",
-           m->file, o->tol);
+           m->file, co->tol);
     int rc = run_passes(m, o, 1, bisect_stage, &b);
     cg_check_end(b.chk);
     if (rc || b.rc)
@@ -578,15 +607,28 @@ static int cmd_bisect(Module *m, const Opts *o, const CheckOpts *co)
     return EXIT_INVALID;
 }
 
+/* --tolerance, else 1e-4, or 3e-2 when weights are held quantized: the
+ * kernels then round activations to int8 (qgemm), which the reference
+ * does not; about 1 % of the largest output on the examples
+ * (docs/quantized-weights.md). */
+static double tolerance(const Module *m, const Opts *o)
+{
+    int quant = storage_block(o->weight_store) || o->weight_store == ST_Q4_K_M;
+    if (m->prog)
+        quant = cg_rt_uses(m, CG_CC) >> CG_RT_QUANT & 1;
+    return o->tol >= 0 ? o->tol : quant ? 3e-2 : 1e-4;
+}
+
 static int cmd_check(Module *m, const Opts *o)
 {
-    CheckOpts co = {o->weights, o->given_names, o->given_files, o->ngiven, o->seed, o->tol,
-                    o->no_cc, o->no_jit, 0, (int)o->weight_store};
+    CheckOpts co = {o->weights, o->given_names, o->given_files, o->ngiven, o->seed,
+                    tolerance(m, o), o->no_cc, o->no_jit, 0, (int)o->weight_store};
     if (o->bisect)
         return cmd_bisect(m, o, &co);
     int rc = pipeline(m, o, 1);
     if (rc)
         return rc;
+    co.tol = tolerance(m, o);
     cli_memory_note(m);
     rt_err err = {0, ""};
     rc = cg_check(m, &co, stdout, &err);

@@ -2,7 +2,10 @@
  * (runtime/core/rt_profile.c says what each holds). One row per kernel name,
  * the slowest first: its share of the time of all kernels, calls, time,
  * and how far it is from the roofline (GFLOP/s and GB/s, and their
- * percentages of the machine's figures). main.c builds and runs. */
+ * percentages of the machine's figures). A decoder's generate run times
+ * its prefill variant's kernels too, named NAME@T: the header then counts
+ * prefill calls and decode steps, and kernels never called are left out.
+ * main.c builds and runs. */
 #include "cli.h"
 
 #include <jansson.h>
@@ -124,13 +127,28 @@ int cli_profile_table(const char *path, const char *model, const rt_machine *mc,
             fprintf(out, "kiln profile: %s has no kernels\n", model);
         return rc;
     }
-    double all_ms = 0;
-    for (int i = 0; i < n; i++)
+    double all_ms = 0, prefill_ms = 0;
+    long long runs = -1, chunks = -1;          /* every kernel runs once a run */
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        int variant = strchr(r[i].name, '@') != NULL;
+        long long *c = variant ? &chunks : &runs;
+        if (*c < 0)
+            *c = r[i].calls / r[i].kernels;
         all_ms += r[i].total_ms;
-    long long runs = r[0].calls / r[0].kernels;   /* every kernel runs once a run */
+        prefill_ms += variant ? r[i].total_ms : 0;
+        if (r[i].calls)
+            r[kept++] = r[i];
+    }
+    n = kept;
     qsort(r, (size_t)n, sizeof *r, slower);
-    fprintf(out, "kiln profile: %s, cc build, %lld runs on %d threads: %.3f ms a run in the "
-            "kernels\n", model, runs, r[0].threads, runs ? all_ms / (double)runs : 0);
+    if (chunks > 0)
+        fprintf(out, "kiln profile: %s, cc build, generate on %d threads: %lld prefill calls "
+                "(the kernels @) %.3f ms in the kernels, %lld decode steps %.3f ms\n", model,
+                r[0].threads, chunks, prefill_ms, runs, all_ms - prefill_ms);
+    else
+        fprintf(out, "kiln profile: %s, cc build, %lld runs on %d threads: %.3f ms a run in the "
+                "kernels\n", model, runs, r[0].threads, runs > 0 ? all_ms / (double)runs : 0);
     if (mc->peak > 0)
         fprintf(out, "percentages of kiln machine's figures: fp32 FMA peak %.1f GFLOP/s "
                 "(%.1f on 1 core), read %.1f GB/s\n\n", mc->peak, mc->peak1, mc->read);

@@ -69,11 +69,6 @@ int cli_program(Module **mp, PassCtx *cx, int64_t chunk, int verbose)
 
 /* ---- what the program holds, against this machine's memory --------------- */
 
-/* Bytes a held buffer takes: 2 an element when 16-bit, else 4. */
-static int64_t held(int64_t count, int store)
-{
-    return count * (store == RT_BF16 || store == RT_F16 ? 2 : 4);
-}
 
 /* Weights as loaded, and the derived weights the open program makes
  * (held together while it runs). */
@@ -83,11 +78,11 @@ static int64_t weight_bytes(const Module *m)
     cg_infos(m, &info);
     int64_t n = 0;
     for (int i = 0; i < m->nweights; i++)
-        n += held(info.weights[i].count, info.weights[i].store);
+        n += storage_bytes((Storage)info.weights[i].store, info.weights[i].count);
     for (int i = 0; m->open && i < m->open->nbufs; i++) {
         const Buf *b = m->open->bufs[i];
         if (b->kind == BK_DERIVED && !b->base)
-            n += held(shape_count(b->rank, b->dims), (int)b->store);
+            n += storage_bytes(b->store, shape_count(b->rank, b->dims));
     }
     return n;
 }

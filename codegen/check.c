@@ -7,9 +7,12 @@
  *    name may hold '='; each input once): a usage error comes before any
  *    file is opened.
  * 1. Weights: rt_load_weights, as the generated program loads them; a
- *    weight the program holds 16-bit (--weight-dtype) is rounded as its
- *    load rounds it, so the reference runs on the very values the builds
- *    read, and the table says the weights were rounded (lossy).
+ *    weight the program holds 16-bit or quantized (--weight-dtype) is
+ *    rounded as its load rounds it (quantized, then widened back), so the
+ *    reference runs on the very values the builds read, and the table says
+ *    the weights were rounded (lossy). The kernels over quantized weights
+ *    also quantize their activations (qgemm, rt_quant.h), which the
+ *    reference does not: the tolerance covers that (docs).
  * 2. Inputs: the given .npy files, or seeded by rt_seed_input exactly as
  *    the generated program seeds them.
  * 3. The reference runs on those tensors; states start at zero.
@@ -17,6 +20,12 @@
  *    private directory, outputs read back); the JIT runs in process.
  * 5. Per output: max absolute error, and that error relative to the
  *    reference's largest magnitude; f32 passes at <= tol, i32 only exact.
+ * 6. With weights held quantized, the reference runs again on the
+ *    weights as they are (f32), and the table gives, for information, the
+ *    cc build's error against that too, and for an output named logits
+ *    (rows of a softmax) the mean KL divergence of the f32 weights'
+ *    softmax to the build's, and the rows whose argmax agrees (top-1), as
+ *    llama.cpp's perplexity --kl-divergence reports a quantized model.
  * A session (cg_check_begin) keeps 1-3 so that `kiln check --bisect` can
  * JIT the program after every loop-level pass and compare each stage. */
 #include "codegen.h"
@@ -34,11 +43,13 @@ struct CgCheck {
     const CheckOpts *o;
     CgInfos info;
     float **weights;
-    int nrounded, ncopied;   /* weights held 16-bit: rounded; as the file has them */
-    int store;               /* their RT_BF16/RT_F16 */
+    float **weights32;       /* quantized weights: as they are (else NULL) */
+    int rounded[ST_Q4_K_M];  /* by store: weights held so rounded at load, */
+    int copied[ST_Q4_K_M];   /* and held so as the file has them */
     void **inputs;           /* by input index */
     const char **in_file;    /* by input index: its --input file, or NULL */
     void **ref;              /* reference outputs */
+    void **ref32;            /* on weights32 (quantized weights only) */
     char dir[4096];          /* scratch for the cc build's files */
     char **files;            /* made in dir, removed at the end */
     int nfiles, capfiles;
@@ -113,7 +124,8 @@ static void free_all(Tensor **t, int n)
     free(t);
 }
 
-static int run_reference(Check *c, rt_err *err)
+/* The reference's outputs into ref, on weights w. */
+static int run_reference_on(Check *c, float *const *w, void **ref, rt_err *err)
 {
     const Module *m = c->m;
     void **states = calloc((size_t)m->nstates + 1, sizeof *states);
@@ -122,12 +134,12 @@ static int run_reference(Check *c, rt_err *err)
         if (!(states[i] = alloc_tensor(&c->info.states[i])))
             rc = rt_errf(err, RT_EINTERNAL, "out of memory");
     for (int i = 0; !rc && i < m->noutputs; i++)
-        if (!(c->ref[i] = alloc_tensor(&c->info.outputs[i])))
+        if (!(ref[i] = alloc_tensor(&c->info.outputs[i])))
             rc = rt_errf(err, RT_EINTERNAL, "out of memory");
     Tensor **ti = wrap_all(m->inputs, m->ninputs, c->inputs);
-    Tensor **tw = wrap_all(m->weights, m->nweights, (void *const *)c->weights);
+    Tensor **tw = wrap_all(m->weights, m->nweights, (void *const *)w);
     Tensor **ts = wrap_all(m->states, m->nstates, states);
-    Tensor **to = wrap_all(m->outputs, m->noutputs, c->ref);
+    Tensor **to = wrap_all(m->outputs, m->noutputs, ref);
     char msg[512];
     if (!rc && (!ti || !tw || !ts || !to))
         rc = rt_errf(err, RT_EINTERNAL, "out of memory");
@@ -140,6 +152,14 @@ static int run_reference(Check *c, rt_err *err)
     for (int i = 0; states && i < m->nstates; i++)
         rt_free(states[i]);
     free(states);
+    return rc;
+}
+
+static int run_reference(Check *c, rt_err *err)
+{
+    int rc = run_reference_on(c, c->weights, c->ref, err);
+    if (!rc && c->weights32)
+        rc = run_reference_on(c, c->weights32, c->ref32, err);
     return rc;
 }
 
@@ -337,7 +357,43 @@ static void row(FILE *f, const Check *c, int i, void *const *cc, void *const *ji
         if (!d.ok)
             *bad = 1;
     }
+    void *const *q = cc ? cc : jit;
+    if (c->weights32 && q)
+        fprintf(f, " %10.3g", compare(t, c->ref32[i], q[i], c->o->tol).rel);
     fputc('\n', f);
+}
+
+/* Rows of logits against the f32 weights' (6): mean KL(P32 || P) of
+ * their softmaxes, and the rows whose argmax agrees. */
+static void logits_line(FILE *f, const Check *c, int i, void *const *got)
+{
+    const rt_tensor_info *t = &c->info.outputs[i];
+    if (!c->weights32 || !got || t->dtype != RT_F32 || t->rank < 1 || strcmp(t->name, "logits"))
+        return;
+    int64_t v = t->dims[t->rank - 1], rows = v ? t->count / v : 0, agree = 0;
+    double kl = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *p = (const float *)c->ref32[i] + r * v, *x = (const float *)got[i] + r * v;
+        int64_t ap = 0, ax = 0;
+        for (int64_t j = 1; j < v; j++) {
+            ap = p[j] > p[ap] ? j : ap;
+            ax = x[j] > x[ax] ? j : ax;
+        }
+        agree += ap == ax;
+        double sp = 0, sx = 0, row = 0;
+        for (int64_t j = 0; j < v; j++) {
+            sp += exp((double)p[j] - p[ap]);
+            sx += exp((double)x[j] - x[ax]);
+        }
+        for (int64_t j = 0; j < v; j++) {   /* log P_j - log X_j, each shifted by its max */
+            double lp = (double)p[j] - p[ap] - log(sp), lx = (double)x[j] - x[ax] - log(sx);
+            row += exp(lp) * (lp - lx);
+        }
+        kl += row;
+    }
+    fprintf(f, "%s against the f32 weights: mean KL divergence %.3g over %lld row%s, top-1 "
+            "agrees in %lld of %lld\n", t->name, rows ? kl / (double)rows : 0, (long long)rows,
+            rows == 1 ? "" : "s", (long long)agree, (long long)rows);
 }
 
 static void **alloc_outputs(Check *c)
@@ -389,18 +445,39 @@ static int load_weights(Check *c, rt_err *err)
         int st = c->info.weights[i].store;
         if (!m->prog && m->weights[i]->rank >= 2)
             st = c->o->weight_store;
-        if (st != RT_BF16 && st != RT_F16)
+        if (st == RT_F32 || st >= ST_Q4_K_M ||
+            (storage_block((Storage)st) && f32[i].count % storage_block((Storage)st)))
             continue;
         float *w = c->weights[i];
-        for (int64_t j = 0; j < f32[i].count; j++)
-            w[j] = st == RT_BF16 ? rt_bf16_f32(rt_f32_bf16(w[j])) : rt_f16_f32(rt_f32_f16(w[j]));
+        if (storage_block((Storage)st)) {
+            void *q = rt_alloc((size_t)rt_store_bytes(st, f32[i].count));
+            if (!c->weights32)
+                c->weights32 = arena_alloc(m->a, sizeof *c->weights32 * (size_t)(m->nweights + 1));
+            c->weights32[i] = q ? rt_alloc((size_t)f32[i].count * sizeof(float)) : NULL;
+            if (c->weights32[i])
+                memcpy(c->weights32[i], w, (size_t)f32[i].count * sizeof(float));
+            if (!q || !c->weights32[i]) {
+                rt_free(q);
+                rt_st_close(&file);
+                return rt_errf(err, RT_EINTERNAL, "out of memory quantizing weight '%s'",
+                               f32[i].name);
+            }
+            rt_quantize(st, w, q, f32[i].count);
+            rt_dequantize(st, q, w, f32[i].count);
+            rt_free(q);
+        } else {
+            for (int64_t j = 0; j < f32[i].count; j++)
+                w[j] = st == RT_BF16 ? rt_bf16_f32(rt_f32_bf16(w[j])) : rt_f16_f32(rt_f32_f16(w[j]));
+        }
         if (file_has(&file, m->weights[i], st))
-            c->ncopied++;
+            c->copied[st]++;
         else
-            c->nrounded++;
-        c->store = st;
+            c->rounded[st]++;
     }
     rt_st_close(&file);
+    for (int i = 0; c->weights32 && i < m->nweights; i++)
+        if (!c->weights32[i])
+            c->weights32[i] = c->weights[i];          /* held as it is: the same */
     return 0;
 }
 
@@ -411,6 +488,7 @@ static int setup(Check *c, rt_err *err)
     c->weights = arena_alloc(m->a, sizeof *c->weights * (size_t)(m->nweights + 1));
     c->inputs = arena_alloc(m->a, sizeof *c->inputs * (size_t)(m->ninputs + 1));
     c->ref = arena_alloc(m->a, sizeof *c->ref * (size_t)(m->noutputs + 1));
+    c->ref32 = arena_alloc(m->a, sizeof *c->ref32 * (size_t)(m->noutputs + 1));
     if (bind_inputs(c, err))
         return err->code;
     if (load_weights(c, err))
@@ -434,12 +512,17 @@ static void teardown(Check *c)
         cg_tmp_remove(c->files[i]);
     if (c->dir[0])
         cg_tmp_remove(c->dir);
+    for (int i = 0; c->weights32 && i < m->nweights; i++)
+        if (c->weights32[i] != c->weights[i])
+            rt_free(c->weights32[i]);
     for (int i = 0; c->weights && i < m->nweights; i++)
         rt_free(c->weights[i]);
     for (int i = 0; c->inputs && i < m->ninputs; i++)
         rt_free(c->inputs[i]);
     for (int i = 0; c->ref && i < m->noutputs; i++)
         rt_free(c->ref[i]);
+    for (int i = 0; c->ref32 && i < m->noutputs; i++)
+        rt_free(c->ref32[i]);
 }
 
 static void header(FILE *f, const Check *c)
@@ -447,16 +530,23 @@ static void header(FILE *f, const Check *c)
     fprintf(f, "model %s: seed %llu, weights %s, tolerance %.3g (relative to max |ref|)\n",
             c->m->name, (unsigned long long)c->o->seed, c->o->weights ? c->o->weights : "from init",
             c->o->tol);
-    const char *st = c->store == RT_BF16 ? "bf16" : "f16";
-    if (c->ncopied)
-        fprintf(f, "weights: %d of %d held as %s as the file stores them (lossless)\n",
-                c->ncopied, c->m->nweights, st);
-    if (c->nrounded)
-        fprintf(f, "weights: %d of %d held as %s, rounded at load (lossy, --weight-dtype); "
-                "the reference runs on the same rounded values\n", c->nrounded, c->m->nweights,
-                st);
-    fprintf(f, "%-24s %-18s %10s %10s %10s %10s\n", "output", "shape", "cc abs", "cc rel",
-            "jit abs", "jit rel");
+    for (int st = ST_BF16; st < ST_Q4_K_M; st++) {
+        if (c->copied[st])
+            fprintf(f, "weights: %d of %d held as %s as the file stores them (lossless)\n",
+                    c->copied[st], c->m->nweights, storage_name((Storage)st));
+        if (c->rounded[st])
+            fprintf(f, "weights: %d of %d held as %s, %s at load (lossy, --weight-dtype); the "
+                    "reference runs on the same %s values%s\n", c->rounded[st], c->m->nweights,
+                    storage_name((Storage)st), storage_block((Storage)st) ? "quantized" : "rounded",
+                    storage_block((Storage)st) ? "dequantized" : "rounded",
+                    storage_block((Storage)st) ? ", the kernels on activations quantized to int8"
+                                               : "");
+    }
+    if (c->weights32)
+        fprintf(f, "f32 rel: the %s build's error against the reference on the weights as they "
+                "are, unquantized (information, not checked)\n", c->o->skip_cc ? "JIT" : "cc");
+    fprintf(f, "%-24s %-18s %10s %10s %10s %10s%s\n", "output", "shape", "cc abs", "cc rel",
+            "jit abs", "jit rel", c->weights32 ? "    f32 rel" : "");
 }
 
 int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err)
@@ -486,6 +576,8 @@ int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err)
         header(out, &c);
         for (int i = 0; i < m->noutputs; i++)
             row(out, &c, i, cc, jit, &bad);
+        for (int i = 0; i < m->noutputs; i++)
+            logits_line(out, &c, i, cc ? cc : jit);
         if (bad)
             rc = rt_errf(err, RT_EINVAL, "outputs differ from the reference beyond tolerance");
     }

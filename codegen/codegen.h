@@ -6,6 +6,7 @@
 #include "ir/ir.h"
 #include "runtime/kiln_rt.h"
 #include "runtime/rt_gen.h"
+#include "runtime/rt_quant.h"
 #include "runtime/rt_jit.h"
 
 #include <nettle/sha2.h>
@@ -30,7 +31,8 @@ extern const CgRtPart cg_rt_parts[CG_RT_NPARTS];
 /* ---- emit.c: the whole C file --------------------------------------- */
 /* The runtime parts a module's program uses, a bit (1 << CG_RT_*) each:
  * the core always; generation for a decoder of one token a call
- * (ir_decoder); the JIT's in the JIT flavour. */
+ * (ir_decoder); the quantized part when it holds a weight so; the JIT's
+ * in the JIT flavour. */
 unsigned cg_rt_uses(const Module *m, CgFlavour fl);
 /* Writes the C program of a lowered module. Deterministic: the same
  * module gives the same bytes. CG_CC: one self-contained file, the
@@ -121,8 +123,10 @@ void cg_print_float(FILE *f, double v);
  * it and around comparisons and logic inside comparisons and logic. */
 void cg_expr(CgCx *cx, const Expr *e);
 void cg_operand(CgCx *cx, const Expr *e, int p, int right);
-/* A buffer's element (`b3[i0 * 64 + i1]`); a variable (`i2`, `v0`). */
+/* A buffer's element (`b3[i0 * 64 + i1]`), its offset in its storage
+ * (`i0 * 64 + i1`); a variable (`i2`, `v0`). */
 void cg_access(CgCx *cx, const Buf *b, Expr *const *idx);
+void cg_offset(CgCx *cx, const Buf *b, Expr *const *idx);
 void cg_var(CgCx *cx, const Var *v);
 /* The N of buffer b's C name bN: its id, or in a template its place
  * (CgNames; a local array numbered where it first appears). */

@@ -79,7 +79,7 @@ static void wide(CgCx *cx, const Expr *e, int p, int right)
 }
 
 /* The element offset of an access: sum of index * stride, plus offset. */
-static void offset(CgCx *cx, const Buf *b, Expr *const *idx)
+void cg_offset(CgCx *cx, const Buf *b, Expr *const *idx)
 {
     int terms = 0;
     for (int i = 0; i < b->rank; i++) {
@@ -101,14 +101,21 @@ static void offset(CgCx *cx, const Buf *b, Expr *const *idx)
 void cg_access(CgCx *cx, const Buf *b, Expr *const *idx)
 {
     fprintf(cx->f, "b%d[", cg_bname(cx, b->base ? b->base : b));
-    offset(cx, b, idx);
+    cg_offset(cx, b, idx);
     fputc(']', cx->f);
 }
 
-/* A load: a 16-bit weight's element widened exactly where it is read. */
+/* A load: a 16-bit weight's element widened exactly where it is read, a
+ * quantized one's read from its block (rt_quant.h: rt_q8_0_at ...). */
 static void load(CgCx *cx, const Buf *b, Expr *const *idx)
 {
     Storage st = cg_store(b);
+    if (storage_block(st)) {
+        fprintf(cx->f, "rt_%s_at(b%d, ", storage_name(st), cg_bname(cx, b->base ? b->base : b));
+        cg_offset(cx, b, idx);
+        fputc(')', cx->f);
+        return;
+    }
     if (st != ST_F32)
         fputs(st == ST_BF16 ? "rt_bf16_f32(" : "rt_f16_f32(", cx->f);
     cg_access(cx, b, idx);

@@ -32,10 +32,11 @@ static void info_row(FILE *f, const rt_tensor_info *t, const char *data)
     fprintf(f, "%s}, %lld, %d, %.17g, %lluull, %.17g, %s, %lld", t->rank ? "" : "0",
             (long long)t->count, t->init, t->fill, (unsigned long long)t->seed, t->scale,
             data ? data : "NULL", (long long)t->hi);
-    /* how it is held: 16-bit for a weight of --weight-dtype bf16/f16 (no
-     * quantize hook: no store here is quantized) */
-    const char *store = t->store == RT_BF16 ? "RT_BF16" : t->store == RT_F16 ? "RT_F16" : "RT_F32";
-    fprintf(f, ", %s, NULL, %lld},\n", store, (long long)t->panel);
+    /* how it is held: 16-bit or quantized for a weight of --weight-dtype */
+    static const char *const stores[] = {"RT_F32", "RT_F32", "RT_BF16", "RT_F16", "RT_Q8_0",
+                                         "RT_Q4_0", "RT_Q4_K", "RT_Q6_K"};
+    fprintf(f, ", %s, %s, %lld},\n", stores[t->store], storage_block((Storage)t->store) ?
+            "rt_quantize" : "NULL", (long long)t->panel);
 }
 
 static void table(FILE *f, const char *name, const rt_tensor_info *t, int n)
@@ -104,7 +105,7 @@ static void handle(FILE *f, const Module *m)
     fputs("    rt_err err;\n    int opened;                  /* weights loaded */\n", f);
     fprintf(f, "    unsigned char *arena;        /* intermediates: %lld bytes */\n",
             arena_bytes(m));
-    fprintf(f, "    void *w[%d];                 /* weights: f32, or 16-bit (kiln_weights' store)%s */\n",
+    fprintf(f, "    void *w[%d];                 /* weights: f32, 16-bit or blocks (kiln_weights' store)%s */\n",
             count_nonzero(m->nweights + ir_nderived(m)), m->open ? ", then derived" : "");
     fprintf(f, "    float *s[%d];                /* state */\n", count_nonzero(m->nstates));
     fputs("    const void *const *in;       /* this call's inputs */\n", f);
@@ -129,7 +130,7 @@ static void pack_weights(FILE *f, const Module *m, const rt_tensor_info *weights
                 panels, k, p);
         fprintf(f, "    m->opened = m->opened && rt_pack_panels(&m->w[%d], %lld, %lld, %lld, %lld, "
                 "%d, &m->err) == 0;\n", ir_held_index(m, b), batch, panels * p, k, p,
-                b->store ? 2 : 4);
+                (int)storage_bytes(b->store, 1));
     }
 }
 
@@ -144,12 +145,12 @@ static void held_bytes(FILE *f, const Module *m, const rt_tensor_info *weights)
     unsigned long long *b = arena_alloc(m->a, sizeof *b * ((size_t)n + 1));
     char *read = arena_alloc(m->a, (size_t)n + 1);
     for (int i = 0; i < m->nweights; i++)
-        b[i] = (unsigned long long)weights[i].count * (weights[i].store ? 2 : 4);
+        b[i] = (unsigned long long)storage_bytes((Storage)weights[i].store, weights[i].count);
     for (int i = 0; m->open && i < m->open->nbufs; i++) {
         const Buf *d = m->open->bufs[i];
         if (d->kind == BK_DERIVED)
-            b[ir_held_index(m, d)] = (unsigned long long)shape_count(d->rank, d->dims) *
-                                     (d->store ? 2 : 4);
+            b[ir_held_index(m, d)] =
+                (unsigned long long)storage_bytes(d->store, shape_count(d->rank, d->dims));
     }
     if (m->open) {
         read_at_run(m, read);
@@ -257,8 +258,8 @@ static void open_program(CgCx *cx, const Module *m)
         const Buf *b = m->open->bufs[i];
         if (b->kind != BK_DERIVED)
             continue;
-        unsigned long long bytes = (unsigned long long)shape_count(b->rank, b->dims) *
-                                   (b->store ? 2 : 4);
+        unsigned long long bytes =
+            (unsigned long long)storage_bytes(b->store, shape_count(b->rank, b->dims));
         fprintf(f, "    /* derived %d: %s%s%s%s */\n", b->index, dtype_name(b->dtype),
                 shape_str(m->a, b->rank, b->dims), b->store ? " " : "",
                 b->store ? storage_name(b->store) : "");
@@ -322,8 +323,8 @@ static void run_kernels(FILE *f, const Module *m, const char *fn)
 
 /* A decoder's prefill variant (Module.variants[0]): its kernels, numbered
  * on after the leader's so that their C names differ, over the same
- * handle (weights, state, arena), and NAME_run_chunk, which runs them
- * (untimed: profiles time the leader). */
+ * handle (weights, state, arena), and NAME_run_chunk, which runs them,
+ * timed as the leader's are when a profile is attached (run_timed). */
 static void variant(CgCx *cx, const Module *m)
 {
     FILE *f = cx->f;
@@ -335,28 +336,50 @@ static void variant(CgCx *cx, const Module *m)
     for (int i = 0; i < v->prog->nkernels; i++)
         cg_kernel(&vx, v->prog->kernels[i]);
     run_kernels(f, v, "kiln_run_chunk_kernels");
+}
+
+/* NAME_run_chunk, after run_timed. */
+static void variant_run(FILE *f, const Module *m)
+{
+    const Module *v = m->variants[0];
     const char *n = m->name;
     fprintf(f, "int %s_run_chunk(%s_model *m, const void *const *inputs, void *const *outputs)\n{\n",
             n, n);
     fputs("    if (!m->opened)\n        return m->err.code;\n", f);
     fputs("    m->err.code = 0;\n    m->in = inputs;\n    m->out = outputs;\n", f);
-    fputs("    int rc = kiln_run_chunk_kernels(m);\n", f);
+    fprintf(f, "    int rc = m->prof ? kiln_run_timed(m, %d, %d) : kiln_run_chunk_kernels(m);\n",
+            m->prog->nkernels, m->prog->nkernels + v->prog->nkernels);
     fputs("    m->in = NULL;\n    m->out = NULL;\n    return rc;\n}\n\n", f);
     fprintf(f, "static int kiln_run_chunk(void *h, const void *const *in, void *const *out)\n"
                "{\n    return %s_run_chunk(h, in, out);\n}\n", n);
 }
 
+/* The kernels a profile times: the leader's, then its prefill variant's. */
+static int timed_kernels(const Module *m)
+{
+    return m->prog->nkernels + (m->nvariants ? m->variants[0]->prog->nkernels : 0);
+}
+
 /* Every kernel's name and cost, and the kernels as a table for the timed
- * run, which calls rt_profile_add after each. */
+ * runs, which call rt_profile_add after each: the leader's kernels
+ * [0, nk), a prefill variant's after them, named NAME@T (T its tokens a
+ * call) so that a profile tells a prefill's kernels from a decode step's.
+ * Printed before the variant's run_chunk, which calls kiln_run_timed. */
 static void run_timed(FILE *f, const Module *m)
 {
-    int nk = m->prog->nkernels;
+    int nk = timed_kernels(m);
+    IrDecoder dec;
+    const char *at = m->nvariants && ir_decoder(m->variants[0], &dec)
+                         ? arena_printf(m->a, "@%lld", (long long)dec.tokens) : "@variant";
     fprintf(f, "static const rt_kernel_info kiln_kernels[%d] = {\n", count_nonzero(nk));
     for (int i = 0; i < nk; i++) {
+        int lead = i < m->prog->nkernels;
+        const Kernel *k = lead ? m->prog->kernels[i]
+                               : m->variants[0]->prog->kernels[i - m->prog->nkernels];
         double flops, bytes;
-        ir_kernel_cost(m->prog->kernels[i], &flops, &bytes);
+        ir_kernel_cost(k, &flops, &bytes);
         fputs("    {", f);
-        cg_print_cstring(f, m->prog->kernels[i]->name);
+        cg_print_cstring(f, lead ? k->name : arena_printf(m->a, "%s%s", k->name, at));
         fprintf(f, ", %.17g, %.17g},\n", flops, bytes);
     }
     fputs(nk ? "};\n" : "    {0},\n};\n", f);
@@ -364,8 +387,9 @@ static void run_timed(FILE *f, const Module *m)
     for (int i = 0; i < nk; i++)
         fprintf(f, "%sk%d,", i % 10 ? " " : "\n    ", i);
     fputs(nk ? "\n};\n\n" : "NULL};\n\n", f);
-    fprintf(f, "static int kiln_run_timed(%s_model *m)\n{\n    int rc = 0;\n", m->name);
-    fprintf(f, "    for (int i = 0; rc == 0 && i < %d; i++) {\n", nk);
+    fprintf(f, "static int kiln_run_timed(%s_model *m, int from, int to)\n{\n    int rc = 0;\n",
+            m->name);
+    fputs("    for (int i = from; rc == 0 && i < to; i++) {\n", f);
     fputs("        double t0 = rt_now();\n        rc = kiln_kernel_fns[i](m);\n"
           "        rt_profile_add(m->prof, i, rt_now() - t0);\n    }\n    return rc;\n}\n\n", f);
 }
@@ -380,7 +404,8 @@ static void api_rest(FILE *f, const Module *m)
     fprintf(f, "int %s_run(%s_model *m, const void *const *inputs, void *const *outputs)\n{\n", n, n);
     fputs("    if (!m->opened)\n        return m->err.code;\n", f);
     fputs("    m->err.code = 0;\n    m->in = inputs;\n    m->out = outputs;\n", f);
-    fputs("    int rc = m->prof ? kiln_run_timed(m) : kiln_run_kernels(m);\n", f);
+    fprintf(f, "    int rc = m->prof ? kiln_run_timed(m, 0, %d) : kiln_run_kernels(m);\n",
+            m->prog->nkernels);
     fputs("    m->in = NULL;\n    m->out = NULL;\n    return rc;\n}\n\n", f);
     fprintf(f, "void %s_reset(%s_model *m)\n{\n", n, n);
     for (int i = 0; i < m->nstates; i++)
@@ -419,7 +444,7 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
     fprintf(f, ", %d, %d, %d, %d,\n", m->ninputs, m->noutputs, m->nweights, m->nstates);
     fputs("    kiln_inputs, kiln_outputs, kiln_weights, kiln_states,\n"
           "    kiln_open, kiln_status, kiln_error, kiln_run, kiln_close,\n", f);
-    fprintf(f, "    %d, kiln_kernels, kiln_profile, KILN_MACHINE,\n", m->prog->nkernels);
+    fprintf(f, "    %d, kiln_kernels, kiln_profile, KILN_MACHINE,\n", timed_kernels(m));
     if (m->nvariants)
         fprintf(f, "    %lld, kiln_run_chunk, kiln_reset, NULL,",
                 (long long)m->variants[0]->inputs[0]->dims[0]);
@@ -450,6 +475,12 @@ unsigned cg_rt_uses(const Module *m, CgFlavour fl)
     unsigned uses = 1u << CG_RT_CORE;
     if (ir_decoder(m, &dec) && dec.tokens == 1)
         uses |= 1u << CG_RT_GEN;
+    for (int i = 0; i < m->prog->nbufs; i++)
+        if (storage_block(m->prog->bufs[i]->store))
+            uses |= 1u << CG_RT_QUANT;
+    for (int i = 0; m->open && i < m->open->nbufs; i++)
+        if (storage_block(m->open->bufs[i]->store))
+            uses |= 1u << CG_RT_QUANT;
     if (fl == CG_JIT)
         uses |= 1u << CG_RT_JIT;
     return uses;
@@ -546,6 +577,8 @@ static void emit(FILE *f, const Module *m, CgFlavour fl, int paste)
     if (m->nvariants)
         variant(&cx, m);
     run_timed(f, m);
+    if (m->nvariants)
+        variant_run(f, m);
     if (m->open)
         open_program(&cx, m);
     api_open(f, m, t.weights);

@@ -104,6 +104,25 @@ static void local(CgCx *cx, const Buf *b, int depth)
             cg_bname(cx, b), (long long)shape_count(b->rank, b->dims));
 }
 
+/* qgemm: rt_gemm_TYPE(m, n, k, &A[...], lda, W, woff, ldw, &C[...], ldc),
+ * W's rows from element woff (rt_quant.h). */
+static void qgemm(CgCx *cx, const Stmt *s)
+{
+    int64_t m, n, k, lda, ldw, ldc;
+    const Tile *c = &s->tiles[0], *x = &s->tiles[1], *w = &s->tiles[2];
+    ir_tile_matrix(x, &m, &k, &lda);
+    ir_tile_matrix(c, &m, &n, &ldc);
+    ir_tile_matrix(w, &n, &k, &ldw);
+    fprintf(cx->f, "rt_gemm_%s(%lld, %lld, %lld, &", storage_name(cg_store(w->buf)), (long long)m,
+            (long long)n, (long long)k);
+    cg_access(cx, x->buf, x->idx);
+    fprintf(cx->f, ", %lld, b%d, ", (long long)lda, cg_bname(cx, ir_storage(w->buf)));
+    cg_offset(cx, w->buf, w->idx);
+    fprintf(cx->f, ", %lld, &", (long long)ldw);
+    cg_access(cx, c->buf, c->idx);
+    fprintf(cx->f, ", %lld);\n", (long long)ldc);
+}
+
 /* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
  * micro-kernel (pasted, so cc inlines it; a symbol for libtcc);
  * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight.
@@ -114,6 +133,10 @@ static void call(CgCx *cx, const Stmt *s, int depth)
     int gemm = s->call == CALL_GEMM;
     int64_t m, n, k, ld;
     indent(cx, depth);
+    if (s->call == CALL_QGEMM) {
+        qgemm(cx, s);
+        return;
+    }
     if (gemm) {
         ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
         ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
@@ -327,7 +350,10 @@ static void declare_bufs(CgCx *cx, const Block *blk, int depth, int outer)
     BufSet u = storages(cx, blk, outer);
     for (int i = 0; i < u.n; i++) {
         const Buf *b = u.v[i];
-        const char *t = b->dtype == DT_I32 ? "int32_t" : b->store ? "uint16_t" : "float";
+        const char *t = b->dtype == DT_I32      ? "int32_t"
+                        : storage_block(b->store) ? "uint8_t"
+                        : b->store                ? "uint16_t"
+                                                  : "float";
         int ro = b->kind == BK_INPUT || b->kind == BK_WEIGHT ||
                  (b->kind == BK_DERIVED && !cx->open);
         indent(cx, depth);

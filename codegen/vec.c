@@ -221,7 +221,7 @@ static int scalar(Vec *v, const Expr *e)
 static int load(Vec *v, const Expr *e)
 {
     Buf *b = e->buf;
-    if (b->dtype != DT_F32)
+    if (b->dtype != DT_F32 || storage_block(ir_storage(b)->store))   /* blocks: C reads them */
         return -1;
     int w = written(v, b);
     if (w) {                      /* 5: the one access, never skipped over */

@@ -127,8 +127,7 @@ static void touch(Touch *t, const Buf *b)
             return;
     if (t->n < 256)
         t->seen[t->n++] = b;
-    int esize = (b->base ? b->base : b)->store == ST_F32 ? 4 : 2;  /* 16-bit weights */
-    t->bytes += (double)shape_count(b->rank, b->dims) * esize;
+    t->bytes += (double)storage_bytes((b->base ? b->base : b)->store, shape_count(b->rank, b->dims));
 }
 
 static void touch_buf(Buf *b, int how, void *ctx)

@@ -115,11 +115,21 @@ void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
 /* ---- types.c: dtypes and shapes ------------------------------------- */
 typedef enum { DT_F32, DT_I32 } DType;
 const char *dtype_name(DType t);                 /* "f32", "i32" */
-/* How a weight's f32 values are held in memory: as they are, or rounded
- * to 16 bits (to nearest, ties to even) and widened exactly where read.
- * Values equal RT_F32, RT_BF16, RT_F16 (kiln_rt.h). */
-typedef enum { ST_F32, ST_BF16 = 2, ST_F16 = 3 } Storage;
-const char *storage_name(Storage s);             /* "f32", "bf16", "f16" */
+/* How a weight's f32 values are held in memory: as they are, rounded to
+ * 16 bits (to nearest, ties to even) and widened exactly where read, or
+ * quantized in GGML's blocks (runtime/rt_quant.h: a row, the last dim, a
+ * multiple of the block) and read through the runtime's element reads
+ * and gemm kernels. Values equal RT_F32, RT_BF16, ... RT_Q6_K (kiln_rt.h).
+ * ST_Q4_K_M is no storage but --weight-dtype's mix of q4_k and q6_k, which
+ * lower resolves per weight (passes/lower.c). */
+typedef enum {
+    ST_F32, ST_BF16 = 2, ST_F16 = 3, ST_Q8_0 = 4, ST_Q4_0 = 5, ST_Q4_K = 6, ST_Q6_K = 7,
+    ST_Q4_K_M = 8
+} Storage;
+const char *storage_name(Storage s);             /* "f32", "bf16", "f16", "q8_0", ... */
+int storage_parse(const char *name, Storage *s); /* 1 when name is one */
+int storage_block(Storage s);                    /* values a block; 0: not quantized */
+int64_t storage_bytes(Storage s, int64_t count); /* count values held so */
 int64_t shape_count(int rank, const int64_t *dims);
 /* 1 when a shape of dims >= 0 holds at most KILN_MAX_ELEMS elements, found
  * without overflow: every buffer kiln makes must be addressable. */
@@ -466,8 +476,14 @@ typedef struct {
  *                  (fused multiply-adds, from 0), then the lanes are
  *                  summed by halving: P[l] += P[l + w] for l < w, w = L/2,
  *                  L/4, .., 1. P's other elements are left as that leaves
- *                  them. */
-typedef enum { CALL_GEMM, CALL_DOT, CALL_COUNT } CallKind;
+ *                  them.
+ *   qgemm(C, A, W) C[m,n] += A[m,k] W[n,k]^T, W a weight held quantized
+ *                  (rows as stored, k a multiple of its block): each row of
+ *                  A quantized per block to int8, each block's product
+ *                  exact, scaled and added in block order (runtime/
+ *                  rt_quant.h: rt_gemm_q8_0 ...): the dequantized weight's
+ *                  products up to that rounding of A, for any blocking. */
+typedef enum { CALL_GEMM, CALL_DOT, CALL_QGEMM, CALL_COUNT } CallKind;
 typedef struct {
     const char *name;             /* in .kir, and the runtime's rt_NAME */
     int ntiles;

@@ -256,6 +256,7 @@ void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
 const CallDesc call_table[CALL_COUNT] = {
     [CALL_GEMM] = {"gemm", 3, 0},
     [CALL_DOT] = {"dot", 3, 0},
+    [CALL_QGEMM] = {"qgemm", 3, 0},
 };
 
 Stmt *s_call(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles)
@@ -320,6 +321,28 @@ static const char *dot_refusal(Arena *a, const Tile *t)
     return NULL;
 }
 
+/* qgemm(C, A, W): C [m,n], A [m,k] f32, W [n,k] a weight held quantized,
+ * k and W's row stride multiples of its block. */
+static const char *qgemm_refusal(Arena *a, const Tile *t)
+{
+    int64_t r[3], c[3], ld[3];
+    for (int i = 0; i < 3; i++)
+        if (!ir_tile_matrix(&t[i], &r[i], &c[i], &ld[i]))
+            return arena_printf(a, "tile %d of qgemm (b%d) is not a matrix with contiguous rows",
+                                i, t[i].buf->id);
+    Storage st = ir_storage(t[2].buf)->store;
+    int block = storage_block(st);
+    if (!block || ir_storage(t[1].buf)->store != ST_F32)
+        return arena_printf(a, "qgemm of b%d by b%d: the weight is not held quantized (%s), or "
+                            "the rows are not f32", t[1].buf->id, t[2].buf->id, storage_name(st));
+    if (r[1] != r[0] || r[2] != c[0] || c[2] != c[1] || c[1] % block || ld[2] % block)
+        return arena_printf(a, "qgemm of [%lld,%lld] += [%lld,%lld] x [%lld,%lld]^T: the shapes "
+                            "do not agree, or k is no multiple of %s's block of %d",
+                            (long long)r[0], (long long)c[0], (long long)r[1], (long long)c[1],
+                            (long long)r[2], (long long)c[2], storage_name(st), block);
+    return NULL;
+}
+
 const char *ir_call_refusal(Arena *a, const Stmt *s)
 {
     const CallDesc *d = &call_table[s->call];
@@ -342,7 +365,9 @@ const char *ir_call_refusal(Arena *a, const Stmt *s)
         if (i != d->written && ir_storage(s->tiles[i].buf) == w)
             return arena_printf(a, "%s writes b%d, which tile %d reads", d->name,
                                 s->tiles[d->written].buf->id, i);
-    return s->call == CALL_DOT ? dot_refusal(a, s->tiles) : gemm_refusal(a, s->tiles);
+    return s->call == CALL_DOT     ? dot_refusal(a, s->tiles)
+           : s->call == CALL_QGEMM ? qgemm_refusal(a, s->tiles)
+                                   : gemm_refusal(a, s->tiles);
 }
 
 double ir_call_flops(const Stmt *s)

@@ -125,9 +125,15 @@ static Pending buf(Parser *ps, Prog *p)
     b->index = (int)index;
     b->node = n;
     Pending v = {b, -1, ps->lineno};
-    b->store = kir_accept(ps, "bf16") ? ST_BF16 : kir_accept(ps, "f16") ? ST_F16 : ST_F32;
+    b->store = ST_F32;
+    for (Storage s = ST_BF16; s < ST_Q4_K_M; s++)
+        if (kir_accept(ps, storage_name(s)))
+            b->store = s;
     if (b->store != ST_F32 && ((kind != BK_WEIGHT && kind != BK_DERIVED) || t != DT_F32))
         kir_fail(ps, "only an f32 weight is stored as %s", storage_name(b->store));
+    if (storage_block(b->store) && (rank < 1 || dims[rank - 1] % storage_block(b->store)))
+        kir_fail(ps, "a weight held as %s has rows (its last dim) of a multiple of %d values",
+                 storage_name(b->store), storage_block(b->store));
     if (ps->open && kind != BK_WEIGHT && kind != BK_DERIVED && kind != BK_TEMP &&
         kind != BK_LOCAL)
         kir_fail(ps, "b%d is %s storage: the open program reads only weights", b->id,

@@ -83,6 +83,9 @@ static void verify_stmt(Verify *vf, const Stmt *s)
                           : st->kind != BK_INPUT && st->kind != BK_WEIGHT && st->kind != BK_DERIVED;
         if (!ok)
             KILN_BUG("k%d stores to read-only b%d", vf->k->id, s->buf->id);
+        if (storage_block(st->store))
+            KILN_BUG("k%d stores to b%d, held as %s", vf->k->id, s->buf->id,
+                     storage_name(st->store));
         if (st->store != ST_F32 && s->op != A_SET)
             KILN_BUG("k%d adds to b%d, held as %s", vf->k->id, s->buf->id,
                      storage_name(st->store));

@@ -358,7 +358,7 @@ static void notes(Hoist *h, Prog *o, int moved, int first, int made)
     for (int i = 0; i < o->nbufs; i++) {
         const Buf *b = o->bufs[i];
         if (b->kind == BK_DERIVED && b->index >= first)
-            bytes += shape_count(b->rank, b->dims) * (b->store ? 2 : 4);
+            bytes += storage_bytes(b->store, shape_count(b->rank, b->dims));
     }
     ir_note(a, &p->notes, "hoist-weights: %d kernel%s read only weights: moved to the open "
             "program, run once when the model is opened, not at every call; %d derived "
@@ -380,8 +380,9 @@ static void notes(Hoist *h, Prog *o, int moved, int first, int made)
                 "open by open %s", b->index, r ? r->id : -1,
                 b->node ? arena_printf(a, " %%%d", b->node->id) : "", dtype_name(b->dtype),
                 shape_str(a, b->rank, b->dims), b->store ? arena_printf(a, " %s",
-                storage_name(b->store)) : "", (long long)(shape_count(b->rank, b->dims) *
-                (b->store ? 2 : 4)), makers(a, &mk[b->id]));
+                storage_name(b->store)) : "",
+                (long long)storage_bytes(b->store, shape_count(b->rank, b->dims)),
+                makers(a, &mk[b->id]));
     }
 }
 

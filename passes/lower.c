@@ -4,7 +4,8 @@
  * that is not a leaf gets its kernels from its op's lower_* (ops.def).
  * 1. Buffers for the leaves in module order: inputs, weights, states;
  *    weights of rank >= 2 stored as --weight-dtype says (cx->weight_store,
- *    or per weight cx->weight_stores).
+ *    or per weight cx->weight_stores; held_store: a quantized type's
+ *    fallbacks and q4_k_m's mix, each noted).
  * 2. An output buffer for each output that a computed node can write
  *    straight into (not a leaf, not a state written in place, listed once).
  * 3. Every op node lowers in node order (kernels run in that order).
@@ -12,6 +13,84 @@
  * 5. Every intermediate gets its own place in the arena, one after the
  *    other (plan-memory shares places later). */
 #include "passes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* llama.cpp's rule for the layers whose tensors Q4_K_M holds in Q6_K. */
+static int more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+/* The layer a weight's name gives (model.layers.N. or blk.N.); -1. */
+static int layer_of(const char *name)
+{
+    int i;
+    const char *p = strstr(name, "layers.");
+    if (p && sscanf(p, "layers.%d.", &i) == 1)
+        return i;
+    return strncmp(name, "blk.", 4) == 0 && sscanf(name, "blk.%d.", &i) == 1 ? i : -1;
+}
+
+static int named(const char *name, const char *a, const char *b)
+{
+    return strstr(name, a) || strstr(name, b);
+}
+
+/* The classifier's weight: lm_head or output, or without one the token
+ * embedding table, which then serves as the classifier. */
+static int classifier(const Module *m, const char *name)
+{
+    int has_output = 0;
+    for (int i = 0; i < m->nweights; i++)
+        has_output |= strcmp(m->weights[i]->name, "lm_head.weight") == 0 ||
+                      strcmp(m->weights[i]->name, "output.weight") == 0;
+    if (strcmp(name, "lm_head.weight") == 0 || strcmp(name, "output.weight") == 0)
+        return 1;
+    return !has_output && (strcmp(name, "model.embed_tokens.weight") == 0 ||
+                            strcmp(name, "token_embd.weight") == 0);
+}
+
+/* q4_k_m's choice for weight w, as llama.cpp's Q4_K_M makes it (without
+ * its per-architecture exceptions): q6_k for the classifier, and for the
+ * value and down projections of the layers more_bits picks; q4_k else. */
+static Storage q4_k_m(const Module *m, const Node *w)
+{
+    int layers = 0;
+    for (int i = 0; i < m->nweights; i++)
+        layers = layer_of(m->weights[i]->name) + 1 > layers ? layer_of(m->weights[i]->name) + 1
+                                                            : layers;
+    int i = layer_of(w->name);
+    if (classifier(m, w->name))
+        return ST_Q6_K;
+    if (i >= 0 && named(w->name, "v_proj.", "attn_v.") && more_bits(i, layers))
+        return ST_Q6_K;
+    if (i >= 0 && named(w->name, "down_proj.", "ffn_down") && more_bits(i, layers))
+        return ST_Q6_K;
+    return ST_Q4_K;
+}
+
+Storage lower_weight_store(const Module *m, const Node *w, Storage st, Storage *want)
+{
+    *want = st == ST_Q4_K_M ? q4_k_m(m, w) : st;
+    Storage got = *want;
+    int64_t row = w->dims[w->rank - 1];
+    if (storage_block(got) && row % storage_block(got))
+        got = got == ST_Q4_K ? ST_Q4_0 : got == ST_Q6_K ? ST_Q8_0 : got;
+    if (storage_block(got) && row % storage_block(got))
+        got = ST_F16;
+    return got;
+}
+
+/* lower_weight_store's choice, noted when it falls back. */
+static Storage held_store(LowerCx *lc, const Node *w, Storage st)
+{
+    Storage want, got = lower_weight_store(lc->m, w, st, &want);
+    int64_t row = w->dims[w->rank - 1];
+    if (got != want)
+        ir_note(lc->a, &lc->p->notes, "lower: weight %%%d held as %s, not %s: its rows of %lld "
+                "are no multiple of %s's block of %d", w->id, storage_name(got),
+                storage_name(want), (long long)row, storage_name(want), storage_block(want));
+    return got;
+}
 
 static int direct_output(Module *m, int i)
 {
@@ -54,7 +133,9 @@ int pass_lower(Module *m, PassCtx *cx)
         if (OP_IS_LEAF(m->nodes[i]->op) && m->nodes[i]->op != OP_CONST) {
             Buf *b = lw_buf(&lc, m->nodes[i]);
             if (b->kind == BK_WEIGHT && b->rank >= 2)
-                b->store = cx->weight_stores ? cx->weight_stores[b->index] : cx->weight_store;
+                b->store = held_store(&lc, m->nodes[i], cx->weight_stores
+                                                            ? cx->weight_stores[b->index]
+                                                            : cx->weight_store);
         }
     for (int i = 0; i < m->noutputs; i++)
         if (direct_output(m, i))

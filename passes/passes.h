@@ -72,6 +72,13 @@ int pass_pipeline(Module *m, PassCtx *cx);
 /* ---- the passes, one file each, in pipeline order ---------------------- */
 int pass_simplify(Module *m, PassCtx *cx);       /* simplify.c */
 int pass_lower(Module *m, PassCtx *cx);          /* lower.c */
+/* How lower holds weight w (rank >= 2) of m when --weight-dtype asks for
+ * st: q4_k_m's choice for w (q4_k or q6_k, as llama.cpp's Q4_K_M), then,
+ * when w's rows (its last dim) are no multiple of that type's block, the
+ * nearest that fits, as llama.cpp falls back: q4_k to q4_0 (llama.cpp's
+ * q5_0, which kiln lacks), q6_k to q8_0, and to f16 when 32 does not
+ * divide a row. *want: the type before any fallback. */
+Storage lower_weight_store(const Module *m, const Node *w, Storage st, Storage *want);
 int pass_canonicalize_memrefs(Module *m, PassCtx *cx); /* canonicalize.c */
 int pass_hoist_weights(Module *m, PassCtx *cx);  /* hoist.c */
 int pass_fuse(Module *m, PassCtx *cx);           /* fuse.c */

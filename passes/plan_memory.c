@@ -287,7 +287,7 @@ static void assign(Module *m, Life *life, int64_t sum)
 }
 
 /* Bytes of held buffer b: 2 an element held 16-bit, else 4. */
-static int64_t held_bytes(const Buf *b) { return shape_count(b->rank, b->dims) * (b->store ? 2 : 4); }
+static int64_t held_bytes(const Buf *b) { return storage_bytes(b->store, shape_count(b->rank, b->dims)); }
 
 static void held_notes(Module *m)
 {

@@ -53,7 +53,14 @@
  *    with an NK operand that cannot be packed stays loops, for tile.c.
  * 3. Pack: each packed weight's buffer becomes its panels (Buf.packed),
  *    noted in the program; codegen packs it at open (rt_pack_panels).
- * 4. Rewrite every nest left, as above. */
+ * 4. Rewrite every nest left, as above.
+ *
+ * A weight held quantized (--weight-dtype q8_0 ...) is never packed: its
+ * blocks are read as stored (a GGUF file's, later), by calls of qgemm
+ * (ir.h) over rows [col0 +: NR] of the weight, one call for the block's
+ * MB rows (the kernel quantizes its rows of A once a call), K whole or
+ * in blocks that are multiples of the weight's block. Such an operand
+ * makes the nest's numbers those of qgemm's contract, not of the loop. */
 #include "tile.h"
 
 #include <string.h>
@@ -67,6 +74,7 @@ typedef struct {
     Stmt *red;                          /* the reduction loop adding to it */
     Expr *a, *b;                        /* A's load, B's load */
     int nk;                             /* B is [.., j, k]: packed */
+    int q;                              /* B is a weight held quantized: qgemm */
 } Acc;
 
 typedef struct {
@@ -179,12 +187,18 @@ static const char *check_b(Tiler *t, const Nest *n, const Stmt *red, const Expr 
                             ir_storage(b)->id);
     if (dk == r - 2 && dj == r - 1 && b->strides[r - 1] == 1) {
         *nk = 0;
-        return NULL;
+        return storage_block(ir_storage(b)->store)
+                   ? arena_printf(t->a, "b%d is held as %s and read as [.., k, j]: blocks run "
+                                  "along j", ir_storage(b)->id,
+                                  storage_name(ir_storage(b)->store))
+                   : NULL;
     }
     if (dj != r - 2 || dk != r - 1 || b->strides[r - 1] != 1)
         return arena_printf(t->a, "b%d is read neither as [.., k, j] nor as [.., j, k], "
                             "contiguous in its last dim", ir_storage(b)->id);
     *nk = 1;
+    if (storage_block(ir_storage(b)->store) && !b->base)
+        return NULL;                    /* quantized: qgemm reads it as stored */
     if ((b->kind != BK_WEIGHT && b->kind != BK_DERIVED) || b->base || b->packed)
         return arena_printf(t->a, "b%d is [.., j, k] and not a weight (which could be "
                             "packed at load)", ir_storage(b)->id);
@@ -227,6 +241,12 @@ static const char *add_acc(Tiler *t, Nest *n, Stmt *red, Stmt *s)
         why = arena_printf(t->a, "b%d, the rows' operand, is held as %s",
                            ir_storage(c->a->buf)->id, storage_name(ir_storage(c->a->buf)->store));
     why = why ? why : check_b(t, n, red, c->b, &c->nk);
+    c->q = !why && c->nk && storage_block(ir_storage(c->b->buf)->store);
+    if (c->q && (red->lo->i % storage_block(ir_storage(c->b->buf)->store) ||
+                 tile_trip(red) % storage_block(ir_storage(c->b->buf)->store)))
+        why = arena_printf(t->a, "k covers part of a block of b%d, held as %s",
+                           ir_storage(c->b->buf)->id,
+                           storage_name(ir_storage(c->b->buf)->store));
     why = why ? why : fits(t, c->a, red);
     why = why ? why : fits(t, c->a, n->i);
     why = why ? why : fits(t, c->b, red);
@@ -248,7 +268,7 @@ static const char *check_body(Tiler *t, Nest *n)
         } else if (s->kind == S_LET) {
             if (s->v->type != T_F32 || n->nacc == MAX_ACC || uses_inner(j, s->e))
                 return "it declares scalars other than up to 8 f32 accumulators";
-            n->acc[n->nacc++] = (Acc){s->v, s->e, NULL, NULL, NULL, 0};
+            n->acc[n->nacc++] = (Acc){s->v, s->e, NULL, NULL, NULL, 0, 0};
         } else if (s->kind != S_LOOP || s->marks != MARK_REDUCE) {
             return "a statement before its epilogue is neither a let nor a reduction";
         } else if (!tile_const_loop(s)) {
@@ -281,6 +301,21 @@ static int64_t pick_nr(Tiler *t, int64_t M, int64_t N)
     return N % GRANULE == 0 ? GRANULE : 0;
 }
 
+/* The panel width of a nest whose every operand is quantized: qgemm
+ * quantizes its rows of A at every call, so the widest panel that still
+ * leaves 4 panels a core (256 outputs cost 1/256 of the products). */
+static int64_t pick_q_nr(Tiler *t, int64_t N)
+{
+    int64_t best = 0;
+    for (int64_t nr = 256; nr >= GRANULE; nr /= 2)
+        if (N % nr == 0) {
+            if (N / nr >= 4 * t->cores)
+                return nr;
+            best = nr;
+        }
+    return best;
+}
+
 /* Whether blk->s[at] starts a gemm nest: NULL, NOT_GEMM, or why not. */
 static const char *match(Tiler *t, Block *blk, int at, Nest *n)
 {
@@ -300,7 +335,10 @@ static const char *match(Tiler *t, Block *blk, int at, Nest *n)
     const char *why = check_body(t, n);
     if (why)
         return why;
-    if (!(n->nr = pick_nr(t, n->M, n->N)))
+    int allq = 1;
+    for (int q = 0; q < n->nacc; q++)
+        allq &= n->acc[q].q;
+    if (!(n->nr = allq ? pick_q_nr(t, n->N) : pick_nr(t, n->M, n->N)))
         return arena_printf(t->a, "%lld outputs are not a multiple of %d", (long long)n->N,
                             GRANULE);
     if ((n->i && !ir_loop_independent(t->a, n->i, &why)) ||
@@ -381,15 +419,16 @@ static void decide(Gm *g)
     for (int x = 0; x < g->n; x++)
         for (int q = 0; g->v[x].ok && q < g->v[x].nacc; q++) {
             Buf *b = g->v[x].acc[q].b->buf;
-            const char *why = g->v[x].acc[q].nk ? unpackable(g, b) : NULL;
-            if (!why && g->v[x].acc[q].nk)
+            int nk = g->v[x].acc[q].nk && !g->v[x].acc[q].q;
+            const char *why = nk ? unpackable(g, b) : NULL;
+            if (!why && nk)
                 why = imposed(g, &g->v[x], b);
             if (why)
                 refuse(g, &g->v[x], "gemm @ kept as loops: weight b%d %s", b->id, why);
         }
     for (int x = 0; x < g->n; x++)
         for (int q = 0; g->v[x].ok && q < g->v[x].nacc; q++)
-            if (g->v[x].acc[q].nk && !g->nr[g->v[x].acc[q].b->buf->id])
+            if (g->v[x].acc[q].nk && !g->v[x].acc[q].q && !g->nr[g->v[x].acc[q].b->buf->id])
                 g->nr[g->v[x].acc[q].b->buf->id] = g->v[x].nr;
     /* An operand packed for another nest, read here as rows (A) or as
      * [k, j]: this nest stays loops, whose loads then read the panels. */
@@ -409,7 +448,7 @@ static void decide(Gm *g)
         int64_t nr = 0;
         for (int q = 0; n->ok && q < n->nacc; q++) {
             Buf *b = n->acc[q].b->buf;
-            if (!n->acc[q].nk)
+            if (!n->acc[q].nk || n->acc[q].q)
                 continue;
             if (nr && g->nr[b->id] != nr)
                 refuse(g, n, "gemm @ kept as loops: weight b%d is packed in panels of %s",
@@ -573,13 +612,18 @@ static Tile tile_b(Rw *w, const Acc *c, Expr *k0, int64_t kc)
     Arena *a = w->t->a;
     const Expr *e = c->b;
     Buf *b = e->buf;
-    int r = c->nk ? b->rank - 1 : b->rank;           /* the load's indices */
+    int r = c->nk && !c->q ? b->rank - 1 : b->rank;  /* the load's indices */
     Tile t = {b, arena_alloc(a, sizeof(Expr *) * (size_t)b->rank), {0}};
     for (int d = 0; d < b->rank; d++)
         t.ext[d] = 1;
     for (int d = 0; d < r - 2; d++)
         t.idx[d] = e->idx[d];
-    if (c->nk) {
+    if (c->q) {                                      /* W [.., col0 +: NR, k0 +: kc] */
+        t.idx[r - 2] = ir_subst(a, e->idx[r - 2], w->n->j->v, w->col0);
+        t.idx[r - 1] = ir_subst(a, e->idx[r - 1], c->red->v, k0);
+        t.ext[r - 2] = w->n->nr;
+        t.ext[r - 1] = kc;
+    } else if (c->nk) {
         t.idx[r - 2] = e_var(a, w->jo->v);
         t.idx[r - 1] = ir_subst(a, e->idx[r - 1], c->red->v, k0);
         t.idx[r] = e_int(a, 0);
@@ -594,20 +638,36 @@ static Tile tile_b(Rw *w, const Acc *c, Expr *k0, int64_t kc)
     return t;
 }
 
-/* The calls of reduction red for m rows from rel (of the block). */
+/* The calls of reduction red for m rows from rel (of the block): of
+ * gemm, or (quant) of qgemm. */
 static void calls(Rw *w, Block *blk, const Stmt *red, Expr *rel, int64_t m, Expr *k0,
-                  int64_t kc)
+                  int64_t kc, int quant)
 {
     Arena *a = w->t->a;
     Expr *row = e_add(a, w->row0, rel);
     for (int q = 0; q < w->n->nacc; q++) {
         const Acc *c = &w->n->acc[q];
-        if (c->red != red)
+        if (c->red != red || c->q != quant)
             continue;
         Tile tiles[3] = {{w->tile[q], (Expr *[]){rel, e_int(a, 0)}, {m, w->n->nr}},
                          tile_a(w, c, row, m, k0, kc), tile_b(w, c, k0, kc)};
-        s_call(a, blk, CALL_GEMM, tiles, 3);
+        s_call(a, blk, quant ? CALL_QGEMM : CALL_GEMM, tiles, 3);
     }
+}
+
+/* The block of the quantized weights reduction red reads (the largest;
+ * 0: none); *plain: whether it reads others. */
+static int quant_block(const Rw *w, const Stmt *red, int *plain)
+{
+    int block = 0;
+    *plain = 0;
+    for (int q = 0; q < w->n->nacc; q++) {
+        const Acc *c = &w->n->acc[q];
+        int b = c->red == red && c->q ? storage_block(ir_storage(c->b->buf)->store) : 0;
+        block = b > block ? b : block;
+        *plain |= c->red == red && !c->q;
+    }
+    return block;
 }
 
 /* The reduction's block: K whole, unless the block of A and the panel
@@ -629,15 +689,22 @@ static int64_t reduction(Rw *w, Block *blk, const Stmt *red)
 {
     Arena *a = w->t->a;
     int64_t K = tile_trip(red), kc = pick_kc(w, K), full = w->mb / w->mr, rest = w->mb % w->mr;
+    int plain, block = quant_block(w, red, &plain);
+    if (block && kc % block)
+        kc = K;
     Expr *ko, *io;
     Block *kb = loop_or_one(w->t, blk, K / kc, 0, &ko);
     Expr *k0 = e_add(a, e_mul(a, ko, e_int(a, kc)), e_int(a, red->lo->i));
+    if (!plain)
+        full = rest = 0;
     if (full) {
         Block *ib = loop_or_one(w->t, kb, full, 0, &io);
-        calls(w, ib, red, e_mul(a, io, e_int(a, w->mr)), w->mr, k0, kc);
+        calls(w, ib, red, e_mul(a, io, e_int(a, w->mr)), w->mr, k0, kc, 0);
     }
     if (rest)
-        calls(w, kb, red, e_int(a, full * w->mr), rest, k0, kc);
+        calls(w, kb, red, e_int(a, full * w->mr), rest, k0, kc, 0);
+    if (block)                          /* qgemm: the block's rows in one call */
+        calls(w, kb, red, e_int(a, 0), w->mb, k0, kc, 1);
     return kc;
 }
 
@@ -690,13 +757,25 @@ static void rewrite(Tiler *t, Nest *n)
     epilogue(&w, body);
     n->blk->s[n->at] = w.jo;
     t->kn[t->k->id].changed = 1;
-    tile_note(t, w.jo->v, NULL, NULL,
-              "gemm %lld x %lld: calls of gemm on %lld x %lld register tiles (%lld vector "
-              "accumulators), outputs in panels of %lld (@)%s%s; every output adds its k "
-              "products in order", (long long)n->M, (long long)n->N, (long long)w.mr,
-              (long long)n->nr, (long long)(w.mr * regs), (long long)n->nr,
-              w.mb < n->M ? arena_printf(a, ", rows in blocks of %lld (tiles within L1/2)",
-                                         (long long)w.mb) : "", kcs);
+    int nq = 0;
+    for (int q = 0; q < n->nacc; q++)
+        nq += n->acc[q].q;
+    const char *rows = w.mb < n->M ? arena_printf(a, ", rows in blocks of %lld (tiles within "
+                                                  "L1/2)", (long long)w.mb) : "";
+    if (nq == n->nacc)
+        tile_note(t, w.jo->v, NULL, NULL,
+                  "gemm %lld x %lld: calls of qgemm on weights held quantized, as stored, "
+                  "outputs in panels of %lld (@)%s%s; every output adds its blocks' products "
+                  "in order (qgemm's contract)", (long long)n->M, (long long)n->N,
+                  (long long)n->nr, rows, kcs);
+    else
+        tile_note(t, w.jo->v, NULL, NULL,
+                  "gemm %lld x %lld: calls of gemm on %lld x %lld register tiles (%lld vector "
+                  "accumulators), outputs in panels of %lld (@)%s%s; every output adds its k "
+                  "products in order%s", (long long)n->M, (long long)n->N, (long long)w.mr,
+                  (long long)n->nr, (long long)(w.mr * regs), (long long)n->nr, rows, kcs,
+                  nq ? arena_printf(a, " (%d operand%s held quantized: qgemm)", nq,
+                                    nq == 1 ? "" : "s") : "");
 }
 
 /* ---- the whole program --------------------------------------------------- */

@@ -267,5 +267,18 @@ run "generate --help" "$T/c6" generate --help
 grep -q "^usage: .*generate (--tokens" "$T/out" && grep -q -- "--topp P" "$T/out" &&
     ok "  prints generate's usage on stdout" || bad "  prints generate's usage on stdout"
 
+# Profiles: generate --profile times the prefill variant's kernels (NAME@6)
+# and the decode step's; kiln profile of a decoder runs generate so.
+run "generate --profile" "$T/c6" generate --tokens 5,6,7,8,9,10,11,12,13,14 -n 4 --temperature 0 \
+    --weights "$W" --profile "$T/gen.jsonl"
+grep -q '"name": "gqa_prefill[a-z0-9_]*@6", "kernels": \[[^]]*\], "calls": [1-9]' "$T/gen.jsonl" &&
+   grep -q '"name": "gqa_decode[a-z0-9_]*", "kernels": \[[^]]*\], "calls": [1-9]' "$T/gen.jsonl" &&
+    ok "  prefill (@6) and decode kernels timed" || { bad "  prefill (@6) and decode kernels timed"; head -3 "$T/gen.jsonl"; }
+run "kiln profile of a decoder" "$KILN" profile "$T/hf"
+grep -q "^kiln profile: llama, cc build, generate on [0-9]* threads: 1 prefill calls (the kernels @) .* ms in the kernels, 15 decode steps" "$T/out" &&
+   grep -q "^gqa_prefill_[a-z0-9_]*@64 " "$T/out" && grep -q "^gqa_decode_[a-z0-9_]* " "$T/out" &&
+    ok "  generate's prefill (48 ids, one chunk) and 16 tokens: both variants' kernels" ||
+    { bad "  generate's prefill and decode kernels"; cat "$T/out"; }
+
 [ "$fails" = 0 ] && echo "generate: ok" || echo "generate: $fails failed"
 [ "$fails" = 0 ]

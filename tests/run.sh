@@ -7,7 +7,8 @@
 #      checkpoints imported (tests/import.sh, with $MKCKPT), a decoder's
 #      shape variants and generation (tests/generate.sh, with $REFGEN),
 #      16-bit weights (tests/weights16.sh, with $MKCKPT), the prepared
-#      weights' image (tests/image.sh, with $MKCKPT);
+#      weights' image (tests/image.sh, with $MKCKPT), quantized weights
+#      (tests/quant.sh, with $MKCKPT and $REFGEN);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -50,6 +51,7 @@ suite import fails "checks: checkpoints imported, checked, built, run, refused"
 suite generate fails "checks: prefill and decode variants, greedy = reference, sampling, tokenizer"
 suite weights16 fails "checks: --weight-dtype bf16/f16 checked, held 16-bit, BF16 files copied"
 suite image fails "checks: weights prepared once, kept in an image, mapped; its faults"
+suite quant fails "checks: --weight-dtype q8_0 ... q4_k_m checked, held as blocks, decoded as the reference"
 
 ls tests/models/*.json examples/*.json |
     xargs -P 2 -n 1 sh -c 'sh tests/check-one.sh "$0" "'"$log"'"' >"$log/checks" 2>&1 || failed=1

@@ -90,7 +90,7 @@ fi
 
 if "$KILN" build examples/mlp.json --weight-dtype f64 -o "$T/x" >"$T/out" 2>&1; then
     bad "--weight-dtype f64 accepted"
-elif [ $? = 2 ] && grep -q "weight-dtype takes auto, f32, bf16 or f16" "$T/out" && [ ! -e "$T/x" ]; then
+elif [ $? = 2 ] && grep -q "weight-dtype takes auto, f32, bf16, f16, q8_0" "$T/out" && [ ! -e "$T/x" ]; then
     ok "--weight-dtype f64: usage error, nothing written"
 else
     bad "--weight-dtype f64: not a usage error"; cat "$T/out"

@@ -8,8 +8,9 @@
  * info's store says: f32 (16-bit data widened exactly), or 16-bit (a
  * tensor of the file in that very type copied bit for bit, anything else
  * made as f32 first, then rounded to nearest even: lossy, asked for by
- * --weight-dtype). On error nothing stays allocated and dst[] is all
- * NULL. Messages:
+ * --weight-dtype), or in quantized blocks (made as f32 first, then
+ * quantized by the info's quantize, rt_quant.h). On error nothing stays
+ * allocated and dst[] is all NULL. Messages:
  *   W: 'w_up': shape [8960,1024] in the file, the model declares [8960,1536]
  *   W: weight 'w_up' is not in the file and has no init
  *   W: 'foo': not a weight of the model
@@ -92,6 +93,27 @@ static int wt_half(const rt_st_tensor *t, const rt_tensor_info *w, uint16_t *d, 
     else
         wt_init(w, f);
     rt_round_half(d, f, w->count, w->store);
+    rt_free(f);
+    return 0;
+}
+
+/* Fills a quantized weight d: its values made as f32 in a scratch buffer,
+ * then quantized into blocks. */
+static int wt_quant(const rt_st_tensor *t, const rt_tensor_info *w, void *d, rt_err *e)
+{
+    int64_t row = w->rank ? w->dims[w->rank - 1] : 0;
+    if (!w->quantize || row % 32 || w->panel)
+        return rt_errf(e, RT_EINTERNAL, "weight '%s': cannot hold it quantized (store %d)",
+                       w->name, w->store);
+    float *f = rt_alloc((size_t)w->count * sizeof *f);
+    if (!f)
+        return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
+                       (long long)w->count * 4);
+    if (t)
+        rt_st_to_f32(t, f);
+    else
+        wt_init(w, f);
+    w->quantize(w->store, f, d, w->count);
     rt_free(f);
     return 0;
 }
@@ -186,12 +208,20 @@ static int wt_one(const rt_safetensors *st, const rt_tensor_info *w, void **out,
     if (w->count < 0 || (uint64_t)w->count > SIZE_MAX / sizeof(float))
         return rt_errf(e, RT_EINTERNAL, "weight '%s': bad element count %lld", w->name,
                        (long long)w->count);
-    int half = w->store == RT_BF16 || w->store == RT_F16;
+    int half = w->store == RT_BF16 || w->store == RT_F16, quant = w->store >= RT_Q8_0;
     size_t esize = half ? 2 : 4;
-    void *d = rt_alloc((size_t)w->count * esize);
+    void *d = rt_alloc((size_t)rt_store_bytes(w->store, w->count));
     if (!d)
         return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
-                       (long long)w->count * (long long)esize);
+                       (long long)rt_store_bytes(w->store, w->count));
+    if (quant) {
+        rc = wt_quant(t, w, d, e);
+        if (rc)
+            rt_free(d);
+        else
+            *out = d;
+        return rc;
+    }
     int64_t k = w->rank >= 2 ? w->dims[w->rank - 1] : 0, n = w->rank >= 2 ? w->dims[w->rank - 2] : 0;
     if (w->panel && (k < 1 || n < 1 || n % w->panel)) {
         rt_free(d);

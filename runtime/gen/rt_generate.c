@@ -3,7 +3,12 @@
  *
  *   PROG generate --tokens 1,2,3 | [--tokenizer FILE] (--prompt TEXT | --prompt-file FILE)
  *        [-n N] [--temperature T] [--topp P] [--seed S]
- *        [--weights W.safetensors|DIR] [--threads N]
+ *        [--weights W.safetensors|DIR] [--threads N] [--profile FILE]
+ *
+ * --profile FILE times every kernel call of the prefill and the decode
+ * steps (the prefill variant's kernels named NAME@C) and writes
+ * rt_profile_write's lines; the team is then fixed (every core, or
+ * --threads), so that the percentages of peak are of one team size.
  *
  * --weights and --tokenizer default to the model folder's files the
  * program was built from (rt_model.weights_file, .tokenizer_file),
@@ -49,6 +54,8 @@ typedef struct {
     const char *prog;
     const char *tokens, *tokenizer, *prompt, *weights, *prompt_file;
     const char *src;                    /* --prompt-file's name, for messages; NULL: --prompt */
+    const char *profile;                /* --profile FILE; NULL: none */
+    rt_profile *prof;
     char *text;                         /* --prompt-file's text */
     char *wpath;                        /* the weights opened (rt_pick_weights) */
     uint64_t n, seed, threads;
@@ -102,7 +109,8 @@ static int rg_num(const char *v, double *out)
 }
 
 static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "temperature",
-                                      "topp", "seed", "weights", "threads", "prompt-file"};
+                                      "topp", "seed", "weights", "threads", "prompt-file",
+                                      "profile"};
 
 /* --opt value or --opt=value (-n N too); the option's index, or -1. */
 static int rg_opt(int argc, char **argv, int *i, const char **val)
@@ -135,7 +143,7 @@ static void rg_help(const rg_ctx *g)
     const rt_model *md = g->md;
     printf("usage: %s generate (--tokens ID,ID,... | [--tokenizer FILE] --prompt TEXT\n"
            "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--temperature T] [--topp P]\n"
-           "       [--seed S] [--weights W.safetensors|DIR] [--threads N]\n"
+           "       [--seed S] [--weights W.safetensors|DIR] [--threads N] [--profile FILE]\n"
            "Generates text: the prompt prefilled, then one decode step a token drawn.\n"
            "  --tokens IDS        the prompt as token ids; prints the drawn ids\n"
            "  --tokenizer FILE    llama2.c tokenizer.bin or Hugging Face tokenizer.json;\n"
@@ -151,12 +159,15 @@ static void rg_help(const rg_ctx *g)
            "  --weights FILE|DIR  weights from safetensors, or a model folder's;\n"
            "                      default: %s\n"
            "  --threads N         a fixed team (default: every core, fewer while busy)\n"
+           "  --profile FILE      time every kernel call of the prefill (NAME@%lld) and the\n"
+           "                      decode steps; write one JSON line per kernel name to FILE\n"
+           "                      (calls, times, FLOPs, bytes, rates); the team is fixed\n"
            "  -h, --help          print this and exit\n"
            "On stderr at the end: prefill and decode tokens per second. A closed stdout\n"
            "(a reader that has gone) ends generation quietly.\n",
            md->usage ? md->usage : g->prog,
            md->tokenizer_file ? md->tokenizer_file : "none (needed for a text prompt)",
-           md->weights_file ? md->weights_file : "each weight's init");
+           md->weights_file ? md->weights_file : "each weight's init", (long long)md->chunk);
 }
 
 /* The prompt is given one way: ids, or text with a tokenizer (given or
@@ -204,6 +215,7 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         case 7: g->weights = v; break;
         case 8: ok = rg_u64(v, &g->threads) && g->threads >= 1 && g->threads <= 4096; break;
         case 9: g->prompt_file = v; ok = *v != 0; break;
+        case 10: g->profile = v; ok = *v != 0; break;
         }
         if (!ok)
             return rg_fail(g, RT_EUSAGE, "--%s: bad value '%s'", rg_opts[k], v);
@@ -513,12 +525,20 @@ static int rg_setup(rg_ctx *g)
         return rc;
     if (g->threads)
         rt_set_threads((int)g->threads);
+    if (g->profile && !g->threads)       /* one team size for the profile */
+        g->threads = (uint64_t)rt_get_threads();
     rt_gov_init(&g->gov, rt_get_threads(), g->threads != 0);
     g->h = g->md->open(g->wpath);
     if (!g->h)
         return rg_fail(g, RT_EINTERNAL, "out of memory");
     if (g->md->status(g->h))
         return rg_fail(g, g->md->status(g->h), "%s", g->md->error(g->h));
+    if (g->profile && !g->md->profile)
+        return rg_fail(g, RT_EUSAGE, "--profile: this program has no kernel timers");
+    if (g->profile && !(g->prof = rt_profile_new(g->md->nkernels, g->md->kernels)))
+        return rg_fail(g, RT_EINTERNAL, "out of memory");
+    if (g->prof)
+        g->md->profile(g->h, g->prof);
     return 0;
 }
 
@@ -542,6 +562,10 @@ static int rg_main(rg_ctx *g)
                 g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->C,
                 (long long)g->n_decode, g->t_decode * 1e3,
                 rg_rate(g->calls, g->t_decode), rg_fewer(g, note, sizeof note));
+    rt_err e = {0};
+    if (!rc && g->prof &&
+        rt_profile_write(g->prof, &g->md->machine, rt_get_threads(), g->profile, &e))
+        rc = rg_fail(g, e.code, "%s", e.msg);
     return rc;
 }
 
@@ -560,6 +584,7 @@ int rt_generate(int argc, char **argv, const rt_model *md)
         rc = 0;
     if (g.h)
         md->close(g.h);
+    rt_profile_free(g.prof);
     if (g.tok)
         rt_tok_close(g.tok);
     free(g.ids);

@@ -2,7 +2,11 @@
  * interpreter (ir/ref.c), one token a call, for tests/generate.sh to hold
  * generated programs against. Built by the Makefile as $(B)/tests/refgen.
  *
- *   refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N
+ *   refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N [--weight-dtype T]
+ *
+ * With --weight-dtype, each weight of rank >= 2 is first rounded as a
+ * program built so holds it (lower_weight_store's type: rounded to 16
+ * bits, or quantized and widened back), as `kiln check` does.
  *
  * MODEL is a decoder (ir/decoder.c), re-inferred at one token a call when
  * it was written for more. The prompt is fed token by token from position
@@ -18,7 +22,9 @@
  * and, to fill V, "xN" tokens that no text forms. refgen --help prints
  * these usages on stdout. */
 #include "frontend/frontend.h"
+#include "passes/passes.h"
 #include "runtime/rt_gen.h"
+#include "runtime/rt_quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +53,29 @@ static int load_weights(Module *m, const char *path, Tensor **w)
         rt_st_to_f32(t, w[i]->f);
     }
     rt_st_close(&st);
+    return 0;
+}
+
+/* Each weight of rank >= 2 rounded to what a program holds for --weight-dtype st. */
+static int round_weights(Module *m, Storage st, Tensor **w)
+{
+    for (int i = 0; i < m->nweights; i++) {
+        Storage want, s = m->weights[i]->rank >= 2 ? lower_weight_store(m, m->weights[i], st, &want)
+                                                  : ST_F32;
+        float *f = w[i]->f;
+        int64_t n = w[i]->count;
+        if (storage_block(s)) {
+            void *q = malloc((size_t)storage_bytes(s, n));
+            if (!q)
+                return fail("out of memory");
+            rt_quantize((int)s, f, q, n);
+            rt_dequantize((int)s, q, f, n);
+            free(q);
+        } else if (s == ST_BF16 || s == ST_F16) {
+            for (int64_t j = 0; j < n; j++)
+                f[j] = s == ST_BF16 ? rt_bf16_f32(rt_f32_bf16(f[j])) : rt_f16_f32(rt_f32_f16(f[j]));
+        }
+    }
     return 0;
 }
 
@@ -104,7 +133,8 @@ static int tokenizer(const char *path, int V)
     return 0;
 }
 
-static const char usage_text[] = "usage: refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N\n"
+static const char usage_text[] = "usage: refgen MODEL.json WEIGHTS.safetensors --tokens 1,2,3 -n N "
+                                 "[--weight-dtype T]\n"
                                  "       refgen tokenizer OUT.bin V\n";
 
 int main(int argc, char **argv)
@@ -115,7 +145,9 @@ int main(int argc, char **argv)
     }
     if (argc == 4 && strcmp(argv[1], "tokenizer") == 0)
         return tokenizer(argv[2], atoi(argv[3]));
-    if (argc != 7 || strcmp(argv[3], "--tokens") || strcmp(argv[5], "-n")) {
+    Storage st = ST_F32;
+    if ((argc != 7 && argc != 9) || strcmp(argv[3], "--tokens") || strcmp(argv[5], "-n") ||
+        (argc == 9 && (strcmp(argv[7], "--weight-dtype") || !storage_parse(argv[8], &st)))) {
         fprintf(stderr, "refgen: %s", usage_text);
         return 1;
     }
@@ -130,7 +162,7 @@ int main(int argc, char **argv)
         return fail("not a decoder");
     }
     Tensor *w[m->nweights + 1], *s[m->nstates + 1], *in[2];
-    if (load_weights(m, argv[2], w))
+    if (load_weights(m, argv[2], w) || (st != ST_F32 && round_weights(m, st, w)))
         return 1;
     for (int i = 0; i < m->nstates; i++)
         s[i] = tensor_new(m->states[i]);

@@ -265,6 +265,13 @@ int ck_hf_shape_named(const char *type, const char *name, CkShape *s)
                        .published = llama3_8b_config, .llama3_tok = 1};
         return 0;
     }
+    if (!strcmp(name, "blocks") && !strcmp(type, "llama")) {
+        /* rows of 256 and 512, which every quantized type's block divides;
+         * 8 layers, for q4_k_m's mix (tests/quant.sh) */
+        *s = (CkShape){.type = CK_LLAMA, .vocab = 320, .dim = 256, .hidden = 512, .layers = 8,
+                       .heads = 4, .kv_heads = 2, .seq = 64, .interleaved = 1};
+        return 0;
+    }
     if (strcmp(name, "small") || strcmp(type, "qwen3_moe"))
         return -1;
     *s = (CkShape){.type = CK_QWEN3_MOE, .vocab = 1024, .dim = 512, .hidden = 1024, .layers = 4,

@@ -6,7 +6,7 @@
  *   mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe
  *          DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
- *          [--shape tiny|small|tinyllama|llama3-8b] [--stream] [--no-weights]
+ *          [--shape tiny|small|blocks|tinyllama|llama3-8b] [--stream] [--no-weights]
  *   mkckpt --help             this usage, on stdout
  *
  * DIR is made when missing. --config adds members to config.json, e.g.
@@ -45,8 +45,9 @@ static void put_usage(FILE *f)
             "                      [--bf16]\n"
             "                      [--shards N] [--untied]\n"
             "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
-            "                      [--shape tiny|small|tinyllama|llama3-8b] [--stream] [--no-weights]\n"
-            "shapes: small (qwen3_moe) to time a decode step; tinyllama, llama3-8b (llama):\n"
+            "                      [--shape tiny|small|blocks|tinyllama|llama3-8b] [--stream] [--no-weights]\n"
+            "shapes: small (qwen3_moe) to time a decode step; blocks (llama): rows of 256\n"
+            "        and 512, 8 layers, for quantized types; tinyllama, llama3-8b (llama):\n"
             "        TinyLlama-1.1B's and Llama-3.1-8B's, their published config.json, random\n"
             "        weights (4.4 GB of f32, 16 GB of bf16) written tensor by tensor\n"
             "--stream: write a llama tensor by tensor, never holding the model (the same bytes)\n"
