@@ -96,6 +96,14 @@ $(CKPT_OBJS): $(B)/tests/%.o: tests/import/%.c
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
 
 $(B)/tests/test_import: $(CKPT_OBJS)
+
+# GGUF files for the tests (tests/import/gguf_write.c), from the format's
+# specification.
+$(B)/tests/gguf_write.o: tests/import/gguf_write.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
+
+$(B)/tests/test_gguf: $(B)/tests/gguf_write.o
 $(B)/tests/test_bench: $(BENCH_OBJS)
 
 # Hugging Face tokenizer.json files (tests/gen/hftok.c), for the tokenizer
