@@ -214,7 +214,7 @@ deps-bench:
 # kiln's sources with coverage into one archive, a harness per reader.
 FUZZ_CC := clang-14
 FUZZ_SECONDS := 60
-FUZZERS := model safetensors npy kir tokenizer hf image
+FUZZERS := model safetensors npy kir tokenizer hf image gguf
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -std=c11 -I. $(WARN) -D_XOPEN_SOURCE=700
 FUZZ_OBJS := $(SRCS:%.c=$(FUZZ_B)/obj/%.o) $(FUZZ_B)/obj/rt_text.o

@@ -9,13 +9,15 @@
 #   safetensors/  small valid files for the harness's weight table (F32,
 #                 F16, BF16, metadata, escapes, scalars, empty tensors)
 #   npy/          small valid files of versions 1.0, 2.0 and 3.0
+#   gguf/         the files tests/unit/test_gguf.c reads back (its built
+#                 binary, $TEST_GGUF or build/tests/test_gguf, writes them)
 # Binary files are written byte by byte with printf, as tests/cli.sh does.
 set -eu
 cd "$(dirname "$0")/../.."
 KILN=${KILN:-./kiln}
 C=tests/fuzz/corpus
-mkdir -p $C/model $C/kir $C/safetensors $C/npy
-for d in model kir safetensors npy; do
+mkdir -p $C/model $C/kir $C/safetensors $C/npy $C/gguf
+for d in model kir safetensors npy gguf; do
     find $C/$d -type f ! -name 'regress-*' -exec rm -f {} +
 done
 
@@ -88,3 +90,6 @@ npy h-v2.npy 2 "{'shape': (1, 2, 1, 2), 'descr': '<f4', 'fortran_order': False}"
 npy x-v3.npy 3 "{\"fortran_order\":False,\"descr\":\"<f4\",\"shape\":(2,3,)}" words 6
 npy empty.npy 1 "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }" true
 npy rank6.npy 1 "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 1, 2, 1, 1, 1), }" words 2
+
+# ---- gguf: a hand-written file, and the writer's of every KV and tensor type ----
+KILN_GGUF_SEEDS=$C/gguf "${TEST_GGUF:-build/tests/test_gguf}" >/dev/null
