@@ -117,6 +117,14 @@ $(CKPT_OBJS): $(B)/tests/%.o: tests/import/%.c
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
 
 $(B)/tests/test_import: $(CKPT_OBJS)
+
+# GGUF files for the tests (tests/import/gguf_write.c), from the format's
+# specification.
+$(B)/tests/gguf_write.o: tests/import/gguf_write.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
+
+$(B)/tests/test_gguf: $(B)/tests/gguf_write.o
 $(B)/tests/test_bench: $(BENCH_OBJS)
 
 # Hugging Face tokenizer.json files (tests/gen/hftok.c), for the tokenizer
@@ -227,7 +235,7 @@ deps-bench:
 # kiln's sources with coverage into one archive, a harness per reader.
 FUZZ_CC := clang-14
 FUZZ_SECONDS := 60
-FUZZERS := model safetensors npy kir tokenizer hf image quant
+FUZZERS := model safetensors npy kir tokenizer hf image quant gguf
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -std=c11 -I. $(WARN) -D_XOPEN_SOURCE=700
 FUZZ_OBJS := $(SRCS:%.c=$(FUZZ_B)/obj/%.o) $(FUZZ_B)/obj/rt_text.o

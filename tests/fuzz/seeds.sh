@@ -11,13 +11,15 @@
 #   npy/          small valid files of versions 1.0, 2.0 and 3.0
 #   quant/        a block of each quantized type (a type byte, then the
 #                 block), one with an inf scale, and f32 values
+#   gguf/         the files tests/unit/test_gguf.c reads back (its built
+#                 binary, $TEST_GGUF or build/tests/test_gguf, writes them)
 # Binary files are written byte by byte with printf, as tests/cli.sh does.
 set -eu
 cd "$(dirname "$0")/../.."
 KILN=${KILN:-./kiln}
 C=tests/fuzz/corpus
-mkdir -p $C/model $C/kir $C/safetensors $C/npy $C/quant
-for d in model kir safetensors npy quant; do
+mkdir -p $C/model $C/kir $C/safetensors $C/npy $C/quant $C/gguf
+for d in model kir safetensors npy quant gguf; do
     find $C/$d -type f ! -name 'regress-*' -exec rm -f {} +
 done
 
@@ -32,7 +34,7 @@ trap 'rm -rf "$T"' EXIT
 for f in tests/models/*.json; do
     n=$(basename "$f" .json)
     "$KILN" dump "$f" --dump-dir "$T/$n" >/dev/null
-    for s in 00-frontend 02-lower 07-plan-memory; do
+    for s in 00-frontend 02-lower 08-plan-memory; do
         cp "$T/$n/$s.kir" "$C/kir/$n-$s.kir"
     done
 done
@@ -100,3 +102,6 @@ bytes() { i=0; while [ $i -lt "$1" ]; do byte $((($2 + i * $3) & 255)); i=$((i +
 { byte 2; le16 0x1400; le16 0x7c00; bytes 140 3 5; } >$C/quant/q4_k-inf-dmin.bin
 { byte 3; bytes 192 0 13; bytes 16 0x80 9; le16 0x9400; } >$C/quant/q6_k.bin   # d -2^-10
 { byte 2; words 256; } >$C/quant/q4_k-floats.bin
+
+# ---- gguf: a hand-written file, and the writer's of every KV and tensor type ----
+KILN_GGUF_SEEDS=$C/gguf "${TEST_GGUF:-build/tests/test_gguf}" >/dev/null
