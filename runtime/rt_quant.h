@@ -65,14 +65,17 @@ RT_API float rt_q6_k_at(const void *w, int64_t i);
  * with row strides lda, ldc (elements), W(j, kk) element woff + j * ldw +
  * kk of the quantized weight w (k, woff and ldw multiples of the block):
  * a linear's x W^T over rows of the weight as stored. Each row of A is
- * quantized per block of the weight to int8 (q8_0, q4_0: blocks of 32
- * with an f32 scale amax / 127; q4_k, q6_k: blocks of 256, likewise, and
- * the sums of each 16 values), then each block's integer dot product is
- * exact, scaled by both scales and added in block order. So the result is
- * the dot product of the dequantized weight with A quantized so
- * (rt_q_act_round), up to the rounding of those f32 scalings; the same
- * for any thread count and blocking of rows or columns. AVX-512 VNNI,
- * AVX2 or portable C, as the compiler targets (-march). */
+ * quantized per block of the weight (32 or 256 values) to int8: d = amax
+ * / 127, q = rintf(x * (127 / amax)). Then per element of C, from its
+ * value, block after block in k order: the block's integer dot product i,
+ * exact (sub-block scales applied), and acc = fmaf((float)i, dw * d, acc)
+ * (q4_k then subtracts its mins' integer sum likewise, times dmin * d).
+ * So the result is the dot product of the dequantized weight with A
+ * quantized so (rt_q_act_round), up to the rounding of those f32
+ * scalings; the same bits for any path (AVX-512 VNNI, AVX2 or portable C,
+ * as the compiler targets: -march), thread count and split of rows,
+ * columns or k (at a block) into calls. rt_gemm_q.c's top comment has
+ * the details. */
 RT_API void rt_gemm_q8_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 RT_API void rt_gemm_q4_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
@@ -81,9 +84,11 @@ RT_API void rt_gemm_q4_k(int64_t m, int64_t n, int64_t k, const float *a, int64_
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 RT_API void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
-/* n values (a multiple of block, 32 or 256) of x as the gemm kernels
- * quantize activations, widened back into y: what the reference runs on
- * to agree with the kernels exactly (kiln check --exact-activations). */
+/* n values (a multiple of block, 32 or 256; another block does nothing)
+ * of x as the gemm kernels quantize activations, widened back into y (d *
+ * q; a block whose amax is below 2^-100 gives zeros, one holding an inf
+ * or NaN NaNs): what the reference runs on to agree with the kernels up
+ * to the f32 scalings (kiln check --exact-activations). */
 RT_API void rt_q_act_round(int block, const float *x, float *y, int64_t n);
 
 /* Every symbol of this part that generated code may call (for libtcc). */
