@@ -120,10 +120,17 @@ QG_I void qgf_storen(float *p, qg_f v, int lo, int hi)
 typedef struct {
     const uint8_t *base;
     size_t rb;
+    const uint8_t *p4[4];       /* rows 0..3; rows 4 i + p at p4[p] + i * 4 rb */
+    size_t r4, r8, r12;
     __m512i off[2];
 } qg_wrows;
 QG_I void qg_wrows_set(qg_wrows *w)
 {
+    for (int p = 0; p < 4; p++)
+        w->p4[p] = w->base + (size_t)p * w->rb;
+    w->r4 = 4 * w->rb;
+    w->r8 = 8 * w->rb;
+    w->r12 = 12 * w->rb;
     __m512i rb = _mm512_set1_epi64((int64_t)w->rb);
     w->off[0] = _mm512_mullox_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), rb);
     w->off[1] = _mm512_mullox_epi64(_mm512_setr_epi64(8, 9, 10, 11, 12, 13, 14, 15), rb);
@@ -148,12 +155,11 @@ QG_I void qg_t4(const qg_wrows *w, size_t off, qg_v *o)
 {
     qg_v v[4];
     for (int p = 0; p < 4; p++) {
-        const uint8_t *r = w->base + off + (size_t)p * w->rb;
+        const uint8_t *r = w->p4[p] + off;
         v[p] = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)r));
-        for (int i = 1; i < 4; i++)
-            v[p] = _mm512_mask_broadcast_i32x4(
-                v[p], (__mmask16)(0xf << 4 * i),
-                _mm_loadu_si128((const __m128i *)(r + 4 * (size_t)i * w->rb)));
+        v[p] = _mm512_mask_broadcast_i32x4(v[p], 0xf0, _mm_loadu_si128((const __m128i *)(r + w->r4)));
+        v[p] = _mm512_mask_broadcast_i32x4(v[p], 0xf00, _mm_loadu_si128((const __m128i *)(r + w->r8)));
+        v[p] = _mm512_mask_broadcast_i32x4(v[p], 0xf000, _mm_loadu_si128((const __m128i *)(r + w->r12)));
     }
     qg_v lo01 = _mm512_unpacklo_epi32(v[0], v[1]), hi01 = _mm512_unpackhi_epi32(v[0], v[1]);
     qg_v lo23 = _mm512_unpacklo_epi32(v[2], v[3]), hi23 = _mm512_unpackhi_epi32(v[2], v[3]);
@@ -557,7 +563,8 @@ QG_I void qg_arows_at(int t, int R, const uint8_t *s, size_t row, int64_t kv, in
 
 /* Block b of A's R rows against the panel block P, into acc; with w, the
  * block at byte bo of its rows is packed into P unit by unit as it goes
- * (decode: each unit's rows are used while in registers). */
+ * (decode: each unit's rows are used while in registers, its loops
+ * unrolled: q6_k's decode 21 -> 23 GB/s from L2). */
 QG_I void qg_step(int t, int R, qg_v *P, const qg_arows *A, int64_t b, qg_f *acc,
                   const qg_wrows *w, size_t bo)
 {
@@ -570,15 +577,18 @@ QG_I void qg_step(int t, int R, qg_v *P, const qg_arows *A, int64_t b, qg_f *acc
         i1[r] = qgv_set(S == 1 ? A->word[r][b] : 0);
         i2[r] = qgv_set(0);
     }
+#pragma GCC unroll 4
     for (int u = 0; u < NU; u++) {
         if (w)
             qg_pack_unit(t, w, bo, u, P);
+#pragma GCC unroll 4
         for (int x = 0; x < qg_unit_subs(t); x++) {
             int sub = S == 1 ? 0 : qg_unit_sub(t, u, x);
             int g0 = S == 1 ? G / NU * u : sub * SG, ng = S == 1 ? G / NU : SG;
             qg_v dot[QG_MR];
             for (int r = 0; r < R; r++)
                 dot[r] = S == 1 ? i1[r] : qgv_set(0);
+#pragma GCC unroll 8
             for (int g = g0; g < g0 + ng; g++)
                 for (int r = 0; r < R; r++) {
                     qg_v a = qgv_at(A->q[r] + b * B + 4 * g);
@@ -715,51 +725,55 @@ QG_I void qg_group(int t, int64_t rows, int64_t kv, const uint8_t *s, size_t row
 
 /* ---- the driver --------------------------------------------------------- */
 
+/* Decode streams a group's rows of W side by side: rows closer than
+ * QG_SPREAD bytes, two or more in a 4 KB page, stream slower (16 q4_0
+ * rows of 4096 values, 2304 bytes each, read at 10.1 GB/s with rows 1
+ * apart, 12.7 2 apart, 13.8 3, 14.6 4 and 15.3 6 apart, where a plain
+ * read ran 13.9). So from row `at` of n on, a run of QG_NR * s rows is s
+ * groups of rows s apart (s <= S, the stride that makes QG_SPREAD), as
+ * long as two groups' rows are left; else groups of consecutive rows. */
+QG_I int64_t qg_stride(int64_t S, int64_t at, int64_t n)
+{
+    int64_t left = n - at;
+    return left < 2 * QG_NR ? 1 : S < left / QG_NR ? S : left / QG_NR;
+}
+
 /* Rows of A (kv values each, quantized into s) against the n rows of W
  * from wb (rowbytes apart; kv values each), into C, a group of QG_NR
- * rows of W at a time. Decode streams them side by side, so it takes
- * rows QG_SPREAD bytes or more apart: S = QG_SPREAD / rowbytes (rounded
- * up); QG_NR * S rows are S groups of rows S apart, their lanes C's
- * columns S apart. (Rows closer, two or more in a 4 KB page, stream
- * slower: a group of 16 q4_0 rows of 4096 values, 2304 bytes each, read
- * 10.1 GB/s at S = 1, 12.7 at 2, 13.8 at 3, 14.6 at 4, 15.3 at 6, where
- * a plain read ran 13.9.) The rest are groups of consecutive rows; the
- * last ends at row n - 1 (overlapping the one before, whose columns it
- * leaves alone), and with fewer than QG_NR rows in all, each row is a
- * group of its own in every lane (rb = 0). */
+ * rows of W at a time (qg_stride); lane L of a group of rows s apart is
+ * C's column L * s. Fewer than QG_NR rows left end in a group of the
+ * last QG_NR rows, whose lanes already done are left alone; with fewer
+ * than QG_NR rows in all, each row is a group of its own in every lane
+ * (rb = 0). */
 QG_I void qg_pass(int t, int64_t rows, int64_t n, int64_t kv, const uint8_t *s, size_t row,
                   const uint8_t *wb, size_t rowbytes, float *c, int64_t ldc)
 {
     int64_t S = (QG_SPREAD + (int64_t)rowbytes - 1) / (int64_t)rowbytes;
-    S = rows <= QG_MR && QG_NR > 1 ? S : 1;
-    int64_t spread = S > 1 ? n / (QG_NR * S) * QG_NR * S : 0;   /* rows so taken */
-    for (int64_t g = 0; g < spread / QG_NR; g++) {
-        int64_t first = g / S * QG_NR * S + g % S;
-        int64_t after = g % S + 1 < S ? first + 1 : first + 1 + (QG_NR - 1) * S;
-        qg_wrows w, next;
-        w.base = wb + (size_t)first * rowbytes;
-        w.rb = (size_t)S * rowbytes;
-        next.base = wb + (size_t)after * rowbytes;
-        next.rb = w.rb;
-        qg_wrows_set(&w);
-        qg_group(t, rows, kv, s, row, &w, g + 1 < spread / QG_NR ? &next : NULL, c + first,
-                 ldc, S, 0, QG_NR);
-    }
-    n -= spread;
-    wb += (size_t)spread * rowbytes;
-    c += spread;
-    int64_t groups = n < QG_NR ? n : (n + QG_NR - 1) / QG_NR;
-    for (int64_t g = 0; g < groups; g++) {
-        int64_t first = n < QG_NR ? g : g * QG_NR < n - QG_NR ? g * QG_NR : n - QG_NR;
-        int lo = n < QG_NR ? 0 : (int)(g * QG_NR - first), hi = n < QG_NR ? 1 : QG_NR;
-        qg_wrows w, next;
-        w.base = wb + (size_t)first * rowbytes;
-        w.rb = n < QG_NR ? 0 : rowbytes;
-        next.base = w.base + QG_NR * w.rb;
-        next.rb = w.rb;
-        qg_wrows_set(&w);
-        qg_group(t, rows, kv, s, row, &w, first + 2 * QG_NR <= n ? &next : NULL, c + first,
-                 ldc, 1, lo, hi);
+    S = rows <= QG_MR ? S : 1;
+    qg_wrows w, next;
+    for (int64_t at = 0; at < n;) {
+        int64_t st = qg_stride(S, at, n), first = at, nat = at + QG_NR * st;
+        int lo = 0, hi = QG_NR;
+        if (n < QG_NR) {
+            st = 0;                                 /* one row in every lane */
+            hi = 1;
+            nat = at + 1;
+        } else if (n - at < QG_NR) {
+            first = n - QG_NR;
+            lo = (int)(at - first);
+            nat = n;
+        }
+        for (int64_t g = 0; g < (st > 1 ? st : 1); g++) {
+            int64_t after = g + 1 < st ? first + g + 1 : nat;
+            w.base = wb + (size_t)(first + g) * rowbytes;
+            w.rb = (size_t)st * rowbytes;
+            next.base = wb + (size_t)after * rowbytes;
+            next.rb = (size_t)(g + 1 < st ? st : qg_stride(S, nat, n)) * rowbytes;
+            qg_wrows_set(&w);
+            qg_group(t, rows, kv, s, row, &w, after + QG_NR <= n && n >= QG_NR ? &next : NULL,
+                     c + first + g, ldc, st > 1 ? st : 1, lo, hi);
+        }
+        at = nat;
     }
 }
 
