@@ -424,9 +424,14 @@ static int has_option(char *const *args, int n, const char *opt)
 static int run_profiled(const char *exe, const char *lines, char *const *rest, int nrest)
 {
     char *argv[nrest + 6];
-    int n = 0, gen = nrest && !strcmp(rest[0], "generate");
+    int n = 0, g = 0;
+    while (g < nrest && strcmp(rest[g], "generate"))
+        g++;
+    int gen = g < nrest;
     argv[n++] = "kiln";
-    for (int i = 0; i < nrest; i++)
+    for (int i = g; i < nrest; i++)              /* generate and its options first, */
+        argv[n++] = rest[i];
+    for (int i = 0; i < g; i++)                  /* then those given before it */
         argv[n++] = rest[i];
     argv[n++] = "--profile";
     argv[n++] = (char *)lines;

@@ -30,9 +30,28 @@ static int layer_of(const char *name)
     return strncmp(name, "blk.", 4) == 0 && sscanf(name, "blk.%d.", &i) == 1 ? i : -1;
 }
 
-static int named(const char *name, const char *a, const char *b)
+/* Names of the weights q4_k_m tells apart, as Hugging Face, GGUF and
+ * llama2.c checkpoints give them. */
+static const char *const value_proj[] = {"v_proj.", "attn_v.", "attention.wv.", NULL};
+static const char *const down_proj[] = {"down_proj.", "ffn_down.", "feed_forward.w2.", NULL};
+static const char *const outputs[] = {"lm_head.weight", "output.weight", NULL};
+static const char *const embeddings[] = {"model.embed_tokens.weight", "token_embd.weight",
+                                         "tok_embeddings.weight", NULL};
+
+static int contains(const char *name, const char *const *any)
 {
-    return strstr(name, a) || strstr(name, b);
+    for (; *any; any++)
+        if (strstr(name, *any))
+            return 1;
+    return 0;
+}
+
+static int is(const char *name, const char *const *any)
+{
+    for (; *any; any++)
+        if (strcmp(name, *any) == 0)
+            return 1;
+    return 0;
 }
 
 /* The classifier's weight: lm_head or output, or without one the token
@@ -41,12 +60,8 @@ static int classifier(const Module *m, const char *name)
 {
     int has_output = 0;
     for (int i = 0; i < m->nweights; i++)
-        has_output |= strcmp(m->weights[i]->name, "lm_head.weight") == 0 ||
-                      strcmp(m->weights[i]->name, "output.weight") == 0;
-    if (strcmp(name, "lm_head.weight") == 0 || strcmp(name, "output.weight") == 0)
-        return 1;
-    return !has_output && (strcmp(name, "model.embed_tokens.weight") == 0 ||
-                            strcmp(name, "token_embd.weight") == 0);
+        has_output |= is(m->weights[i]->name, outputs);
+    return is(name, outputs) || (!has_output && is(name, embeddings));
 }
 
 /* q4_k_m's choice for weight w, as llama.cpp's Q4_K_M makes it (without
@@ -61,9 +76,8 @@ static Storage q4_k_m(const Module *m, const Node *w)
     int i = layer_of(w->name);
     if (classifier(m, w->name))
         return ST_Q6_K;
-    if (i >= 0 && named(w->name, "v_proj.", "attn_v.") && more_bits(i, layers))
-        return ST_Q6_K;
-    if (i >= 0 && named(w->name, "down_proj.", "ffn_down") && more_bits(i, layers))
+    if (i >= 0 && (contains(w->name, value_proj) || contains(w->name, down_proj)) &&
+        more_bits(i, layers))
         return ST_Q6_K;
     return ST_Q4_K;
 }
