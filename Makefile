@@ -134,6 +134,7 @@ $(B)/tests/hftok.o: tests/gen/hftok.c
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
 
 $(B)/tests/test_tokenizer: $(B)/tests/hftok.o
+$(B)/tests/test_tok_gguf: $(B)/tests/hftok.o $(B)/tests/gguf_write.o
 
 $(B)/tests/mkckpt: tests/import/mkckpt.c $(CKPT_OBJS) $(B)/tests/hftok.o $(OBJS)
 	@mkdir -p $(dir $@)

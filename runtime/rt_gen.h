@@ -50,53 +50,66 @@ RT_API int rt_gov_next(rt_gov *gv);
  * size rt_gov_next gave. */
 RT_API void rt_gov_took(rt_gov *gv, double t);
 
-/* ---- tokenizers (rt_tokenizer.c, _hf.c, _vocab.c, _bpe.c, _sp.c) -------- */
+/* ---- tokenizers (rt_tokenizer.c, _hf.c, _vocab.c, _bpe.c, _sp.c, _gguf.c) */
 /* Text to token ids and back, for generation. The format is told by the
  * file's content: llama2.c's tokenizer.bin, encoded as its run.c does
- * (byte fallback, then merges by score), or a Hugging Face tokenizer.json
+ * (byte fallback, then merges by score), a Hugging Face tokenizer.json
  * with a BPE model: byte-level as GPT-2's and Qwen2's (added tokens, the
  * pre-tokenizer's split, then merges by rank), or SentencePiece-style as
  * Llama 2's and Mistral's (added tokens, spaces as U+2581, characters
- * with byte fallback, then merges by rank). rt_tokenizer.c's comment
- * gives the formats and what is checked; rt_tokenizer_bpe.c's and
- * rt_tokenizer_sp.c's what is approximated. */
+ * with byte fallback, then merges by rank), or a GGUF file's metadata,
+ * encoded as llama.cpp does: its tokenizer.ggml.model llama
+ * (SentencePiece: special tokens, spaces as U+2581, merges by score, byte
+ * fallback) or gpt2 (byte-level BPE, the pre-tokenizer tokenizer.ggml.pre
+ * names). rt_tokenizer.c's comment gives the formats and what is checked;
+ * rt_tokenizer_bpe.c's, rt_tokenizer_sp.c's and rt_tokenizer_gguf.c's
+ * what is approximated. */
 typedef struct rt_tok rt_tok;
-/* Reads and checks the whole file; *tok is NULL on error. A malformed
- * file is refused with one line "PATH: what is wrong". */
+/* Reads and checks the whole file (a GGUF: its tokenizer's keys); *tok is
+ * NULL on error. A malformed file is refused with one line "PATH: what
+ * is wrong" (a GGUF's keys: "PATH: key 'KEY': what is wrong"). */
 RT_API int rt_tok_open(const char *path, rt_tok **tok, rt_err *e);
 RT_API void rt_tok_close(rt_tok *t);
 /* Ids are [0, rt_tok_size). BOS and EOS: -1 when the tokenizer has none
  * (llama2.c: 1 and 2; tokenizer.json: BOS is the token its post-processor
  * puts before the text, EOS the added token <|endoftext|> (GPT-2, Qwen2),
  * DeepSeek-R1-Distill's end of sentence, Llama 3's <|end_of_text|>, or
- * Llama 2's and Mistral's </s>). */
+ * Llama 2's and Mistral's </s>; GGUF: tokenizer.ggml.bos_token_id and
+ * eos_token_id). */
 RT_API int rt_tok_size(const rt_tok *t);
 RT_API int rt_tok_bos(const rt_tok *t);
 RT_API int rt_tok_eos(const rt_tok *t);
 /* Whether generation ends at token id: EOS, or with a tokenizer.json any
  * other end of a text or of a chat turn it has (<|im_end|>, Llama 3's
  * <|eot_id|> and <|eom_id|>, Phi-3's <|end|>, Gemma's <end_of_turn>), as
- * these models' generation configs list them. */
+ * these models' generation configs list them; with a GGUF, its EOT and
+ * EOM tokens and those llama.cpp ends at by their text. */
 RT_API int rt_tok_is_end(const rt_tok *t, int id);
 /* The id of the token whose text is exactly `text` (e.g. "<|im_end|>"),
  * or -1. */
 RT_API int rt_tok_find(const rt_tok *t, const char *text);
-/* Encodes text (tokenizer.json: valid UTF-8) into ids[0, *n), with BOS
- * first when add_bos and the tokenizer has one. At most cap ids: a text
- * of more tokens is refused ("the text is N tokens, more than CAP", or
- * before encoding when its length alone says so); it never has more than
- * strlen(text) + 2, or with a SentencePiece-style tokenizer.json (where a
+/* A GGUF's tokenizer.chat_template (Jinja text, for chat), else NULL. */
+RT_API const char *rt_tok_chat_template(const rt_tok *t);
+/* Encodes text (tokenizer.json, GGUF: valid UTF-8) into ids[0, *n), with
+ * the tokenizer's own marks when add_bos: BOS first when it puts one
+ * there (llama2.c: always; tokenizer.json: its post-processor's; GGUF:
+ * when tokenizer.ggml.add_bos_token says so, by default for llama), and
+ * a GGUF's EOS last when its tokenizer.ggml.add_eos_token says so. At
+ * most cap ids: a text of more tokens is refused ("the text is N tokens,
+ * more than CAP", or before encoding when its length alone says so); it
+ * never has more than strlen(text) + 2, or SentencePiece-style (where a
  * space is the three bytes of U+2581, each of which may fall back to a
  * byte token, and each stretch of text between added tokens may get one
- * more U+2581 first) 6 * strlen(text) + 1. */
+ * more U+2581 first) 6 * strlen(text) + 2. */
 RT_API int rt_tok_encode(const rt_tok *t, const char *text, int add_bos, int32_t *ids, int cap,
                          int *n, rt_err *e);
 /* The text to print for token id, generated after prev_id (-1 for none):
  * its bytes (llama2.c: a byte token's byte; after BOS without its leading
  * space, as run.c; SentencePiece-style tokenizer.json: as its decoder
- * says, rt_tokenizer_sp.c), less the end of a UTF-8 character that the next
- * tokens complete, which is held back and printed with them. NUL bytes
- * and ids outside [0, size) give nothing. Valid until the next call. */
+ * says, rt_tokenizer_sp.c; GGUF: by its type, rt_tokenizer_gguf.c), less
+ * the end of a UTF-8 character that the next tokens complete, which is
+ * held back and printed with them. NUL bytes and ids outside [0, size)
+ * give nothing. Valid until the next call. */
 RT_API const char *rt_tok_decode_piece(rt_tok *t, int prev_id, int id);
 /* What is held back at the end of a text (an incomplete character, as
  * bytes); decoding then starts afresh. Valid until the next call. */
@@ -107,6 +120,7 @@ RT_API const char *rt_tok_decode_flush(rt_tok *t);
 #define RT_GEN_SYMBOLS(X)                                                   \
     X(rt_generate) X(rt_tok_open) X(rt_tok_close) X(rt_tok_size)            \
     X(rt_tok_bos) X(rt_tok_eos) X(rt_tok_is_end) X(rt_tok_find)             \
-    X(rt_tok_encode) X(rt_tok_decode_piece) X(rt_tok_decode_flush)
+    X(rt_tok_chat_template) X(rt_tok_encode) X(rt_tok_decode_piece)         \
+    X(rt_tok_decode_flush)
 
 #endif

@@ -43,9 +43,15 @@ RT_API int rt_json_types(const rt_json *J, const unsigned char **item, int n, co
 RT_API int rt_json_type_at(const rt_json *J, const unsigned char *at, const char *where,
                            char **type);
 
-/* A tokenizer as its three files share it (the API above). Tokens are
- * byte strings; a hash table finds them by their bytes. */
-enum { RT_TOK_LLAMA2C, RT_TOK_BPE };             /* formats */
+/* A tokenizer as its files share it (the API above). Tokens are byte
+ * strings; a hash table finds them by their bytes. */
+enum { RT_TOK_LLAMA2C, RT_TOK_BPE, RT_TOK_GGUF };   /* formats: tokenizer.bin,
+                                                       tokenizer.json, GGUF */
+/* A GGUF token's type (tokenizer.ggml.token_type, llama.cpp's numbers). */
+enum {
+    RT_TOK_T_UNDEFINED, RT_TOK_T_NORMAL, RT_TOK_T_UNKNOWN, RT_TOK_T_CONTROL, RT_TOK_T_USER,
+    RT_TOK_T_UNUSED, RT_TOK_T_BYTE
+};
 enum { RT_TOK_ENDS = 16 };
 enum { RT_TOK_SPLIT_GPT2, RT_TOK_SPLIT_QWEN2, RT_TOK_SPLIT_LLAMA3 }; /* pre-tokenizers */
 /* A Digits pre-tokenizer before the split: none, each number character
@@ -76,11 +82,19 @@ struct rt_tok {
     int32_t *slot;              /* hash of the tokens' bytes: ids, -1 empty */
     uint32_t mask;              /* slots - 1 */
     int bos, eos;               /* -1: none */
+    int add_bos, add_eos;       /* encoding puts BOS first (when asked, and
+                                   there is one); EOS last (GGUF's
+                                   add_eos_token) */
     int32_t ends[RT_TOK_ENDS];  /* the tokens generation ends at (rt_tok_is_end):
                                    EOS among them */
     int nends;
-    float *score;               /* llama2.c: merges by score, highest first */
-    /* byte-level BPE (tokenizer.json) */
+    float *score;               /* llama2.c, GGUF llama: merges by score,
+                                   highest first */
+    /* GGUF (rt_tokenizer_gguf.c): llama is SentencePiece-style (space
+       RT_TOK_SP_PREPEND or _NEVER), gpt2 byte-level */
+    unsigned char *type;        /* each token's RT_TOK_T_*; NULL but GGUF */
+    char *chat;                 /* tokenizer.chat_template, or NULL */
+    /* byte-level BPE (tokenizer.json, GGUF gpt2) */
     int split;                  /* RT_TOK_SPLIT_* */
     int digits;                 /* RT_TOK_DIGITS_*: numbers cut out first */
     int ignore_merges;          /* a piece that is a token is taken whole */
@@ -106,9 +120,12 @@ struct rt_tok {
  * rt_tok_index hashes the tokens, rt_tok_set_merges the n merges (copied;
  * a = -1 never); each returns 0, -1 when out of memory, or 1 when two
  * are the same (tokens' bytes; merges' a and b), which are dup[0] < dup[1]
- * (ids; indexes into the list). */
+ * (ids; indexes into the list). Tokens marked in late (NULL: none) are
+ * hashed after the others, and one with the bytes of an unmarked token is
+ * left out (a GGUF's special token as text beside a byte-level token:
+ * lookups find the latter). */
 RT_API int rt_tok_lookup(const rt_tok *t, const char *a, size_t na, const char *b, size_t nb);
-RT_API int rt_tok_index(rt_tok *t, int dup[2]);
+RT_API int rt_tok_index(rt_tok *t, const unsigned char *late, int dup[2]);
 RT_API int rt_tok_set_merges(rt_tok *t, const rt_tok_merge *list, int n, int dup[2]);
 /* The merge of tokens a and b, or NULL. */
 RT_API const rt_tok_merge *rt_tok_merge_find(const rt_tok *t, int32_t a, int32_t b);
@@ -118,9 +135,13 @@ RT_API const rt_tok_merge *rt_tok_merge_find(const rt_tok *t, int32_t a, int32_t
 RT_API int rt_tok_read_hf(rt_tok *t, const char *path, const char *text, size_t len, rt_err *e);
 RT_API int rt_tok_read_vocab(rt_tok *t, const rt_json *J, const unsigned char *model,
                              const unsigned char *added);
-/* rt_tokenizer_bpe.c: rt_tok_encode of a tokenizer.json: ids[0, *n) of
- * text (room for as many ids as rt_tok_encode promises at most); and
- * ids[0, n) merged by rank (pair: room for n), the new n. */
+/* s (valid UTF-8, NUL-terminated) in ByteLevel's alphabet into its bytes
+ * at out (strlen(s) bytes at most; out may be s), *n of them: 0, or the
+ * first code point that is no byte's. */
+RT_API unsigned rt_tok_unbyte(const char *s, char *out, size_t *n);
+/* rt_tokenizer_bpe.c: rt_tok_encode of a tokenizer.json or a GGUF:
+ * ids[0, *n) of text (room for as many ids as rt_tok_encode promises at
+ * most); and ids[0, n) merged by rank (pair: room for n), the new n. */
 RT_API int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *ids,
                              int *n, rt_err *e);
 RT_API int rt_tok_merge_ids(const rt_tok *t, int32_t *ids, int n, const rt_tok_merge **pair);
@@ -138,5 +159,14 @@ RT_API int rt_tok_sp_decoder(rt_tok *t, const rt_json *J, const unsigned char *a
 RT_API int rt_tok_sp_encode(const rt_tok *t, const char *s, size_t n, int at_start, int32_t *ids,
                             int *k, char *norm, const rt_tok_merge **pair, rt_err *e);
 RT_API size_t rt_tok_sp_decode(rt_tok *t, int prev_id, int id);
+/* rt_tokenizer_gguf.c: fills t from the GGUF file at path (which starts
+ * with its magic); the tokens of piece w[0, m) (a stretch of text with
+ * spaces as U+2581) appended at ids[*k] by a GGUF llama tokenizer's
+ * merges by score (room for m ids); and token id's decoded text, in
+ * t->piece: its length. */
+RT_API int rt_tok_read_gguf(rt_tok *t, const char *path, rt_err *e);
+RT_API int rt_tok_spm_piece(const rt_tok *t, const char *w, size_t m, int32_t *ids, int *k,
+                            rt_err *e);
+RT_API size_t rt_tok_gguf_decode(rt_tok *t, int prev_id, int id);
 
 #endif

@@ -1,12 +1,14 @@
 /* runtime/gen/rt_tokenizer.c: tokenizers, llama2.c's tokenizer.bin, and what
- * both formats share: the tokens' table, the API, decoding.
+ * the formats share: the tokens' table, the API, decoding.
  *
- * Contract (kiln_rt.h). rt_tok_open reads the whole file (at most
- * TOK_MAX_FILE bytes) and tells the format by content: a JSON object
- * (first non-space byte '{', no NUL in the first four bytes, which a
- * tokenizer.bin's max_token_length would hold) is a Hugging Face
- * tokenizer.json (rt_tokenizer_hf.c: byte-level BPE, or SentencePiece-style
- * in rt_tokenizer_sp.c); anything else is read as
+ * Contract (rt_gen.h). rt_tok_open tells the format by content: a file
+ * that starts with "GGUF" is a GGUF, mapped, whose metadata holds the
+ * tokenizer (rt_tokenizer_gguf.c); any other is read whole (at most
+ * TOK_MAX_FILE bytes): a JSON object (first non-space byte '{', no NUL in
+ * the first four bytes, which a tokenizer.bin's max_token_length would
+ * hold) is a Hugging Face tokenizer.json (rt_tokenizer_hf.c: byte-level
+ * BPE, or SentencePiece-style in rt_tokenizer_sp.c); anything else is
+ * read as
  *   tokenizer.bin = i32 max_token_length, then until the end of the
  *                   file: f32 score, i32 len, len bytes   (little-endian)
  * which must hold: max_token_length >= 1; every token whole, of 1 to
@@ -26,7 +28,7 @@
  * run.c, encoding takes time quadratic in the text's length.
  *
  * Decoding gives a token's bytes (a byte token's byte; after BOS, without
- * a leading space, as run.c's decode()); UTF-8 characters split across
+ * a leading space, as run.c's decode(); a GGUF's by token type); UTF-8 characters split across
  * tokens are held back until whole, so every piece printed is whole
  * characters (bytes that cannot become one pass through as they are). */
 #include "runtime/gen/rt_tok.h"
@@ -77,7 +79,7 @@ static uint32_t tok_slots(int n)
     return size;
 }
 
-int rt_tok_index(rt_tok *t, int dup[2])
+int rt_tok_index(rt_tok *t, const unsigned char *late, int dup[2])
 {
     uint32_t size = tok_slots(t->n);
     free(t->slot);
@@ -85,18 +87,23 @@ int rt_tok_index(rt_tok *t, int dup[2])
         return -1;
     memset(t->slot, 0xFF, sizeof *t->slot * size);
     t->mask = size - 1;
-    for (int i = 0; i < t->n; i++) {
-        const char *s = t->bytes + t->off[i];
-        int was = rt_tok_lookup(t, s, t->len[i], "", 0);
-        if (was >= 0) {
-            dup[0] = was, dup[1] = i;
-            return 1;
+    for (int pass = 0; pass < (late ? 2 : 1); pass++)
+        for (int i = 0; i < t->n; i++) {
+            if (late && !late[i] != !pass)
+                continue;
+            const char *s = t->bytes + t->off[i];
+            int was = rt_tok_lookup(t, s, t->len[i], "", 0);
+            if (was >= 0 && (!pass || late[was])) {
+                dup[0] = was, dup[1] = i;
+                return 1;
+            }
+            if (was >= 0)
+                continue;                   /* late, beside an unmarked token */
+            uint32_t h = tok_hash(s, t->len[i], "", 0) & t->mask;
+            while (t->slot[h] >= 0)
+                h = (h + 1) & t->mask;
+            t->slot[h] = i;
         }
-        uint32_t h = tok_hash(s, t->len[i], "", 0) & t->mask;
-        while (t->slot[h] >= 0)
-            h = (h + 1) & t->mask;
-        t->slot[h] = i;
-    }
     return 0;
 }
 
@@ -239,7 +246,7 @@ static int tok_read_bin(rt_tok *t, const char *path, const unsigned char *d, siz
             t->maxlen = t->len[i];
     }
     rc = tok_bin_bytes(t, path, e);
-    if (!rc && (rc = rt_tok_index(t, dup)) != 0)
+    if (!rc && (rc = rt_tok_index(t, NULL, dup)) != 0)
         return rc < 0 ? rt_errf(e, RT_EINTERNAL, "%s: out of memory", path)
                       : rt_errf(e, RT_EINVAL, "%s: token %d '%.40s' repeats token %d", path,
                                 dup[1], t->bytes + t->off[dup[1]], dup[0]);
@@ -340,25 +347,44 @@ static int tok_read(rt_tok *t, const char *path, const char *d, size_t size, rt_
     return rt_tok_read_hf(t, path, d, size, e);
 }
 
-int rt_tok_open(const char *path, rt_tok **tok, rt_err *e)
+/* Whether the file at path starts with GGUF's magic (a GGUF is mapped
+ * by rt_gguf_open, not read whole). */
+static int tok_is_gguf(const char *path)
+{
+    char m[4];
+    FILE *f = fopen(path, "rb");
+    int yes = f && fread(m, 1, 4, f) == 4 && !memcmp(m, "GGUF", 4);
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+/* The file read whole, then tok_read. */
+static int tok_read_file(rt_tok *t, const char *path, rt_err *e)
 {
     char *d;
     size_t size;
-    *tok = NULL;
     int rc = rt_read_file(path, TOK_MAX_FILE, &d, &size, e);
     if (rc)
         return rc;
+    rc = tok_read(t, path, d, size, e);
+    free(d);
+    return rc;
+}
+
+int rt_tok_open(const char *path, rt_tok **tok, rt_err *e)
+{
+    *tok = NULL;
+    int rc = 0;
     rt_tok *t = calloc(1, sizeof *t);
     if (!t)
-        rc = rt_errf(e, RT_EINTERNAL, "%s: out of memory", path);
-    else {
-        t->bos = t->eos = t->unk = -1;
-        rc = tok_read(t, path, d, size, e);
-    }
+        return rt_errf(e, RT_EINTERNAL, "%s: out of memory", path);
+    t->bos = t->eos = t->unk = -1;
+    t->add_bos = 1;
+    rc = tok_is_gguf(path) ? rt_tok_read_gguf(t, path, e) : tok_read_file(t, path, e);
     if (!rc && (!(t->out = malloc(t->maxlen + sizeof t->held + 1)) ||
                 !(t->piece = malloc(t->maxlen + 1))))
         rc = rt_errf(e, RT_EINTERNAL, "%s: out of memory", path);
-    free(d);
     if (rc)
         rt_tok_close(t);
     else
@@ -378,6 +404,8 @@ void rt_tok_close(rt_tok *t)
     free(t->merge);
     free(t->added);
     free(t->strip);
+    free(t->type);
+    free(t->chat);
     free(t->out);
     free(t->piece);
     free(t);
@@ -394,6 +422,8 @@ int rt_tok_is_end(const rt_tok *t, int id)
             return 1;
     return 0;
 }
+
+const char *rt_tok_chat_template(const rt_tok *t) { return t->chat; }
 
 int rt_tok_find(const rt_tok *t, const char *text)
 {
@@ -412,8 +442,11 @@ int rt_tok_encode(const rt_tok *t, const char *text, int add_bos, int32_t *ids, 
     int32_t *v = len < ((size_t)INT32_MAX - 2) / per ? malloc(sizeof *v * (per * len + 2)) : NULL;
     if (!v)
         return rt_errf(e, RT_EINTERNAL, "out of memory encoding the text");
-    int k = 0, rc = t->format == RT_TOK_LLAMA2C ? tok_encode_bin(t, text, add_bos, v, &k, e)
-                                                : rt_tok_encode_bpe(t, text, add_bos, v, &k, e);
+    int bos = add_bos && t->add_bos, k = 0;
+    int rc = t->format == RT_TOK_LLAMA2C ? tok_encode_bin(t, text, bos, v, &k, e)
+                                         : rt_tok_encode_bpe(t, text, bos, v, &k, e);
+    if (!rc && add_bos && t->add_eos)
+        v[k++] = t->eos;
     if (!rc && k > cap)
         rc = rt_errf(e, RT_EINVAL, "the text is %d tokens, more than %d", k, cap);
     if (!rc) {
@@ -461,7 +494,10 @@ const char *rt_tok_decode_piece(rt_tok *t, int prev_id, int id)
     const char *p = t->bytes + t->off[id];
     size_t np = t->len[id];
     char byte;
-    if (t->format == RT_TOK_LLAMA2C && id >= TOK_BIN_BYTES && id < TOK_BIN_BYTES + 256) {
+    if (t->format == RT_TOK_GGUF) {
+        np = rt_tok_gguf_decode(t, prev_id, id);
+        p = t->piece;
+    } else if (t->format == RT_TOK_LLAMA2C && id >= TOK_BIN_BYTES && id < TOK_BIN_BYTES + 256) {
         byte = (char)(id - TOK_BIN_BYTES);
         p = &byte, np = 1;
     } else if (t->format == RT_TOK_LLAMA2C && prev_id == TOK_BIN_BOS && p[0] == ' ') {

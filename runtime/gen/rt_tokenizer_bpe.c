@@ -1,11 +1,12 @@
 /* runtime/gen/rt_tokenizer_bpe.c: encoding with a tokenizer.json's byte-level
- * BPE, as Hugging Face's tokenizers does.
+ * BPE, as Hugging Face's tokenizers does (and a GGUF's, as llama.cpp).
  *
- * Contract (kiln_rt.h, rt_tok_encode_bpe):
+ * Contract (rt_tok.h, rt_tok_encode_bpe):
  *   1. the text must be valid UTF-8 (a Python or Rust string is);
  *   2. added tokens are taken out first, whole: scanning from the left,
  *      the longest one that starts at a place, with the spaces (Unicode
- *      White_Space) before it when lstrip, after it when rstrip;
+ *      White_Space; a GGUF's: ASCII's, as llama.cpp's isspace) before it
+ *      when lstrip, after it when rstrip;
  *   3. the text between them is cut into pieces by the pre-tokenizer's
  *      pattern (GPT-2's, or Qwen2's and Llama 3's, rt_tokenizer_hf.c; with
  *      Digits first, in each stretch between the numbers it cuts out),
@@ -335,18 +336,21 @@ int rt_tok_merge_ids(const rt_tok *t, int32_t *ids, int n, const rt_tok_merge **
     }
 }
 
-/* The tokens of piece w[0, m) appended at ids[k]: the new k. */
-static int bpe_word(const rt_tok *t, const unsigned char *w, size_t m, int32_t *ids, int k,
-                    const rt_tok_merge **pair)
+/* The tokens of piece w[0, m) appended at ids[*k]; a byte without a
+ * token (a GGUF's vocabulary may lack some) refuses the text. */
+static int bpe_word(const rt_tok *t, const unsigned char *w, size_t m, int32_t *ids, int *k,
+                    const rt_tok_merge **pair, rt_err *e)
 {
     int id = t->ignore_merges ? rt_tok_lookup(t, (const char *)w, m, "", 0) : -1;
     if (id >= 0) {
-        ids[k] = id;
-        return k + 1;
+        ids[(*k)++] = id;
+        return 0;
     }
     for (size_t i = 0; i < m; i++)
-        ids[k + (int)i] = t->byte_id[w[i]];
-    return k + rt_tok_merge_ids(t, ids + k, (int)m, pair);
+        if ((ids[*k + (int)i] = t->byte_id[w[i]]) < 0)
+            return rt_errf(e, RT_EINVAL, "the text's byte 0x%02X has no token", w[i]);
+    *k += rt_tok_merge_ids(t, ids + *k, (int)m, pair);
+    return 0;
 }
 
 /* The added token that is longest among those starting at s[i], as its
@@ -364,14 +368,33 @@ static int bpe_added(const rt_tok *t, const unsigned char *s, size_t i, size_t n
     return best;
 }
 
+/* Whether the character at s[c] is a space that an added token's strip
+ * takes: White_Space, or with a GGUF (as llama.cpp) an ASCII one. */
+static int bpe_strip_space(const rt_tok *t, const unsigned char *s, size_t c)
+{
+    size_t len;
+    if (t->format == RT_TOK_GGUF)
+        return s[c] == ' ' || (s[c] >= 9 && s[c] <= 13);
+    return bpe_class(bpe_cp(s, c, &len)) == BPE_SPACE;
+}
+
+/* The end of the spaces from s[i] (an rstrip token's). */
+static size_t bpe_skip_spaces(const rt_tok *t, const unsigned char *s, size_t i, size_t n)
+{
+    size_t len;
+    while (i < n && bpe_strip_space(t, s, i))
+        bpe_cp(s, i, &len), i += len;
+    return i;
+}
+
 /* s[i, end) less the spaces at its end (an lstrip token's). */
-static size_t bpe_trim_spaces(const unsigned char *s, size_t i, size_t end)
+static size_t bpe_trim_spaces(const rt_tok *t, const unsigned char *s, size_t i, size_t end)
 {
     while (end > i) {
-        size_t c = end - 1, len;
+        size_t c = end - 1;
         while (c > i && (s[c] & 0xC0) == 0x80)
             c--;
-        if (bpe_class(bpe_cp(s, c, &len)) != BPE_SPACE)
+        if (!bpe_strip_space(t, s, c))
             break;
         end = c;
     }
@@ -395,26 +418,27 @@ int rt_tok_encode_bpe(const rt_tok *t, const char *text, int add_bos, int32_t *i
     int k = 0, rc = 0;
     if (add_bos && t->bos >= 0)
         ids[k++] = t->bos;
-    for (size_t i = 0, last; !rc && i < len;) {
+    for (size_t i = 0; !rc && i < len;) {
         int a = bpe_added(t, s, i, len, &m);
         if (a >= 0) {
             ids[k++] = t->added[a];
             i += m;
             if (t->strip[a] & RT_TOK_RSTRIP)
-                i = bpe_span(s, i, len, BPE_SPACE, SIZE_MAX, &last);
+                i = bpe_skip_spaces(t, s, i, len);
             continue;
         }
         size_t end = i + 1;                 /* the text up to the next added token */
         while (end < len && (a = bpe_added(t, s, end, len, &m)) < 0)
             end++;
-        size_t stop = end < len && (t->strip[a] & RT_TOK_LSTRIP) ? bpe_trim_spaces(s, i, end) : end;
+        size_t stop =
+            end < len && (t->strip[a] & RT_TOK_LSTRIP) ? bpe_trim_spaces(t, s, i, end) : end;
         if (t->space != RT_TOK_BYTES)
             rc = rt_tok_sp_encode(t, text + i, stop - i, i == 0, ids, &k, norm, pair, e);
-        for (size_t a0 = i, a1; t->space == RT_TOK_BYTES && a0 < stop; a0 = a1) {
+        for (size_t a0 = i, a1; !rc && t->space == RT_TOK_BYTES && a0 < stop; a0 = a1) {
             a1 = t->digits ? bpe_digits(t, s, a0, stop) : stop;
-            for (size_t j = a0, next; j < a1; j = next) {
+            for (size_t j = a0, next; !rc && j < a1; j = next) {
                 next = bpe_piece(t, s, j, a1);
-                k = bpe_word(t, s + j, next - j, ids, k, pair);
+                rc = bpe_word(t, s + j, next - j, ids, &k, pair, e);
             }
         }
         i = end;

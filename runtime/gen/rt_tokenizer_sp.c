@@ -324,7 +324,8 @@ int rt_tok_sp_encode(const rt_tok *t, const char *s, size_t n, int at_start, int
         end = t->sp_split ? i + 1 : m;      /* a piece starts at each "_" */
         while (end < m && !(end + 3 <= m && !memcmp(norm + end, SP_META, 3)))
             end++;
-        rc = sp_piece(t, norm + i, end - i, ids, k, pair, e);
+        rc = t->format == RT_TOK_GGUF ? rt_tok_spm_piece(t, norm + i, end - i, ids, k, e)
+                                      : sp_piece(t, norm + i, end - i, ids, k, pair, e);
     }
     return rc;
 }

@@ -54,10 +54,7 @@ static int vc_byte(unsigned cp)
     return k <= 0x20 ? (int)k : k <= 0x20 + 34 ? (int)(0x7F + k - 0x21) : 0xAD;
 }
 
-/* s (valid UTF-8) in ByteLevel's alphabet into its bytes at out (strlen(s)
- * bytes at most; out may be s); *n of them. 0, or the first code point
- * that is no byte's. */
-static unsigned vc_unbyte(const char *s, char *out, size_t *n)
+unsigned rt_tok_unbyte(const char *s, char *out, size_t *n)
 {
     const unsigned char *p = (const unsigned char *)s;
     *n = 0;
@@ -75,11 +72,11 @@ static unsigned vc_unbyte(const char *s, char *out, size_t *n)
 }
 
 /* A token's text s into its bytes at out (out may be s), *n of them:
- * ByteLevel's characters mapped back (vc_unbyte), or raw, as it is. */
+ * ByteLevel's characters mapped back (rt_tok_unbyte), or raw, as it is. */
 static unsigned vc_text_bytes(const char *s, int raw, char *out, size_t *n)
 {
     if (!raw)
-        return vc_unbyte(s, out, n);
+        return rt_tok_unbyte(s, out, n);
     *n = strlen(s);
     memmove(out, s, *n);
     return 0;
@@ -515,7 +512,7 @@ int rt_tok_read_vocab(rt_tok *t, const rt_json *J, const unsigned char *model,
     int dup[2] = {0, 0}, rc = vc_read_bpe(&H, model);
     if (!rc)
         rc = vc_added_tokens(&H, added);
-    if (!rc && (rc = rt_tok_index(t, dup)) != 0)
+    if (!rc && (rc = rt_tok_index(t, NULL, dup)) != 0)
         rc = rc < 0 ? rt_json_oom(&H.J)
                     : rt_json_bad(&H.J, "", "tokens %d and %d are both '%.80s'", dup[0], dup[1],
                                   vc_text(&H, dup[0]));

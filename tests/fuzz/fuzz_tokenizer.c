@@ -1,20 +1,24 @@
 /* tests/fuzz/fuzz_tokenizer.c: the tokenizer readers (llama2.c's
  * tokenizer.bin, Hugging Face's BPE tokenizer.json, byte-level or
- * SentencePiece-style).
+ * SentencePiece-style, and a GGUF's metadata, llama or gpt2).
  *
  * Input: a tokenizer file. rt_tok_open must refuse it with one line, or
  * accept it; then a few texts (fixed ones, one cut from the input, one
  * made of the tokenizer's own tokens) are encoded, with and without BOS,
- * and their ids decoded back. What must hold (kiln_rt.h):
+ * and their ids decoded back. What must hold (rt_gen.h):
  *   - every id is in [0, size), at most strlen(text) + 2 of them (6 *
- *     strlen(text) + 1 SentencePiece-style), BOS first when asked and
- *     there is one; a cap one short of the count is refused;
- *   - a tokenizer.json refuses a text that is not valid UTF-8, and a
- *     valid one only when SentencePiece-style, for a character with no
- *     token, byte fallback or unk; a tokenizer.bin takes any text;
+ *     strlen(text) + 2 SentencePiece-style), BOS first when asked and
+ *     the tokenizer puts one there, a GGUF's EOS last when it adds one; a
+ *     cap one short of the count is refused;
+ *   - a tokenizer.json or GGUF refuses a text that is not valid UTF-8,
+ *     and a valid one only when SentencePiece-style or a GGUF, for a
+ *     character or byte with no token, byte fallback or unk; a
+ *     tokenizer.bin takes any text;
  *   - decode(encode(text)) == text (pieces after BOS, then the flush).
- *     A tokenizer.json has a token for every byte and its merges join
- *     bytes, so this always holds. A tokenizer.bin puts the dummy prefix
+ *     A byte-level tokenizer.json has a token for every byte and its
+ *     merges join bytes, so this always holds; a byte-level GGUF when no
+ *     id is of a type that decodes as nothing (unused, undefined). A
+ *     tokenizer.bin puts the dummy prefix
  *     " " first, which decoding drops after BOS when " " is a token
  *     (else it is the byte token <0x20>, always printed): the text comes
  *     back with a space first where it is not dropped. This holds under
@@ -35,9 +39,12 @@
  *     a token (its bytes' tokens decode as U+2581, not as the decoder
  *     prints U+2581), and the decoder turns byte tokens into bytes but is
  *     not a Metaspace (which drops U+2581 in the first token, wherever
- *     that ends);
+ *     that ends); a GGUF's (which turns byte tokens into bytes by their
+ *     type) where every id is a normal or byte token;
  *   - every token decodes without trouble, and rt_tok_find finds each
- *     token whose text has no NUL. */
+ *     token whose text has no NUL (a GGUF's special token may give way to
+ *     a byte-level token of the same bytes); a GGUF's chat template is a
+ *     string or NULL. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,13 +130,31 @@ static char *decode_all(rt_tok *t, const int32_t *ids, int n, int from)
     return b.s;
 }
 
+/* Whether ids[0, n) decode as their text: with a GGUF, none is of a type
+ * that decodes as nothing, and SentencePiece-style each is a byte token
+ * or a normal one that does not look like one (the byte fallback takes
+ * <0xBB> whatever its type, as llama.cpp, and a normal one decodes as
+ * its text). */
+static int gguf_plain(const rt_tok *t, const int32_t *ids, int n)
+{
+    for (int i = 0; t->format == RT_TOK_GGUF && i < n; i++) {
+        int ty = t->type[ids[i]], sp = t->space != RT_TOK_BYTES;
+        if (ty == RT_TOK_T_UNUSED || ty == RT_TOK_T_UNDEFINED ||
+            (sp && ty != RT_TOK_T_NORMAL && ty != RT_TOK_T_BYTE) ||
+            (sp && ty == RT_TOK_T_NORMAL &&
+             has_byte_text(t->bytes + t->off[ids[i]], t->len[ids[i]])))
+            return 0;
+    }
+    return 1;
+}
+
 /* What a SentencePiece-style tokenizer decodes text's ids to (the
  * harness's comment), malloc'd; NULL where that is not checked. */
 static char *sp_expect(const rt_tok *t, const char *text)
 {
     static const char meta[] = "\xE2\x96\x81";
-    if (!(t->dec & RT_TOK_DEC_BYTES) || (t->dec & RT_TOK_DEC_FIRST) || strstr(text, "<0x") ||
-        rt_tok_find(t, meta) < 0)
+    if ((!(t->dec & RT_TOK_DEC_BYTES) && t->format != RT_TOK_GGUF) ||
+        (t->dec & RT_TOK_DEC_FIRST) || strstr(text, "<0x") || rt_tok_find(t, meta) < 0)
         return NULL;
     for (int a = 0; a < t->nadded; a++)
         if (strstr(text, t->bytes + t->off[t->added[a]]))
@@ -154,7 +179,7 @@ static char *sp_expect(const rt_tok *t, const char *text)
 
 static void check_text(rt_tok *t, const char *text, int add_bos, int clean_bin)
 {
-    size_t len = strlen(text), most = t->space != RT_TOK_BYTES ? 6 * len + 1 : len + 2;
+    size_t len = strlen(text), most = t->space != RT_TOK_BYTES ? 6 * len + 2 : len + 2;
     int32_t *ids = malloc(sizeof *ids * (most + 1));
     FUZZ_CHECK(ids != NULL);
     int n = -1;
@@ -163,15 +188,18 @@ static void check_text(rt_tok *t, const char *text, int add_bos, int clean_bin)
     int valid = rt_utf8_bad((const unsigned char *)text, len) == len;
     if (rc) {
         check_err(&e, rc);
-        FUZZ_CHECK(n == 0 && rc == RT_EINVAL && t->format == RT_TOK_BPE);
-        FUZZ_CHECK(!valid || (t->space != RT_TOK_BYTES && t->unk < 0 && strstr(e.msg, "no token")));
+        FUZZ_CHECK(n == 0 && rc == RT_EINVAL && t->format != RT_TOK_LLAMA2C);
+        FUZZ_CHECK(!valid || ((t->space != RT_TOK_BYTES || t->format == RT_TOK_GGUF) &&
+                              t->unk < 0 && strstr(e.msg, "no token")));
         free(ids);
         return;
     }
     FUZZ_CHECK(t->format == RT_TOK_LLAMA2C || valid);
     FUZZ_CHECK(n >= 0 && (size_t)n <= most);
-    int bos = add_bos && rt_tok_bos(t) >= 0, bos_later = 0, unk = 0;
+    int bos = add_bos && t->add_bos && rt_tok_bos(t) >= 0, eos = add_bos && t->add_eos;
+    int bos_later = 0, unk = 0;
     FUZZ_CHECK(!bos || (n > 0 && ids[0] == rt_tok_bos(t)));
+    FUZZ_CHECK(!eos || (n > bos && ids[n - 1] == rt_tok_eos(t)));
     for (int i = 0; i < n; i++) {
         FUZZ_CHECK(ids[i] >= 0 && ids[i] < rt_tok_size(t));
         bos_later |= i >= bos && ids[i] == rt_tok_bos(t);
@@ -187,13 +215,16 @@ static void check_text(rt_tok *t, const char *text, int add_bos, int clean_bin)
         rc = rt_tok_encode(t, text, add_bos, ids, n, &m, &e);
         FUZZ_CHECK(rc == 0 && m == n);
     }
-    char *back = decode_all(t, ids, n, bos);
+    char *back = decode_all(t, ids, n - eos, bos);
     /* a tokenizer.bin's dummy prefix comes back unless BOS drops it */
     int space = t->format == RT_TOK_LLAMA2C && len &&
                 !(add_bos && rt_tok_find(t, " ") >= 0);
-    if ((t->format == RT_TOK_BPE && t->space == RT_TOK_BYTES) || (clean_bin && !bos_later))
+    int plain = gguf_plain(t, ids + bos, n - eos - bos);
+    if ((t->format != RT_TOK_LLAMA2C && t->space == RT_TOK_BYTES && plain) ||
+        (clean_bin && !bos_later))
         FUZZ_CHECK((!space || back[0] == ' ') && strcmp(back + space, text) == 0);
-    char *want = t->space != RT_TOK_BYTES && !unk && !bos_later ? sp_expect(t, text) : NULL;
+    char *want = t->space != RT_TOK_BYTES && !unk && !bos_later && plain ? sp_expect(t, text)
+                                                                        : NULL;
     FUZZ_CHECK(!want || strcmp(back, want) == 0);
     free(want);
     free(back);
@@ -232,11 +263,14 @@ static void check_tokens(rt_tok *t)
     FUZZ_CHECK(rt_tok_eos(t) >= -1 && rt_tok_eos(t) < n);
     FUZZ_CHECK(rt_tok_eos(t) < 0 || rt_tok_is_end(t, rt_tok_eos(t)));
     FUZZ_CHECK(!rt_tok_is_end(t, -1) && !rt_tok_is_end(t, n));
+    const char *chat = rt_tok_chat_template(t);
+    FUZZ_CHECK(!chat || t->format == RT_TOK_GGUF);
     for (int i = 0; i < n; i++) {
         const char *s = t->bytes + t->off[i];
         FUZZ_CHECK(t->len[i] >= 1 && t->len[i] <= t->maxlen);
-        if (strlen(s) == t->len[i])
-            FUZZ_CHECK(rt_tok_find(t, s) == i);
+        int f = strlen(s) == t->len[i] ? rt_tok_find(t, s) : i;
+        FUZZ_CHECK(f == i || (t->format == RT_TOK_GGUF && f >= 0 && t->len[f] == t->len[i] &&
+                              !memcmp(t->bytes + t->off[f], s, t->len[i])));
         const char *p = rt_tok_decode_piece(t, i ? i - 1 : -1, i);
         FUZZ_CHECK(strlen(p) <= t->maxlen + 3);
     }

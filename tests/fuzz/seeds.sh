@@ -13,6 +13,9 @@
 #                 block), one with an inf scale, and f32 values
 #   gguf/         the files tests/unit/test_gguf.c reads back (its built
 #                 binary, $TEST_GGUF or build/tests/test_gguf, writes them)
+#   tokenizer/gguf-*  the GGUF tokenizers tests/unit/test_tok_gguf.c reads
+#                 ($TEST_TOK_GGUF or build/tests/test_tok_gguf writes them);
+#                 the other tokenizer seeds are kept as they are
 # Binary files are written byte by byte with printf, as tests/cli.sh does.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -22,6 +25,7 @@ mkdir -p $C/model $C/kir $C/safetensors $C/npy $C/quant $C/gguf
 for d in model kir safetensors npy quant gguf; do
     find $C/$d -type f ! -name 'regress-*' -exec rm -f {} +
 done
+find $C/tokenizer -type f -name 'gguf-*' -exec rm -f {} +
 
 # ---- model -------------------------------------------------------------------
 for f in examples/*.json tests/models/*.json; do
@@ -105,3 +109,6 @@ bytes() { i=0; while [ $i -lt "$1" ]; do byte $((($2 + i * $3) & 255)); i=$((i +
 
 # ---- gguf: a hand-written file, and the writer's of every KV and tensor type ----
 KILN_GGUF_SEEDS=$C/gguf "${TEST_GGUF:-build/tests/test_gguf}" >/dev/null
+
+# ---- tokenizer: GGUF tokenizers, SentencePiece's and byte-level -------------------
+KILN_TOK_SEEDS=$C/tokenizer "${TEST_TOK_GGUF:-build/tests/test_tok_gguf}" >/dev/null
