@@ -2,9 +2,9 @@
  * (runtime/quant/rt_gemm_q.c) against a double-precision reference: the
  * weight decoded by this file's own reading of rt_quant.h's layouts,
  * times the activations as rt_q_act_round gives them. Every type; 1, 3,
- * 17 and 64 rows of A against 1, 5 and 32 rows of W; one block of k and
- * more than a panel (1024 values); decode's spread rows (150 and 213
- * rows of 4096 values); a sub-matrix of a bigger weight; C
+ * 7, 14, 17 and 64 rows of A against 1, 5 and 32 rows of W; one block of
+ * k and more than a panel (1024 values); decode's spread rows (150 and
+ * 213 rows of 4096 values); a sub-matrix of a bigger weight; C
  * accumulated onto, its other columns untouched. A replay of the
  * arithmetic rt_gemm_q.c promises (exact integer sums, then the f32
  * scalings block after block) gives the very bits, so every build does;
@@ -210,12 +210,12 @@ static void check_shape(const QType *t, int64_t m, int64_t n, int64_t k, uint64_
 
 static void each_shape(int store)
 {
-    static const int64_t ms[] = {1, 3, 17, 64}, ns[] = {1, 5, 32};
+    static const int64_t ms[] = {1, 3, 7, 14, 17, 64}, ns[] = {1, 5, 32};
     const QType *t = &qtypes[store - RT_Q8_0];
     /* one block, a few, and more than a panel's 1024 values */
     int64_t ks[] = {t->block, 3 * t->block, 1024 + t->block};
     uint64_t seed = 1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         for (int j = 0; j < 3; j++)
             for (int l = 0; l < 3; l++)
                 if (l < 2 || ms[i] * ns[j] <= 17 * 32)
