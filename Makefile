@@ -108,15 +108,22 @@ $(B)/tests/testlib.o: tests/unit/testlib.c
 
 # The import tests' checkpoints (tests/import/): ckpt.c makes them and
 # runs their hand-written forward passes, ckpt_files.c writes them (and
-# ckpt_stream.c, tensor by tensor, those too big to hold); mkckpt
+# ckpt_stream.c, tensor by tensor, those too big to hold; ckpt_gguf.c as
+# llama.cpp's converter makes a GGUF of them, with gguf_write.c); mkckpt
 # is their command line, for tests/import.sh and for big checkpoints on
 # demand.
-CKPT_OBJS := $(B)/tests/ckpt.o $(B)/tests/ckpt_files.o $(B)/tests/ckpt_stream.o
-$(CKPT_OBJS): $(B)/tests/%.o: tests/import/%.c
+CKPT_OBJS := $(B)/tests/ckpt.o $(B)/tests/ckpt_files.o $(B)/tests/ckpt_stream.o \
+	$(B)/tests/ckpt_gguf.o $(B)/tests/gguf_write.o
+$(filter-out $(B)/tests/gguf_write.o,$(CKPT_OBJS)): $(B)/tests/%.o: tests/import/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -c -o $@ $<
 
-$(B)/tests/test_import: $(CKPT_OBJS)
+# What the importers' unit tests share (tests/unit/import_run.c).
+$(B)/tests/import_run.o: tests/unit/import_run.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -I. -c -o $@ $<
+
+$(B)/tests/test_import $(B)/tests/test_import_gguf: $(CKPT_OBJS) $(B)/tests/import_run.o
 
 # GGUF files for the tests (tests/import/gguf_write.c), from the format's
 # specification.

@@ -56,22 +56,28 @@ int cli_program(Module **m, PassCtx *cx, int64_t chunk, int verbose);
  * plan-memory counts them) is more than this machine's memory. */
 void cli_memory_note(const Module *m);
 
-/* kiln import hf DIR | llama2c FILE.bin [options]: folder.c */
+/* kiln import hf DIR | gguf FILE.gguf | llama2c FILE.bin [options]: folder.c */
 int cli_import(int argc, char **argv);
 /* --tokens T or --max-seq S at argv[*i] (advancing i past its value)
  * into o: 1 when it was one of them (*rc: 0, or a usage status said on
  * stderr), else 0. */
 int cli_import_opt(int argc, char **argv, int *i, ImportOpts *o, int *rc);
-/* A model directory for the model commands: DIR imported in memory as a
- * Hugging Face folder; NULL with its problems printed and *status set. */
+/* A model folder or GGUF file for the model commands (cli_is_model_source):
+ * a DIR imported in memory as a Hugging Face folder, a GGUF file as
+ * llama.cpp's; NULL with its problems printed and *status set. */
 Module *cli_import_dir(Arena *a, const char *dir, const ImportOpts *o, int *status);
 int cli_is_dir(const char *path);
+/* A regular file that begins with GGUF's magic (rt_is_gguf). */
+int cli_is_gguf(const char *path);
+/* A folder or a GGUF file: a model to import (and its weights file). */
+int cli_is_model_source(const char *path);
 /* DIR's weights as kiln loads them (malloc'd): the index of its shards
- * when there is one, else DIR/model.safetensors. */
+ * when there is one, else DIR/model.safetensors; a GGUF file's are
+ * itself. */
 char *cli_import_weights(const char *dir);
 /* The weights file at path (a folder's) against m, as imported, before it
- * is compiled: the file whole, as rt_st_open checks it (every tensor's
- * dtype one kiln reads, its bytes inside the file), then as rt_load_weights
+ * is compiled: the file whole, as rt_st_open or rt_gguf_open check it
+ * (every tensor's type one kiln reads, its bytes inside the file), then as rt_load_weights
  * will at run time: every weight of m there, of its declared shape, and
  * no tensor that is not one. 0, or the status with one line on stderr,
  * worded as the program would (path NULL: out of memory). */

@@ -1,13 +1,17 @@
-/* cli/folder.c: `kiln import`, and model directories for the other commands.
+/* cli/folder.c: `kiln import`, and model folders and GGUF files for the
+ * other commands.
  *   kiln import hf DIR [-o MODEL.json] [--tokens T] [--max-seq S]
+ *   kiln import gguf FILE.gguf [-o MODEL.json] [--tokens T] [--max-seq S]
  *   kiln import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]
  *                       [--tokens T] [--max-seq S]
  * The graph (frontend/import.h) is checked by the frontend like any model
- * file before it is written: to -o (atomically), else to stdout.
- * A folder given to the model commands is imported in memory, and those
- * that compile it check its weights file against the graph first
- * (cli_folder_weights), so a file the program could not load fails the
- * build, not the program. */
+ * file before it is written: to -o (atomically), else to stdout; a GGUF's
+ * tensors are checked against it too (its weights stay in the file).
+ * A folder or GGUF file given to the model commands is imported in
+ * memory, and those that compile it check its weights file (the
+ * folder's, the GGUF itself) against the graph first (cli_folder_weights),
+ * so a file the program could not load fails the build, not the
+ * program. */
 #include "cli.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
@@ -56,8 +60,18 @@ char *cli_folder_file(const char *dir, const char *name)
     return p;
 }
 
+int cli_is_gguf(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && rt_is_gguf(path);
+}
+
+int cli_is_model_source(const char *path) { return cli_is_dir(path) || cli_is_gguf(path); }
+
 char *cli_import_weights(const char *dir)
 {
+    if (!cli_is_dir(dir))
+        return strdup(dir);
     Arena *a = arena_new();
     char *w = a ? strdup(imp_hf_weights(a, dir)) : NULL;
     arena_free(a);
@@ -72,25 +86,24 @@ int cli_folder_weights(const Module *m, const char *path)
         return cli_out_of_memory();
     CgInfos t;
     cg_infos(m, &t);                    /* the weights as the program declares them */
-    rt_safetensors st;
     rt_err e = {0, ""};
-    int rc = rt_st_open(&st, path, &e);
-    if (!rc) {
-        rc = rt_check_weights(&st, t.weights, m->nweights, &e);
-        rt_st_close(&st);
-    }
-    return rc ? cli_report(&e) : 0;
+    return rt_check_weights(path, t.weights, m->nweights, &e) ? cli_report(&e) : 0;
 }
 
-/* src imported (hf: a folder; else a llama2.c file) and checked: the
- * module, its text in *text; NULL with the problems printed. */
-static Module *import(Arena *a, int hf, const char *src, const ImportOpts *o,
+enum { IMPORT_LLAMA2C, IMPORT_HF, IMPORT_GGUF };
+
+/* src imported (a folder, a GGUF file, a llama2.c file: kind) and
+ * checked: the module, its text in *text; NULL with the problems
+ * printed. */
+static Module *import(Arena *a, int kind, const char *src, const ImportOpts *o,
                       const char *weights_out, char **text, int *status)
 {
     Diags d;
     int io = 0;
-    diag_init(&d, a, hf ? arena_printf(a, "%s/config.json", src) : src);
-    *text = hf ? imp_hf(a, src, o, &d, &io) : imp_llama2c(a, src, o, weights_out, &d, &io);
+    diag_init(&d, a, kind == IMPORT_HF ? arena_printf(a, "%s/config.json", src) : src);
+    *text = kind == IMPORT_HF     ? imp_hf(a, src, o, &d, &io)
+            : kind == IMPORT_GGUF ? imp_gguf(a, src, o, &d, &io)
+                                  : imp_llama2c(a, src, o, weights_out, &d, &io);
     Module *m = NULL;
     if (*text) {
         diag_init(&d, a, src);
@@ -106,20 +119,24 @@ static Module *import(Arena *a, int hf, const char *src, const ImportOpts *o,
 Module *cli_import_dir(Arena *a, const char *dir, const ImportOpts *o, int *status)
 {
     char *text;
-    return import(a, 1, dir, o, NULL, &text, status);
+    return import(a, cli_is_dir(dir) ? IMPORT_HF : IMPORT_GGUF, dir, o, NULL, &text, status);
 }
 
 typedef struct {
-    int hf;
+    int kind;
     const char *src, *out, *weights_out;
     ImportOpts o;
 } ImportArgs;
 
 static int parse(ImportArgs *ia, int argc, char **argv)
 {
-    if (argc < 3 || (strcmp(argv[2], "hf") && strcmp(argv[2], "llama2c")))
-        return cli_usage("import takes hf DIR or llama2c FILE.bin, got '%s'", argc < 3 ? "" : argv[2]);
-    ia->hf = !strcmp(argv[2], "hf");
+    static const char *const kinds[] = {"llama2c", "hf", "gguf"};
+    ia->kind = -1;
+    for (int k = 0; argc >= 3 && k < 3; k++)
+        ia->kind = strcmp(argv[2], kinds[k]) ? ia->kind : k;
+    if (ia->kind < 0)
+        return cli_usage("import takes hf DIR, gguf FILE.gguf or llama2c FILE.bin, got '%s'",
+                         argc < 3 ? "" : argv[2]);
     for (int i = 3; i < argc; i++) {
         const char *v;
         int rc = 0;
@@ -130,7 +147,8 @@ static int parse(ImportArgs *ia, int argc, char **argv)
             if (!*v)
                 return cli_usage("%s needs a path", "-o");
             ia->out = v;
-        } else if (!ia->hf && (v = cli_opt_value(argc, argv, &i, "--weights-out"))) {
+        } else if (ia->kind == IMPORT_LLAMA2C &&
+                   (v = cli_opt_value(argc, argv, &i, "--weights-out"))) {
             if (!*v)
                 return cli_usage("%s needs a path", "--weights-out");
             ia->weights_out = v;
@@ -159,7 +177,7 @@ int cli_import(int argc, char **argv)
     int rc = parse(&ia, argc, argv);
     if (rc)
         return rc;
-    if (ia.hf && !cli_is_dir(ia.src)) {
+    if (ia.kind == IMPORT_HF && !cli_is_dir(ia.src)) {
         fprintf(stderr, "kiln: %s: not a directory (import hf takes a Hugging Face folder)\n",
                 ia.src);
         return EXIT_IO;
@@ -176,8 +194,10 @@ int cli_import(int argc, char **argv)
         rc = EXIT_INTERNAL;
     } else {
         arena_set_oom(a, &oom);
-        Module *m = import(a, ia.hf, ia.src, &ia.o, ia.weights_out, &text, &rc);
+        Module *m = import(a, ia.kind, ia.src, &ia.o, ia.weights_out, &text, &rc);
         rt_err err = {0, ""};
+        if (m && ia.kind == IMPORT_GGUF && (rc = cli_folder_weights(m, ia.src)))
+            m = NULL;                   /* its tensors are not the graph's weights */
         if (m && (!ia.out || !strcmp(ia.out, "-")))
             fputs(text, stdout);
         else if (m && cg_write_file(ia.out, text, &err)) {

@@ -21,15 +21,17 @@
     "                                q4_0, q4_k, q6_k, q4_k_m (GGML's blocks, quantized once\n" \
     "                                into the weights' image; docs/quantized-weights.md)\n" \
     "  -v, --verbose                 say what is done and how long it took\n" \
-    "  --tokens T  --max-seq S       a folder's or checkpoint's graph: T tokens a call\n" \
-    "                                (default 1), a KV cache of S rows (docs/importing.md)\n" \
+    "  --tokens T  --max-seq S       a folder's, GGUF's or checkpoint's graph: T tokens a\n" \
+    "                                call (default 1), a KV cache of S rows\n" \
+    "                                (docs/importing.md)\n" \
     "  --chunk N                     emit-c, build, run, profile of a decoder: its prefill\n" \
     "                                variant's tokens a call (default 64; 1: none)\n"
 
 #define RUN_OPTS \
     "RUN OPTIONS (the same as a built executable's):\n" \
-    "  --weights FILE|DIR            weights: safetensors, or a model folder's (default:\n" \
-    "                                MODEL a folder, its own; else each weight's init)\n" \
+    "  --weights FILE|DIR            weights: safetensors, GGUF, or a model folder's\n" \
+    "                                (default: MODEL a folder or GGUF, its own; else\n" \
+    "                                each weight's init)\n" \
     "  --input NAME=FILE.npy         an input (repeatable; inputs not given are seeded)\n" \
     "  --output NAME=FILE.npy        write an output (repeatable; others are summarised)\n" \
     "  --repeat N  --threads N  --seed S\n" \
@@ -38,7 +40,7 @@
     "  generate --tokens 1,2,3 | [--tokenizer FILE] --prompt TEXT | --prompt-file FILE\n" \
     "           -n N [--temperature T] [--topp P] [--seed S]  a decoder generates text\n" \
     "           (docs/generating.md); run DIR: the folder's weights, and its\n" \
-    "           tokenizer.json for a text prompt\n"
+    "           tokenizer.json for a text prompt (a GGUF: its own)\n"
 
 #define CHECK_OPTS \
     "CHECK OPTIONS:\n" \
@@ -57,21 +59,22 @@
 
 /* What a model is, for the usages of the model commands. */
 #define MODEL_TEXT \
-    "MODEL is a kiln/1 JSON graph, or a Hugging Face folder imported first (as kiln\n" \
-    "import hf; its weights and tokenizer.json are used).\n"
+    "MODEL is a kiln/1 JSON graph, or a Hugging Face folder or GGUF file imported\n" \
+    "first (as kiln import hf, import gguf; its weights and tokenizer are used).\n"
 
 static const char overview[] =
     "usage: kiln COMMAND MODEL.json [options]\n"
     "\n"
     "Compiles a model (a kiln/1 JSON graph) to C specialised to its shapes.\n"
-    "MODEL may also be a Hugging Face folder, imported first (as kiln import hf).\n"
+    "MODEL may also be a Hugging Face folder or a GGUF file, imported first (as kiln\n"
+    "import hf, import gguf).\n"
     "\n"
     "commands:\n"
     "  emit-c MODEL [-o FILE.c]      write the generated C (stdout without -o);\n"
     "                                --jit: the C kiln run hands libtcc\n"
     "  build MODEL [-o EXE]          build an executable with $CC (default cc; -o default: NAME);\n"
-    "                                of a folder, it remembers the folder's weights and\n"
-    "                                tokenizer.json (absolute paths) as its defaults\n"
+    "                                of a folder or GGUF, it remembers its weights and\n"
+    "                                tokenizer (absolute paths) as its defaults\n"
     "  build MODEL --lib -o DIR      build DIR/libNAME.so, DIR/libNAME.a and DIR/NAME.h\n"
     "                                (builds are cached: --no-cache builds anew)\n"
     "  run MODEL [RUN OPTIONS]       compile in memory with libtcc and run\n"
@@ -91,6 +94,10 @@ static const char overview[] =
     "  import hf DIR [-o MODEL.json] a Hugging Face folder's decoder graph (llama, gemma,\n"
     "                                gemma2, gemma3_text, mistral, mixtral, phi3, qwen2, qwen3,\n"
     "                                qwen3_moe, gpt2); stdout without -o\n"
+    "  import gguf FILE.gguf [-o MODEL.json]\n"
+    "                                a GGUF file's decoder graph (llama, qwen2, qwen3,\n"
+    "                                qwen3moe, gemma, gemma2, gemma3, phi3); its weights\n"
+    "                                stay in the file\n"
     "  import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]\n"
     "                                a llama2.c checkpoint's graph, its weights converted\n"
     "  help, version                 this text; the version\n"
@@ -172,16 +179,19 @@ static const Usage usages[] = {
      "whether --disable-pass may skip it.\n"},
     {"import",
      "usage: kiln import hf DIR [-o MODEL.json] [--tokens T] [--max-seq S]\n"
+     "       kiln import gguf FILE.gguf [-o MODEL.json] [--tokens T] [--max-seq S]\n"
      "       kiln import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]\n"
      "                           [--tokens T] [--max-seq S]\n"
      "\n"
      "Writes the kiln/1 graph of a Hugging Face folder's decoder (model_type llama,\n"
-     "gemma, gemma2, gemma3_text, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe, gpt2)\n"
-     "or of a llama2.c checkpoint, stdout without -o.\n"
+     "gemma, gemma2, gemma3_text, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe, gpt2),\n"
+     "of a GGUF file's (general.architecture llama, qwen2, qwen3, qwen3moe, gemma, gemma2,\n"
+     "gemma3, phi3; its tensors are checked against the graph and stay its weights) or\n"
+     "of a llama2.c checkpoint, stdout without -o.\n"
      "\n"
      "  --tokens T                    tokens a call (default 1: a decode step)\n"
      "  --max-seq S                   the KV cache's rows (default: the model's context,\n"
-     "                                at most 2048 for a folder)\n"
+     "                                at most 2048 for a folder or GGUF)\n"
      "  --weights-out W.safetensors   llama2c: its weights, converted\n"
      "\n" EXIT_TEXT},
 };

@@ -25,14 +25,14 @@ typedef struct {
     Storage weight_store;           /* --weight-dtype: weights of rank >= 2 */
     int weight_auto;                /* --weight-dtype auto (the default) */
     int64_t chunk;                  /* a decoder's prefill variant: tokens a call */
-    ImportOpts import;              /* MODEL a folder: --tokens, --max-seq */
+    ImportOpts import;              /* MODEL a folder or GGUF: --tokens, --max-seq */
     const char *machine;            /* --machine SPEC; NULL: detect */
     uint64_t seed;
     double tol;
     char **rest;                    /* run, profile: options for rt_main */
     int nrest;
     rt_machine figures;             /* kiln machine's, for profiles; zeros: none */
-    char *dir_weights, *dir_tok;    /* MODEL a folder: its weights, its tokenizer.json */
+    char *dir_weights, *dir_tok;    /* MODEL a folder or GGUF: its weights, tokenizer */
 } Opts;
 
 static int parse_number(const char *s, double *v)
@@ -194,8 +194,9 @@ static int parse_opts(Opts *o, int argc, char **argv)
     }
     if (!o->model)
         return cli_usage("%s needs a model file", o->cmd);
-    if ((o->import.tokens || o->import.max_seq) && !cli_is_dir(o->model))
-        return cli_usage("--tokens and --max-seq apply to a model folder, not '%s'", o->model);
+    if ((o->import.tokens || o->import.max_seq) && !cli_is_model_source(o->model))
+        return cli_usage("--tokens and --max-seq apply to a model folder or GGUF file, not '%s'",
+                         o->model);
     return 0;
 }
 
@@ -204,7 +205,7 @@ static int parse_opts(Opts *o, int argc, char **argv)
 static Module *load(Arena *a, const Opts *o, int *status)
 {
     const char *path = o->model;
-    if (cli_is_dir(path))
+    if (cli_is_model_source(path))
         return cli_import_dir(a, path, &o->import, status);
     Diags d;
     diag_init(&d, a, path);
@@ -230,10 +231,29 @@ static const char *weights_file(const Opts *o)
     return o->weights;
 }
 
+/* A GGUF's stores, by weight index: each weight of rank >= 2 as the file
+ * holds it (its store numbers are Storage's); NULL when it cannot be
+ * read. */
+static const Storage *gguf_stores(const Module *m, const char *path)
+{
+    rt_gguf g;
+    rt_err e = {0, ""};
+    if (rt_gguf_open(&g, path, &e))
+        return NULL;
+    Storage *s = arena_alloc(m->a, sizeof *s * (size_t)(m->nweights + 1));
+    for (int i = 0; i < m->nweights; i++) {
+        const rt_gguf_tensor *t = rt_gguf_find_tensor(&g, m->weights[i]->name);
+        s[i] = t && m->weights[i]->rank >= 2 ? (Storage)t->store : ST_F32;
+    }
+    rt_gguf_close(&g);
+    return s;
+}
+
 /* --weight-dtype auto: each weight of rank >= 2 held as the weights file
- * stores it (BF16, F16: 16-bit, copied at load; F32: f32), by weight
- * index; NULL (every weight f32) without a file or when its header cannot
- * be read (loading then says why). */
+ * stores it (BF16, F16: 16-bit, copied at load; a GGUF's Q8_0, Q4_0, Q4_K
+ * and Q6_K: its blocks, copied; F32: f32), by weight index; NULL (every
+ * weight f32) without a file or when its header cannot be read (loading
+ * then says why). */
 static const Storage *auto_stores(const Module *m, const Opts *o)
 {
     const char *path = weights_file(o);
@@ -241,6 +261,8 @@ static const Storage *auto_stores(const Module *m, const Opts *o)
     rt_err e = {0, ""};
     if (path && cli_is_dir(path))           /* a folder's weights, as its model's */
         path = imp_hf_weights(m->a, path);
+    if (o->weight_auto && path && rt_is_gguf(path))
+        return gguf_stores(m, path);
     if (!o->weight_auto || !path || rt_st_open(&st, path, &e))
         return NULL;
     Storage *s = arena_alloc(m->a, sizeof *s * (size_t)(m->nweights + 1));
@@ -783,7 +805,7 @@ static int compile(const Command *c, const Opts *o)
             w = f ? arena_strdup(a, f) : NULL;
             free(f);
         }
-        if (m && c->weights && (cli_is_dir(o->model) || w))
+        if (m && c->weights && (cli_is_model_source(o->model) || w))
             rc = cli_folder_weights(m, w);
         if (m && !rc)
             rc = c->run(m, o);
@@ -810,7 +832,7 @@ static int model_command(const Command *c, int argc, char **argv)
                                                                  : NULL;
     if (given_dir)                          /* --weights DIR: the folder's */
         o.weights = given_dir;
-    char *dir_weights = !rc && cli_is_dir(o.model) ? cli_import_weights(o.model) : NULL;
+    char *dir_weights = !rc && cli_is_model_source(o.model) ? cli_import_weights(o.model) : NULL;
     o.dir_weights = dir_weights;
     if (dir_weights && !o.weights)          /* a folder's model loads its own weights */
         o.weights = dir_weights;
@@ -819,8 +841,11 @@ static int model_command(const Command *c, int argc, char **argv)
         o.rest[o.nrest++] = "--weights";
         o.rest[o.nrest++] = dir_weights;
     }
-    /* generate's text prompt: the folder's tokenizer.json (rt_model) */
-    char *dir_tok = dir_weights ? cli_folder_file(o.model, "tokenizer.json") : NULL;
+    /* generate's text prompt: the folder's tokenizer.json (rt_model), a
+     * GGUF's own metadata */
+    char *dir_tok = !dir_weights         ? NULL
+                    : cli_is_dir(o.model) ? cli_folder_file(o.model, "tokenizer.json")
+                                          : strdup(o.model);
     o.dir_tok = dir_tok;
     if (!rc && wants_machine(&o))
         bench_machine_figures(&o.figures);      /* none: no percentages, said then */

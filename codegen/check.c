@@ -411,26 +411,57 @@ static void free_outputs(const Check *c, void **v)
         rt_free(v[i]);
 }
 
-/* Whether the weights file st holds weight w in 16-bit type store itself
- * (the program copies it: nothing is rounded). */
-static int file_has(const rt_safetensors *st, const Node *w, int store)
+/* The weights file as check reads it: which store it holds a weight in
+ * (a safetensors file or index, or a GGUF). */
+typedef struct {
+    int gguf, open;
+    rt_safetensors st;
+    rt_gguf g;
+} WFile;
+
+static void wfile_open(WFile *f, const char *path)
 {
-    const rt_st_tensor *t = st->t ? rt_st_find(st, w->name) : NULL;
-    return t && ((t->dtype == RT_ST_BF16 && store == RT_BF16) ||
-                 (t->dtype == RT_ST_F16 && store == RT_F16));
+    rt_err ignored = {0, ""};
+    memset(f, 0, sizeof *f);
+    f->gguf = path && rt_is_gguf(path);
+    if (path)
+        f->open = !(f->gguf ? rt_gguf_open(&f->g, path, &ignored)
+                            : rt_st_open(&f->st, path, &ignored));
+}
+
+static void wfile_close(WFile *f)
+{
+    if (f->open && f->gguf)
+        rt_gguf_close(&f->g);
+    else if (f->open)
+        rt_st_close(&f->st);
+    f->open = 0;
+}
+
+/* Whether the file holds weight w in store itself (the program copies
+ * it: nothing is rounded). */
+static int file_has(const WFile *f, const Node *w, int store)
+{
+    static const int st_store[] = {RT_F32, RT_F16, RT_BF16};    /* by RT_ST_* */
+    if (!f->open)
+        return 0;
+    if (f->gguf) {
+        const rt_gguf_tensor *t = rt_gguf_find_tensor(&f->g, w->name);
+        return t && t->store == store;
+    }
+    const rt_st_tensor *t = rt_st_find(&f->st, w->name);
+    return t && st_store[t->dtype] == store;
 }
 
 /* The weights as f32, each then rounded to what the program holds: its
  * buffer's store, or (no program yet: --bisect) the option's for every
- * weight of rank >= 2, as lower gives it. */
+ * weight of rank >= 2, as lower gives it. A weight the file holds as the
+ * program does is exact already (a GGUF's blocks, widened). */
 static int load_weights(Check *c, rt_err *err)
 {
     const Module *m = c->m;
-    rt_safetensors file;
-    rt_err ignored = {0, ""};
-    memset(&file, 0, sizeof file);
-    if (c->o->weights && rt_st_open(&file, c->o->weights, &ignored))
-        memset(&file, 0, sizeof file);
+    WFile file;
+    wfile_open(&file, c->o->weights);
     rt_tensor_info *f32 = arena_alloc(m->a, sizeof *f32 * (size_t)(m->nweights + 1));
     for (int i = 0; i < m->nweights; i++) {
         f32[i] = c->info.weights[i];
@@ -438,7 +469,7 @@ static int load_weights(Check *c, rt_err *err)
         f32[i].panel = 0;                    /* lays it out */
     }
     if (rt_load_weights(c->o->weights, f32, m->nweights, (void **)c->weights, err)) {
-        rt_st_close(&file);
+        wfile_close(&file);
         return err->code;
     }
     for (int i = 0; i < m->nweights; i++) {
@@ -448,6 +479,11 @@ static int load_weights(Check *c, rt_err *err)
         if (st == RT_F32 || st >= ST_Q4_K_M ||
             (storage_block((Storage)st) && f32[i].count % storage_block((Storage)st)))
             continue;
+        if (file_has(&file, m->weights[i], st)) {
+            c->copied[st]++;
+            continue;
+        }
+        c->rounded[st]++;
         float *w = c->weights[i];
         if (storage_block((Storage)st)) {
             void *q = rt_alloc((size_t)rt_store_bytes(st, f32[i].count));
@@ -458,7 +494,7 @@ static int load_weights(Check *c, rt_err *err)
                 memcpy(c->weights32[i], w, (size_t)f32[i].count * sizeof(float));
             if (!q || !c->weights32[i]) {
                 rt_free(q);
-                rt_st_close(&file);
+                wfile_close(&file);
                 return rt_errf(err, RT_EINTERNAL, "out of memory quantizing weight '%s'",
                                f32[i].name);
             }
@@ -469,12 +505,8 @@ static int load_weights(Check *c, rt_err *err)
             for (int64_t j = 0; j < f32[i].count; j++)
                 w[j] = st == RT_BF16 ? rt_bf16_f32(rt_f32_bf16(w[j])) : rt_f16_f32(rt_f32_f16(w[j]));
         }
-        if (file_has(&file, m->weights[i], st))
-            c->copied[st]++;
-        else
-            c->rounded[st]++;
     }
-    rt_st_close(&file);
+    wfile_close(&file);
     for (int i = 0; c->weights32 && i < m->nweights; i++)
         if (!c->weights32[i])
             c->weights32[i] = c->weights[i];          /* held as it is: the same */
@@ -532,8 +564,10 @@ static void header(FILE *f, const Check *c)
             c->o->tol);
     for (int st = ST_BF16; st < ST_Q4_K_M; st++) {
         if (c->copied[st])
-            fprintf(f, "weights: %d of %d held as %s as the file stores them (lossless)\n",
-                    c->copied[st], c->m->nweights, storage_name((Storage)st));
+            fprintf(f, "weights: %d of %d held as %s as the file stores them (lossless)%s\n",
+                    c->copied[st], c->m->nweights, storage_name((Storage)st),
+                    storage_block((Storage)st) ? "; the kernels on activations quantized to int8"
+                                               : "");
         if (c->rounded[st])
             fprintf(f, "weights: %d of %d held as %s, %s at load (lossy, --weight-dtype); the "
                     "reference runs on the same %s values%s\n", c->rounded[st], c->m->nweights,

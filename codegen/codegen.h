@@ -31,8 +31,10 @@ extern const CgRtPart cg_rt_parts[CG_RT_NPARTS];
 /* ---- emit.c: the whole C file --------------------------------------- */
 /* The runtime parts a module's program uses, a bit (1 << CG_RT_*) each:
  * the core always; generation for a decoder of one token a call
- * (ir_decoder); the quantized part when it holds a weight so; the JIT's
- * in the JIT flavour. */
+ * (ir_decoder); the quantized part when it holds a weight so, or when
+ * its weights are a GGUF's (m->folder_weights: their blocks may need
+ * widening, rt_dequantize), and always in the JIT flavour (kiln's own
+ * symbols); the JIT's in the JIT flavour. */
 unsigned cg_rt_uses(const Module *m, CgFlavour fl);
 /* Writes the C program of a lowered module. Deterministic: the same
  * module gives the same bytes. CG_CC: one self-contained file, the

@@ -22,7 +22,9 @@ static int count_nonzero(int n) { return n ? n : 1; }
 
 /* ---- tables -------------------------------------------------------------- */
 
-static void info_row(FILE *f, const rt_tensor_info *t, const char *data)
+/* quant: the program has the quantized part (rt_dequantize widens a GGUF's
+ * blocks held otherwise). */
+static void info_row(FILE *f, const rt_tensor_info *t, const char *data, int quant)
 {
     fputs("    {", f);
     cg_print_cstring(f, t->name);
@@ -35,17 +37,17 @@ static void info_row(FILE *f, const rt_tensor_info *t, const char *data)
     /* how it is held: 16-bit or quantized for a weight of --weight-dtype */
     static const char *const stores[] = {"RT_F32", "RT_F32", "RT_BF16", "RT_F16", "RT_Q8_0",
                                          "RT_Q4_0", "RT_Q4_K", "RT_Q6_K"};
-    fprintf(f, ", %s, %s, %lld},\n", stores[t->store], storage_block((Storage)t->store) ?
-            "rt_quantize" : "NULL", (long long)t->panel);
+    fprintf(f, ", %s, %s, %lld, %s},\n", stores[t->store], storage_block((Storage)t->store) ?
+            "rt_quantize" : "NULL", (long long)t->panel, quant ? "rt_dequantize" : "NULL");
 }
 
-static void table(FILE *f, const char *name, const rt_tensor_info *t, int n)
+static void table(FILE *f, const char *name, const rt_tensor_info *t, int n, int quant)
 {
     fprintf(f, "static const rt_tensor_info %s[%d] = {\n", name, count_nonzero(n));
     for (int i = 0; i < n; i++) {
         char data[32];
         snprintf(data, sizeof data, "kiln_data%d", i);
-        info_row(f, &t[i], t[i].init == RT_INIT_DATA ? data : NULL);
+        info_row(f, &t[i], t[i].init == RT_INIT_DATA ? data : NULL, quant);
     }
     if (!n)
         fputs("    {0},\n", f);
@@ -481,6 +483,9 @@ unsigned cg_rt_uses(const Module *m, CgFlavour fl)
     for (int i = 0; m->open && i < m->open->nbufs; i++)
         if (storage_block(m->open->bufs[i]->store))
             uses |= 1u << CG_RT_QUANT;
+    size_t n = m->folder_weights ? strlen(m->folder_weights) : 0;
+    if (fl == CG_JIT || (n >= 5 && !strcmp(m->folder_weights + n - 5, ".gguf")))
+        uses |= 1u << CG_RT_QUANT;
     if (fl == CG_JIT)
         uses |= 1u << CG_RT_JIT;
     return uses;
@@ -561,10 +566,11 @@ static void emit(FILE *f, const Module *m, CgFlavour fl, int paste)
     prelude(f, m, fl, paste);
     api_decls(f, m);
     init_data(f, m);
-    table(f, "kiln_inputs", t.inputs, m->ninputs);
-    table(f, "kiln_outputs", t.outputs, m->noutputs);
-    table(f, "kiln_weights", t.weights, m->nweights);
-    table(f, "kiln_states", t.states, m->nstates);
+    int quant = cg_rt_uses(m, fl) >> CG_RT_QUANT & 1;
+    table(f, "kiln_inputs", t.inputs, m->ninputs, 0);
+    table(f, "kiln_outputs", t.outputs, m->noutputs, 0);
+    table(f, "kiln_weights", t.weights, m->nweights, quant);
+    table(f, "kiln_states", t.states, m->nstates, 0);
     layout(f, m, fl);
     fputc('\n', f);
     handle(f, m);

@@ -33,6 +33,7 @@ static void weight_init(rt_tensor_info *t, const Node *w)
     t->seed = w->init.seed;
     t->scale = w->init.scale;
     t->data = w->init.data;
+    t->dequantize = rt_dequantize;          /* kiln has the quantized part */
 }
 
 void cg_infos(const Module *m, CgInfos *t)

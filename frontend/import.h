@@ -1,5 +1,6 @@
 /* frontend/import.h: checkpoints people already have (a Hugging Face
- * folder, a llama2.c .bin) to kiln/1 model text, a section per file.
+ * folder, a GGUF file, a llama2.c .bin) to kiln/1 model text, a section
+ * per file.
  *
  * Every import writes the same decoder graph (docs/importing.md):
  *   inputs   tokens     i32[T]     token ids
@@ -34,6 +35,20 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io);
 /* The weights of DIR as kiln loads them: DIR/model.safetensors.index.json
  * when it exists (the shards it names), else DIR/model.safetensors. */
 char *imp_hf_weights(Arena *a, const char *dir);
+
+/* T and S from the options and the model's default S (dflt, capped at
+ * IMP_DEFAULT_SEQ); S at most limit when the model has learned positions
+ * (limit > 0); problems in d. */
+void imp_seq_opts(Diags *d, const ImportOpts *o, int64_t dflt, int64_t limit, int64_t *T,
+                  int64_t *S);
+
+/* ---- import_gguf.c: a GGUF file ----------------------------------------- */
+/* The graph for a GGUF file of general.architecture llama, qwen2, qwen3,
+ * qwen3moe, gemma, gemma2, gemma3 or phi3, read from its keys and tensors
+ * as llama.cpp reads them; its weights are the file's tensors by their
+ * names (the file itself is the weights file). NULL when refused (d names
+ * the file; *io = 1 when it could not be read). */
+char *imp_gguf(Arena *a, const char *path, const ImportOpts *o, Diags *d, int *io);
 
 /* ---- import_llama2c.c: a llama2.c checkpoint --------------------------- */
 /* The graph for a version-0 or version-1 (fp32) llama2.c checkpoint; with
@@ -94,7 +109,7 @@ char *ig_text(ImpGraph *g, const char *output);
 
 /* ---- import_decoder.c: the decoder graphs -------------------------------- */
 /* A llama-family decoder (llama2.c, llama, gemma, gemma2, gemma3_text, mistral, mixtral,
- * phi3, qwen2, qwen3, qwen3_moe):
+ * phi3, qwen2, qwen3, qwen3_moe, and GGUF's of these):
  * pre-norm
  * blocks of rmsnorm, rotary attention with a KV cache, SwiGLU or a
  * mixture of experts, and the weight names of its checkpoint. */
@@ -111,8 +126,12 @@ typedef struct {
                                    with Mixtral's block_sparse_moe experts; 3:
                                    Phi-3's fused qkv_proj and gate_up_proj; 4:
                                    Gemma 2's norms after attention and around
-                                   the MLP; 5: Gemma 3's, with q/k norms),
-                                   else llama2.c's layers.L.attention.wq.weight */
+                                   the MLP; 5: Gemma 3's, with q/k norms), or
+                                   llama.cpp's blk.L.attn_q.weight (IMP_GGUF,
+                                   experts stacked; IMP_GGUF_PHI3: fused
+                                   attn_qkv and ffn_up; IMP_GGUF_GEMMA2: norms
+                                   after attention and the MLP), else
+                                   llama2.c's layers.L.attention.wq.weight */
     int tied;                   /* logits use the embedding table */
     int qkv_bias;               /* q, k, v projections have biases (qwen2) */
     int qk_norm;                /* rmsnorm of each q and k head (qwen3, qwen3_moe) */
@@ -134,7 +153,11 @@ typedef struct {
     const unsigned char *moe;
     int64_t experts, top_k, moe_hidden;
     int norm_topk;
+    int64_t rope_freqs;         /* GGUF: rope_freqs.weight [this], declared
+                                   and unused (its factors are rope's llama3
+                                   attributes); 0: none */
 } ImpLlama;
+enum { IMP_GGUF = 6, IMP_GGUF_PHI3, IMP_GGUF_GEMMA2 };   /* ImpLlama.hf_names */
 char *imp_llama_graph(Arena *a, const ImpLlama *c);
 
 /* GPT-2: learned positions, pre-layernorm blocks, Conv1D weights ([in,

@@ -76,7 +76,10 @@ static const char *cache(Dec *x, const char *kv, const char *in, int64_t S, int6
 /* ---- the llama family ---------------------------------------------------- */
 
 /* Weight names: the whole-model ones, then stems within a layer (".weight"
- * or ".bias" follows). */
+ * or ".bias" follows). Experts are `expert` (a printf format of the
+ * expert's number) then egate, eup, edown, one matrix each; without
+ * `expert`, egate, eup and edown are the experts' matrices stacked,
+ * [experts, rows, cols], as moe takes them (GGUF's). */
 typedef struct {
     const char *embed, *norm, *head, *layer;
     const char *attn_norm, *q, *k, *v, *o, *q_norm, *k_norm, *ffn_norm, *gate, *up, *down;
@@ -127,6 +130,31 @@ static const LlamaNames phi3_names = {
     "input_layernorm", NULL, NULL, NULL, "self_attn.o_proj", NULL, NULL,
     "post_attention_layernorm", NULL, NULL, "mlp.down_proj", NULL, NULL, NULL, NULL, NULL,
     "self_attn.qkv_proj", "mlp.gate_up_proj", NULL, NULL,
+};
+
+/* llama.cpp's (GGUF: llama, qwen2, qwen3, qwen3moe, gemma), its experts
+ * stacked. */
+static const LlamaNames gguf_names = {
+    "token_embd.weight", "output_norm.weight", "output.weight", "blk.%d.",
+    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
+    "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp", NULL, "ffn_gate_exps",
+    "ffn_up_exps", "ffn_down_exps", NULL, NULL, NULL, NULL,
+};
+
+/* llama.cpp's Phi-3: q, k, v rows in attn_qkv; gate's and up's in ffn_up. */
+static const LlamaNames gguf_phi3_names = {
+    "token_embd.weight", "output_norm.weight", "output.weight", "blk.%d.",
+    "attn_norm", NULL, NULL, NULL, "attn_output", NULL, NULL, "ffn_norm", NULL, NULL,
+    "ffn_down", NULL, NULL, NULL, NULL, NULL, "attn_qkv", "ffn_up", NULL, NULL,
+};
+
+/* llama.cpp's Gemma 2 and 3: ffn_norm before the MLP, and norms after
+ * attention and the MLP. */
+static const LlamaNames gguf_gemma2_names = {
+    "token_embd.weight", "output_norm.weight", "output.weight", "blk.%d.",
+    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
+    "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    "post_attention_norm", "post_ffw_norm",
 };
 
 /* Mixtral's: Hugging Face's, but for its experts (w1 gate, w3 up, w2 down). */
@@ -297,11 +325,14 @@ static const char *swiglu(Llama *L, const char *h)
 
 /* The experts' `proj` weights, [rows, cols] each in the checkpoint,
  * stacked into [experts, rows, cols] as moe takes them: each reshaped to
- * [1, rows, cols], then concatenated, 64 at a time (concat's limit). */
+ * [1, rows, cols], then concatenated, 64 at a time (concat's limit); or
+ * the one weight that holds them so. */
 static const char *stack(Llama *L, const char *proj, int64_t rows, int64_t cols)
 {
     Dec *x = &L->x;
     int64_t E = L->c->experts;
+    if (!L->n->expert)
+        return lw(x, proj, ".weight", IG_DIMS(E, rows, cols));
     const char **part = arena_alloc(x->a, sizeof *part * (size_t)E);
     for (int64_t e = 0; e < E; e++) {
         const char *expert = arena_printf(x->a, L->n->expert, (int)e);
@@ -352,7 +383,10 @@ static const char *llama_layer(Llama *L, const char *in)
 char *imp_llama_graph(Arena *a, const ImpLlama *c)
 {
     Llama L = {.x = {.a = a, .g = ig_new(a, c->model_name), .T = c->tokens}, .c = c,
-               .n = c->hf_names == 5   ? &gemma3_names
+               .n = c->hf_names == IMP_GGUF_GEMMA2 ? &gguf_gemma2_names
+                    : c->hf_names == IMP_GGUF_PHI3 ? &gguf_phi3_names
+                    : c->hf_names == IMP_GGUF      ? &gguf_names
+                    : c->hf_names == 5             ? &gemma3_names
                     : c->hf_names == 4 ? &gemma2_names
                     : c->hf_names == 3 ? &phi3_names
                     : c->hf_names == 2 ? &mixtral_names
@@ -361,6 +395,8 @@ char *imp_llama_graph(Arena *a, const ImpLlama *c)
     Dec *x = &L.x;
     io(x);
     const char *embed = ig_weight(x->g, L.n->embed, IG_DIMS(c->vocab, c->dim));
+    if (c->rope_freqs)          /* the file's; its factors are rope's attributes */
+        ig_weight(x->g, "rope_freqs.weight", IG_DIMS(c->rope_freqs));
     const char *h = ig_node(x->g, "x0", "embedding", NULL, 2, embed, "tokens");
     if (c->embed_scale)
         h = ig_scalar(x->g, "x0_scaled", "mul", h, c->embed_scale);

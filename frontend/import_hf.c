@@ -636,8 +636,8 @@ char *imp_hf_weights(Arena *a, const char *dir)
 
 /* T and S from the options and the model's default S; *S <= limit when
  * the model has learned positions (limit > 0). */
-static void shape_opts(Diags *d, const ImportOpts *o, int64_t dflt, int64_t limit, int64_t *T,
-                       int64_t *S)
+void imp_seq_opts(Diags *d, const ImportOpts *o, int64_t dflt, int64_t limit, int64_t *T,
+                  int64_t *S)
 {
     *T = o->tokens ? o->tokens : 1;
     *S = o->max_seq ? o->max_seq : dflt < IMP_DEFAULT_SEQ ? dflt : IMP_DEFAULT_SEQ;
@@ -754,11 +754,11 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
     if (d->n > before)
         return NULL;
     if (t == 2) {
-        shape_opts(d, o, G.n_positions, G.n_positions, &G.tokens, &G.max_seq);
+        imp_seq_opts(d, o, G.n_positions, G.n_positions, &G.tokens, &G.max_seq);
         return d->n > before ? NULL : gpt2(a, dir, &G, d, io);
     }
     llama_shapes(&c, &L);
-    shape_opts(d, o, L.max_seq, 0, &L.tokens, &L.max_seq);
+    imp_seq_opts(d, o, L.max_seq, 0, &L.tokens, &L.max_seq);
     if (L.window >= L.max_seq)      /* a window over the whole cache: none */
         L.window = 0;
     return d->n > before ? NULL : imp_llama_graph(a, &L);

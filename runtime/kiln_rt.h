@@ -85,6 +85,10 @@ typedef struct {
      * rt_pack_panels(nr = panel) lays out [..., N, K]; 0: as the file
      * holds them */
     int64_t panel;
+    /* weights: how a quantized tensor of a GGUF file is widened to f32
+     * when it is held otherwise (rt_dequantize, of the quantized part;
+     * NULL in a program without it: such a tensor is refused by name) */
+    void (*dequantize)(int store, const void *src, float *dst, int64_t n);
 } rt_tensor_info;
 
 /* ---- memory (rt_mem.c) -------------------------------------------------- */
@@ -140,22 +144,24 @@ RT_API void rt_st_close(rt_safetensors *st);
 RT_API const rt_st_tensor *rt_st_find(const rt_safetensors *st, const char *name);
 /* Widens F32/F16/BF16 exactly into f32. */
 RT_API void rt_st_to_f32(const rt_st_tensor *t, float *dst);
-/* Loads every weight: from the file at path when given (every tensor of
+/* Loads every weight: from the file at path when given (a safetensors
+ * file, an index of shards, or a GGUF file, rt_is_gguf; every tensor of
  * the file must be a declared weight and every declared weight without an
  * init must be in the file; shapes must agree, naming both), else from its
  * init. dst[i] receives an rt_alloc'd buffer of w[i].count elements held
- * as w[i].store: floats, or 16-bit values (a tensor the file holds in
- * that very type is copied as it is; any other value rounded from its
- * exact f32 value by rt_f32_bf16 / rt_f32_f16). On error nothing stays
- * allocated. */
+ * as w[i].store: a tensor the file holds in that very type is copied as
+ * it is (16-bit values, quantized blocks byte for byte); any other is
+ * made exact f32 first (widened; a GGUF's quantized blocks by
+ * w[i].dequantize), then rounded by rt_f32_bf16 / rt_f32_f16 or
+ * quantized by w[i].quantize. On error nothing stays allocated. */
 RT_API int rt_load_weights(const char *path, const rt_tensor_info *w, int nw,
                            void **dst, rt_err *e);
-/* rt_load_weights' checks of an open file against the weights, without
- * loading (kiln checks a model's weights so before compiling): every
- * tensor a weight, every weight in the file of its shape or with an init.
- * 0, or RT_EINVAL with the message a load would give. */
-RT_API int rt_check_weights(const rt_safetensors *st, const rt_tensor_info *w, int nw,
-                            rt_err *e);
+/* rt_load_weights' checks of the file at path against the weights,
+ * without loading (kiln checks a model's weights so before compiling):
+ * the file sound, every tensor a weight, every weight in the file of its
+ * shape (and, quantized and held otherwise, widenable) or with an init.
+ * 0, or the status with the message a load would give. */
+RT_API int rt_check_weights(const char *path, const rt_tensor_info *w, int nw, rt_err *e);
 
 /* ---- GGUF, llama.cpp's model files (rt_gguf.c) -------------------------- */
 /* A metadata value's type, as the file numbers it (gguf.h's gguf_type). */
@@ -217,6 +223,9 @@ RT_API void rt_gguf_close(rt_gguf *g);
 /* NULL when there is none. */
 RT_API const rt_gguf_kv *rt_gguf_find_key(const rt_gguf *g, const char *key);
 RT_API const rt_gguf_tensor *rt_gguf_find_tensor(const rt_gguf *g, const char *name);
+/* 1 when the file at path begins with GGUF's magic (then weights are read
+ * from it as a GGUF, whatever its name), else 0 (also when unreadable). */
+RT_API int rt_is_gguf(const char *path);
 /* GGML's name of a type number ("Q4_K"), NULL when it has none. */
 RT_API const char *rt_gguf_type_name(int type);
 /* A scalar's value: 0, or -1 (nothing written) when kv is NULL, an array,
@@ -501,6 +510,6 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
     X(rt_gguf_open) X(rt_gguf_close) X(rt_gguf_find_key) X(rt_gguf_find_tensor) \
     X(rt_gguf_type_name) X(rt_gguf_u64) X(rt_gguf_i64) X(rt_gguf_f64)       \
     X(rt_gguf_bool) X(rt_gguf_str) X(rt_gguf_arr_u64) X(rt_gguf_arr_i64)    \
-    X(rt_gguf_arr_f64) X(rt_gguf_arr_bool) X(rt_gguf_arr_str)
+    X(rt_gguf_arr_f64) X(rt_gguf_arr_bool) X(rt_gguf_arr_str) X(rt_is_gguf)
 
 #endif

@@ -58,6 +58,23 @@ safetensors() {
     { le64 ${#j}; printf '%s' "$j"; for w; do le32 "$w"; done; } >"$f"
 }
 
+# gguf FILE KV...: a GGUF file (version 3) without tensors, with these KVs:
+# KEY=s:TEXT a string, KEY=u:N a u32, KEY=f:BITS an f32 of these bits.
+gguf() {
+    f=$1
+    shift
+    { printf 'GGUF'; le32 3; le64 0; le64 $#
+      for kv; do
+          k=${kv%%=*} v=${kv#*=}
+          le64 ${#k}; printf '%s' "$k"
+          case $v in
+          s:*) le32 8; le64 $((${#v} - 2)); printf '%s' "${v#s:}" ;;
+          u:*) le32 4; le32 "${v#u:}" ;;
+          f:*) le32 6; le32 "${v#f:}" ;;
+          esac
+      done; } >"$f"
+}
+
 # unwritable DIR: a directory where no file can be created, even by root
 # (then a link to /sys); the case is skipped where neither works.
 unwritable() {

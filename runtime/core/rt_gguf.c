@@ -680,6 +680,16 @@ const rt_gguf_tensor *rt_gguf_find_tensor(const rt_gguf *g, const char *name)
     return NULL;
 }
 
+int rt_is_gguf(const char *path)
+{
+    unsigned char b[4];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, b, 4) : -1;
+    if (fd >= 0)
+        close(fd);
+    return n == 4 && !memcmp(b, "GGUF", 4);
+}
+
 const char *rt_gguf_type_name(int type)
 {
     return type >= 0 && type < GG_NTYPES ? gg_type_names[type] : NULL;

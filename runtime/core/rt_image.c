@@ -15,8 +15,8 @@
  * The key: the program's layout (kiln_layout: a hash of the module kiln
  * compiled, its runtime and kiln's version) and the identity of the
  * weights file(s) (each file's real path, size, modification time,
- * inode, and its safetensors header's bytes; for an index of shards,
- * the index and every shard). A changed file or program is another key,
+ * inode, and its safetensors header's bytes, or a GGUF's bytes before
+ * its data section; for an index of shards, the index and every shard). A changed file or program is another key,
  * so a stale image is never found; the image holds its whole key, which
  * must match exactly.
  *
@@ -131,11 +131,25 @@ static char *im_key(const char *layout, const char *path)
 {
     rt_safetensors st;
     rt_err e = {0, ""};
-    if (rt_st_open(&st, path, &e))
-        return NULL;
     char *s = NULL;
     size_t len = 0;
     int bad = im_cat(&s, &len, layout) || im_cat(&s, &len, "\n");
+    if (rt_is_gguf(path)) {                     /* its metadata and tensor infos */
+        rt_gguf g;
+        if (rt_gguf_open(&g, path, &e)) {
+            free(s);
+            return NULL;
+        }
+        bad = bad || im_file_id(path, g.data_start, &s, &len);
+        rt_gguf_close(&g);
+        if (bad)
+            free(s);
+        return bad ? NULL : s;
+    }
+    if (rt_st_open(&st, path, &e)) {
+        free(s);
+        return NULL;
+    }
     const rt_safetensors *files = st.nshards ? st.shards : &st;
     if (st.nshards)
         bad = bad || im_file_id(path, UINT64_MAX, &s, &len);

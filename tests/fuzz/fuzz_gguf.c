@@ -8,12 +8,18 @@
  * file, overlapping no other tensor, findable by name; every KV findable
  * by key and readable through the accessors: a scalar by exactly the
  * accessors of its type, each element of an array likewise, numbers and
- * bools inside the file, strings NUL-terminated at their length. */
+ * bools inside the file, strings NUL-terminated at their length. Then
+ * the weights loader (rt_load_weights) on an accepted file, its tensors
+ * declared as a model's weights: held as stored, each buffer is the
+ * file's bytes; held as f32, each is the tensor widened (blocks by
+ * rt_dequantize); held as f32 by a program without the quantized part, a
+ * file with a quantized tensor is refused with one line, else loads. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "runtime/kiln_rt.h"
+#include "runtime/rt_quant.h"
 
 static int is_unsigned(int t)
 {
@@ -113,6 +119,65 @@ static void check_tensors(const rt_gguf *g)
     free(by);
 }
 
+#define LOAD_MAX (1 << 22)   /* values a tensor: larger files are not loaded */
+
+/* Tensor t as f32, exactly: what a load held as f32 must give. */
+static void widen(const rt_gguf_tensor *t, float *f)
+{
+    const unsigned char *p = t->data;
+    for (int64_t i = 0; t->store == RT_F32 && i < t->count; i++)
+        memcpy(&f[i], p + 4 * i, 4);
+    for (int64_t i = 0; (t->store == RT_F16 || t->store == RT_BF16) && i < t->count; i++) {
+        uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+        f[i] = t->store == RT_F16 ? rt_f16_f32(h) : rt_bf16_f32(h);
+    }
+    if (t->store >= RT_Q8_0)
+        rt_dequantize(t->store, p, f, t->count);
+}
+
+/* Loads every tensor as a weight: as stored (as_f32 0), as f32 (1), as
+ * f32 without rt_dequantize (2); checks what each gives. */
+static void check_load(const rt_gguf *g, const char *path, int as_f32)
+{
+    rt_tensor_info *w = calloc((size_t)g->nt + 1, sizeof *w);
+    void **dst = calloc((size_t)g->nt + 1, sizeof *dst);
+    FUZZ_CHECK(w && dst);
+    int quantized = 0;
+    for (int i = 0; i < g->nt; i++) {
+        const rt_gguf_tensor *t = &g->t[i];
+        w[i] = (rt_tensor_info){.name = t->name, .dtype = RT_F32, .rank = t->rank,
+                                .count = t->count, .store = as_f32 ? RT_F32 : t->store,
+                                .quantize = rt_quantize,
+                                .dequantize = as_f32 == 2 ? NULL : rt_dequantize};
+        memcpy(w[i].dims, t->dims, sizeof t->dims);
+        quantized |= t->store >= RT_Q8_0;
+    }
+    rt_err e = {0, ""};
+    int rc = rt_load_weights(path, w, g->nt, dst, &e);
+    if (as_f32 == 2 && quantized) {
+        FUZZ_CHECK(rc == RT_EINVAL && e.msg[0] && !strchr(e.msg, '\n'));
+        for (int i = 0; i < g->nt; i++)
+            FUZZ_CHECK(dst[i] == NULL);
+    } else {
+        FUZZ_CHECK(rc == 0);
+    }
+    for (int i = 0; !rc && i < g->nt; i++) {
+        const rt_gguf_tensor *t = &g->t[i];
+        if (!as_f32) {
+            FUZZ_CHECK(!memcmp(dst[i], t->data, t->nbytes));
+        } else {
+            float *f = malloc((size_t)t->count * sizeof *f);
+            FUZZ_CHECK(f != NULL);
+            widen(t, f);
+            FUZZ_CHECK(!memcmp(dst[i], f, (size_t)t->count * sizeof *f));
+            free(f);
+        }
+        rt_free(dst[i]);
+    }
+    free(w);
+    free(dst);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = fuzz_file(data, size);
@@ -125,6 +190,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(g.data_start % g.alignment == 0);
         check_kvs(&g);
         check_tensors(&g);
+        int64_t most = 0;
+        for (int i = 0; i < g.nt; i++)
+            most = g.t[i].count > most ? g.t[i].count : most;
+        for (int as_f32 = 0; most <= LOAD_MAX && as_f32 < 3; as_f32++)
+            check_load(&g, path, as_f32);
         rt_gguf_close(&g);
     } else {
         FUZZ_CHECK(rc == e.code && (rc == RT_EINVAL || rc == RT_EINTERNAL || rc == RT_EIO));

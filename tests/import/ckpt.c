@@ -413,7 +413,8 @@ static int ck_sliding(const CkModel *m, int l)
 static void attend(CkModel *m, int l, int pos, float *out)
 {
     int hd = m->hd, group = m->s.heads / m->s.kv_heads, g2 = m->s.type == CK_GEMMA2;
-    double scale = 1 / sqrt(g2 || m->s.type == CK_GEMMA3 ? CK_G2_QPAS : (double)hd);
+    double qpas = m->s.qpas ? m->s.qpas : CK_G2_QPAS;
+    double scale = 1 / sqrt(g2 || m->s.type == CK_GEMMA3 ? qpas : (double)hd);
     int w = m->s.window && ck_sliding(m, l) ? m->s.window : 0;
     int lo = w && pos - w + 1 > 0 ? pos - w + 1 : 0;
     const float *kc = m->kc + (int64_t)l * m->s.seq * m->kvd, *vc = m->vc + (int64_t)l * m->s.seq * m->kvd;

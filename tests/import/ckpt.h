@@ -44,6 +44,10 @@ typedef struct {
      * 1, use_sliding_window), or 0: the config's window is the KV cache's
      * rows or more, or off */
     int window;
+    /* gemma2, gemma3_text: query_pre_attn_scalar; 0: CK_G2_QPAS (24, not
+     * head_dim 32, so that the scale shows; llama.cpp's GGUFs scale by
+     * head_dim^-1/2: their tests give 32) */
+    int qpas;
     /* gpt2: the Hub's names ("h.0...", with the attn.bias buffers), else
      * transformers' ("transformer.h.0...") */
     int gpt2_hub;
@@ -73,6 +77,31 @@ int ck_write_llama2c(const CkModel *m, const char *path, int version);
  * model.safetensors.index.json. 0, or -1 with a reason in why. */
 int ck_write_hf(const CkModel *m, const char *dir, int shards, const char *extra, char *why,
                 size_t whylen);
+
+/* The GGUF file path (tests/import/ckpt_gguf.c) as llama.cpp's
+ * convert_hf_to_gguf.py writes the Hugging Face folder of m (q's and k's
+ * rows of llama, mistral and mixtral permuted for its rope; Gemma's norms
+ * stored as 1 + w; the experts stacked), every matrix (rank >= 2) in
+ * GGML type `type` (gguf_write.h's GW_T_*: F32, F16, BF16, or Q8_0, Q4_0,
+ * Q4_K, Q6_K made by rt_quantize; a row no multiple of the block falls
+ * back as kiln's --weight-dtype does: q4_k to q4_0, q6_k to q8_0, then
+ * f16), vectors in F32. 0, or -1 with a reason in why. */
+int ck_write_gguf(const CkModel *m, const char *path, int type, char *why, size_t whylen);
+/* The GGUF file src (no arrays among its keys) written again to dst with
+ * edits, to make bad files of good ones: a key left out, the architecture
+ * renamed, keys or tensors added, a tensor's shape changed (its data then
+ * F32 zeros). 0, or -1 with a reason in why. */
+typedef struct GgufWriter GgufWriter;
+typedef struct {
+    const char *drop;               /* this key left out, or NULL */
+    const char *arch;               /* general.architecture's new value, or NULL */
+    void (*add)(GgufWriter *w);     /* more keys or tensors, or NULL */
+    const char *tensor;             /* this tensor of rank, dims: */
+    int rank;
+    int64_t dims[4];
+} CkGgufEdit;
+int ck_gguf_rewrite(const char *src, const char *dst, const CkGgufEdit *e, char *why,
+                    size_t whylen);
 
 /* The reference: the logits (vocab floats, valid until the next call) of
  * token at position pos, after the tokens given before it at positions

@@ -324,12 +324,12 @@ static void config_llama(FILE *f, const CkModel *m)
         fprintf(f, "  \"attn_logit_softcapping\": %g,\n  \"final_logit_softcapping\": %g,\n"
                 "  \"query_pre_attn_scalar\": %d,\n  \"sliding_window\": %d,\n"
                 "  \"cache_implementation\": \"hybrid\",\n", CK_G2_ATTN_CAP, CK_G2_FINAL_CAP,
-                CK_G2_QPAS, window);
+                s->qpas ? s->qpas : CK_G2_QPAS, window);
     if (s->type == CK_GEMMA3)  /* sliding layers 0, 2, ...; no caps */
         fprintf(f, "  \"attn_logit_softcapping\": null,\n  \"final_logit_softcapping\": null,\n"
                 "  \"query_pre_attn_scalar\": %d,\n  \"sliding_window\": %d,\n"
                 "  \"sliding_window_pattern\": 2,\n  \"rope_local_base_freq\": 10000,\n"
-                "  \"cache_implementation\": \"hybrid\",\n", CK_G2_QPAS, window);
+                "  \"cache_implementation\": \"hybrid\",\n", s->qpas ? s->qpas : CK_G2_QPAS, window);
     if (s->type == CK_QWEN3_MOE) {
         fprintf(f, "  \"head_dim\": %d,\n  \"attention_bias\": false,\n  \"decoder_sparse_step\": 1,\n"
                 "  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"

@@ -7,6 +7,10 @@
  *          DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
  *          [--shape tiny|small|blocks|tinyllama|llama3-8b] [--stream] [--no-weights]
+ *   mkckpt gguf TYPE FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k]
+ *          [--bf16] [--untied] [--seed N] [--shape tiny|small|blocks]
+ *          [--drop-key KEY] [--arch NAME] [--reshape TENSOR=D0,D1...]
+ *   (hf and gguf also: [--qpas N] [--llama3-rope])
  *   mkckpt --help             this usage, on stdout
  *
  * DIR is made when missing. --config adds members to config.json, e.g.
@@ -25,8 +29,17 @@
  * folders have: byte-level BPE for gpt2 (GPT-2's) and qwen2, qwen3 and
  * qwen3_moe (Qwen2's), llama3-8b (Llama 3's); SentencePiece-style for
  * llama, mixtral and phi3 (Llama 2's normalizer), mistral (a Metaspace),
- * and the gemmas (Gemma's). */
+ * and the gemmas (Gemma's). `gguf` writes the GGUF file llama.cpp's
+ * converter makes of the folder `hf` writes with the same options
+ * (ckpt_gguf.c: the same weights, llama.cpp's layouts), its matrices in
+ * --type (default f32; quantized by rt_quantize). --qpas gives gemma2's
+ * and gemma3_text's query_pre_attn_scalar (llama.cpp's GGUFs scale by
+ * head_dim: give 32 for files to compare); --llama3-rope gives llama
+ * Llama 3.1's rope_scaling (a rope_freqs.weight in the GGUF). --drop-key,
+ * --arch and --reshape make a bad file of the good one (ck_gguf_rewrite):
+ * without KEY, with general.architecture NAME, with TENSOR of that shape. */
 #include "ckpt.h"
+#include "gguf_write.h"
 #include "runtime/rt_gen.h"
 #include "tests/gen/hftok.h"
 
@@ -46,6 +59,10 @@ static void put_usage(FILE *f)
             "                      [--shards N] [--untied]\n"
             "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
             "                      [--shape tiny|small|blocks|tinyllama|llama3-8b] [--stream] [--no-weights]\n"
+            "       mkckpt gguf TYPE FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k]\n"
+            "                      [--bf16] [--untied] [--seed N] [--shape tiny|small|blocks]\n"
+            "                      [--drop-key KEY] [--arch NAME] [--reshape TENSOR=D0,D1...]\n"
+            "hf, gguf: [--qpas N] (gemma2, gemma3_text) [--llama3-rope] (llama)\n"
             "shapes: small (qwen3_moe) to time a decode step; blocks (llama): rows of 256\n"
             "        and 512, 8 layers, for quantized types; tinyllama, llama3-8b (llama):\n"
             "        TinyLlama-1.1B's and Llama-3.1-8B's, their published config.json, random\n"
@@ -62,10 +79,29 @@ static int usage(const char *why)
 }
 
 typedef struct {
-    const char *kind, *what, *out, *shape, *config;
-    int version, unshared, bf16, shards, untied, tf_names, stream, list;
+    const char *kind, *what, *out, *shape, *config, *type;
+    CkGgufEdit edit;                /* gguf: a bad file's edits */
+    int edited;
+    int version, unshared, bf16, shards, untied, tf_names, stream, list, qpas, llama3;
     uint64_t seed;
 } Args;
+
+/* --reshape TENSOR=D0,D1...: 1 when it reads so (TENSOR is left in v). */
+static int parse_reshape(CkGgufEdit *e, char *v)
+{
+    char *eq = strchr(v, '='), *at;
+    if (!eq)
+        return 0;
+    *eq = 0;
+    e->tensor = v;
+    e->rank = 0;
+    for (at = eq + 1; e->rank < 4; at++) {
+        e->dims[e->rank++] = strtoll(at, &at, 10);
+        if (*at != ',')
+            break;
+    }
+    return !*at && e->rank >= 1;
+}
 
 /* The arguments: 0, 2 (usage), or -1 when --help was answered. */
 static int parse(Args *a, int argc, char **argv)
@@ -78,10 +114,10 @@ static int parse(Args *a, int argc, char **argv)
         return usage("missing arguments");
     a->kind = argv[1];
     int i = 2;
-    if (!strcmp(a->kind, "hf"))
+    if (!strcmp(a->kind, "hf") || !strcmp(a->kind, "gguf"))
         a->what = argv[i++];
     else if (strcmp(a->kind, "llama2c"))
-        return usage("the first argument is llama2c or hf");
+        return usage("the first argument is llama2c, hf or gguf");
     if (i >= argc)
         return usage("missing the output");
     a->out = argv[i++];
@@ -97,6 +133,8 @@ static int parse(Args *a, int argc, char **argv)
             a->stream = 1;
         else if (!strcmp(o, "--no-weights"))
             a->list = 1;
+        else if (!strcmp(o, "--llama3-rope"))
+            a->llama3 = 1;
         else if (!v)
             return usage("an option needs a value");
         else if (!strcmp(o, "--shape"))
@@ -109,6 +147,16 @@ static int parse(Args *a, int argc, char **argv)
             a->config = v, i++;
         else if (!strcmp(o, "--seed"))
             a->seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(o, "--type"))
+            a->type = v, i++;
+        else if (!strcmp(o, "--qpas"))
+            a->qpas = atoi(v), i++;
+        else if (!strcmp(o, "--drop-key"))
+            a->edit.drop = v, a->edited = 1, i++;
+        else if (!strcmp(o, "--arch"))
+            a->edit.arch = v, a->edited = 1, i++;
+        else if (!strcmp(o, "--reshape") && parse_reshape(&a->edit, argv[i + 1]))
+            a->edited = 1, i++;
         else
             return usage("unknown option");
     }
@@ -190,6 +238,36 @@ static int write_hf(const Args *a, const CkShape *s, char *why, size_t whylen)
     return rc ? 3 : 0;
 }
 
+/* The GGUF file of the folder `hf` would write (ckpt_gguf.c). */
+static int write_gguf(const Args *a, const CkShape *s, char *why, size_t whylen)
+{
+    static const struct {
+        const char *name;
+        int type;
+    } types[] = {{"f32", GW_T_F32},   {"f16", GW_T_F16},   {"bf16", GW_T_BF16},
+                 {"q8_0", GW_T_Q8_0}, {"q4_0", GW_T_Q4_0}, {"q4_k", GW_T_Q4_K},
+                 {"q6_k", GW_T_Q6_K}};
+    int type = -1;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!strcmp(a->type ? a->type : "f32", types[i].name))
+            type = types[i].type;
+    if (type < 0)
+        return snprintf(why, whylen, "--type %s: not one of f32, f16, bf16, q8_0, q4_0, q4_k, "
+                        "q6_k", a->type), 2;
+    CkModel *m = ck_new(s, a->seed);
+    if (!m)
+        return snprintf(why, whylen, "out of memory"), 4;
+    char good[4096];
+    snprintf(good, sizeof good, "%s.good", a->out);
+    int rc = ck_write_gguf(m, a->edited ? good : a->out, type, why, whylen) ? 3 : 0;
+    ck_free(m);
+    if (!rc && a->edited) {
+        rc = ck_gguf_rewrite(good, a->out, &a->edit, why, whylen) ? 3 : 0;
+        remove(good);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     Args a;
@@ -198,16 +276,20 @@ int main(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;         /* -1: --help */
     if (!strcmp(a.kind, "llama2c") ? ck_llama2c_shape(a.shape, &s)
-                                   : ck_hf_shape_named(a.what, a.shape, &s))
+                                   : ck_hf_shape_named(a.what, a.shape, &s) ||
+                                         (!strcmp(a.kind, "gguf") && s.published))
         return usage("unknown shape or model type");
     if (a.untied)
         s.tied = 0;
     s.bf16 = a.bf16;
     s.gpt2_hub = s.gpt2_hub && !a.tf_names;
+    s.qpas = a.qpas;
+    s.llama3_rope = s.llama3_rope || a.llama3;
     if ((a.stream || a.list) && (strcmp(a.kind, "hf") || !ck_streams(&s)))
         return usage("--stream and --no-weights write llama folders only");
     char why[600];
     rc = !strcmp(a.kind, "llama2c") ? write_llama2c(&a, &s, why, sizeof why)
+         : !strcmp(a.kind, "gguf")  ? write_gguf(&a, &s, why, sizeof why)
                                     : write_hf(&a, &s, why, sizeof why);
     if (rc)
         fprintf(stderr, "mkckpt: %s\n", why);

@@ -10,6 +10,8 @@
  *     the hand-written file cut at every field and with fields patched,
  *     and writer-made files (duplicates, alignments, bools, names, shapes,
  *     GGML types kiln does not hold, rows across blocks, offsets, overlaps).
+ * Then the weights loader on a GGUF: held as stored, widened, requantized,
+ * packed, and refused without a way to widen blocks.
  * With KILN_GGUF_SEEDS=DIR the files read back are also written into DIR
  * (tests/fuzz/seeds.sh makes the fuzzer's seeds so). */
 #include <setjmp.h>
@@ -19,6 +21,7 @@
 #include <cmocka.h>
 
 #include "runtime/kiln_rt.h"
+#include "runtime/rt_quant.h"
 #include "tests/import/gguf_write.h"
 #include "tests/unit/testlib.h"
 
@@ -827,6 +830,88 @@ static void test_io_errors(void **state)
     refused(tl_tmp_dir(), RT_EIO, "cannot read: not a regular file");
 }
 
+/* ---- weights loaded from a GGUF (runtime/core/rt_weights.c) -------------- */
+
+/* A file of one tensor of each kind, loaded as a model's weights:
+ *   q  Q8_0 [1,32]: one block, d = 0x3800 (0.5 as an IEEE half), then
+ *      int8 q[j] = j - 16: values 0.5 (j - 16), -8 .. 7.5;
+ *   h  F16 [2]: 0x3E00 (1.5), 0xC000 (-2);
+ *   b  BF16 [2]: 0x3F80 (1.0), 0xC040 (-3.0: sign, exponent 128, 1.5);
+ *   m  F32 [2,2]: 1, 2, 3, 4 (rows [1, 2] and [3, 4]).
+ * Held as stored, each buffer is the file's bytes; held as f32, the values
+ * above (the block widened by the info's dequantize); m packed in panels
+ * of 2 rows is [k][nr]: 1, 3, 2, 4; q held as q4_0 is q's values
+ * quantized; without a dequantize q held as f32 is refused, by the load
+ * and by rt_check_weights, in one line. */
+static void test_load_weights(void **state)
+{
+    (void)state;
+    unsigned char q[34] = {0x00, 0x38};
+    for (int j = 0; j < 32; j++)
+        q[2 + j] = (unsigned char)(int8_t)(j - 16);
+    uint16_t h[2] = {0x3E00, 0xC000}, b[2] = {0x3F80, 0xC040};
+    float m[4] = {1, 2, 3, 4};
+    GgufWriter *w = gw_new(3);
+    gw_tensor(w, "q", GW_T_Q8_0, 2, (int64_t[]){1, 32}, q, sizeof q);
+    gw_tensor(w, "h", GW_T_F16, 1, (int64_t[]){2}, h, sizeof h);
+    gw_tensor(w, "b", GW_T_BF16, 1, (int64_t[]){2}, b, sizeof b);
+    gw_tensor(w, "m", GW_T_F32, 2, (int64_t[]){2, 2}, m, sizeof m);
+    const char *path = put_w("weights.gguf", w);
+    rt_tensor_info t[4] = {
+        {.name = "q", .rank = 2, .dims = {1, 32}, .count = 32, .store = RT_Q8_0,
+         .quantize = rt_quantize, .dequantize = rt_dequantize},
+        {.name = "h", .rank = 1, .dims = {2}, .count = 2, .store = RT_F16},
+        {.name = "b", .rank = 1, .dims = {2}, .count = 2, .store = RT_BF16},
+        {.name = "m", .rank = 2, .dims = {2, 2}, .count = 4, .store = RT_F32},
+    };
+    void *d[4];
+    rt_err e = {0, ""};
+    assert_int_equal(rt_load_weights(path, t, 4, d, &e), 0);
+    assert_memory_equal(d[0], q, sizeof q);
+    assert_memory_equal(d[1], h, sizeof h);
+    assert_memory_equal(d[2], b, sizeof b);
+    assert_memory_equal(d[3], m, sizeof m);
+    for (int i = 0; i < 4; i++)
+        rt_free(d[i]);
+
+    for (int i = 0; i < 4; i++)
+        t[i].store = RT_F32;
+    t[3].panel = 2;
+    assert_int_equal(rt_load_weights(path, t, 4, d, &e), 0);
+    float vq[32], vh[2] = {1.5f, -2}, vb[2] = {1, -3}, vm[4] = {1, 3, 2, 4};
+    for (int j = 0; j < 32; j++)
+        vq[j] = 0.5f * (float)(j - 16);
+    assert_memory_equal(d[0], vq, sizeof vq);
+    assert_memory_equal(d[1], vh, sizeof vh);
+    assert_memory_equal(d[2], vb, sizeof vb);
+    assert_memory_equal(d[3], vm, sizeof vm);
+    for (int i = 0; i < 4; i++)
+        rt_free(d[i]);
+
+    unsigned char q4[18];
+    rt_quantize(RT_Q4_0, vq, q4, 32);
+    t[0].store = RT_Q4_0;
+    assert_int_equal(rt_load_weights(path, t, 4, d, &e), 0);
+    assert_memory_equal(d[0], q4, sizeof q4);
+    for (int i = 0; i < 4; i++)
+        rt_free(d[i]);
+
+    char want[1024];
+    snprintf(want, sizeof want, "%s: 'q' is Q8_0, which this program cannot widen (it was built "
+             "without quantized weights): build it with --weights %s, which holds the file's "
+             "blocks as stored", path, path);
+    t[0].store = RT_F32;
+    t[0].dequantize = NULL;
+    e = (rt_err){0, ""};
+    assert_int_equal(rt_load_weights(path, t, 4, d, &e), RT_EINVAL);
+    assert_string_equal(e.msg, want);
+    for (int i = 0; i < 4; i++)
+        assert_null(d[i]);
+    e = (rt_err){0, ""};
+    assert_int_equal(rt_check_weights(path, t, 4, &e), RT_EINVAL);
+    assert_string_equal(e.msg, want);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -834,7 +919,7 @@ int main(void)
         cmocka_unit_test(test_patched),       cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_small_files),   cmocka_unit_test(test_bad_metadata),
         cmocka_unit_test(test_bad_tensors),   cmocka_unit_test(test_refused_types),
-        cmocka_unit_test(test_io_errors),
+        cmocka_unit_test(test_io_errors),     cmocka_unit_test(test_load_weights),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }

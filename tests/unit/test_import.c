@@ -8,16 +8,15 @@
  * KV caches, positions and GQA are all exercised. Then what must be
  * refused: unsupported config fields by name, malformed llama2.c files,
  * shard indexes that disagree with their shards, and a GPT-2 folder
- * whose weights the runtime's reader refuses. */
+ * whose weights the runtime's reader refuses. GGUF files:
+ * test_import_gguf.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include "frontend/frontend.h"
-#include "frontend/import.h"
-#include "passes/passes.h"
-#include "tests/import/ckpt.h"
+#include "import_run.h"
 #include "testlib.h"
 
 #include <math.h>
@@ -26,96 +25,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* ---- importing, building, running ------------------------------------------ */
-
-typedef struct {
-    Arena *a;
-    CgJit *j;
-    const rt_model *md;
-    void *h;
-    int64_t T, V;
-} Run;
-
-/* The import's text through the frontend and every pass, JIT-built and
- * opened with weights. */
-static void run_open(Run *r, Arena *a, const char *text, const char *weights)
-{
-    Diags d;
-    diag_init(&d, a, "imported");
-    Module *m = fe_parse(a, "imported", text, strlen(text), &d);
-    if (!m) {
-        diag_print(&d, stderr);
-        fail_msg("the imported graph does not load");
-    }
-    PassCtx cx = {.d = &d, .verify = 1};
-    machine_default(&cx.machine);
-    assert_int_equal(pass_pipeline(m, &cx), 0);
-    rt_err e = {0, ""};
-    r->a = a;
-    r->j = cg_jit_new(m, &e);
-    if (!r->j)
-        fail_msg("JIT build failed: %s", e.msg);
-    r->md = cg_jit_model(r->j);
-    assert_int_equal(r->md->ninputs, 2);
-    assert_string_equal(r->md->inputs[0].name, "tokens");
-    assert_string_equal(r->md->inputs[1].name, "positions");
-    assert_string_equal(r->md->outputs[0].name, "logits");
-    r->T = r->md->inputs[0].dims[0];
-    r->V = r->md->outputs[0].dims[1];
-    r->h = r->md->open(weights);
-    if (r->md->status(r->h) != RT_OK)
-        fail_msg("the weights do not load: %s", r->md->error(r->h));
-}
-
-static void run_close(Run *r)
-{
-    r->md->close(r->h);
-    cg_jit_free(r->j);
-    arena_free(r->a);
-}
-
-/* The token of step t of every test sequence. */
-static int32_t token_at(int t, int vocab) { return (int32_t)((t * 7919 + 13) % vocab); }
-
-/* steps tokens, T per call from position 0, each row of logits compared
- * with the reference's step at that position: within 1e-4 of its largest
- * magnitude. */
-static void agree(Run *r, CkModel *ref, int steps)
-{
-    int64_t T = r->T, V = r->V;
-    int32_t *tok = malloc(sizeof *tok * (size_t)T), *pos = malloc(sizeof *pos * (size_t)T);
-    float *logits = malloc(sizeof *logits * (size_t)(T * V));
-    ck_reset(ref);
-    for (int p0 = 0; p0 < steps; p0 += (int)T) {
-        for (int t = 0; t < T; t++)
-            tok[t] = token_at(p0 + t, (int)V), pos[t] = p0 + t;
-        const void *in[2] = {tok, pos};
-        void *out[1] = {logits};
-        if (r->md->run(r->h, in, out) != RT_OK)
-            fail_msg("run at %d: %s", p0, r->md->error(r->h));
-        for (int t = 0; t < T; t++) {
-            const float *want = ck_step(ref, tok[t], p0 + t), *got = logits + t * V;
-            double big = 0, worst = 0;
-            for (int64_t i = 0; i < V; i++)
-                big = fmax(big, fabs(want[i]));
-            for (int64_t i = 0; i < V; i++)
-                worst = fmax(worst, fabs((double)got[i] - want[i]));
-            if (!(worst <= 1e-4 * big))
-                fail_msg("position %d: logits off by %g (largest %g)", p0 + t, worst, big);
-        }
-    }
-    free(tok);
-    free(pos);
-    free(logits);
-}
-
-static CkModel *model(const CkShape *s)
-{
-    CkModel *m = ck_new(s, 42);
-    assert_non_null(m);
-    return m;
-}
 
 /* ---- llama2.c ---------------------------------------------------------------- */
 
@@ -140,16 +49,16 @@ static void llama2c_case(const char *shape, int version, int shared, int64_t T, 
     CkShape s;
     assert_int_equal(ck_llama2c_shape(shape, &s), 0);
     s.tied = shared;
-    CkModel *m = model(&s);
+    CkModel *m = ti_model(&s);
     char bin[600], st[600];
     snprintf(bin, sizeof bin, "%s", tl_tmp_path("model.bin"));
     snprintf(st, sizeof st, "%s", tl_tmp_path("model.safetensors"));
     assert_int_equal(ck_write_llama2c(m, bin, version), 0);
-    Run r;
+    TiRun r;
     Arena *a = arena_new();
-    run_open(&r, a, llama2c(a, bin, T, st), st);
-    agree(&r, m, steps);
-    run_close(&r);
+    ti_open(&r, a, llama2c(a, bin, T, st), st);
+    ti_agree(&r, m, steps);
+    ti_close(&r);
     ck_free(m);
 }
 
@@ -182,7 +91,7 @@ static void test_llama2c_graph(void **state)
     (void)state;
     CkShape s;
     ck_llama2c_shape("tiny", &s);
-    CkModel *m = model(&s);
+    CkModel *m = ti_model(&s);
     const char *bin = tl_tmp_path("g.bin");
     assert_int_equal(ck_write_llama2c(m, bin, 0), 0);
     Arena *a = arena_new();
@@ -220,7 +129,7 @@ static void test_llama2c_refused(void **state)
     (void)state;
     CkShape s;
     ck_llama2c_shape("tiny", &s);
-    CkModel *m = model(&s);
+    CkModel *m = ti_model(&s);
     char bin[600];
     snprintf(bin, sizeof bin, "%s", tl_tmp_path("bad.bin"));
     ImportOpts o = {0, 0};
@@ -251,60 +160,17 @@ static void test_llama2c_refused(void **state)
 
 /* ---- Hugging Face folders ---------------------------------------------------- */
 
-/* A new folder (each case its own: no file of another case left in it). */
-static const char *folder(const char *name)
-{
-    static int seq;
-    static char dir[64][600];
-    char *d = dir[seq % 64];
-    snprintf(d, sizeof dir[0], "%s-%d", tl_tmp_path(name), seq++);
-    assert_int_equal(mkdir(d, 0777), 0);
-    return d;
-}
-
-/* An HF folder of shape s (and extra config members), written; returns
- * its path. */
-static const char *write_hf(const char *name, CkModel *m, int shards, const char *extra)
-{
-    const char *dir = folder(name);
-    char why[600];
-    if (ck_write_hf(m, dir, shards, extra, why, sizeof why))
-        fail_msg("cannot write %s: %s", dir, why);
-    return dir;
-}
-
-static char *hf(Arena *a, const char *dir, int64_t T, int64_t S)
-{
-    Diags d;
-    diag_init(&d, a, "config.json");
-    int io;
-    ImportOpts o = {T, S};
-    char *text = imp_hf(a, dir, &o, &d, &io);
-    if (!text) {
-        diag_print(&d, stderr);
-        fail_msg("HF import refused %s", dir);
-    }
-    return text;
-}
-
 /* The folder's graph with its own weights agrees with the reference. */
 static void hf_case(const CkShape *s, int shards, int64_t T, int steps)
 {
-    CkModel *m = model(s);
-    const char *dir = write_hf("hf", m, shards, NULL);
-    Run r;
+    CkModel *m = ti_model(s);
+    const char *dir = ti_write_hf("hf", m, shards, NULL);
+    TiRun r;
     Arena *a = arena_new();
-    run_open(&r, a, hf(a, dir, T, 0), imp_hf_weights(a, dir));
-    agree(&r, m, steps);
-    run_close(&r);
+    ti_open(&r, a, ti_hf(a, dir, T, 0), imp_hf_weights(a, dir));
+    ti_agree(&r, m, steps);
+    ti_close(&r);
     ck_free(m);
-}
-
-static CkShape hf_shape(const char *type)
-{
-    CkShape s;
-    assert_int_equal(ck_hf_shape(type, &s), 0);
-    return s;
 }
 
 /* llama, BF16 in 3 shards with an index; the same weights as a llama2.c
@@ -312,7 +178,7 @@ static CkShape hf_shape(const char *type)
 static void test_hf_llama(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("llama");
+    CkShape s = ti_hf_shape("llama");
     s.bf16 = 1;
     hf_case(&s, 3, 1, 10);
     s.bf16 = 0;
@@ -322,7 +188,7 @@ static void test_hf_llama(void **state)
 static void test_hf_qwen2(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("qwen2");
+    CkShape s = ti_hf_shape("qwen2");
     hf_case(&s, 1, 1, 10);
     s.bf16 = 1;
     s.tied = 0;
@@ -336,7 +202,7 @@ static void test_hf_qwen2(void **state)
 static void test_hf_gpt2(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("gpt2");
+    CkShape s = ti_hf_shape("gpt2");
     hf_case(&s, 1, 1, 10);
     s.gpt2_hub = 0;
     s.tied = 0;
@@ -350,7 +216,7 @@ static void test_hf_gpt2(void **state)
 static void test_hf_mistral(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("mistral");
+    CkShape s = ti_hf_shape("mistral");
     hf_case(&s, 1, 1, 10);
     s.bf16 = 1;
     s.window = 5;
@@ -363,7 +229,7 @@ static void test_hf_mistral(void **state)
 static void test_hf_phi3(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("phi3");
+    CkShape s = ti_hf_shape("phi3");
     hf_case(&s, 1, 1, 10);
     s.bf16 = 1;
     hf_case(&s, 3, 4, 8);
@@ -375,7 +241,7 @@ static void test_hf_phi3(void **state)
 static void test_hf_gemma(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("gemma");
+    CkShape s = ti_hf_shape("gemma");
     hf_case(&s, 1, 1, 10);
     s.bf16 = 1;
     s.tied = 0;
@@ -389,7 +255,7 @@ static void test_hf_gemma(void **state)
 static void test_hf_gemma2(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("gemma2");
+    CkShape s = ti_hf_shape("gemma2");
     hf_case(&s, 1, 1, 10);
     s.bf16 = 1;
     s.tied = 0;
@@ -405,7 +271,7 @@ static void test_hf_gemma2(void **state)
 static void test_hf_gemma3(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("gemma3_text");
+    CkShape s = ti_hf_shape("gemma3_text");
     hf_case(&s, 1, 1, 10);
     s.bf16 = 1;
     s.window = 3;
@@ -417,7 +283,7 @@ static void test_hf_gemma3(void **state)
 static void test_hf_mixtral(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("mixtral");
+    CkShape s = ti_hf_shape("mixtral");
     hf_case(&s, 1, 1, 10);
     s.bf16 = 1;
     hf_case(&s, 2, 3, 8);
@@ -428,7 +294,7 @@ static void test_hf_mixtral(void **state)
 static void test_hf_qwen3(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("qwen3");
+    CkShape s = ti_hf_shape("qwen3");
     hf_case(&s, 1, 1, 10);
     s.bf16 = 1;
     s.tied = 0;
@@ -440,7 +306,7 @@ static void test_hf_qwen3(void **state)
 static void test_hf_qwen3_moe(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("qwen3_moe");
+    CkShape s = ti_hf_shape("qwen3_moe");
     hf_case(&s, 1, 1, 8);
     s.bf16 = 1;
     s.experts = 70;
@@ -456,10 +322,10 @@ static void test_hf_qwen3_moe(void **state)
  * `want` (after "config.json: "), and nothing else. */
 static void refused(const char *type, const char *extra, const char *want)
 {
-    CkShape s = hf_shape(type);
+    CkShape s = ti_hf_shape(type);
     s.layers = 1;
-    CkModel *m = model(&s);
-    const char *dir = write_hf("refused", m, 1, extra);
+    CkModel *m = ti_model(&s);
+    const char *dir = ti_write_hf("refused", m, 1, extra);
     ck_free(m);
     Arena *a = arena_new();
     Diags d;
@@ -518,7 +384,7 @@ static void test_hf_refused(void **state)
 static void test_hf_rope_scaling(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("llama");
+    CkShape s = ti_hf_shape("llama");
     s.llama3_rope = 1;
     hf_case(&s, 1, 1, 12);
     hf_case(&s, 1, 4, 10);
@@ -538,12 +404,12 @@ static void test_hf_rope_scaling(void **state)
 static void test_hf_graph(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("qwen2");
-    CkModel *m = model(&s);
-    const char *dir = write_hf("graph", m, 1, NULL);
+    CkShape s = ti_hf_shape("qwen2");
+    CkModel *m = ti_model(&s);
+    const char *dir = ti_write_hf("graph", m, 1, NULL);
     ck_free(m);
     Arena *a = arena_new();
-    char *text = hf(a, dir, 8, 100);
+    char *text = ti_hf(a, dir, 8, 100);
     tl_assert_has(text, "{\"name\": \"tokens\", \"shape\": [8], \"dtype\": \"i32\"}");
     tl_assert_has(text, "{\"name\": \"positions\", \"shape\": [8], \"dtype\": \"i32\"}");
     tl_assert_has(text, "{\"name\": \"layers.0.k_cache\", \"shape\": [100, 2, 16]}");
@@ -553,7 +419,7 @@ static void test_hf_graph(void **state)
                         "\"model.embed_tokens.weight\"]}");
     tl_assert_has(text, "\"outputs\": [\"logits\"]");
     /* S defaults to max_position_embeddings (128 here) */
-    text = hf(a, dir, 1, 0);
+    text = ti_hf(a, dir, 1, 0);
     tl_assert_has(text, "{\"name\": \"layers.1.v_cache\", \"shape\": [128, 2, 16]}");
     arena_free(a);
 }
@@ -573,11 +439,11 @@ static void put_text(const char *path, const char *text) { tl_put_file(path, tex
 static void test_shards(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("gpt2");
+    CkShape s = ti_hf_shape("gpt2");
     s.layers = 1;
     s.gpt2_hub = 0;
-    CkModel *m = model(&s);
-    const char *dir = write_hf("shards", m, 2, NULL);
+    CkModel *m = ti_model(&s);
+    const char *dir = ti_write_hf("shards", m, 2, NULL);
     ck_free(m);
     char index[1024], path[4096];
     snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
@@ -655,10 +521,10 @@ static void gpt2_weights_refused(const char *dir, int want_io)
 static void test_hf_gpt2_weights(void **state)
 {
     (void)state;
-    CkShape s = hf_shape("gpt2");
+    CkShape s = ti_hf_shape("gpt2");
     s.layers = 1;
-    CkModel *m = model(&s);
-    const char *dir = write_hf("gpt2w", m, 1, NULL);
+    CkModel *m = ti_model(&s);
+    const char *dir = ti_write_hf("gpt2w", m, 1, NULL);
     ck_free(m);
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
