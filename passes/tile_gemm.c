@@ -731,7 +731,7 @@ static void rewrite(Tiler *t, Nest *n)
     Arena *a = t->a;
     Rw w = {t, n, NULL, NULL, NULL, 0, 0, {0}};
     int64_t regs = n->nr > t->V ? n->nr / t->V : 1, mr = t->accs / regs;
-    w.mr = mr < n->M ? mr : n->M;
+    w.mr = mr < 1 ? 1 : mr < n->M ? mr : n->M;     /* < 1: panels of qgemm alone */
     w.mb = pick_mb(t, n, w.mr);
     Block none = {NULL, 0, 0};
     w.jo = s_loop(a, t->k, &none, e_int(a, 0), e_int(a, n->N / n->nr), 0);

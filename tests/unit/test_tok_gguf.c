@@ -429,6 +429,7 @@ static void test_spm_decode(void **state)
     for (int i = 0; i < N(back); i++)
         round_trip(t, back[i]);
     rt_tok_close(t);
+    voc_free(&v);
 }
 
 /* add_bos_token, add_eos_token, add_space_prefix; eot and eom ids; Phi-3's
