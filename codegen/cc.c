@@ -57,10 +57,10 @@ typedef struct {
     char dir[4096];
 } Scratch;
 
-/* The files a build makes in it, registered as temporaries (interrupt.c)
- * with the directory. */
-static const char *const scratch_names[] = {"model.c", "model.o", "cc.log", "rt_core.c",
-                                            "rt_core.o", "rt_gen.c", "rt_gen.o"};
+/* The files a build makes in it besides each runtime part's rt_NAME.c
+ * and rt_NAME.o, registered as temporaries (interrupt.c) with the
+ * directory. */
+static const char *const scratch_names[] = {"model.c", "model.o", "cc.log"};
 
 static int scratch_open(Scratch *s, Arena *a, rt_err *err)
 {
@@ -71,6 +71,10 @@ static int scratch_open(Scratch *s, Arena *a, rt_err *err)
     cg_tmp_add(s->dir);                   /* then its files: removed before it */
     for (size_t i = 0; i < sizeof scratch_names / sizeof scratch_names[0]; i++)
         cg_tmp_add(arena_printf(a, "%s/%s", s->dir, scratch_names[i]));
+    for (int p = 0; p < CG_RT_NPARTS; p++) {
+        cg_tmp_add(arena_printf(a, "%s/rt_%s.c", s->dir, cg_rt_parts[p].name));
+        cg_tmp_add(arena_printf(a, "%s/rt_%s.o", s->dir, cg_rt_parts[p].name));
+    }
     return 0;
 }
 
@@ -83,6 +87,10 @@ static void scratch_close(Scratch *s, Arena *a)
 {
     for (size_t i = 0; i < sizeof scratch_names / sizeof scratch_names[0]; i++)
         cg_tmp_remove(scratch_path(s, a, scratch_names[i]));
+    for (int p = 0; p < CG_RT_NPARTS; p++) {
+        cg_tmp_remove(arena_printf(a, "%s/rt_%s.c", s->dir, cg_rt_parts[p].name));
+        cg_tmp_remove(arena_printf(a, "%s/rt_%s.o", s->dir, cg_rt_parts[p].name));
+    }
     cg_tmp_remove(s->dir);
 }
 

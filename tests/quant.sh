@@ -90,7 +90,7 @@ store() {
     case $s in f32*) echo f32 ;; *) echo "$s" ;; esac
 }
 
-mkdir "$T/hf"
+mkdir "$T/hf" "$T/tmp"
 "$MKCKPT" hf llama "$T/hf/k" --shape blocks >/dev/null 2>"$T/err" ||
     { bad "mkckpt a llama of 8 layers"; cat "$T/err"; }
 "$KILN" print "$T/hf/k" --weight-dtype q4_k_m >"$T/km.kir" 2>&1
@@ -117,7 +117,7 @@ fi
 W="$T/hf/k/model.safetensors"
 for t in q8_0 q4_k_m; do
     if "$REFGEN" "$T/k.json" "$W" --tokens 5,6,7,8,9 -n 16 --weight-dtype $t >"$T/$t.want" 2>"$T/err" &&
-       "$KILN" build "$T/hf/k" --weight-dtype $t -o "$T/k-$t" 2>"$T/err" &&
+       TMPDIR="$T/tmp" "$KILN" build "$T/hf/k" --weight-dtype $t -o "$T/k-$t" 2>"$T/err" &&
        "$T/k-$t" generate --tokens 5,6,7,8,9 -n 16 --temperature 0 >"$T/$t.got" 2>"$T/err" &&
        cmp -s "$T/$t.want" "$T/$t.got"; then
         ok "$t: cc build greedy = reference on the dequantized weights (16 tokens)"
@@ -133,6 +133,13 @@ for t in q8_0 q4_k_m; do
         bad "$t: kiln run greedy = reference"; tail -n 3 "$T/err"
     fi
 done
+# the builds (the first of a run compiles the quantized part) leave
+# nothing in their $TMPDIR, the part's rt_quant.c and .o included
+if [ -z "$(ls -A "$T/tmp")" ]; then
+    ok "kiln build with quantized weights leaves no temporary"
+else
+    bad "kiln build with quantized weights left temporaries:"; ls -AR "$T/tmp"
+fi
 
 # 5. misuse
 "$KILN" check examples/mlp.json --weight-dtype q5_1 >"$T/out" 2>&1
