@@ -6,7 +6,8 @@
 # token a call, which every build must equal token for token: built with
 # prefill chunks of 6 (prompts of one padded chunk, of several with a
 # padded last one, and one whose last chunk no longer fits in the cache,
-# decoded token by token), decode-only (--chunk 1), the default chunk
+# decoded token by token; --prefill-min 2: a chunk for 2 tokens or more),
+# decode-only (--chunk 1), the default chunk
 # (64) from the folder itself, and the JIT; GPT-2, gemma, gemma2,
 # gemma3_text, mistral, mixtral, phi3, qwen3 and qwen3_moe folders under
 # the JIT too, and with their own
@@ -64,10 +65,13 @@ prompt() {
     fi
     for exe in c6 c1 c64; do
         same "$name: $exe greedy = reference ($(cat "$T/$name.want" | wc -w) tokens)" "$T/$name.want" \
-            "$T/$exe" generate --tokens "$P" -n "$n" --temperature 0 --weights "$W"
+            "$T/$exe" generate --tokens "$P" -n "$n" --temperature 0 --weights "$W" --prefill-min 2
     done
+    same "$name: c64, prefill-min by costs, greedy = reference" "$T/$name.want" \
+        "$T/c64" generate --tokens "$P" -n "$n" --temperature 0 --weights "$W"
     same "$name: kiln run --chunk 6 greedy = reference" "$T/$name.want" \
-        "$KILN" run "$T/m.json" --chunk 6 generate --tokens "$P" -n "$n" --temperature 0 --weights "$W"
+        "$KILN" run "$T/m.json" --chunk 6 generate --tokens "$P" -n "$n" --temperature 0 --weights "$W" \
+        --prefill-min 2
 }
 prompt "1 token" 1 12
 prompt "5 tokens (one padded chunk)" 5 12
@@ -81,7 +85,8 @@ for type in gpt2 gemma gemma2 gemma3_text mistral mixtral phi3 qwen3 qwen3_moe; 
         "$REFGEN" "$T/$type.json" "$T/$type/model.safetensors" --tokens 5,6,7,8,9,10,11,12,13,14,15 \
             -n 10 >"$T/$type.want" || bad "$type: mkckpt, import, refgen"
     same "$type: kiln run DIR --chunk 4 greedy = reference" "$T/$type.want" \
-        "$KILN" run "$T/$type" --chunk 4 generate --tokens 5,6,7,8,9,10,11,12,13,14,15 -n 10 --temperature 0
+        "$KILN" run "$T/$type" --chunk 4 generate --tokens 5,6,7,8,9,10,11,12,13,14,15 -n 10 --temperature 0 \
+        --prefill-min 2
 done
 
 # A sliding window of 5 rows (mistral's): 11 prompt tokens in chunks of 4,
@@ -93,11 +98,12 @@ mkdir "$T/window"
     "$REFGEN" "$T/window.json" "$T/window/model.safetensors" --tokens 5,6,7,8,9,10,11,12,13,14,15 \
         -n 12 >"$T/window.want" || bad "window: mkckpt, import, refgen"
 same "window: kiln run DIR --chunk 4 greedy = reference" "$T/window.want" \
-    "$KILN" run "$T/window" --chunk 4 generate --tokens 5,6,7,8,9,10,11,12,13,14,15 -n 12 --temperature 0
+    "$KILN" run "$T/window" --chunk 4 generate --tokens 5,6,7,8,9,10,11,12,13,14,15 -n 12 --temperature 0 \
+    --prefill-min 2
 run "window: build --chunk 4" "$KILN" build "$T/window" -o "$T/cw" --chunk 4
 same "window: cc build greedy = reference" "$T/window.want" \
     "$T/cw" generate --tokens 5,6,7,8,9,10,11,12,13,14,15 -n 12 --temperature 0 \
-    --weights "$T/window/model.safetensors"
+    --weights "$T/window/model.safetensors" --prefill-min 2
 
 # The same tokens through both flavours when sampling, and again.
 P=3,1,4,1,5,9,2,6
@@ -279,6 +285,23 @@ grep -q "^kiln profile: llama, cc build, generate on [0-9]* threads: 1 prefill c
    grep -q "^gqa_prefill_[a-z0-9_]*@64 " "$T/out" && grep -q "^gqa_decode_[a-z0-9_]* " "$T/out" &&
     ok "  generate's prefill (48 ids, one chunk) and 16 tokens: both variants' kernels" ||
     { bad "  generate's prefill and decode kernels"; cat "$T/out"; }
+
+# Fewer prompt tokens than a chunk is worth (--prefill-min's default, from
+# the kernels' costs, said by --help) go through decode steps; that many
+# take a chunk.
+R=$("$T/c64" generate --help | sed -n 's/.*(default \([0-9]*\): what a chunk.*/\1/p')
+chunk_calls() { # chunk_calls LEN: prefill calls of a LEN-token prompt
+    "$T/c64" generate --tokens "$(seq -s, 7 $(($1 + 6)))" -n 1 --temperature 0 --weights "$W" \
+        --profile "$T/pm.jsonl" >/dev/null 2>&1 &&
+        sed -n 's/.*"name": "embedding_[a-z0-9_]*@64", "kernels": \[[^]]*\], "calls": \([0-9]*\).*/\1/p' \
+            "$T/pm.jsonl"
+}
+if [ -n "$R" ] && [ "$R" -ge 2 ] && [ "$R" -le 64 ] &&
+   [ "$(chunk_calls $((R - 1)))" = 0 ] && [ "$(chunk_calls "$R")" = 1 ]; then
+    ok "--prefill-min's default ($R, by the kernels' costs): $((R - 1)) tokens by decode steps, $R a chunk"
+else
+    bad "--prefill-min's default ('$R'): $((R - 1)) tokens made $(chunk_calls $((R - 1))) chunk calls"
+fi
 
 [ "$fails" = 0 ] && echo "generate: ok" || echo "generate: $fails failed"
 [ "$fails" = 0 ]

@@ -26,7 +26,8 @@
  *    cache rows they write lie past the prompt's end, and each is written
  *    again by the decode step at its position before any attention reads
  *    it (attention reads rows 0 .. its own position), so they never
- *    count. A prompt's last token, or tokens where no whole chunk fits,
+ *    count. A prompt's last token, tokens where no whole chunk fits, and
+ *    fewer tokens than a chunk is worth (rg_chunk_min, or --prefill-min)
  *    go through the decode step one by one.
  * 2. Then N tokens are drawn (rt_sample: temperature 0 is greedy), each
  *    printed as it comes and fed back at the next position, until N, the
@@ -65,6 +66,7 @@ typedef struct {
     int32_t *ids;                       /* the prompt: nids */
     int nids;
     int64_t V, S, C;                    /* vocabulary, cache rows, chunk */
+    uint64_t prefill_min;               /* fewest tokens a chunk takes (rg_chunk_min) */
     float *logits;                      /* [C, V]: the last call's */
     int32_t *tk, *ps;                   /* [C]: a call's tokens, positions */
     void *scratch;                      /* rt_sample's */
@@ -110,7 +112,7 @@ static int rg_num(const char *v, double *out)
 
 static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "temperature",
                                       "topp", "seed", "weights", "threads", "prompt-file",
-                                      "profile"};
+                                      "profile", "prefill-min"};
 
 /* --opt value or --opt=value (-n N too); the option's index, or -1. */
 static int rg_opt(int argc, char **argv, int *i, const char **val)
@@ -138,12 +140,37 @@ static int rg_opt(int argc, char **argv, int *i, const char **val)
     return -1;
 }
 
+/* The fewest tokens worth a prefill chunk of C: a chunk's cost over a
+ * decode step's, each the sum of its kernels' roofline times (the
+ * chunk's kernels are those named NAME@C), max(FLOPs / (peak / 3),
+ * bytes / read): a whole prefill runs at about a third of the FMA peak
+ * (docs/benchmarks.md). With the machine's figures (rt_model.machine),
+ * else this project's (485 GFLOP/s, 29.8 GB/s). At least 2, at most C.
+ * Fixed per program: which variant a token goes through never depends
+ * on timing. */
+static uint64_t rg_chunk_min(const rt_model *md, int64_t C)
+{
+    double peak = md->machine.peak > 0 ? md->machine.peak : 485;
+    double read = md->machine.read > 0 ? md->machine.read : 29.8;
+    double step = 0, chunk = 0;
+    for (int i = 0; i < md->nkernels; i++) {
+        const rt_kernel_info *k = &md->kernels[i];
+        double f = k->flops * 3 / peak, b = k->bytes / read;
+        *(strchr(k->name, '@') ? &chunk : &step) += f > b ? f : b;
+    }
+    double r = step > 0 ? chunk / step : 2;
+    uint64_t n = r < (double)C ? (uint64_t)r : (uint64_t)C;
+    n += n < r && n < (uint64_t)C;                  /* rounded up */
+    return n < 2 ? 2 : n;
+}
+
 static void rg_help(const rg_ctx *g)
 {
     const rt_model *md = g->md;
     printf("usage: %s generate (--tokens ID,ID,... | [--tokenizer FILE] --prompt TEXT\n"
            "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--temperature T] [--topp P]\n"
            "       [--seed S] [--weights W.safetensors|DIR] [--threads N] [--profile FILE]\n"
+           "       [--prefill-min N]\n"
            "Generates text: the prompt prefilled, then one decode step a token drawn.\n"
            "  --tokens IDS        the prompt as token ids; prints the drawn ids\n"
            "  --tokenizer FILE    llama2.c tokenizer.bin, Hugging Face tokenizer.json, or a\n"
@@ -163,12 +190,16 @@ static void rg_help(const rg_ctx *g)
            "  --profile FILE      time every kernel call of the prefill (NAME@%lld) and the\n"
            "                      decode steps; write one JSON line per kernel name to FILE\n"
            "                      (calls, times, FLOPs, bytes, rates); the team is fixed\n"
+           "  --prefill-min N     fewer prompt tokens than N left go through decode steps,\n"
+           "                      not a padded prefill chunk (default %llu: what a chunk\n"
+           "                      costs against a decode step, by the kernels' costs)\n"
            "  -h, --help          print this and exit\n"
            "On stderr at the end: prefill and decode tokens per second. A closed stdout\n"
            "(a reader that has gone) ends generation quietly.\n",
            md->usage ? md->usage : g->prog,
            md->tokenizer_file ? md->tokenizer_file : "none (needed for a text prompt)",
-           md->weights_file ? md->weights_file : "each weight's init", (long long)md->chunk);
+           md->weights_file ? md->weights_file : "each weight's init", (long long)md->chunk,
+           (unsigned long long)rg_chunk_min(md, md->run_chunk && md->chunk > 1 ? md->chunk : 1));
 }
 
 /* The prompt is given one way: ids, or text with a tokenizer (given or
@@ -217,6 +248,7 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         case 8: ok = rg_u64(v, &g->threads) && g->threads >= 1 && g->threads <= 4096; break;
         case 9: g->prompt_file = v; ok = *v != 0; break;
         case 10: g->profile = v; ok = *v != 0; break;
+        case 11: ok = rg_u64(v, &g->prefill_min) && g->prefill_min >= 1; break;
         }
         if (!ok)
             return rg_fail(g, RT_EUSAGE, "--%s: bad value '%s'", rg_opts[k], v);
@@ -365,6 +397,8 @@ static int rg_contract(rg_ctx *g)
     g->V = out[0].dims[1];
     g->S = md->states[0].dims[0];
     g->C = md->run_chunk && md->chunk > 1 ? md->chunk : 1;
+    if (!g->prefill_min)
+        g->prefill_min = rg_chunk_min(md, g->C);
     return 0;
 }
 
@@ -402,7 +436,7 @@ static int rg_prefill(rg_ctx *g)
     int64_t pos = 0, n = g->nids;
     while (pos < n) {
         int64_t left = n - pos, k = left < g->C ? left : g->C;
-        int chunk = k > 1 && pos + g->C <= g->S;
+        int chunk = (uint64_t)k >= g->prefill_min && pos + g->C <= g->S;
         if (!chunk)
             k = 1;
         for (int64_t i = 0; i < (chunk ? g->C : 1); i++) {
