@@ -44,6 +44,11 @@ RT_API char *rt_utf8_put(char *o, unsigned cp);
  * NUL-terminated, *len bytes). Messages: "PATH: cannot read: why" (RT_EIO),
  * "PATH: larger than the limit of MAX bytes" (RT_EINVAL). */
 RT_API int rt_read_file(const char *path, uint64_t max, char **data, size_t *len, rt_err *e);
+/* A regular file mapped read-only and private into *map (NULL for an
+ * empty file; munmap(*map, *size) frees it), its size in *size.
+ * Messages: "PATH: cannot open: why", "PATH: cannot read: not a regular
+ * file", "PATH: cannot map: why" (RT_EIO). */
+RT_API int rt_map_file(const char *path, void **map, size_t *size, rt_err *e);
 
 /* rt_st_open's two halves: one safetensors file (rt_safetensors.c), and an
  * index of shards, a path ending in .json (rt_safetensors_index.c). */

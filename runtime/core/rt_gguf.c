@@ -600,33 +600,12 @@ static int gg_parse(gg_parser *P)
     return gg_place(P);
 }
 
-static int gg_map(rt_gguf *g, const char *path, rt_err *e)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-    if (fd < 0)
-        return rt_errf(e, RT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0)
-        rc = rt_errf(e, RT_EIO, "%s: cannot read: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        rc = rt_errf(e, RT_EIO, "%s: cannot read: not a regular file", path);
-    else if (sb.st_size > 0) {
-        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED)
-            rc = rt_errf(e, RT_EIO, "%s: cannot map: %s", path, strerror(errno));
-        else
-            g->map = m, g->size = (size_t)sb.st_size;
-    }
-    close(fd);
-    return rc;
-}
-
 int rt_gguf_open(rt_gguf *g, const char *path, rt_err *e)
 {
     memset(g, 0, sizeof *g);
     g->path = path;
     g->alignment = GG_ALIGNMENT;
-    int rc = gg_map(g, path, e);
+    int rc = rt_map_file(path, &g->map, &g->size, e);
     if (!rc) {
         gg_parser P = {.g = g, .e = e, .m = g->map, .size = g->size, .el = -1};
         rc = gg_parse(&P);

@@ -11,15 +11,20 @@
  * for syntax, RT_EINVAL; "PATH: out of memory reading the PART",
  * RT_EINTERNAL. Strict: no trailing commas, no leading zeros, no control
  * characters in strings, escapes checked, "\u0000" refused (results are
- * C strings); rt_json_skip bounds nesting at JSON_MAX_DEPTH. */
+ * C strings); rt_json_skip bounds nesting at JSON_MAX_DEPTH. Also whole
+ * files: rt_read_file reads one, rt_map_file maps one (the safetensors and
+ * GGUF readers' mapping). */
 #include "runtime/core/rt_core.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define JSON_MAX_DEPTH 32
 
@@ -332,7 +337,30 @@ static int json_skip(rt_json *J, int depth)
 
 int rt_json_skip(rt_json *J) { return json_skip(J, 0); }
 
-/* ---- a file read whole ------------------------------------------------- */
+/* ---- a file read whole, or mapped -------------------------------------- */
+
+int rt_map_file(const char *path, void **map, size_t *size, rt_err *e)
+{
+    *map = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    if (fd < 0)
+        return rt_errf(e, RT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        rc = rt_errf(e, RT_EIO, "%s: cannot read: %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        rc = rt_errf(e, RT_EIO, "%s: cannot read: not a regular file", path);
+    else if (sb.st_size > 0) {
+        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED)
+            rc = rt_errf(e, RT_EIO, "%s: cannot map: %s", path, strerror(errno));
+        else
+            *map = m, *size = (size_t)sb.st_size;
+    }
+    close(fd);
+    return rc;
+}
 
 int rt_read_file(const char *path, uint64_t max, char **data, size_t *len, rt_err *e)
 {

@@ -28,13 +28,10 @@
 #include "runtime/core/rt_core.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define ST_MAX_HEADER UINT64_C(100000000)
 
@@ -349,31 +346,6 @@ static int st_tiles(st_parser *P)
 
 /* ---- the file ------------------------------------------------------- */
 
-static int st_map(rt_safetensors *st, const char *path, rt_err *e)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-    if (fd < 0)
-        return rt_errf(e, RT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0)
-        rc = rt_errf(e, RT_EIO, "%s: cannot read: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        rc = rt_errf(e, RT_EIO, "%s: cannot read: not a regular file", path);
-    else if (sb.st_size < 8)
-        rc = rt_errf(e, RT_EINVAL,
-                     "%s: header: the file has %lld bytes, too few for the 8-byte header length",
-                     path, (long long)sb.st_size);
-    if (!rc) {
-        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED)
-            rc = rt_errf(e, RT_EIO, "%s: cannot map: %s", path, strerror(errno));
-        else
-            st->map = m, st->size = (size_t)sb.st_size;
-    }
-    close(fd);
-    return rc;
-}
-
 /* Header length and place first, then the parse and whole-file checks. */
 static int st_parse(rt_safetensors *st, rt_err *e)
 {
@@ -408,7 +380,11 @@ int rt_st_open_file(rt_safetensors *st, const char *path, rt_err *e)
 {
     memset(st, 0, sizeof *st);
     st->path = path;
-    int rc = st_map(st, path, e);
+    int rc = rt_map_file(path, &st->map, &st->size, e);
+    if (!rc && st->size < 8)
+        rc = rt_errf(e, RT_EINVAL,
+                     "%s: header: the file has %zu bytes, too few for the 8-byte header length",
+                     path, st->size);
     if (!rc)
         rc = st_parse(st, e);
     if (rc)
