@@ -13,6 +13,13 @@
  * statuses (RT_*), with their tables on stdout and messages on stderr. */
 int bench_cmd_bench(int argc, char **argv);
 int bench_cmd_machine(int argc, char **argv);
+/* kiln bench MODEL -p P -n N, once the command line has built MODEL's
+ * program (o->exe): bench_tokens, then a table on stdout (the machine,
+ * threads and weights, described by `weights`, in its header) and with
+ * json (not NULL) the same as a JSON file. An exit status. */
+typedef struct BenchTokensOpts BenchTokensOpts;
+int bench_cmd_tokens(const BenchTokensOpts *o, const char *model, const char *weights,
+                     const char *json);
 /* The figures `kiln machine` cached for this CPU, without measuring:
  * 0, or -1 when there are none. */
 int bench_machine_figures(rt_machine *mc);
@@ -52,6 +59,33 @@ int bench_spawn(char *const *argv, const char *const *env, const char *out, cons
  * err holds the compiler's first line of complaint. */
 int bench_compile(const char *src, const char *exe, const char *const *extra, int nextra,
                      rt_err *err);
+
+/* ---- tokens.c: a decoder's tokens per second, as llama-bench's ------ */
+
+struct BenchTokensOpts {
+    const char *exe;             /* the decoder's built program */
+    const char *weights;         /* its --weights; NULL: the program's default */
+    int64_t vocab;               /* the prompt's ids are 1 + i % (vocab - 1) */
+    int64_t prompt, gen;         /* P and N: 0 leaves that test out */
+    int reps;                    /* runs of each test, at most BENCH_TOKENS_RUNS */
+    int threads;
+};
+#define BENCH_TOKENS_RUNS 100
+typedef struct {
+    char name[32];               /* "pp256", "tg64" */
+    int64_t tokens;
+    int runs;
+    double rate[BENCH_TOKENS_RUNS]; /* tokens/s of each run */
+    double mean, stddev;
+} BenchTokensTest;
+typedef struct {
+    BenchTokensTest test[2];     /* ppP, tgN (runs 0: left out) */
+    int ntests;
+} BenchTokens;
+/* A warm-up run, then o->reps rounds of ppP and tgN, alternating (top
+ * comment of tokens.c). Progress on stderr. 0, or the status with err
+ * set (the program's own first line when it failed). */
+int bench_tokens(const BenchTokensOpts *o, BenchTokens *r, rt_err *err);
 
 /* ---- model.c: one compiled model, timed -------------------------- */
 

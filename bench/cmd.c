@@ -287,7 +287,20 @@ static const char bench_usage[] =
     "  --threads N    threads of the builds and of OpenBLAS (default: OMP_NUM_THREADS,\n"
     "                 else every core)\n"
     "  --json FILE    also write the results as JSON\n"
-    "  --no-kernels   skip the kernels beside OpenBLAS\n";
+    "  --no-kernels   skip the kernels beside OpenBLAS\n"
+    "\n"
+    "usage: kiln bench MODEL [-p P] [-n N] [-r R] [--threads N] [--json FILE]\n"
+    "                  [--weight-dtype T] [--weights FILE] [--no-cache] [build options]\n"
+    "A decoder's tokens per second, as llama-bench measures them (the form taken when\n"
+    "-p, -n or -r is given or MODEL is a model folder or GGUF file): its program built,\n"
+    "then R rounds of ppP (a prompt of P tokens prefilled) and tgN (N tokens drawn\n"
+    "one decode step each from an empty cache), after one warm-up; mean and standard\n"
+    "deviation of each test's tokens/s, with the machine, threads and weights.\n"
+    "  -p P           prompt tokens (default 256; 0: no pp test)\n"
+    "  -n N           tokens generated (default 64; 0: no tg test)\n"
+    "  -r R           rounds (default 5, at most 100)\n"
+    "  --threads N    the program's team (default: every core)\n"
+    "  --json FILE    also write the results as JSON\n";
 
 static int positive(const char *opt, const char *v, int *out)
 {
@@ -698,6 +711,61 @@ static int write_results(const char *path, const Run *run, const Result *r, int 
     int rc = write_json(path, j, &err);
     if (rc)
         fprintf(stderr, "kiln: bench: %s\n", err.msg);
+    return rc;
+}
+
+/* ==== kiln bench MODEL -p P -n N ============================================= */
+
+static json_t *tokens_json(const Host *h, const char *model, const char *weights,
+                           const BenchTokensOpts *o, const BenchTokens *r)
+{
+    char date[32];
+    utc_now(date, sizeof date);
+    json_t *tests = json_array();
+    for (int i = 0; i < r->ntests; i++) {
+        const BenchTokensTest *t = &r->test[i];
+        if (!t->runs)
+            continue;
+        json_t *rates = json_array();
+        for (int k = 0; k < t->runs; k++)
+            json_array_append_new(rates, json_real(t->rate[k]));
+        json_array_append_new(tests, json_pack("{s:s, s:I, s:i, s:f, s:f, s:o}", "test", t->name,
+                                               "tokens", (json_int_t)t->tokens, "runs", t->runs,
+                                               "tokens_per_s", t->mean, "stddev", t->stddev,
+                                               "samples", rates));
+    }
+    return json_pack("{s:s, s:s, s:i, s:s, s:i, s:s, s:o}", "model", model, "weights", weights,
+                     "threads", o->threads, "cpu", h->cpu, "cores", h->cores, "date", date,
+                     "tests", tests);
+}
+
+int bench_cmd_tokens(const BenchTokensOpts *o, const char *model, const char *weights,
+                     const char *json)
+{
+    Host h;
+    host_detect(&h);
+    rt_machine mc;
+    int figures = bench_machine_figures(&mc) == 0;
+    BenchTokens r;
+    rt_err err = {0, ""};
+    int rc = bench_tokens(o, &r, &err);
+    if (rc) {
+        fprintf(stderr, "kiln: bench: %s\n", err.msg);
+        return rc;
+    }
+    printf("kiln bench: %s, weights %s, %d threads\n", model, weights, o->threads);
+    printf("machine: %s, %d cores", h.cpu, h.cores);
+    if (figures)
+        printf(" (kiln machine: %.1f GFLOP/s fp32 FMA, %.1f GB/s read)", mc.peak, mc.read);
+    printf("\n\n%-10s %22s %6s\n", "test", "tokens/s", "runs");
+    for (int i = 0; i < r.ntests; i++)
+        if (r.test[i].runs)
+            printf("%-10s %12.2f ± %7.2f %6d\n", r.test[i].name, r.test[i].mean, r.test[i].stddev,
+                   r.test[i].runs);
+    if (json && write_json(json, tokens_json(&h, model, weights, o, &r), &err)) {
+        fprintf(stderr, "kiln: bench: %s\n", err.msg);
+        rc = RT_EIO;
+    }
     return rc;
 }
 

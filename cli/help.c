@@ -90,6 +90,7 @@ static const char overview[] =
     "  passes                        list the pass pipeline\n"
     "  bench [MODEL ...]             time every example (reference, cc, JIT) and the\n"
     "                                linear kernels vs OpenBLAS (kiln bench --help)\n"
+    "  bench MODEL -p 256 -n 64      a decoder's prefill and decode tokens/s, as llama-bench\n"
     "  machine [--refresh]           this machine's FMA peak and read bandwidth, cached\n"
     "  import hf DIR [-o MODEL.json] a Hugging Face folder's decoder graph (llama, gemma,\n"
     "                                gemma2, gemma3_text, mistral, mixtral, phi3, qwen2, qwen3,\n"

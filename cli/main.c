@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 typedef struct {
     const char *cmd, *model, *out, *weights;
@@ -33,6 +34,9 @@ typedef struct {
     int nrest;
     rt_machine figures;             /* kiln machine's, for profiles; zeros: none */
     char *dir_weights, *dir_tok;    /* MODEL a folder or GGUF: its weights, tokenizer */
+    int64_t pp, tg;                 /* bench MODEL: -p P, -n N */
+    int reps, threads;              /* bench MODEL: -r R, --threads T */
+    const char *json;               /* bench MODEL: --json FILE */
 } Opts;
 
 static int parse_number(const char *s, double *v)
@@ -75,6 +79,19 @@ static int takes_value(const char *a)
     return 0;
 }
 
+/* The value after argv[*i] (*i moves to it; "" when there is none), a
+ * whole number in [lo, hi] into *n: 1, else 0. */
+static int count_arg(int argc, char **argv, int *i, int64_t lo, int64_t hi, int64_t *n)
+{
+    if (*i + 1 >= argc)
+        return 0;
+    char *end;
+    const char *v = argv[++*i];
+    long long x = strtoll(v, &end, 10);
+    *n = x;
+    return *v >= '0' && *v <= '9' && !*end && x >= lo && x <= hi;
+}
+
 /* Options shared by the model commands; run forwards what it does not know. */
 static int parse_opts(Opts *o, int argc, char **argv)
 {
@@ -88,17 +105,37 @@ static int parse_opts(Opts *o, int argc, char **argv)
     o->seed = 1;
     o->weight_auto = 1;
     o->chunk = 0;                   /* 64, cli_program's default */
+    o->pp = 256, o->tg = 64, o->reps = 5;   /* bench MODEL: llama-bench's -r, the P, N */
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
         int bad = 0;
         int is_run = !strcmp(o->cmd, "run") || !strcmp(o->cmd, "profile");
-        int builds = !strcmp(o->cmd, "build") || !strcmp(o->cmd, "profile");
+        int builds = !strcmp(o->cmd, "build") || !strcmp(o->cmd, "profile") ||
+                     !strcmp(o->cmd, "bench");
+        int bench = !strcmp(o->cmd, "bench");
         if (is_run && o->model && strcmp(a, "generate") == 0) {
             while (i < argc)                 /* its options are rt_generate's */
                 o->rest[o->nrest++] = argv[i++];
             break;
         }
-        if ((v = cli_opt_value(argc, argv, &i, "--chunk"))) {
+        int64_t n;
+        if (bench && (strcmp(a, "-p") == 0 || strcmp(a, "-n") == 0)) {
+            if (!count_arg(argc, argv, &i, 0, 1 << 20, &n))
+                return cli_usage("-p and -n take a number of tokens from 0, got '%s'", argv[i]);
+            *(a[1] == 'p' ? &o->pp : &o->tg) = n;
+        } else if (bench && strcmp(a, "-r") == 0) {
+            if (!count_arg(argc, argv, &i, 1, BENCH_TOKENS_RUNS, &n))
+                return cli_usage("-r takes a number of runs from 1 to 100, got '%s'", argv[i]);
+            o->reps = (int)n;
+        } else if (bench && strcmp(a, "--threads") == 0) {
+            if (!count_arg(argc, argv, &i, 1, 4096, &n))
+                return cli_usage("--threads takes a number from 1, got '%s'", argv[i]);
+            o->threads = (int)n;
+        } else if (bench && (v = cli_opt_value(argc, argv, &i, "--json"))) {
+            if (!*v)
+                return cli_usage("%s needs a path", "--json");
+            o->json = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--chunk"))) {
             char *end;
             long long n = strtoll(v, &end, 10);
             if (!*v || *end || n < 1 || n > 1 << 20)
@@ -536,6 +573,51 @@ static int cmd_profile(Module *m, const Opts *o)
     return rc;
 }
 
+/* kiln bench MODEL [-p P] [-n N] [-r R] [--threads T] [--json FILE]: a
+ * decoder's program built (from the build cache when it is there) in a
+ * temporary directory, then its prompt processing and generation speed
+ * as llama-bench's pp and tg tests (bench_cmd_tokens). */
+static int cmd_bench(Module *m, const Opts *o)
+{
+    IrDecoder dec;
+    if (!ir_decoder(m, &dec)) {
+        fprintf(stderr, "kiln: bench: " RT_NOT_A_DECODER "; kiln bench %s without -p or -n times "
+                "it as a graph\n", m->name, o->model);
+        return EXIT_USAGE;
+    }
+    if (o->pp + 1 > dec.max_seq || o->tg + 2 > dec.max_seq) {
+        fprintf(stderr, "kiln: bench: -p %lld and -n %lld need %lld and %lld of the KV cache's "
+                "%lld rows (--max-seq at import)\n", (long long)o->pp, (long long)o->tg,
+                (long long)o->pp + 1, (long long)o->tg + 2, (long long)dec.max_seq);
+        return EXIT_USAGE;
+    }
+    int rc = program(&m, o);
+    if (rc)
+        return rc;
+    char dir[4096];
+    rt_err err = {0, ""};
+    if (bench_dir_open(dir, &err))
+        return cli_report(&err);
+    const char *exe = arena_printf(m->a, "%s/%s", dir, m->name);
+    const char *log = arena_printf(m->a, "%s.log", exe);
+    const char *made[] = {dir, exe, log};          /* removed if interrupted */
+    for (int i = 0; i < 3; i++)
+        cg_tmp_add(made[i]);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    BenchTokensOpts bo = {.exe = exe, .weights = o->weights, .vocab = dec.vocab, .prompt = o->pp,
+                          .gen = o->tg, .reps = o->reps,
+                          .threads = o->threads ? o->threads : cores > 0 ? (int)cores : 1};
+    const char *weights = o->weight_auto ? "as stored (--weight-dtype auto)"
+                                         : storage_name(o->weight_store);
+    CgBuild b = {.cache = !o->no_cache, .machine = &o->figures};
+    rc = cg_build_exe(m, exe, &b, &err) ? cli_report(&err)
+                                        : bench_cmd_tokens(&bo, o->model, weights, o->json);
+    bench_dir_remove(dir);
+    for (int i = 0; i < 3; i++)
+        cg_tmp_forget(made[i]);
+    return rc;
+}
+
 /* ---- kiln check --bisect: the JIT after every loop-level pass ----------- */
 
 typedef struct {
@@ -781,6 +863,19 @@ static const Command commands[] = {
     {"check", cmd_check, 1}, {"print", cmd_print, 0}, {"dump", cmd_dump, 0},
     {"profile", cmd_profile, 1},
 };
+/* kiln bench MODEL -p ... (bench_tokens_form): a model command too */
+static const Command bench_tokens_cmd = {"bench", cmd_bench, 1};
+
+/* kiln bench's form that times a decoder's tokens per second: -p, -n or
+ * -r given, or MODEL a folder or a GGUF file. */
+static int bench_tokens_form(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-p") || !strcmp(argv[i], "-n") || !strcmp(argv[i], "-r") ||
+            (argv[i][0] != '-' && cli_is_model_source(argv[i])))
+            return 1;
+    return 0;
+}
 
 /* Loads the model and runs the command in one arena; the weights file
  * known (a folder's, or --weights), for a command that makes a program,
@@ -819,6 +914,7 @@ static int compile(const Command *c, const Opts *o)
 static int wants_machine(const Opts *o)
 {
     return (!strcmp(o->cmd, "build") && !o->lib) || !strcmp(o->cmd, "profile") ||
+           !strcmp(o->cmd, "bench") ||
            (!strcmp(o->cmd, "run") && has_option(o->rest, o->nrest, "--profile"));
 }
 
@@ -913,7 +1009,8 @@ static int command(int argc, char **argv)
     if (!strcmp(cmd, "opt"))
         return cli_opt(argc, argv);
     if (!strcmp(cmd, "bench"))
-        return bench_cmd_bench(argc, argv);
+        return bench_tokens_form(argc, argv) ? model_command(&bench_tokens_cmd, argc, argv)
+                                             : bench_cmd_bench(argc, argv);
     if (!strcmp(cmd, "import"))
         return cli_import(argc, argv);
     if (!strcmp(cmd, "machine"))

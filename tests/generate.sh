@@ -303,5 +303,27 @@ else
     bad "--prefill-min's default ('$R'): $((R - 1)) tokens made $(chunk_calls $((R - 1))) chunk calls"
 fi
 
+# kiln bench MODEL -p P -n N: llama-bench's pp and tg tests of the
+# folder's program, a table and JSON; nothing left in its TMPDIR.
+mkdir "$T/btmp"
+if TMPDIR="$T/btmp" "$KILN" bench "$T/hf" -p 16 -n 8 -r 2 --threads 1 --json "$T/b.json" \
+       >"$T/out" 2>"$T/err" &&
+   grep -q "^kiln bench: $T/hf, weights as stored (--weight-dtype auto), 1 threads$" "$T/out" &&
+   grep -q "^pp16  *[0-9][0-9.]* ± *[0-9.]* *2$" "$T/out" &&
+   grep -q "^tg8  *[0-9][0-9.]* ± *[0-9.]* *2$" "$T/out" &&
+   grep -q '"threads": 1,' "$T/b.json" && grep -q '"test": "pp16",' "$T/b.json" &&
+   grep -q '"test": "tg8",' "$T/b.json" && [ "$(grep -c '"runs": 2,' "$T/b.json")" = 2 ] &&
+   [ "$(grep -c '"tokens_per_s": [1-9]' "$T/b.json")" = 2 ] &&
+   [ -z "$(ls -A "$T/btmp")" ]; then
+    ok "kiln bench DIR -p 16 -n 8 -r 2: pp16 and tg8, 2 runs each, table and JSON"
+else
+    bad "kiln bench DIR -p 16 -n 8 -r 2"; cat "$T/out" "$T/err"; ls -A "$T/btmp"
+fi
+refuse 2 "kiln bench of a graph with -p: not a decoder" "is not a decoder" \
+    "$KILN" bench examples/mlp.json -p 4
+refuse 2 "kiln bench -p past the KV cache" "-p 100 and -n 64 need 101 and 66 of the KV cache's 64 rows" \
+    "$KILN" bench "$T/hf" -p 100
+refuse 2 "kiln bench -r 0" "-r takes a number of runs from 1 to 100, got '0'" "$KILN" bench "$T/hf" -r 0
+
 [ "$fails" = 0 ] && echo "generate: ok" || echo "generate: $fails failed"
 [ "$fails" = 0 ]
