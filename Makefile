@@ -165,9 +165,10 @@ test-import-big: $(KILN) $(B)/tests/mkckpt
 	@KILN=$(abspath $(KILN)) MKCKPT=$(abspath $(B)/tests/mkckpt) sh tests/import.sh --big
 
 # ---- set-up -------------------------------------------------------------
-DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev
+# qemu-user: tests/target.sh runs --target builds on CPU models without AVX-512.
+DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev qemu-user
 DEB_FILES := /usr/include/jansson.h /usr/include/libtcc.h /usr/include/cmocka.h \
-	/usr/include/nettle/sha2.h \
+	/usr/include/nettle/sha2.h /usr/bin/qemu-x86_64 \
 	/usr/lib/x86_64-linux-gnu/tcc/libtcc1.a
 deps:
 	@missing=0; for f in $(DEB_FILES); do [ -e $$f ] || missing=1; done; \

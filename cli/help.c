@@ -25,7 +25,10 @@
     "                                call (default 1), a KV cache of S rows\n" \
     "                                (docs/importing.md)\n" \
     "  --chunk N                     emit-c, build, run, profile of a decoder: its prefill\n" \
-    "                                variant's tokens a call (default 64; 1: none)\n"
+    "                                variant's tokens a call (default 64; 1: none)\n" \
+    "  --target LEVEL                not run: compile for native (the default: this CPU),\n" \
+    "                                x86-64-v2, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512),\n" \
+    "                                to run on other CPUs (docs/program.md)\n"
 
 #define RUN_OPTS \
     "RUN OPTIONS (the same as a built executable's):\n" \
@@ -121,7 +124,8 @@ static const Usage usages[] = {
      "usage: kiln build MODEL [-o EXE] [options]\n"
      "       kiln build MODEL --lib -o DIR [options]\n"
      "\n"
-     "Builds MODEL's program with $CC (default cc) and -O3 -march=native -fopenmp, then\n"
+     "Builds MODEL's program with $CC (default cc) and -O3 -march=native -fopenmp (or\n"
+     "-march=LEVEL with --target LEVEL), then\n"
      "$KILN_CFLAGS_EXTRA. Builds are cached ($XDG_CACHE_HOME/kiln/builds, else\n"
      "~/.cache/kiln/builds).\n" MODEL_TEXT
      "\n"

@@ -28,6 +28,7 @@ typedef struct {
     int64_t chunk;                  /* a decoder's prefill variant: tokens a call */
     ImportOpts import;              /* MODEL a folder or GGUF: --tokens, --max-seq */
     const char *machine;            /* --machine SPEC; NULL: detect */
+    const char *target;             /* --target LEVEL; NULL: native */
     uint64_t seed;
     double tol;
     char **rest;                    /* run, profile: options for rt_main */
@@ -166,6 +167,15 @@ static int parse_opts(Opts *o, int argc, char **argv)
                 o->weight_store = ST_F32;
         } else if (builds && strcmp(a, "--no-cache") == 0) {
             o->no_cache = 1;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--target"))) {
+            if (!strcmp(o->cmd, "run"))
+                return cli_usage("%s: kiln run's JIT compiles for this machine; --target is for "
+                                 "programs built with cc (emit-c, build, check, profile, bench)", a);
+            Machine mc;
+            if (machine_target(&mc, v) != 0)
+                return cli_usage("--target takes native, x86-64-v2, x86-64-v3 or x86-64-v4, got "
+                                 "'%s'", v);
+            o->target = strcmp(v, "native") ? v : NULL;
         } else if ((v = cli_opt_value(argc, argv, &i, "--machine"))) {
             Machine mc;
             if (machine_parse(&mc, v) != 0)
@@ -328,6 +338,8 @@ static int run_passes_on(Module **mp, const Opts *o, int need_loops, int program
     machine_detect(&cx.machine);
     if (o->machine)
         machine_parse(&cx.machine, o->machine);
+    if (o->target)                  /* its vectors, whatever this CPU's */
+        machine_target(&cx.machine, o->target);
     double t0 = rt_now();
     if ((program ? cli_program(mp, &cx, o->chunk, o->verbose)
                  : pass_pipeline(m, &cx)) != 0) {
@@ -335,6 +347,7 @@ static int run_passes_on(Module **mp, const Opts *o, int need_loops, int program
         return EXIT_INVALID;
     }
     m = *mp;
+    m->target = o->target;
     if (need_loops && !m->prog) {
         fprintf(stderr, "kiln: --stop-after %s: C needs the loop IR; stop at 'lower' or later\n",
                 o->stop_after);

@@ -38,6 +38,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+const char *cg_cflags(Arena *a, const Module *m)
+{
+    return arena_printf(a, "-O3 -march=%s -fopenmp", m->target ? m->target : "native");
+}
+
 const char *cg_cc(void)
 {
     const char *cc = getenv("CC");
@@ -379,9 +384,9 @@ static const char *part_text(Arena *a, int p)
 
 /* The command that compiles a part's src into obj (shell words): the
  * flags of executables, less what only the model's C reads. */
-static const char *part_command(Arena *a, const char *obj, const char *src)
+static const char *part_command(Arena *a, const char *cflags, const char *obj, const char *src)
 {
-    return arena_printf(a, "%s " CG_CFLAGS " %s -c -o %s %s", cg_cc(), cflags_extra(), obj, src);
+    return arena_printf(a, "%s %s %s -c -o %s %s", cg_cc(), cflags, cflags_extra(), obj, src);
 }
 
 /* The runtime as an executable links it: the parts a program uses, each
@@ -389,6 +394,7 @@ static const char *part_command(Arena *a, const char *obj, const char *src)
  * compiles it, so that kiln compiles each once per compiler, flags and
  * runtime. */
 typedef struct {
+    const char *cflags;            /* cg_cflags */
     unsigned uses;                 /* 1 << CG_RT_* */
     Slot slot[CG_RT_NPARTS];
     const char *obj[CG_RT_NPARTS]; /* its object, once fetched or built */
@@ -396,10 +402,11 @@ typedef struct {
 
 static void parts_plan(Arena *a, const Module *m, const char *dir, const char *who, Parts *ps)
 {
+    ps->cflags = cg_cflags(a, m);
     ps->uses = cg_rt_uses(m, CG_CC);
     for (int p = 0; p < CG_RT_NPARTS; p++)
         if (ps->uses >> p & 1)
-            ps->slot[p] = slot_of(dir, part_command(a, "OBJ", "SRC"), who, part_text(a, p));
+            ps->slot[p] = slot_of(dir, part_command(a, ps->cflags, "OBJ", "SRC"), who, part_text(a, p));
 }
 
 /* The keys of the parts, for the executable's own key. */
@@ -429,7 +436,7 @@ static int part_object(Arena *a, const CgBuild *b, Parts *ps, int p, Scratch *sc
                 "flags and this runtime)...\n", name);
     int rc = write_text(src, src, part_text(a, p), err);
     if (!rc)
-        rc = run(a, part_command(a, shell_quote(a, obj), shell_quote(a, src)),
+        rc = run(a, part_command(a, ps->cflags, shell_quote(a, obj), shell_quote(a, src)),
                  scratch_path(sc, a, "cc.log"), err);
     if (!rc)
         keep(a, &ps->slot[p], b, 1, names, dests);
@@ -479,9 +486,9 @@ static const char *machine_flag(Arena *a, const rt_machine *mc)
  * objs (shell words; "" with the runtime pasted in src). */
 /* -DKILN_BUILD_FLAGS="..." as one shell word with a space before it: how
  * the executable was built, which its --version prints (a C string). */
-static const char *flags_define(Arena *a)
+static const char *flags_define(Arena *a, const char *cflags)
 {
-    const char *v = arena_printf(a, "%s " CG_CFLAGS "%s%s", cg_cc(), *cflags_extra() ? " " : "",
+    const char *v = arena_printf(a, "%s %s%s%s", cg_cc(), cflags, *cflags_extra() ? " " : "",
                                  cflags_extra());
     FILE *f = arena_stream(a);
     fputs("-DKILN_BUILD_FLAGS=\"", f);
@@ -491,12 +498,13 @@ static const char *flags_define(Arena *a)
     return arena_printf(a, " %s", shell_quote(a, arena_stream_text(a, f)));
 }
 
-static const char *exe_command(Arena *a, const CgBuild *b, const char *out, const char *src,
-                               const char *objs)
+static const char *exe_command(Arena *a, const Module *m, const CgBuild *b, const char *out,
+                               const char *src, const char *objs)
 {
-    return arena_printf(a, "%s " CG_CFLAGS "%s%s %s -o %s %s%s -lm", cg_cc(),
-                        machine_flag(a, b->machine), flags_define(a), cflags_extra(), out, src,
-                        objs);
+    const char *cflags = cg_cflags(a, m);
+    return arena_printf(a, "%s %s%s%s %s -o %s %s%s -lm", cg_cc(), cflags,
+                        machine_flag(a, b->machine), flags_define(a, cflags), cflags_extra(), out,
+                        src, objs);
 }
 
 /* The parts' objects as shell words, each after a space. */
@@ -525,7 +533,7 @@ static int compile_exe(const Module *m, const CgBuild *b, const char *c, Parts *
     if (!b->quiet && !rc)
         fprintf(stderr, "kiln: cc: building %s (%d kernels)...\n", out, m->prog->nkernels);
     if (!rc)
-        rc = run(a, exe_command(a, b, shell_quote(a, tmp), shell_quote(a, src), objs_words(a, ps)),
+        rc = run(a, exe_command(a, m, b, shell_quote(a, tmp), shell_quote(a, src), objs_words(a, ps)),
                  scratch_path(&sc, a, "cc.log"), err);
     scratch_close(&sc, a);
     return rc;
@@ -548,7 +556,7 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
         parts_plan(a, m, dir, who, ps);
     const char *c = ps ? cg_emit_linked(m) : cg_emit_string(m, CG_CC);
     const char *const tmps[] = {tmp};
-    const char *cmd = exe_command(a, b, "OUT", "SRC", objs_words(a, ps));
+    const char *cmd = exe_command(a, m, b, "OUT", "SRC", objs_words(a, ps));
     Slot s = slot_of(dir, ps ? arena_printf(a, "%s\n%s", cmd, parts_keys(a, ps)) : cmd, who, c);
     int hit = lookup(a, &s, b, 1, names, tmps);
     int rc = hit ? 0 : compile_exe(m, b, c, ps, out, tmp, err);
@@ -646,11 +654,11 @@ static int write_header(const Module *m, const char *path, rt_err *err)
  * The .so stays mapped after dlclose (-z nodelete, as libgomp's static
  * TLS keeps it): the runtime's pool threads run its code and outlive any
  * call (tests/cli.sh dlcloses one while they spin). */
-static void lib_commands(Arena *a, const char *cmd[3], const char *obj, const char *so,
-                         const char *ar, const char *src)
+static void lib_commands(Arena *a, const Module *m, const char *cmd[3], const char *obj,
+                         const char *so, const char *ar, const char *src)
 {
-    cmd[0] = arena_printf(a, "%s " CG_CFLAGS " -fPIC -DKILN_NO_MAIN -c -o %s %s", cg_cc(), obj,
-                          src);
+    cmd[0] = arena_printf(a, "%s %s -fPIC -DKILN_NO_MAIN -c -o %s %s", cg_cc(), cg_cflags(a, m),
+                          obj, src);
     cmd[1] = arena_printf(a, "%s -fopenmp -shared -Wl,-z,nodelete -o %s %s -lm", cg_cc(), so,
                           obj);
     cmd[2] = arena_printf(a, "ar rcs %s %s", ar, obj);
@@ -666,7 +674,7 @@ static int compile_lib(const Module *m, const CgBuild *b, const char *c, const c
         return err->code;
     const char *src = scratch_path(&sc, a, "model.c"), *obj = scratch_path(&sc, a, "model.o");
     const char *log = scratch_path(&sc, a, "cc.log"), *cmd[3];
-    lib_commands(a, cmd, shell_quote(a, obj), shell_quote(a, so), shell_quote(a, ar),
+    lib_commands(a, m, cmd, shell_quote(a, obj), shell_quote(a, so), shell_quote(a, ar),
                  shell_quote(a, src));
     int rc = write_text(src, src, c, err);
     if (!b->quiet && !rc)
@@ -695,7 +703,7 @@ int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err
     double t0 = rt_now();
     const char *c = cg_emit_string(m, CG_CC), *cmd[3];
     const char *const tmps[] = {so_tmp, ar_tmp};
-    lib_commands(a, cmd, "OBJ", "SO", "AR", "SRC");
+    lib_commands(a, m, cmd, "OBJ", "SO", "AR", "SRC");
     Slot s = slot(a, b, arena_printf(a, "%s\n%s\n%s", cmd[0], cmd[1], cmd[2]), c);
     int hit = lookup(a, &s, b, 2, names, tmps);
     if (!hit)

@@ -181,6 +181,9 @@ int cg_spawn(const char *path, char *const *argv, const posix_spawn_file_actions
 /* `$CC` or "cc", and the flags every build uses. */
 const char *cg_cc(void);
 #define CG_CFLAGS "-O3 -march=native -fopenmp"
+/* The flags m's program builds with: CG_CFLAGS, -march=m->target for a
+ * program built to run elsewhere (--target). */
+const char *cg_cflags(Arena *a, const Module *m);
 /* How a build goes. */
 typedef struct {
     int quiet;                   /* no progress or timing on stderr */
@@ -190,7 +193,7 @@ typedef struct {
                                     (-DKILN_MACHINE); NULL or zeros: none */
 } CgBuild;
 /* Builds an executable at out (written to a temporary beside it, then
- * renamed) with CG_CFLAGS, the machine's figures, then
+ * renamed) with cg_cflags, the machine's figures, then
  * $KILN_CFLAGS_EXTRA. From the cache, "(cache hit)" ends the timing line.
  * Returns an RT_* status with err set. */
 int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err);

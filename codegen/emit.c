@@ -438,9 +438,10 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
           " * passes -DKILN_MACHINE={peak,peak1,read,cores} from `kiln machine`. */\n"
           "#ifndef KILN_MACHINE\n#define KILN_MACHINE {0, 0, 0, 0}\n#endif\n", f);
     if (fl == CG_CC)
-        fputs("/* How this file was compiled, for --version: kiln build passes\n"
-              " * -DKILN_BUILD_FLAGS=\"its cc command\"; else the flags it builds with. */\n"
-              "#ifndef KILN_BUILD_FLAGS\n#define KILN_BUILD_FLAGS \"" CG_CFLAGS "\"\n#endif\n", f);
+        fprintf(f, "/* How this file was compiled, for --version: kiln build passes\n"
+                   " * -DKILN_BUILD_FLAGS=\"its cc command\"; else the flags it builds with. */\n"
+                   "#ifndef KILN_BUILD_FLAGS\n#define KILN_BUILD_FLAGS \"%s\"\n#endif\n",
+                cg_cflags(m->a, m));
     fprintf(f, "%sconst rt_model kiln_model = {\n    ", fl == CG_CC ? "static " : "");
     cg_print_cstring(f, n);
     fprintf(f, ", %d, %d, %d, %d,\n", m->ninputs, m->noutputs, m->nweights, m->nstates);
@@ -504,8 +505,8 @@ static void prelude(FILE *f, const Module *m, CgFlavour fl, int paste)
         fputs(" * For libtcc (kiln run): the runtime's functions are declared, not\n"
               " * defined, and there is no main; the JIT links them from kiln itself.\n", f);
     else if (paste)
-        fputs(" * Build: cc -O3 -march=native -fopenmp THIS.c -lm   (add -DKILN_NO_MAIN for a "
-              "library)\n", f);
+        fprintf(f, " * Build: cc %s THIS.c -lm   (add -DKILN_NO_MAIN for a library)\n",
+                cg_cflags(m->a, m));
     else
         fputs(" * The runtime's functions are declared, not defined: kiln build links\n"
               " * them from its cached objects of the runtime's parts.\n", f);

@@ -269,6 +269,10 @@ struct Module {
      * (rt_model.weights_file, .tokenizer_file): absolute paths, set by
      * the command line for emit-c and build of a folder; NULL: none. */
     const char *folder_weights, *folder_tokenizer;
+    /* The x86-64 level the program's C is compiled for (-march=TARGET:
+     * "x86-64-v2", "-v3", "-v4"), set by the command line's --target;
+     * NULL: this machine's CPU (-march=native). */
+    const char *target;
 };
 
 Module *ir_module_new(Arena *a, const char *file, const char *name);

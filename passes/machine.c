@@ -91,6 +91,20 @@ void machine_detect(Machine *mc)
     mc->vector_bytes = vector_bytes();
 }
 
+int machine_target(Machine *mc, const char *target)
+{
+    static const struct { const char *name; int bytes; } levels[] = {
+        {"x86-64-v2", 16}, {"x86-64-v3", 32}, {"x86-64-v4", 64}};
+    if (!strcmp(target, "native"))
+        return 0;
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++)
+        if (!strcmp(target, levels[i].name)) {
+            mc->vector_bytes = levels[i].bytes;
+            return 0;
+        }
+    return -1;
+}
+
 /* Sets field `key` (of length len) to v; -1 when there is no such field. */
 static int set_field(Machine *mc, const char *key, size_t len, int64_t v)
 {

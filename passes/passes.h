@@ -19,6 +19,10 @@ typedef struct {
 /* The machine kiln runs on; fields it cannot read keep portable defaults
  * (32 KiB, 1 MiB, 8 MiB, 32-byte vectors, 1 core). */
 void machine_detect(Machine *mc);
+/* The vectors of x86-64 level `target` ("x86-64-v2": 16 bytes, "-v3":
+ * 32, "-v4": 64), for a program built to run elsewhere (--target);
+ * "native" leaves mc as detected. Returns 0, or -1 for another name. */
+int machine_target(Machine *mc, const char *target);
 /* Fixed figures for golden tests and reproducible dumps. */
 void machine_default(Machine *mc);
 /* Overrides from "l1d=48K,l2=2M,l3=32M,vector=64,cores=2" (any subset;

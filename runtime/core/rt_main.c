@@ -12,7 +12,8 @@
  * notes on stderr (which inputs were seeded, the times), so
  * that a failure is one line alone: "PROG: message" on stderr, with its
  * RT_* status returned (2 usage, 1 invalid inputs or weights, 3 I/O,
- * 4 internal or out of memory). Options take `--opt value` or
+ * 4 internal or out of memory; 3 too, before main, on a CPU that lacks
+ * an instruction set the program was compiled for). Options take `--opt value` or
  * `--opt=value`. NAME=FILE is split after the longest declared name the
  * argument starts with, so names may themselves hold '='. The model is
  * closed and everything freed on every path. */
@@ -54,6 +55,61 @@ typedef struct {
     double *ms;       /* [repeat] milliseconds per run */
     rt_profile *prof; /* the kernels' timers, with --profile */
 } rm_ctx;
+
+/* ---- the CPU -------------------------------------------------------- */
+
+/* A program compiled for instructions this CPU lacks (-march=native on
+ * another machine, or kiln build --target x86-64-v4 here) would die of
+ * SIGILL at the first of them. Before main, this constructor, itself
+ * compiled for plain x86-64, asks the CPU for each extension the
+ * compiler was allowed to use and ends the process with one line and
+ * status 3 naming the first one missing. Not in a library (KILN_NO_MAIN):
+ * a library never ends the program that loads it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(KILN_NO_MAIN)
+#define RM_NEED(feature)                                                                   \
+    if (!lack && !__builtin_cpu_supports(feature))                                         \
+    lack = feature
+extern char *program_invocation_short_name;        /* glibc's, as errno.h declares it */
+__attribute__((constructor, target("arch=x86-64"))) static void rm_cpu_check(void)
+{
+    const char *lack = NULL;
+    __builtin_cpu_init();
+#ifdef __SSE4_2__
+    RM_NEED("sse4.2");
+#endif
+#ifdef __AVX__
+    RM_NEED("avx");
+#endif
+#ifdef __AVX2__
+    RM_NEED("avx2");
+#endif
+#ifdef __FMA__
+    RM_NEED("fma");
+#endif
+#ifdef __AVX512F__
+    RM_NEED("avx512f");
+#endif
+#ifdef __AVX512BW__
+    RM_NEED("avx512bw");
+#endif
+#ifdef __AVX512VL__
+    RM_NEED("avx512vl");
+#endif
+#ifdef __AVX512VNNI__
+    RM_NEED("avx512vnni");
+#endif
+#ifdef __AVX512BF16__
+    RM_NEED("avx512bf16");
+#endif
+    if (!lack)
+        return;
+    fprintf(stderr, "%s: this CPU lacks %s, which the program was compiled to use: build it "
+            "on this machine, or with kiln build --target x86-64-v3 (or v2) to run on more "
+            "CPUs\n", program_invocation_short_name, lack);
+    exit(RT_EIO);
+}
+#undef RM_NEED
+#endif
 
 /* ---- messages ------------------------------------------------------- */
 
