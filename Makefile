@@ -166,9 +166,10 @@ test-import-big: $(KILN) $(B)/tests/mkckpt
 
 # ---- set-up -------------------------------------------------------------
 # qemu-user: tests/target.sh runs --target builds on CPU models without AVX-512.
-DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev qemu-user
+# pkgconf: tests/cli.sh links a --lib build through its NAME.pc.
+DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev qemu-user pkgconf
 DEB_FILES := /usr/include/jansson.h /usr/include/libtcc.h /usr/include/cmocka.h \
-	/usr/include/nettle/sha2.h /usr/bin/qemu-x86_64 \
+	/usr/include/nettle/sha2.h /usr/bin/qemu-x86_64 /usr/bin/pkg-config \
 	/usr/lib/x86_64-linux-gnu/tcc/libtcc1.a
 deps:
 	@missing=0; for f in $(DEB_FILES); do [ -e $$f ] || missing=1; done; \
@@ -229,6 +230,20 @@ deps-asan:
 clean:
 	rm -rf $(B) kiln build-asan build-fuzz
 
+# ---- install: kiln alone (its runtime is inside it) and its docs -----------
+# make install [PREFIX=/usr/local] [DESTDIR=staging root]; INSTALL_BIN is
+# the binary installed (tests/cli.sh passes the one under test).
+PREFIX ?= /usr/local
+INSTALL_BIN ?= $(KILN)
+install: $(KILN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/kiln
+	install -m 755 $(INSTALL_BIN) $(DESTDIR)$(PREFIX)/bin/kiln
+	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/kiln
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/kiln
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/kiln
+
 # ---- benchmarks (never part of `make test`: tests do not depend on speed) --
 # Every example, then kiln's linear kernels beside OpenBLAS, on 2 threads.
 bench: $(KILN)
@@ -277,6 +292,6 @@ deps-fuzz:
 	echo "deps-fuzz: installing clang-14 libclang-rt-14-dev" >&2; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-14 libclang-rt-14-dev >&2
 
-.PHONY: all deps need-deps demo test clean bench deps-bench fuzz deps-fuzz
+.PHONY: all deps need-deps demo test clean install uninstall bench deps-bench fuzz deps-fuzz
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 -include $(shell find $(FUZZ_B)/obj -name '*.d' 2>/dev/null)

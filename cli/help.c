@@ -78,7 +78,7 @@ static const char overview[] =
     "  build MODEL [-o EXE]          build an executable with $CC (default cc; -o default: NAME);\n"
     "                                of a folder or GGUF, it remembers its weights and\n"
     "                                tokenizer (absolute paths) as its defaults\n"
-    "  build MODEL --lib -o DIR      build DIR/libNAME.so, DIR/libNAME.a and DIR/NAME.h\n"
+    "  build MODEL --lib -o DIR      DIR/libNAME.so, .a, NAME.h and NAME.pc (pkg-config)\n"
     "                                (builds are cached: --no-cache builds anew)\n"
     "  run MODEL [RUN OPTIONS]       compile in memory with libtcc and run\n"
     "  profile MODEL [RUN OPTIONS]   build with cc, run with --profile (--repeat 10 unless\n"
@@ -131,7 +131,7 @@ static const Usage usages[] = {
      "\n"
      "  -o EXE                        the executable (default: the model's name);\n"
      "                                EXE --help says how to run it\n"
-     "  --lib -o DIR                  DIR/libNAME.so, DIR/libNAME.a and DIR/NAME.h instead\n"
+     "  --lib -o DIR                  DIR/libNAME.so, libNAME.a, NAME.h, NAME.pc instead\n"
      "  --no-cache                    build anew, neither reading nor filling the cache\n"
      "\n" MODEL_OPTS "\n" EXIT_TEXT},
     {"run",

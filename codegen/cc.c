@@ -650,6 +650,23 @@ static int write_header(const Module *m, const char *path, rt_err *err)
     return cg_write_file(path, arena_stream_text(m->a, f), err);
 }
 
+/* NAME.pc beside the library, for pkg-config: its directory found where
+ * the file lies (${pcfiledir}), so the folder can move; the archive's
+ * OpenMP and libm in Libs.private (pkg-config --static). */
+static int write_pc(const Module *m, const char *path, rt_err *err)
+{
+    const char *text = arena_printf(
+        m->a,
+        "# pkg-config file of lib%s, built by kiln %s: PKG_CONFIG_PATH=THIS_DIR pkg-config\n"
+        "# --cflags --libs %s (the .so; --static for the .a)\n"
+        "prefix=${pcfiledir}\nlibdir=${prefix}\nincludedir=${prefix}\n\n"
+        "Name: %s\nDescription: the model %s, compiled by kiln (%s)\nVersion: %s\n"
+        "Cflags: -I${includedir}\nLibs: -L${libdir} -l%s\nLibs.private: -fopenmp -lm\n",
+        m->name, KILN_VERSION, m->name, m->name, m->name, cg_cflags(m->a, m), KILN_VERSION,
+        m->name);
+    return cg_write_file(path, text, err);
+}
+
 /* The commands that build the library's object, .so and .a from src.
  * The .so stays mapped after dlclose (-z nodelete, as libgomp's static
  * TLS keeps it): the runtime's pool threads run its code and outlive any
@@ -715,15 +732,18 @@ int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err
     if (!rc)
         rc = write_header(m, h, err);
     if (!rc)
+        rc = write_pc(m, arena_printf(a, "%s%s%s.pc", dir, sep, m->name), err);
+    if (!rc)
         rc = commit(so_tmp, so, err);
     if (!rc)
         rc = commit(ar_tmp, ar, err);
     unlink(so_tmp);
     unlink(ar_tmp);
     if (!b->quiet && !rc && hit)
-        fprintf(stderr, "kiln: built %s, %s and %s in %.1f ms (cache hit)\n", so, ar, h,
-                (rt_now() - t0) * 1e3);
+        fprintf(stderr, "kiln: built %s, %s, %s and %s.pc in %.1f ms (cache hit)\n", so, ar, h,
+                m->name, (rt_now() - t0) * 1e3);
     else if (!b->quiet && !rc)
-        fprintf(stderr, "kiln: built %s, %s and %s in %.2f s\n", so, ar, h, rt_now() - t0);
+        fprintf(stderr, "kiln: built %s, %s, %s and %s.pc in %.2f s\n", so, ar, h, m->name,
+                rt_now() - t0);
     return rc;
 }

@@ -266,6 +266,34 @@ if cc -std=c11 -Wall -Wextra -Werror -I"$T/lib" -o "$T/use" "$T/use.c" "$T/lib/l
 else
     bad "  a C program links the .a and computes the right numbers"; cat "$T/err"
 fi
+# its pkg-config file: the .so through --cflags --libs, the .a through --static
+if cp -r "$T/lib" "$T/moved" && PKG_CONFIG_PATH="$T/moved" pkg-config --exists init_data &&
+   cc -std=c11 -Wall -Werror -o "$T/use2" "$T/use.c" \
+       $(PKG_CONFIG_PATH="$T/moved" pkg-config --cflags --libs init_data) 2>"$T/err" &&
+   [ "$(LD_LIBRARY_PATH="$T/moved" "$T/use2")" = "x z" ] &&
+   cc -std=c11 -Wall -Werror -o "$T/use3" "$T/use.c" $(PKG_CONFIG_PATH="$T/moved" pkg-config \
+       --cflags init_data) "$T/moved/libinit_data.a" \
+       $(PKG_CONFIG_PATH="$T/moved" pkg-config --static --libs-only-other init_data) -lm 2>>"$T/err" &&
+   [ "$("$T/use3")" = "x z" ]; then
+    ok "  its init_data.pc, the folder moved: pkg-config links the .so and the .a"
+else
+    bad "  its init_data.pc: pkg-config links the .so and the .a"; cat "$T/err"
+fi
+
+# make install: kiln and its docs under DESTDIR/PREFIX; the installed kiln
+# builds a model from elsewhere (its runtime is inside it); uninstall
+# removes them.
+if make -s --no-print-directory install DESTDIR="$T/root" PREFIX=/opt/k INSTALL_BIN="$KILN" \
+       >"$T/out" 2>&1 && [ -x "$T/root/opt/k/bin/kiln" ] &&
+   [ -f "$T/root/opt/k/share/doc/kiln/program.md" ] &&
+   (r=$PWD && cd "$T" && ./root/opt/k/bin/kiln build "$r/examples/mlp.json" -o mlp-installed \
+       >/dev/null 2>&1 && ./mlp-installed --repeat 1 >/dev/null 2>&1) &&
+   make -s --no-print-directory uninstall DESTDIR="$T/root" PREFIX=/opt/k >>"$T/out" 2>&1 &&
+   [ ! -e "$T/root/opt/k/bin/kiln" ] && [ ! -e "$T/root/opt/k/share/doc/kiln" ]; then
+    ok "make install DESTDIR PREFIX: kiln and its docs; it builds from elsewhere; uninstall"
+else
+    bad "make install DESTDIR PREFIX"; cat "$T/out"; ls -R "$T/root" 2>&1 | head
+fi
 
 # dlopen, a run, dlclose at once while the pool's workers still spin in the
 # library's code, twice: the .so must stay mapped (-z nodelete).
