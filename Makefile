@@ -246,9 +246,24 @@ uninstall:
 
 # ---- benchmarks (never part of `make test`: tests do not depend on speed) --
 # Every example, then kiln's linear kernels beside OpenBLAS, on 2 threads.
-bench: $(KILN)
+bench: $(KILN) $(B)/tests/mkckpt
 	@mkdir -p $(B)
 	./$(KILN) bench --threads 2 --json $(B)/bench.json
+	@$(MAKE) --no-print-directory bench-tokens
+
+# A stories110M-shaped decoder (the test tools' llama2.c checkpoint, random
+# weights) in every weight type, as llama-bench -p 256 -n 64 -r 3 -t 2 times
+# its own: build/bench-tokens-TYPE.json each.
+BENCH_TYPES := f32 bf16 q8_0 q4_0 q4_k_m
+bench-tokens: $(KILN) $(B)/tests/mkckpt
+	@mkdir -p $(B)/bench-s110
+	@[ -f $(B)/bench-s110/s110.safetensors ] || { $(B)/tests/mkckpt llama2c $(B)/bench-s110/s110.bin \
+	  --shape stories110M >/dev/null && ./$(KILN) import llama2c $(B)/bench-s110/s110.bin \
+	  -o $(B)/bench-s110/s110.json --weights-out $(B)/bench-s110/s110.safetensors --max-seq 512; }
+	@for t in $(BENCH_TYPES); do \
+	  ./$(KILN) bench $(B)/bench-s110/s110.json --weights $(B)/bench-s110/s110.safetensors \
+	    --weight-dtype $$t -p 256 -n 64 -r 3 --threads 2 --json $(B)/bench-tokens-$$t.json || exit 1; \
+	done
 
 deps-bench:
 	@if dpkg -s libopenblas-dev >/dev/null 2>&1; then echo "deps-bench: libopenblas-dev present"; exit 0; fi; \
@@ -292,6 +307,6 @@ deps-fuzz:
 	echo "deps-fuzz: installing clang-14 libclang-rt-14-dev" >&2; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-14 libclang-rt-14-dev >&2
 
-.PHONY: all deps need-deps demo test clean install uninstall bench deps-bench fuzz deps-fuzz
+.PHONY: all deps need-deps demo test clean install uninstall bench bench-tokens deps-bench fuzz deps-fuzz
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 -include $(shell find $(FUZZ_B)/obj -name '*.d' 2>/dev/null)
