@@ -554,6 +554,39 @@ static int generate_args(const Module *m, const Opts *o, char **rest)
     return 7 + o->nrest;
 }
 
+/* A program to run once: m's executable built (from the build cache when
+ * it is there; its progress on stderr, as kiln build's) in a temporary
+ * directory, which holds also the file `other` names; all three are
+ * registered as temporaries, removed if kiln is interrupted. */
+typedef struct {
+    char dir[4096];
+    const char *exe;
+    const char *made[3];            /* dir, exe, other; NULL until made */
+} TempExe;
+
+/* 0, or an exit status said; temp_exe_remove(t) in either case. */
+static int temp_exe(Module *m, const Opts *o, const char *other, TempExe *t)
+{
+    memset(t, 0, sizeof *t);
+    rt_err err = {0, ""};
+    if (bench_dir_open(t->dir, &err))
+        return cli_report(&err);
+    t->exe = arena_printf(m->a, "%s/%s", t->dir, m->name);
+    const char *made[] = {t->dir, t->exe, arena_printf(m->a, "%s/%s", t->dir, other)};
+    for (int i = 0; i < 3; i++)
+        cg_tmp_add(t->made[i] = made[i]);
+    CgBuild b = {.cache = !o->no_cache, .machine = &o->figures};
+    return cg_build_exe(m, t->exe, &b, &err) ? cli_report(&err) : 0;
+}
+
+static void temp_exe_remove(TempExe *t)
+{
+    if (t->made[0])
+        bench_dir_remove(t->dir);
+    for (int i = 0; i < 3 && t->made[i]; i++)
+        cg_tmp_forget(t->made[i]);
+}
+
 /* kiln profile MODEL [RUN OPTIONS]: the cc build (from the build cache
  * when it is there; its progress on stderr, as kiln build's) in a
  * temporary directory, run with --profile (a decoder without options:
@@ -566,23 +599,14 @@ static int cmd_profile(Module *m, const Opts *o)
     char *gen[7 + o->nrest];
     int ngen = generate_args(m, o, gen);
     cli_memory_note(m);
-    char dir[4096];
-    rt_err err = {0, ""};
-    if (bench_dir_open(dir, &err))
-        return cli_report(&err);
-    const char *exe = arena_printf(m->a, "%s/%s", dir, m->name);
-    const char *lines = arena_printf(m->a, "%s/profile.jsonl", dir);
-    const char *made[] = {dir, exe, lines};          /* removed if interrupted */
-    for (int i = 0; i < 3; i++)
-        cg_tmp_add(made[i]);
-    CgBuild b = {.cache = !o->no_cache, .machine = &o->figures};
-    rc = cg_build_exe(m, exe, &b, &err) ? cli_report(&err)
-         : ngen ? run_profiled(exe, lines, gen, ngen) : run_profiled(exe, lines, o->rest, o->nrest);
-    if (!rc)
-        rc = cli_profile_table(lines, m->name, &o->figures, stdout);
-    bench_dir_remove(dir);
-    for (int i = 0; i < 3; i++)
-        cg_tmp_forget(made[i]);
+    TempExe t;
+    if ((rc = temp_exe(m, o, "profile.jsonl", &t)) == 0) {
+        rc = ngen ? run_profiled(t.exe, t.made[2], gen, ngen)
+                  : run_profiled(t.exe, t.made[2], o->rest, o->nrest);
+        if (!rc)
+            rc = cli_profile_table(t.made[2], m->name, &o->figures, stdout);
+    }
+    temp_exe_remove(&t);
     return rc;
 }
 
@@ -607,27 +631,19 @@ static int cmd_bench(Module *m, const Opts *o)
     int rc = program(&m, o);
     if (rc)
         return rc;
-    char dir[4096];
-    rt_err err = {0, ""};
-    if (bench_dir_open(dir, &err))
-        return cli_report(&err);
-    const char *exe = arena_printf(m->a, "%s/%s", dir, m->name);
-    const char *log = arena_printf(m->a, "%s.log", exe);
-    const char *made[] = {dir, exe, log};          /* removed if interrupted */
-    for (int i = 0; i < 3; i++)
-        cg_tmp_add(made[i]);
+    TempExe t;
+    if ((rc = temp_exe(m, o, arena_printf(m->a, "%s.log", m->name), &t)) != 0) {
+        temp_exe_remove(&t);
+        return rc;
+    }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    BenchTokensOpts bo = {.exe = exe, .weights = o->weights, .vocab = dec.vocab, .prompt = o->pp,
+    BenchTokensOpts bo = {.exe = t.exe, .weights = o->weights, .vocab = dec.vocab, .prompt = o->pp,
                           .gen = o->tg, .reps = o->reps,
                           .threads = o->threads ? o->threads : cores > 0 ? (int)cores : 1};
     const char *weights = o->weight_auto ? "as stored (--weight-dtype auto)"
                                          : storage_name(o->weight_store);
-    CgBuild b = {.cache = !o->no_cache, .machine = &o->figures};
-    rc = cg_build_exe(m, exe, &b, &err) ? cli_report(&err)
-                                        : bench_cmd_tokens(&bo, o->model, weights, o->json);
-    bench_dir_remove(dir);
-    for (int i = 0; i < 3; i++)
-        cg_tmp_forget(made[i]);
+    rc = bench_cmd_tokens(&bo, o->model, weights, o->json);
+    temp_exe_remove(&t);
     return rc;
 }
 
