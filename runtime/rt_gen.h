@@ -7,12 +7,16 @@
 
 #include "kiln_rt.h"
 
-/* ---- generation (rt_generate.c, rt_sample.c) --------------------------- */
-/* `PROG generate ...` (argv[1] is "generate"; rt_main hands it over): a
+/* ---- generation (rt_generate.c, rt_chat.c, rt_sample.c) --------------- */
+/* `PROG generate ...` (argv[1] is "generate" or "chat"; rt_main hands it over): a
  * decoder model prefills a prompt in chunks and draws tokens one by one,
  * printing them; rt_generate.c's comment gives the options and the
  * algorithm. Returns an RT_* status. */
 RT_API int rt_generate(int argc, char **argv, const rt_model *md);
+/* `PROG chat ...` (argv[1] is "chat"; rt_generate hands it over, so that
+ * rt_model.generate serves both): a conversation with the model's chat
+ * template; rt_chat.c's comment gives the options and the algorithm. */
+RT_API int rt_chat(int argc, char **argv, const rt_model *md);
 /* A coin in [0, 1): (x >> 11) * 2^-53, x the next rt_splitmix64 output. */
 RT_API double rt_sample_coin(uint64_t *state);
 /* The index of the largest of n logits; the lowest among equals. */

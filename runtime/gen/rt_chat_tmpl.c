@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const ct_names[] = {
     [RT_CHAT_CHATML] = "chatml", [RT_CHAT_LLAMA3] = "llama3", [RT_CHAT_LLAMA2] = "llama2",
@@ -386,30 +387,15 @@ static int ct_config(rt_json *J, char **out)
     return 0;
 }
 
-int rt_chat_template_load(const rt_tok *tok, const char *tokenizer_path, char **text, rt_err *e)
+int rt_chat_config_read(const char *path, char **text, rt_err *e)
 {
-    *text = NULL;
-    const char *t = tok ? rt_tok_chat_template(tok) : NULL;
-    if (t) {
-        *text = strdup(t);
-        return *text ? 0 : rt_errf(e, RT_EINTERNAL, "out of memory");
-    }
-    const char *slash = strrchr(tokenizer_path, '/');
-    int dir = slash ? (int)(slash - tokenizer_path) + 1 : 0;
-    char path[4096];
-    if (snprintf(path, sizeof path, "%.*stokenizer_config.json", dir, tokenizer_path) >=
-        (int)sizeof path)
-        return rt_errf(e, RT_EIO, "%s: the path is too long", tokenizer_path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    fclose(f);
     char *d = NULL;
     size_t len;
+    *text = NULL;
     int rc = rt_read_file(path, 64u << 20, &d, &len, e);
-    if (!rc && rt_utf8_bad((const unsigned char *)d, len) < len)
-        rc = rt_errf(e, RT_EINVAL, "%s: byte %zu is not UTF-8", path,
-                     rt_utf8_bad((const unsigned char *)d, len));
+    size_t bad = rc ? 0 : rt_utf8_bad((const unsigned char *)d, len);
+    if (!rc && bad < len)
+        rc = rt_errf(e, RT_EINVAL, "%s: not valid UTF-8 at byte %zu", path, bad);
     if (!rc) {
         const unsigned char *s = (const unsigned char *)d;
         rt_json J = {.p = s, .start = s, .end = s + len, .path = path, .e = e};
@@ -424,4 +410,23 @@ int rt_chat_template_load(const rt_tok *tok, const char *tokenizer_path, char **
     }
     free(d);
     return rc;
+}
+
+int rt_chat_template_load(const rt_tok *tok, const char *tokenizer_path, char **text, rt_err *e)
+{
+    *text = NULL;
+    const char *t = tok ? rt_tok_chat_template(tok) : NULL;
+    if (t) {
+        *text = strdup(t);
+        return *text ? 0 : rt_errf(e, RT_EINTERNAL, "out of memory");
+    }
+    const char *slash = strrchr(tokenizer_path, '/');
+    int dir = slash ? (int)(slash - tokenizer_path) + 1 : 0;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%.*stokenizer_config.json", dir, tokenizer_path) >=
+        (int)sizeof path)
+        return rt_errf(e, RT_EIO, "%s: the path is too long", tokenizer_path);
+    if (access(path, F_OK) != 0)
+        return 0;
+    return rt_chat_config_read(path, text, e);
 }

@@ -19,15 +19,8 @@
  * i32[1] and positions i32[1], output logits f32[1, V], state of S rows.
  * Algorithm:
  * 1. The prompt (ids, or the tokenizer's encoding of the text with BOS)
- *    is prefilled from position 0: in chunks of C tokens through the
- *    prefill variant (rt_model.run_chunk) while a whole chunk fits in the
- *    cache, the last chunk padded: its rows past the prompt repeat the
- *    last token at the next positions, and their logits are ignored. The
- *    cache rows they write lie past the prompt's end, and each is written
- *    again by the decode step at its position before any attention reads
- *    it (attention reads rows 0 .. its own position), so they never
- *    count. A prompt's last token, or tokens where no whole chunk fits,
- *    go through the decode step one by one.
+ *    is prefilled from position 0 (rt_decode.c: in chunks of the prefill
+ *    variant where a whole chunk fits, else one decode step a token).
  * 2. Then N tokens are drawn (rt_sample: temperature 0 is greedy), each
  *    printed as it comes and fed back at the next position, until N, the
  *    cache's S rows (said on stderr), or (with a tokenizer) its EOS or BOS
@@ -60,14 +53,10 @@ typedef struct {
     char *wpath;                        /* the weights opened (rt_pick_weights) */
     uint64_t n, seed, threads;
     double temperature, topp;
-    void *h;
+    rt_dec d;                           /* the model, its buffers */
     rt_tok *tok;
     int32_t *ids;                       /* the prompt: nids */
     int nids;
-    int64_t V, S, C;                    /* vocabulary, cache rows, chunk */
-    float *logits;                      /* [C, V]: the last call's */
-    int32_t *tk, *ps;                   /* [C]: a call's tokens, positions */
-    void *scratch;                      /* rt_sample's */
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
     int full;                           /* stopped by the KV cache's end */
@@ -235,9 +224,9 @@ static int rg_ids(rg_ctx *g)
     for (;;) {
         char *end;
         long long x = strtoll(p, &end, 10);
-        if (end == p || *p < '0' || *p > '9' || (*end && *end != ',') || x >= g->V)
+        if (end == p || *p < '0' || *p > '9' || (*end && *end != ',') || x >= g->d.V)
             return rg_fail(g, RT_EINVAL, "--tokens: '%s' is not a list of ids in [0, %lld)",
-                           g->tokens, (long long)g->V);
+                           g->tokens, (long long)g->d.V);
         g->ids[g->nids++] = (int32_t)x;
         if (!*end)
             return 0;
@@ -325,9 +314,9 @@ static int rg_open_tokenizer(rg_ctx *g)
     g->tokenizer = path;
     if (rt_tok_open(path, &g->tok, &e))
         return rg_fail(g, e.code, "%s", e.msg);
-    if (rt_tok_size(g->tok) > g->V)
+    if (rt_tok_size(g->tok) > g->d.V)
         return rg_fail(g, RT_EINVAL, "%s: %d tokens, but the model's vocabulary is %lld",
-                       path, rt_tok_size(g->tok), (long long)g->V);
+                       path, rt_tok_size(g->tok), (long long)g->d.V);
     return 0;
 }
 
@@ -352,70 +341,22 @@ static int rg_encode(rg_ctx *g)
     return 0;
 }
 
-/* The model keeps the decoder contract; V, S, C from its tables. */
-static int rg_contract(rg_ctx *g)
-{
-    const rt_model *md = g->md;
-    const rt_tensor_info *in = md->inputs, *out = md->outputs;
-    if (md->ninputs != 2 || md->noutputs != 1 || md->nstates < 1 || strcmp(in[0].name, "tokens") ||
-        strcmp(in[1].name, "positions") || in[0].dtype != RT_I32 || in[1].dtype != RT_I32 ||
-        in[0].rank != 1 || in[0].dims[0] != 1 || strcmp(out[0].name, "logits") ||
-        out[0].rank != 2 || out[0].dims[0] != 1 || md->states[0].rank < 1)
-        return rg_fail(g, RT_EINVAL, RT_NOT_A_DECODER, md->name);
-    g->V = out[0].dims[1];
-    g->S = md->states[0].dims[0];
-    g->C = md->run_chunk && md->chunk > 1 ? md->chunk : 1;
-    return 0;
-}
-
-static int rg_buffers(rg_ctx *g)
-{
-    g->logits = malloc(sizeof *g->logits * (size_t)(g->C * g->V));
-    g->tk = malloc(sizeof *g->tk * (size_t)g->C);
-    g->ps = malloc(sizeof *g->ps * (size_t)g->C);
-    g->scratch = malloc(8 * (size_t)g->V);
-    if (!g->logits || !g->tk || !g->ps || !g->scratch)
-        return rg_fail(g, RT_EINTERNAL, "out of memory");
-    return 0;
-}
-
 /* ---- running ---------------------------------------------------------- */
 
 static int rg_call(rg_ctx *g, int chunk)
 {
-    const void *in[2] = {g->tk, g->ps};
-    void *out[1] = {g->logits};
-    int rc = chunk ? g->md->run_chunk(g->h, in, out) : g->md->run(g->h, in, out);
-    if (rc) {
-        const char *msg = g->md->error(g->h);
-        return rg_fail(g, rc >= RT_EINVAL && rc <= RT_EINTERNAL ? rc : RT_EINTERNAL, "%s",
-                       msg ? msg : "the model failed without a message");
-    }
-    return 0;
+    rt_err e = {0};
+    return rt_dec_call(&g->d, chunk, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
 }
 
 /* The prompt from position 0; the logits of its last token left in
- * g->logits[0, V). */
+ * g->d.logits[0, V). */
 static int rg_prefill(rg_ctx *g)
 {
+    rt_err e = {0};
     double t0 = rt_now();
-    int64_t pos = 0, n = g->nids;
-    while (pos < n) {
-        int64_t left = n - pos, k = left < g->C ? left : g->C;
-        int chunk = k > 1 && pos + g->C <= g->S;
-        if (!chunk)
-            k = 1;
-        for (int64_t i = 0; i < (chunk ? g->C : 1); i++) {
-            g->tk[i] = g->ids[pos + (i < k ? i : k - 1)];
-            g->ps[i] = (int32_t)(pos + i);
-        }
-        int rc = rg_call(g, chunk);
-        if (rc)
-            return rc;
-        if (chunk && k > 1)
-            memmove(g->logits, g->logits + (k - 1) * g->V, sizeof *g->logits * (size_t)g->V);
-        pos += k;
-    }
+    if (rt_dec_prefill(&g->d, g->ids, 0, g->nids, &e))
+        return rg_fail(g, e.code, "%s", e.msg);
     g->t_prefill = rt_now() - t0;
     return 0;
 }
@@ -454,7 +395,7 @@ static int rg_decode(rg_ctx *g)
     int bos = g->tok ? rt_tok_bos(g->tok) : -1;
     double t0 = rt_now();
     for (uint64_t i = 0; i < g->n; i++) {
-        int next = rt_sample(g->logits, (int)g->V, g->temperature, g->topp, &state, g->scratch);
+        int next = rt_sample(g->d.logits, (int)g->d.V, g->temperature, g->topp, &state, g->d.scratch);
         if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos))
             break;
         int rc = rg_print(g, prev, next);
@@ -464,12 +405,12 @@ static int rg_decode(rg_ctx *g)
         prev = next;
         if (i + 1 == g->n)
             break;
-        if (pos >= g->S) {
+        if (pos >= g->d.S) {
             g->full = 1;
             break;
         }
-        g->tk[0] = next;
-        g->ps[0] = (int32_t)pos++;
+        g->d.tk[0] = next;
+        g->d.ps[0] = (int32_t)pos++;
         int size = rt_gov_next(&g->gov);
         if (size != team)
             rt_set_threads(team = size);
@@ -512,14 +453,14 @@ static int rg_setup(rg_ctx *g)
 {
     char src[512];
     rt_err e = {0};
-    int rc = rg_contract(g);
+    int rc = rt_dec_contract(&g->d, g->md, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
     if (!rc)
         rc = g->tokens ? rg_ids(g) : rg_encode(g);
-    if (!rc && g->nids > g->S)
+    if (!rc && g->nids > g->d.S)
         rc = rg_fail(g, RT_EINVAL, "%sthe prompt is %d tokens, more than the cache's %lld rows",
-                     rg_src(g, src, sizeof src), g->nids, (long long)g->S);
+                     rg_src(g, src, sizeof src), g->nids, (long long)g->d.S);
     if (!rc)
-        rc = rg_buffers(g);
+        rc = rt_dec_buffers(&g->d, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
     if (!rc && rt_pick_weights(g->md, g->weights, &g->wpath, &e))
         rc = rg_fail(g, e.code, "%s", e.msg);
     if (rc)
@@ -529,17 +470,17 @@ static int rg_setup(rg_ctx *g)
     if (g->profile && !g->threads)       /* one team size for the profile */
         g->threads = (uint64_t)rt_get_threads();
     rt_gov_init(&g->gov, rt_get_threads(), g->threads != 0);
-    g->h = g->md->open(g->wpath);
-    if (!g->h)
+    g->d.h = g->md->open(g->wpath);
+    if (!g->d.h)
         return rg_fail(g, RT_EINTERNAL, "out of memory");
-    if (g->md->status(g->h))
-        return rg_fail(g, g->md->status(g->h), "%s", g->md->error(g->h));
+    if (g->md->status(g->d.h))
+        return rg_fail(g, g->md->status(g->d.h), "%s", g->md->error(g->d.h));
     if (g->profile && !g->md->profile)
         return rg_fail(g, RT_EUSAGE, "--profile: this program has no kernel timers");
     if (g->profile && !(g->prof = rt_profile_new(g->md->nkernels, g->md->kernels)))
         return rg_fail(g, RT_EINTERNAL, "out of memory");
     if (g->prof)
-        g->md->profile(g->h, g->prof);
+        g->md->profile(g->d.h, g->prof);
     return 0;
 }
 
@@ -555,12 +496,12 @@ static int rg_main(rg_ctx *g)
     if (!rc && g->full)
         fprintf(stderr, "%s: generate: stopped after %lld of %llu tokens: the KV cache holds "
                 "%lld positions (--max-seq at import)\n", g->prog, (long long)g->n_decode,
-                (unsigned long long)g->n, (long long)g->S);
+                (unsigned long long)g->n, (long long)g->d.S);
     char note[96];
     if (!rc)
         fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld); "
                 "decode: %lld tokens in %.1f ms, %.1f tokens/s%s\n", g->prog, g->nids,
-                g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->C,
+                g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->d.C,
                 (long long)g->n_decode, g->t_decode * 1e3,
                 rg_rate(g->calls, g->t_decode), rg_fewer(g, note, sizeof note));
     rt_err e = {0};
@@ -572,6 +513,8 @@ static int rg_main(rg_ctx *g)
 
 int rt_generate(int argc, char **argv, const rt_model *md)
 {
+    if (argc > 1 && !strcmp(argv[1], "chat"))
+        return rt_chat(argc, argv, md);
     rg_ctx g = {0};
     g.md = md;
     g.prog = argv[0] ? argv[0] : "generate";
@@ -583,16 +526,11 @@ int rt_generate(int argc, char **argv, const rt_model *md)
         rc = rg_main(&g);
     if (rc < 0)                         /* --help, or stdout's reader gone */
         rc = 0;
-    if (g.h)
-        md->close(g.h);
+    rt_dec_free(&g.d);
     rt_profile_free(g.prof);
     if (g.tok)
         rt_tok_close(g.tok);
     free(g.ids);
-    free(g.logits);
-    free(g.tk);
-    free(g.ps);
-    free(g.scratch);
     free(g.text);
     free(g.wpath);
     return rc;
