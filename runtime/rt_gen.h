@@ -24,9 +24,40 @@ RT_API int rt_sample_argmax(const float *logits, int n);
 /* The next token: the argmax when temperature is 0, else drawn from
  * softmax(logits / temperature) cut to its top-p nucleus (topp in (0, 1);
  * 0 or 1: all), one rt_sample_coin from state; rt_sample.c says how.
- * logits is overwritten with the probabilities; scratch holds 8 n bytes. */
+ * logits is overwritten with the probabilities; scratch holds 8 n bytes.
+ * rt_sampler_draw with only these two set. */
 RT_API int rt_sample(float *logits, int n, double temperature, double topp, uint64_t *state,
                      void *scratch);
+/* The samplers people expect, as `generate` and `chat` take them on the
+ * command line (and h-serve's API: keep this stable). */
+typedef struct {
+    double temperature;                 /* 0: greedy */
+    int top_k;                          /* keep the k likeliest; 0: all */
+    double top_p;                       /* the nucleus of this mass; 0 or 1: all */
+    double min_p;                       /* keep p >= min_p * the largest p; 0: all */
+    double repeat_penalty;              /* CTRL's, on the recent tokens; 1: none */
+    double presence_penalty;            /* OpenAI's: minus this once per recent token */
+    double frequency_penalty;           /* ...and this per occurrence; 0: none */
+    int repeat_last_n;                  /* the penalties' window of recent tokens; -1: all */
+} rt_sampler;
+/* generate's defaults: temperature 1, top-p 0.9, no top-k, min-p or
+ * penalty (repeat_penalty 1), a window of 64. */
+RT_API void rt_sampler_init(rt_sampler *s);
+/* The option --NAME VALUE (NAME: temperature, top-k, top-p or topp,
+ * min-p, repeat-penalty, presence-penalty, frequency-penalty,
+ * repeat-last-n) into s: 1 when taken, 0 when NAME is none of these, -1
+ * when VALUE is out of its range (temperature >= 0; top-p, min-p in
+ * [0, 1]; penalties in [-2, 2], repeat-penalty > 0; counts integers). */
+RT_API int rt_sampler_opt(rt_sampler *s, const char *name, const char *value);
+/* The penalties of s applied to logits[0, n) for the last repeat_last_n of
+ * text[0, ntext) (the prompt and what was drawn); scratch holds 4 n bytes. */
+RT_API void rt_sampler_penalize(float *logits, int n, const rt_sampler *s, const int32_t *text,
+                                int ntext, void *scratch);
+/* The next token after text[0, ntext): penalties, then temperature,
+ * top-k, top-p, min-p and one coin from state (rt_sample.c gives the
+ * order); logits is overwritten; scratch holds 8 n bytes. */
+RT_API int rt_sampler_draw(float *logits, int n, const rt_sampler *s, const int32_t *text,
+                           int ntext, uint64_t *state, void *scratch);
 
 /* ---- the decode steps' team size (rt_gov.c) ----------------------------- */
 /* How many threads generate's decode steps run on, decided from their

@@ -9,8 +9,9 @@
 #      16-bit weights (tests/weights16.sh, with $MKCKPT), the prepared
 #      weights' image (tests/image.sh, with $MKCKPT), quantized weights
 #      (tests/quant.sh, with $MKCKPT and $REFGEN), GGUF files as models
-#      (tests/gguf.sh, with $MKCKPT), chat on a pseudo-terminal (tests/chat.sh,
-#      with $MKCKPT and $PTYRUN);
+#      (tests/gguf.sh, with $MKCKPT), the samplers on the command line
+#      (tests/sample.sh, with $MKCKPT), chat on a pseudo-terminal
+#      (tests/chat.sh, with $MKCKPT and $PTYRUN);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -55,6 +56,7 @@ suite weights16 fails "checks: --weight-dtype bf16/f16 checked, held 16-bit, BF1
 suite image fails "checks: weights prepared once, kept in an image, mapped; its faults"
 suite quant fails "checks: --weight-dtype q8_0 ... q4_k_m checked, held as blocks, decoded as the reference"
 suite gguf fails "checks: GGUF files checked, decoded as their folders, blocks held as stored; bad files"
+suite sample fails "checks: top-k 1 is greedy, seeds, penalties, stop strings, --json"
 suite chat fails "checks: chat on a terminal, the KV cache kept, turns dropped, Ctrl-C, templates"
 
 ls tests/models/*.json examples/*.json |

@@ -2,8 +2,8 @@
  * a decoder and its tokenizer's chat template (docs/generating.md).
  *
  *   PROG chat [--tokenizer FILE] [--chat-template NAME] [--system TEXT]
- *        [-n N] [--temperature T] [--topp P] [--seed S]
- *        [--weights W.safetensors|DIR] [--threads N]
+ *        [-n N] [--seed S] [SAMPLERS] [--weights W.safetensors|DIR] [--threads N]
+ *        [--verbose]
  *
  * The template is the model's (rt_chat_template_load: a GGUF's, else
  * tokenizer_config.json's beside the tokenizer) recognised as a family,
@@ -23,7 +23,8 @@
  *    system message stays) are dropped until it does, and the rest is
  *    encoded again and prefilled from where it differs; this is said on
  *    stderr. A message too long even alone is refused, and the chat goes on.
- * 3. The answer is drawn one decode step a token (rt_sample) and printed
+ * 3. The answer is drawn one decode step a token (rt_sampler_draw, with
+ *    generate's SAMPLERS, the penalties over the tokens in the cache) and printed
  *    as it comes, until the tokenizer's end of a turn (rt_tok_is_end) or
  *    BOS, -n N tokens, Ctrl-C (SIGINT, which stops the answer, not the
  *    program), or the cache's last row (said; the next message then drops
@@ -45,7 +46,7 @@ typedef struct {
     const rt_model *md;
     const char *prog, *tokenizer, *template_name, *system, *weights;
     uint64_t n, seed, threads;
-    double temperature, topp;
+    rt_sampler sm;
     rt_dec d;
     rt_tok *tok;
     char *wpath;
@@ -87,8 +88,7 @@ static int rch_fail(const rch_ctx *c, int code, const char *fmt, ...)
 /* ---- the command line ------------------------------------------------ */
 
 static const char *const rch_opts[] = {"tokenizer", "chat-template", "system", "n",
-                                       "temperature", "topp", "seed", "weights", "threads",
-                                       "verbose"};
+                                       "seed", "weights", "threads", "verbose"};
 
 static int rch_u64(const char *v, uint64_t *out)
 {
@@ -99,18 +99,11 @@ static int rch_u64(const char *v, uint64_t *out)
     return !*end;
 }
 
-static int rch_num(const char *v, double *out)
-{
-    char *end;
-    *out = strtod(v, &end);
-    return *v && !*end && *out == *out;
-}
-
 static void rch_help(const rch_ctx *c)
 {
     const rt_model *md = c->md;
     printf("usage: %s chat [--tokenizer FILE] [--chat-template NAME] [--system TEXT] [-n N]\n"
-           "       [--temperature T] [--topp P] [--seed S] [--weights W] [--threads N]\n"
+           "       [--seed S] [SAMPLERS] [--weights W] [--threads N] [--verbose]\n"
            "A conversation: each line read is the user's message; the answer is printed as\n"
            "it is drawn. Ctrl-C stops an answer; Ctrl-D (end of input) ends the chat.\n"
            "  --tokenizer FILE      tokenizer.json (its folder's tokenizer_config.json has\n"
@@ -120,9 +113,10 @@ static void rch_help(const rch_ctx *c)
            "  --system TEXT         the system message\n"
            "  -n N                  tokens an answer may have at most (default: no limit\n"
            "                        but the end of the turn and the KV cache)\n"
-           "  --temperature T       0: greedy; else softmax of logits / T (default 1)\n"
-           "  --topp P              sample from the nucleus of mass P (default 0.9)\n"
            "  --seed S              the sampler's seed (default 1)\n"
+           "  SAMPLERS              generate's: --temperature, --top-k, --top-p, --min-p,\n"
+           "                        --repeat-penalty, --presence-penalty, --frequency-penalty,\n"
+           "                        --repeat-last-n (see generate --help)\n"
            "  --weights FILE|DIR    weights from safetensors, or a model folder's\n"
            "  --threads N           threads to use (default: every core)\n"
            "  --verbose             after each answer, on stderr: the tokens prefilled and\n"
@@ -145,9 +139,11 @@ static int rch_parse(rch_ctx *c, int argc, char **argv)
         int k = 0, n = (int)(sizeof rch_opts / sizeof rch_opts[0]), ok = 1;
         while (k < n && (strncmp(a, "--", 2) || strcmp(a + 2, rch_opts[k])))
             k++;
-        if (k == n)
+        rt_sampler probe = c->sm;       /* is it a sampler's option? */
+        int sampler = k == n && !strncmp(a, "--", 2) && rt_sampler_opt(&probe, a + 2, "0") != 0;
+        if (k == n && !sampler)
             return rch_fail(c, RT_EUSAGE, "unknown argument '%s'", argv[i]);
-        if (k == 9) {
+        if (k == 7) {
             c->verbose = 1;
             continue;
         }
@@ -159,14 +155,13 @@ static int rch_parse(rch_ctx *c, int argc, char **argv)
         case 1: c->template_name = v; break;
         case 2: c->system = v; break;
         case 3: ok = rch_u64(v, &c->n); break;
-        case 4: ok = rch_num(v, &c->temperature) && c->temperature >= 0; break;
-        case 5: ok = rch_num(v, &c->topp) && c->topp >= 0 && c->topp <= 1; break;
-        case 6: ok = rch_u64(v, &c->seed); break;
-        case 7: c->weights = v; break;
-        case 8: ok = rch_u64(v, &c->threads) && c->threads >= 1 && c->threads <= 4096; break;
+        case 4: ok = rch_u64(v, &c->seed); break;
+        case 5: c->weights = v; break;
+        case 6: ok = rch_u64(v, &c->threads) && c->threads >= 1 && c->threads <= 4096; break;
+        default: ok = rt_sampler_opt(&c->sm, a + 2, v) == 1;
         }
         if (!ok)
-            return rch_fail(c, RT_EUSAGE, "--%s: bad value '%s'", rch_opts[k], v);
+            return rch_fail(c, RT_EUSAGE, "%s: bad value '%s'", a, v);
     }
     return 0;
 }
@@ -406,8 +401,8 @@ static int rch_answer(rch_ctx *c)
     int prev = c->hist[c->nhist - 1], full = 0, end = 0;
     uint64_t i = 0;
     for (; !rc && !rch_stop && (!c->n || i < c->n); i++) {
-        int next = rt_sample(c->d.logits, (int)c->d.V, c->temperature, c->topp, &c->state,
-                             c->d.scratch);
+        int next = rt_sampler_draw(c->d.logits, (int)c->d.V, &c->sm, c->hist, (int)c->nhist,
+                                   &c->state, c->d.scratch);
         if ((end = rt_tok_is_end(c->tok, next) || next == bos))
             break;
         const char *piece = rt_tok_decode_piece(c->tok, prev, next);
@@ -514,9 +509,8 @@ int rt_chat(int argc, char **argv, const rt_model *md)
     rch_ctx c = {0};
     c.md = md;
     c.prog = argv[0] ? argv[0] : "chat";
-    c.temperature = 1.0;
-    c.topp = 0.9;
     c.seed = 1;
+    rt_sampler_init(&c.sm);
     int rc = rch_parse(&c, argc - 1, argv + 1);
     if (!rc)
         rc = rch_setup(&c);

@@ -2,8 +2,16 @@
  * (docs/generating.md).
  *
  *   PROG generate --tokens 1,2,3 | [--tokenizer FILE] (--prompt TEXT | --prompt-file FILE)
- *        [-n N] [--temperature T] [--topp P] [--seed S]
+ *        [-n N] [--seed S] [SAMPLERS] [--stop TEXT]... [--json]
  *        [--weights W.safetensors|DIR] [--threads N] [--profile FILE]
+ *
+ * SAMPLERS are rt_sampler_opt's options (--temperature, --top-k, --top-p
+ * or --topp, --min-p, --repeat-penalty, --presence-penalty,
+ * --frequency-penalty, --repeat-last-n); the penalties look at the prompt
+ * and what was drawn. --stop TEXT (up to 8; a text prompt only) ends the
+ * output before the first place where TEXT appears in what is drawn: the
+ * drawn text that could still begin a stop string is held back until it
+ * cannot. --json prints the statistics on stderr as one JSON object.
  *
  * --profile FILE times every kernel call of the prefill and the decode
  * steps (the prefill variant's kernels named NAME@C) and writes
@@ -21,7 +29,7 @@
  * 1. The prompt (ids, or the tokenizer's encoding of the text with BOS)
  *    is prefilled from position 0 (rt_decode.c: in chunks of the prefill
  *    variant where a whole chunk fits, else one decode step a token).
- * 2. Then N tokens are drawn (rt_sample: temperature 0 is greedy), each
+ * 2. Then N tokens are drawn (rt_sampler_draw: temperature 0 is greedy), each
  *    printed as it comes and fed back at the next position, until N, the
  *    cache's S rows (said on stderr), or (with a tokenizer) its EOS or BOS
  *    token.
@@ -42,6 +50,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#define RG_MAX_STOP 8
+
 typedef struct {
     const rt_model *md;
     const char *prog;
@@ -52,14 +62,20 @@ typedef struct {
     char *text;                         /* --prompt-file's text */
     char *wpath;                        /* the weights opened (rt_pick_weights) */
     uint64_t n, seed, threads;
-    double temperature, topp;
+    rt_sampler sm;
+    const char *stop[RG_MAX_STOP];      /* --stop */
+    int nstop, json;
+    char *pend;                         /* drawn text held back: it may begin a stop string */
+    size_t npend;
+    int32_t *hist;                      /* the prompt, then what is drawn: nhist (<= S) */
+    int64_t nhist;
+    const char *finish;                 /* what ended it: "eos", "length", "stop", "cache" */
     rt_dec d;                           /* the model, its buffers */
     rt_tok *tok;
     int32_t *ids;                       /* the prompt: nids */
     int nids;
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
-    int full;                           /* stopped by the KV cache's end */
     rt_gov gov;
 } rg_ctx;
 
@@ -90,16 +106,11 @@ static int rg_u64(const char *v, uint64_t *out)
     return !*end;
 }
 
-static int rg_num(const char *v, double *out)
-{
-    char *end;
-    *out = strtod(v, &end);
-    return *v && !*end && *out == *out;
-}
-
-static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "temperature",
-                                      "topp", "seed", "weights", "threads", "prompt-file",
-                                      "profile"};
+static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "stop",
+                                      "seed", "weights", "threads", "prompt-file", "profile",
+                                      "temperature", "top-k", "top-p", "topp", "min-p",
+                                      "repeat-penalty", "presence-penalty",
+                                      "frequency-penalty", "repeat-last-n"};
 
 /* --opt value or --opt=value (-n N too); the option's index, or -1. */
 static int rg_opt(int argc, char **argv, int *i, const char **val)
@@ -131,8 +142,9 @@ static void rg_help(const rg_ctx *g)
 {
     const rt_model *md = g->md;
     printf("usage: %s generate (--tokens ID,ID,... | [--tokenizer FILE] --prompt TEXT\n"
-           "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--temperature T] [--topp P]\n"
-           "       [--seed S] [--weights W.safetensors|DIR] [--threads N] [--profile FILE]\n"
+           "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--seed S] [SAMPLERS]\n"
+           "       [--stop TEXT]... [--json] [--weights W.safetensors|DIR] [--threads N]\n"
+           "       [--profile FILE]\n"
            "Generates text: the prompt prefilled, then one decode step a token drawn.\n"
            "  --tokens IDS        the prompt as token ids; prints the drawn ids\n"
            "  --tokenizer FILE    llama2.c tokenizer.bin, Hugging Face tokenizer.json, or a\n"
@@ -143,9 +155,21 @@ static void rg_help(const rg_ctx *g)
            "                      line break\n"
            "  -n N                tokens to draw (default 32; fewer when the KV cache is\n"
            "                      full, said on stderr, or with a tokenizer EOS or BOS is drawn)\n"
-           "  --temperature T     0: greedy; else softmax of logits / T (default 1)\n"
-           "  --topp P            sample from the nucleus of mass P (default 0.9; 0 or 1: all)\n"
            "  --seed S            the sampler's seed (default 1)\n"
+           "SAMPLERS, applied in this order:\n"
+           "  --repeat-penalty R  divide a recent token's logit by R (> 0), times R when\n"
+           "                      negative (default 1: none)\n"
+           "  --presence-penalty P, --frequency-penalty F\n"
+           "                      lower a recent token's logit by P, and F per occurrence\n"
+           "                      (each in [-2, 2]; default 0)\n"
+           "  --repeat-last-n N   the tokens the penalties look at: the last N of the prompt\n"
+           "                      and what is drawn (default 64; -1: all)\n"
+           "  --temperature T     0: greedy; else softmax of logits / T (default 1)\n"
+           "  --top-k K           the K likeliest tokens only (default 0: all)\n"
+           "  --top-p P, --topp P the nucleus of mass P (default 0.9; 0 or 1: all)\n"
+           "  --min-p M           tokens at least M times as likely as the likeliest (default 0)\n"
+           "  --stop TEXT         end the output before TEXT (repeatable, up to 8; a text prompt)\n"
+           "  --json              the statistics on stderr as one JSON object\n"
            "  --weights FILE|DIR  weights from safetensors, or a model folder's;\n"
            "                      default: %s\n"
            "  --threads N         a fixed team (default: every core, fewer while busy)\n"
@@ -177,6 +201,8 @@ static int rg_check(rg_ctx *g)
                        "--prompt-file FILE (with --tokenizer FILE)");
     if (text && !g->tokenizer && !g->md->tokenizer_file)
         return rg_fail(g, RT_EUSAGE, "%s needs --tokenizer FILE", text);
+    if (g->nstop && g->tokens)
+        return rg_fail(g, RT_EUSAGE, "--stop is for a text prompt; --tokens are ids");
     return 0;
 }
 
@@ -187,6 +213,10 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             rg_help(g);
             return -1;
+        }
+        if (!strcmp(argv[i], "--json")) {
+            g->json = 1;
+            continue;
         }
         const char *v = NULL;
         int k = rg_opt(argc, argv, &i, &v), ok = 1;
@@ -199,13 +229,18 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         case 1: g->tokenizer = v; break;
         case 2: g->prompt = v; break;
         case 3: ok = rg_u64(v, &g->n); break;
-        case 4: ok = rg_num(v, &g->temperature) && g->temperature >= 0; break;
-        case 5: ok = rg_num(v, &g->topp) && g->topp >= 0 && g->topp <= 1; break;
-        case 6: ok = rg_u64(v, &g->seed); break;
-        case 7: g->weights = v; break;
-        case 8: ok = rg_u64(v, &g->threads) && g->threads >= 1 && g->threads <= 4096; break;
-        case 9: g->prompt_file = v; ok = *v != 0; break;
-        case 10: g->profile = v; ok = *v != 0; break;
+        case 4:
+            if (g->nstop == RG_MAX_STOP)
+                return rg_fail(g, RT_EUSAGE, "--stop: more than %d stop strings", RG_MAX_STOP);
+            g->stop[g->nstop++] = v;
+            ok = *v != 0;
+            break;
+        case 5: ok = rg_u64(v, &g->seed); break;
+        case 6: g->weights = v; break;
+        case 7: ok = rg_u64(v, &g->threads) && g->threads >= 1 && g->threads <= 4096; break;
+        case 8: g->prompt_file = v; ok = *v != 0; break;
+        case 9: g->profile = v; ok = *v != 0; break;
+        default: ok = rt_sampler_opt(&g->sm, rg_opts[k], v) == 1;
         }
         if (!ok)
             return rg_fail(g, RT_EUSAGE, "--%s: bad value '%s'", rg_opts[k], v);
@@ -377,11 +412,58 @@ static int rg_put(const rg_ctx *g, const char *s)
     return 0;
 }
 
+/* The length of the longest end of s[0, n) that begins a stop string
+ * (shorter than it): what must be held back. */
+static size_t rg_held(const rg_ctx *g, const char *s, size_t n)
+{
+    size_t best = 0;
+    for (int k = 0; k < g->nstop; k++) {
+        size_t m = strlen(g->stop[k]);
+        for (size_t h = m - 1 < n ? m - 1 : n; h > best; h--)
+            if (!memcmp(s + n - h, g->stop[k], h)) {
+                best = h;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Drawn text s, through the stop strings: printed up to the first stop
+ * string (then g->finish is "stop"), less what may begin one. */
+static int rg_emit(rg_ctx *g, const char *s)
+{
+    if (!g->nstop)
+        return rg_put(g, s);
+    size_t k = strlen(s);
+    char *p = realloc(g->pend, g->npend + k + 1);
+    if (!p)
+        return rg_fail(g, RT_EINTERNAL, "out of memory");
+    g->pend = p;
+    memcpy(p + g->npend, s, k + 1);
+    g->npend += k;
+    const char *first = NULL;
+    for (int i = 0; i < g->nstop; i++) {
+        const char *at = strstr(p, g->stop[i]);
+        if (at && (!first || at < first))
+            first = at;
+    }
+    size_t out = first ? (size_t)(first - p) : g->npend - rg_held(g, p, g->npend);
+    char keep = p[out];
+    p[out] = 0;
+    int rc = rg_put(g, p);
+    p[out] = keep;
+    if (first)
+        g->finish = "stop";
+    memmove(p, p + out, g->npend - out + 1);
+    g->npend -= out;
+    return rc;
+}
+
 static int rg_print(rg_ctx *g, int prev, int id)
 {
     char num[24];
     if (g->tok)
-        return rg_put(g, rt_tok_decode_piece(g->tok, prev, id));
+        return rg_emit(g, rt_tok_decode_piece(g->tok, prev, id));
     snprintf(num, sizeof num, "%s%d", g->n_decode ? " " : "", id);
     return rg_put(g, num);
 }
@@ -394,21 +476,28 @@ static int rg_decode(rg_ctx *g)
     int team = rt_get_threads();        /* what the steps run on now */
     int bos = g->tok ? rt_tok_bos(g->tok) : -1;
     double t0 = rt_now();
+    g->finish = "length";
     for (uint64_t i = 0; i < g->n; i++) {
-        int next = rt_sample(g->d.logits, (int)g->d.V, g->temperature, g->topp, &state, g->d.scratch);
-        if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos))
+        int next = rt_sampler_draw(g->d.logits, (int)g->d.V, &g->sm, g->hist, (int)g->nhist,
+                                   &state, g->d.scratch);
+        if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos)) {
+            g->finish = "eos";
             break;
+        }
         int rc = rg_print(g, prev, next);
         if (rc)
             return rc;
         g->n_decode++;
+        if (!strcmp(g->finish, "stop"))
+            break;
         prev = next;
         if (i + 1 == g->n)
             break;
         if (pos >= g->d.S) {
-            g->full = 1;
+            g->finish = "cache";
             break;
         }
+        g->hist[g->nhist++] = next;
         g->d.tk[0] = next;
         g->d.ps[0] = (int32_t)pos++;
         int size = rt_gov_next(&g->gov);
@@ -422,7 +511,10 @@ static int rg_decode(rg_ctx *g)
         g->calls++;
     }
     g->t_decode = rt_now() - t0;
-    int rc = g->tok ? rg_put(g, rt_tok_decode_flush(g->tok)) : 0;
+    int stopped = !strcmp(g->finish, "stop");
+    int rc = g->tok && !stopped ? rg_emit(g, rt_tok_decode_flush(g->tok)) : 0;
+    if (!rc && g->npend && !stopped)    /* what could have begun a stop string, but did not */
+        rc = rg_put(g, g->pend);
     return rc ? rc : rg_put(g, "\n");
 }
 
@@ -461,6 +553,12 @@ static int rg_setup(rg_ctx *g)
                      rg_src(g, src, sizeof src), g->nids, (long long)g->d.S);
     if (!rc)
         rc = rt_dec_buffers(&g->d, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
+    if (!rc && !(g->hist = malloc(sizeof *g->hist * (size_t)g->d.S)))
+        rc = rg_fail(g, RT_EINTERNAL, "out of memory");
+    if (!rc) {
+        memcpy(g->hist, g->ids, sizeof *g->ids * (size_t)g->nids);
+        g->nhist = g->nids;
+    }
     if (!rc && rt_pick_weights(g->md, g->weights, &g->wpath, &e))
         rc = rg_fail(g, e.code, "%s", e.msg);
     if (rc)
@@ -493,12 +591,21 @@ static int rg_main(rg_ctx *g)
         rc = rg_prefill(g);
     if (!rc)
         rc = rg_decode(g);
-    if (!rc && g->full)
+    if (!rc && !strcmp(g->finish, "cache"))
         fprintf(stderr, "%s: generate: stopped after %lld of %llu tokens: the KV cache holds "
                 "%lld positions (--max-seq at import)\n", g->prog, (long long)g->n_decode,
                 (unsigned long long)g->n, (long long)g->d.S);
     char note[96];
-    if (!rc)
+    if (!rc && g->json)
+        fprintf(stderr, "{\"prompt_tokens\": %d, \"tokens\": %lld, \"finish\": \"%s\", "
+                "\"prefill_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, \"chunk\": %lld, "
+                "\"decode_ms\": %.3f, \"decode_tokens_per_s\": %.1f, \"decode_steps\": %lld, "
+                "\"threads\": %d, \"steps_on_fewer_threads\": %lld, \"seed\": %llu}\n",
+                g->nids, (long long)g->n_decode, g->finish, g->t_prefill * 1e3,
+                rg_rate(g->nids, g->t_prefill), (long long)g->d.C, g->t_decode * 1e3,
+                rg_rate(g->calls, g->t_decode), (long long)g->calls, g->gov.most,
+                (long long)g->gov.fewer, (unsigned long long)g->seed);
+    else if (!rc)
         fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld); "
                 "decode: %lld tokens in %.1f ms, %.1f tokens/s%s\n", g->prog, g->nids,
                 g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->d.C,
@@ -519,8 +626,9 @@ int rt_generate(int argc, char **argv, const rt_model *md)
     g.md = md;
     g.prog = argv[0] ? argv[0] : "generate";
     g.n = 32;
-    g.temperature = 1.0;
-    g.topp = 0.9;
+    g.seed = 1;                         /* as --help says (it was 0, unset) */
+    g.finish = "length";
+    rt_sampler_init(&g.sm);
     int rc = rg_parse(&g, argc - 1, argv + 1);
     if (!rc)
         rc = rg_main(&g);
@@ -532,6 +640,8 @@ int rt_generate(int argc, char **argv, const rt_model *md)
         rt_tok_close(g.tok);
     free(g.ids);
     free(g.text);
+    free(g.hist);
+    free(g.pend);
     free(g.wpath);
     return rc;
 }
