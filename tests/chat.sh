@@ -84,6 +84,13 @@ has "  and at the prompt drops the line; Ctrl-D: status 0" "$T/intr.out" "[exit 
 ! grep -q "KV cache is full" "$T/intr.out" && ok "  cut before the cache filled" ||
     bad "  cut before the cache filled"
 
+# A message that is not UTF-8 is refused; the chat goes on.
+printf 'a\377b\nhello\n' | "$T/l" chat -n 4 --verbose >/dev/null 2>"$T/utf8.err"
+echo "[exit $?]" >>"$T/utf8.err"
+has "chat: a message not UTF-8 refused" "$T/utf8.err" "the message is not valid UTF-8: not sent"
+[ "$(grep -c 'answered' "$T/utf8.err")" = 1 ] && grep -qF "[exit 0]" "$T/utf8.err" &&
+    ok "  and the next one answered, status 0" || bad "  and the next one answered, status 0"
+
 # kiln run DIR chat: the JIT, the folder's tokenizer and template.
 printf 'hello\n' | "$KILN" run "$T/llama" --max-seq 256 chat -n 4 --verbose >"$T/run.out" 2>"$T/run.err"
 echo "[exit $?]" >>"$T/run.err"

@@ -30,7 +30,8 @@
  *    program), or the cache's last row (said; the next message then drops
  *    turns). What was printed becomes the assistant's message.
  * Ctrl-C at the prompt drops the line typed; end of input (Ctrl-D) ends
- * the chat, status 0. Errors are one line "PROG: chat: what" and an
+ * the chat, status 0. A message that is not valid UTF-8 is refused (said)
+ * and the chat goes on. Errors are one line "PROG: chat: what" and an
  * RT_* status. */
 #include "runtime/gen/rt_tok.h"
 
@@ -306,8 +307,9 @@ static int rch_prefill(rch_ctx *c)
         }
         if (!rc && total + c->d.S / 4 > c->d.S) {
             rch_fail(c, RT_EINVAL, "the message makes %lld tokens with the template, more than "
-                     "the KV cache's %lld rows leave room for (an answer needs %lld): not sent",
-                     (long long)total, (long long)c->d.S, (long long)(c->d.S / 4));
+                     "the KV cache's %lld rows leave room for (an answer needs %lld): not sent%s",
+                     (long long)total, (long long)c->d.S, (long long)(c->d.S / 4),
+                     dropped ? " (the earlier turns were dropped)" : "");
             rch_drop(c, c->nmsg - 1, 1);
             free(full);
             free(ids);
@@ -491,6 +493,12 @@ static int rch_loop(rch_ctx *c)
         if (got < 0 || !*line) {
             if (got < 0)
                 rc = rch_put(c, "\n");
+            free(line);
+            continue;
+        }
+        size_t len = strlen(line);
+        if (rt_utf8_bad((const unsigned char *)line, len) < len) {
+            rch_fail(c, RT_EINVAL, "the message is not valid UTF-8: not sent");
             free(line);
             continue;
         }
