@@ -2,8 +2,16 @@
  * (docs/generating.md).
  *
  *   PROG generate --tokens 1,2,3 | [--tokenizer FILE] (--prompt TEXT | --prompt-file FILE)
- *        [-n N] [--temperature T] [--topp P] [--seed S]
+ *        [-n N] [--seed S] [SAMPLERS] [--stop TEXT]... [--json]
  *        [--weights W.safetensors|DIR] [--threads N] [--profile FILE]
+ *
+ * SAMPLERS are rt_sampler_opt's options (--temperature, --top-k, --top-p
+ * or --topp, --min-p, --repeat-penalty, --presence-penalty,
+ * --frequency-penalty, --repeat-last-n); the penalties look at the prompt
+ * and what was drawn. --stop TEXT (up to 8; a text prompt only) ends the
+ * output before the first place where TEXT appears in what is drawn: the
+ * drawn text that could still begin a stop string is held back until it
+ * cannot. --json prints the statistics on stderr as one JSON object.
  *
  * --profile FILE times every kernel call of the prefill and the decode
  * steps (the prefill variant's kernels named NAME@C) and writes
@@ -19,17 +27,10 @@
  * i32[1] and positions i32[1], output logits f32[1, V], state of S rows.
  * Algorithm:
  * 1. The prompt (ids, or the tokenizer's encoding of the text with BOS)
- *    is prefilled from position 0: in chunks of C tokens through the
- *    prefill variant (rt_model.run_chunk) while a whole chunk fits in the
- *    cache, the last chunk padded: its rows past the prompt repeat the
- *    last token at the next positions, and their logits are ignored. The
- *    cache rows they write lie past the prompt's end, and each is written
- *    again by the decode step at its position before any attention reads
- *    it (attention reads rows 0 .. its own position), so they never
- *    count. A prompt's last token, tokens where no whole chunk fits, and
- *    fewer tokens than a chunk is worth (rg_chunk_min, or --prefill-min)
- *    go through the decode step one by one.
- * 2. Then N tokens are drawn (rt_sample: temperature 0 is greedy), each
+ *    is prefilled from position 0 (rt_decode.c: in chunks of the prefill
+ *    variant where a whole chunk fits and --prefill-min tokens are left,
+ *    else one decode step a token).
+ * 2. Then N tokens are drawn (rt_sampler_draw: temperature 0 is greedy), each
  *    printed as it comes and fed back at the next position, until N, the
  *    cache's S rows (said on stderr), or (with a tokenizer) its EOS or BOS
  *    token.
@@ -50,29 +51,33 @@
 #include <string.h>
 #include <unistd.h>
 
+#define RG_MAX_STOP 8
+
 typedef struct {
     const rt_model *md;
     const char *prog;
     const char *tokens, *tokenizer, *prompt, *weights, *prompt_file;
     const char *src;                    /* --prompt-file's name, for messages; NULL: --prompt */
     const char *profile;                /* --profile FILE; NULL: none */
+    uint64_t prefill_min;               /* --prefill-min N; 0: rt_dec_chunk_min's */
     rt_profile *prof;
     char *text;                         /* --prompt-file's text */
     char *wpath;                        /* the weights opened (rt_pick_weights) */
     uint64_t n, seed, threads;
-    double temperature, topp;
-    void *h;
+    rt_sampler sm;
+    const char *stop[RG_MAX_STOP];      /* --stop */
+    int nstop, json;
+    char *pend;                         /* drawn text held back: it may begin a stop string */
+    size_t npend;
+    int32_t *hist;                      /* the prompt, then what is drawn: nhist (<= S) */
+    int64_t nhist;
+    const char *finish;                 /* what ended it: "eos", "length", "stop", "cache" */
+    rt_dec d;                           /* the model, its buffers */
     rt_tok *tok;
     int32_t *ids;                       /* the prompt: nids */
     int nids;
-    int64_t V, S, C;                    /* vocabulary, cache rows, chunk */
-    uint64_t prefill_min;               /* fewest tokens a chunk takes (rg_chunk_min) */
-    float *logits;                      /* [C, V]: the last call's */
-    int32_t *tk, *ps;                   /* [C]: a call's tokens, positions */
-    void *scratch;                      /* rt_sample's */
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
-    int full;                           /* stopped by the KV cache's end */
     rt_gov gov;
 } rg_ctx;
 
@@ -103,16 +108,11 @@ static int rg_u64(const char *v, uint64_t *out)
     return !*end;
 }
 
-static int rg_num(const char *v, double *out)
-{
-    char *end;
-    *out = strtod(v, &end);
-    return *v && !*end && *out == *out;
-}
-
-static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "temperature",
-                                      "topp", "seed", "weights", "threads", "prompt-file",
-                                      "profile", "prefill-min"};
+static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "stop",
+                                      "seed", "weights", "threads", "prompt-file", "profile",
+                                      "prefill-min", "temperature", "top-k", "top-p", "topp", "min-p",
+                                      "repeat-penalty", "presence-penalty",
+                                      "frequency-penalty", "repeat-last-n"};
 
 /* --opt value or --opt=value (-n N too); the option's index, or -1. */
 static int rg_opt(int argc, char **argv, int *i, const char **val)
@@ -140,37 +140,13 @@ static int rg_opt(int argc, char **argv, int *i, const char **val)
     return -1;
 }
 
-/* The fewest tokens worth a prefill chunk of C: a chunk's cost over a
- * decode step's, each the sum of its kernels' roofline times (the
- * chunk's kernels are those named NAME@C), max(FLOPs / (peak / 3),
- * bytes / read): a whole prefill runs at about a third of the FMA peak
- * (docs/benchmarks.md). With the machine's figures (rt_model.machine),
- * else this project's (485 GFLOP/s, 29.8 GB/s). At least 2, at most C.
- * Fixed per program: which variant a token goes through never depends
- * on timing. */
-static uint64_t rg_chunk_min(const rt_model *md, int64_t C)
-{
-    double peak = md->machine.peak > 0 ? md->machine.peak : 485;
-    double read = md->machine.read > 0 ? md->machine.read : 29.8;
-    double step = 0, chunk = 0;
-    for (int i = 0; i < md->nkernels; i++) {
-        const rt_kernel_info *k = &md->kernels[i];
-        double f = k->flops * 3 / peak, b = k->bytes / read;
-        *(strchr(k->name, '@') ? &chunk : &step) += f > b ? f : b;
-    }
-    double r = step > 0 ? chunk / step : 2;
-    uint64_t n = r < (double)C ? (uint64_t)r : (uint64_t)C;
-    n += n < r && n < (uint64_t)C;                  /* rounded up */
-    return n < 2 ? 2 : n;
-}
-
 static void rg_help(const rg_ctx *g)
 {
     const rt_model *md = g->md;
     printf("usage: %s generate (--tokens ID,ID,... | [--tokenizer FILE] --prompt TEXT\n"
-           "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--temperature T] [--topp P]\n"
-           "       [--seed S] [--weights W.safetensors|DIR] [--threads N] [--profile FILE]\n"
-           "       [--prefill-min N]\n"
+           "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--seed S] [SAMPLERS]\n"
+           "       [--stop TEXT]... [--json] [--weights W.safetensors|DIR] [--threads N]\n"
+           "       [--profile FILE] [--prefill-min N]\n"
            "Generates text: the prompt prefilled, then one decode step a token drawn.\n"
            "  --tokens IDS        the prompt as token ids; prints the drawn ids\n"
            "  --tokenizer FILE    llama2.c tokenizer.bin, Hugging Face tokenizer.json, or a\n"
@@ -181,9 +157,21 @@ static void rg_help(const rg_ctx *g)
            "                      line break\n"
            "  -n N                tokens to draw (default 32; fewer when the KV cache is\n"
            "                      full, said on stderr, or with a tokenizer EOS or BOS is drawn)\n"
-           "  --temperature T     0: greedy; else softmax of logits / T (default 1)\n"
-           "  --topp P            sample from the nucleus of mass P (default 0.9; 0 or 1: all)\n"
            "  --seed S            the sampler's seed (default 1)\n"
+           "SAMPLERS, applied in this order:\n"
+           "  --repeat-penalty R  divide a recent token's logit by R (> 0), times R when\n"
+           "                      negative (default 1: none)\n"
+           "  --presence-penalty P, --frequency-penalty F\n"
+           "                      lower a recent token's logit by P, and F per occurrence\n"
+           "                      (each in [-2, 2]; default 0)\n"
+           "  --repeat-last-n N   the tokens the penalties look at: the last N of the prompt\n"
+           "                      and what is drawn (default 64; -1: all)\n"
+           "  --temperature T     0: greedy; else softmax of logits / T (default 1)\n"
+           "  --top-k K           the K likeliest tokens only (default 0: all)\n"
+           "  --top-p P, --topp P the nucleus of mass P (default 0.9; 0 or 1: all)\n"
+           "  --min-p M           tokens at least M times as likely as the likeliest (default 0)\n"
+           "  --stop TEXT         end the output before TEXT (repeatable, up to 8; a text prompt)\n"
+           "  --json              the statistics on stderr as one JSON object\n"
            "  --weights FILE|DIR  weights from safetensors, or a model folder's;\n"
            "                      default: %s\n"
            "  --threads N         a fixed team (default: every core, fewer while busy)\n"
@@ -191,7 +179,7 @@ static void rg_help(const rg_ctx *g)
            "                      decode steps; write one JSON line per kernel name to FILE\n"
            "                      (calls, times, FLOPs, bytes, rates); the team is fixed\n"
            "  --prefill-min N     fewer prompt tokens than N left go through decode steps,\n"
-           "                      not a padded prefill chunk (default %llu: what a chunk\n"
+           "                      not a padded prefill chunk (default %lld: what a chunk\n"
            "                      costs against a decode step, by the kernels' costs)\n"
            "  -h, --help          print this and exit\n"
            "On stderr at the end: prefill and decode tokens per second. A closed stdout\n"
@@ -199,7 +187,7 @@ static void rg_help(const rg_ctx *g)
            md->usage ? md->usage : g->prog,
            md->tokenizer_file ? md->tokenizer_file : "none (needed for a text prompt)",
            md->weights_file ? md->weights_file : "each weight's init", (long long)md->chunk,
-           (unsigned long long)rg_chunk_min(md, md->run_chunk && md->chunk > 1 ? md->chunk : 1));
+           (long long)rt_dec_chunk_min(md, md->run_chunk && md->chunk > 1 ? md->chunk : 1));
 }
 
 /* The prompt is given one way: ids, or text with a tokenizer (given or
@@ -219,6 +207,8 @@ static int rg_check(rg_ctx *g)
                        "--prompt-file FILE (with --tokenizer FILE)");
     if (text && !g->tokenizer && !g->md->tokenizer_file)
         return rg_fail(g, RT_EUSAGE, "%s needs --tokenizer FILE", text);
+    if (g->nstop && g->tokens)
+        return rg_fail(g, RT_EUSAGE, "--stop is for a text prompt; --tokens are ids");
     return 0;
 }
 
@@ -229,6 +219,10 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             rg_help(g);
             return -1;
+        }
+        if (!strcmp(argv[i], "--json")) {
+            g->json = 1;
+            continue;
         }
         const char *v = NULL;
         int k = rg_opt(argc, argv, &i, &v), ok = 1;
@@ -241,14 +235,19 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         case 1: g->tokenizer = v; break;
         case 2: g->prompt = v; break;
         case 3: ok = rg_u64(v, &g->n); break;
-        case 4: ok = rg_num(v, &g->temperature) && g->temperature >= 0; break;
-        case 5: ok = rg_num(v, &g->topp) && g->topp >= 0 && g->topp <= 1; break;
-        case 6: ok = rg_u64(v, &g->seed); break;
-        case 7: g->weights = v; break;
-        case 8: ok = rg_u64(v, &g->threads) && g->threads >= 1 && g->threads <= 4096; break;
-        case 9: g->prompt_file = v; ok = *v != 0; break;
-        case 10: g->profile = v; ok = *v != 0; break;
-        case 11: ok = rg_u64(v, &g->prefill_min) && g->prefill_min >= 1; break;
+        case 4:
+            if (g->nstop == RG_MAX_STOP)
+                return rg_fail(g, RT_EUSAGE, "--stop: more than %d stop strings", RG_MAX_STOP);
+            g->stop[g->nstop++] = v;
+            ok = *v != 0;
+            break;
+        case 5: ok = rg_u64(v, &g->seed); break;
+        case 6: g->weights = v; break;
+        case 7: ok = rg_u64(v, &g->threads) && g->threads >= 1 && g->threads <= 4096; break;
+        case 8: g->prompt_file = v; ok = *v != 0; break;
+        case 9: g->profile = v; ok = *v != 0; break;
+        case 10: ok = rg_u64(v, &g->prefill_min) && g->prefill_min >= 1; break;
+        default: ok = rt_sampler_opt(&g->sm, rg_opts[k], v) == 1;
         }
         if (!ok)
             return rg_fail(g, RT_EUSAGE, "--%s: bad value '%s'", rg_opts[k], v);
@@ -267,9 +266,9 @@ static int rg_ids(rg_ctx *g)
     for (;;) {
         char *end;
         long long x = strtoll(p, &end, 10);
-        if (end == p || *p < '0' || *p > '9' || (*end && *end != ',') || x >= g->V)
+        if (end == p || *p < '0' || *p > '9' || (*end && *end != ',') || x >= g->d.V)
             return rg_fail(g, RT_EINVAL, "--tokens: '%s' is not a list of ids in [0, %lld)",
-                           g->tokens, (long long)g->V);
+                           g->tokens, (long long)g->d.V);
         g->ids[g->nids++] = (int32_t)x;
         if (!*end)
             return 0;
@@ -357,9 +356,9 @@ static int rg_open_tokenizer(rg_ctx *g)
     g->tokenizer = path;
     if (rt_tok_open(path, &g->tok, &e))
         return rg_fail(g, e.code, "%s", e.msg);
-    if (rt_tok_size(g->tok) > g->V)
+    if (rt_tok_size(g->tok) > g->d.V)
         return rg_fail(g, RT_EINVAL, "%s: %d tokens, but the model's vocabulary is %lld",
-                       path, rt_tok_size(g->tok), (long long)g->V);
+                       path, rt_tok_size(g->tok), (long long)g->d.V);
     return 0;
 }
 
@@ -384,72 +383,22 @@ static int rg_encode(rg_ctx *g)
     return 0;
 }
 
-/* The model keeps the decoder contract; V, S, C from its tables. */
-static int rg_contract(rg_ctx *g)
-{
-    const rt_model *md = g->md;
-    const rt_tensor_info *in = md->inputs, *out = md->outputs;
-    if (md->ninputs != 2 || md->noutputs != 1 || md->nstates < 1 || strcmp(in[0].name, "tokens") ||
-        strcmp(in[1].name, "positions") || in[0].dtype != RT_I32 || in[1].dtype != RT_I32 ||
-        in[0].rank != 1 || in[0].dims[0] != 1 || strcmp(out[0].name, "logits") ||
-        out[0].rank != 2 || out[0].dims[0] != 1 || md->states[0].rank < 1)
-        return rg_fail(g, RT_EINVAL, RT_NOT_A_DECODER, md->name);
-    g->V = out[0].dims[1];
-    g->S = md->states[0].dims[0];
-    g->C = md->run_chunk && md->chunk > 1 ? md->chunk : 1;
-    if (!g->prefill_min)
-        g->prefill_min = rg_chunk_min(md, g->C);
-    return 0;
-}
-
-static int rg_buffers(rg_ctx *g)
-{
-    g->logits = malloc(sizeof *g->logits * (size_t)(g->C * g->V));
-    g->tk = malloc(sizeof *g->tk * (size_t)g->C);
-    g->ps = malloc(sizeof *g->ps * (size_t)g->C);
-    g->scratch = malloc(8 * (size_t)g->V);
-    if (!g->logits || !g->tk || !g->ps || !g->scratch)
-        return rg_fail(g, RT_EINTERNAL, "out of memory");
-    return 0;
-}
-
 /* ---- running ---------------------------------------------------------- */
 
 static int rg_call(rg_ctx *g, int chunk)
 {
-    const void *in[2] = {g->tk, g->ps};
-    void *out[1] = {g->logits};
-    int rc = chunk ? g->md->run_chunk(g->h, in, out) : g->md->run(g->h, in, out);
-    if (rc) {
-        const char *msg = g->md->error(g->h);
-        return rg_fail(g, rc >= RT_EINVAL && rc <= RT_EINTERNAL ? rc : RT_EINTERNAL, "%s",
-                       msg ? msg : "the model failed without a message");
-    }
-    return 0;
+    rt_err e = {0};
+    return rt_dec_call(&g->d, chunk, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
 }
 
 /* The prompt from position 0; the logits of its last token left in
- * g->logits[0, V). */
+ * g->d.logits[0, V). */
 static int rg_prefill(rg_ctx *g)
 {
+    rt_err e = {0};
     double t0 = rt_now();
-    int64_t pos = 0, n = g->nids;
-    while (pos < n) {
-        int64_t left = n - pos, k = left < g->C ? left : g->C;
-        int chunk = (uint64_t)k >= g->prefill_min && pos + g->C <= g->S;
-        if (!chunk)
-            k = 1;
-        for (int64_t i = 0; i < (chunk ? g->C : 1); i++) {
-            g->tk[i] = g->ids[pos + (i < k ? i : k - 1)];
-            g->ps[i] = (int32_t)(pos + i);
-        }
-        int rc = rg_call(g, chunk);
-        if (rc)
-            return rc;
-        if (chunk && k > 1)
-            memmove(g->logits, g->logits + (k - 1) * g->V, sizeof *g->logits * (size_t)g->V);
-        pos += k;
-    }
+    if (rt_dec_prefill(&g->d, g->ids, 0, g->nids, &e))
+        return rg_fail(g, e.code, "%s", e.msg);
     g->t_prefill = rt_now() - t0;
     return 0;
 }
@@ -470,11 +419,58 @@ static int rg_put(const rg_ctx *g, const char *s)
     return 0;
 }
 
+/* The length of the longest end of s[0, n) that begins a stop string
+ * (shorter than it): what must be held back. */
+static size_t rg_held(const rg_ctx *g, const char *s, size_t n)
+{
+    size_t best = 0;
+    for (int k = 0; k < g->nstop; k++) {
+        size_t m = strlen(g->stop[k]);
+        for (size_t h = m - 1 < n ? m - 1 : n; h > best; h--)
+            if (!memcmp(s + n - h, g->stop[k], h)) {
+                best = h;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Drawn text s, through the stop strings: printed up to the first stop
+ * string (then g->finish is "stop"), less what may begin one. */
+static int rg_emit(rg_ctx *g, const char *s)
+{
+    if (!g->nstop)
+        return rg_put(g, s);
+    size_t k = strlen(s);
+    char *p = realloc(g->pend, g->npend + k + 1);
+    if (!p)
+        return rg_fail(g, RT_EINTERNAL, "out of memory");
+    g->pend = p;
+    memcpy(p + g->npend, s, k + 1);
+    g->npend += k;
+    const char *first = NULL;
+    for (int i = 0; i < g->nstop; i++) {
+        const char *at = strstr(p, g->stop[i]);
+        if (at && (!first || at < first))
+            first = at;
+    }
+    size_t out = first ? (size_t)(first - p) : g->npend - rg_held(g, p, g->npend);
+    char keep = p[out];
+    p[out] = 0;
+    int rc = rg_put(g, p);
+    p[out] = keep;
+    if (first)
+        g->finish = "stop";
+    memmove(p, p + out, g->npend - out + 1);
+    g->npend -= out;
+    return rc;
+}
+
 static int rg_print(rg_ctx *g, int prev, int id)
 {
     char num[24];
     if (g->tok)
-        return rg_put(g, rt_tok_decode_piece(g->tok, prev, id));
+        return rg_emit(g, rt_tok_decode_piece(g->tok, prev, id));
     snprintf(num, sizeof num, "%s%d", g->n_decode ? " " : "", id);
     return rg_put(g, num);
 }
@@ -487,23 +483,30 @@ static int rg_decode(rg_ctx *g)
     int team = rt_get_threads();        /* what the steps run on now */
     int bos = g->tok ? rt_tok_bos(g->tok) : -1;
     double t0 = rt_now();
+    g->finish = "length";
     for (uint64_t i = 0; i < g->n; i++) {
-        int next = rt_sample(g->logits, (int)g->V, g->temperature, g->topp, &state, g->scratch);
-        if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos))
+        int next = rt_sampler_draw(g->d.logits, (int)g->d.V, &g->sm, g->hist, (int)g->nhist,
+                                   &state, g->d.scratch);
+        if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos)) {
+            g->finish = "eos";
             break;
+        }
         int rc = rg_print(g, prev, next);
         if (rc)
             return rc;
         g->n_decode++;
+        if (!strcmp(g->finish, "stop"))
+            break;
         prev = next;
         if (i + 1 == g->n)
             break;
-        if (pos >= g->S) {
-            g->full = 1;
+        if (pos >= g->d.S) {
+            g->finish = "cache";
             break;
         }
-        g->tk[0] = next;
-        g->ps[0] = (int32_t)pos++;
+        g->hist[g->nhist++] = next;
+        g->d.tk[0] = next;
+        g->d.ps[0] = (int32_t)pos++;
         int size = rt_gov_next(&g->gov);
         if (size != team)
             rt_set_threads(team = size);
@@ -515,7 +518,10 @@ static int rg_decode(rg_ctx *g)
         g->calls++;
     }
     g->t_decode = rt_now() - t0;
-    int rc = g->tok ? rg_put(g, rt_tok_decode_flush(g->tok)) : 0;
+    int stopped = !strcmp(g->finish, "stop");
+    int rc = g->tok && !stopped ? rg_emit(g, rt_tok_decode_flush(g->tok)) : 0;
+    if (!rc && g->npend && !stopped)    /* what could have begun a stop string, but did not */
+        rc = rg_put(g, g->pend);
     return rc ? rc : rg_put(g, "\n");
 }
 
@@ -546,14 +552,22 @@ static int rg_setup(rg_ctx *g)
 {
     char src[512];
     rt_err e = {0};
-    int rc = rg_contract(g);
+    int rc = rt_dec_contract(&g->d, g->md, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
+    if (!rc && g->prefill_min)
+        g->d.prefill_min = (int64_t)g->prefill_min;
     if (!rc)
         rc = g->tokens ? rg_ids(g) : rg_encode(g);
-    if (!rc && g->nids > g->S)
+    if (!rc && g->nids > g->d.S)
         rc = rg_fail(g, RT_EINVAL, "%sthe prompt is %d tokens, more than the cache's %lld rows",
-                     rg_src(g, src, sizeof src), g->nids, (long long)g->S);
+                     rg_src(g, src, sizeof src), g->nids, (long long)g->d.S);
     if (!rc)
-        rc = rg_buffers(g);
+        rc = rt_dec_buffers(&g->d, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
+    if (!rc && !(g->hist = malloc(sizeof *g->hist * (size_t)g->d.S)))
+        rc = rg_fail(g, RT_EINTERNAL, "out of memory");
+    if (!rc) {
+        memcpy(g->hist, g->ids, sizeof *g->ids * (size_t)g->nids);
+        g->nhist = g->nids;
+    }
     if (!rc && rt_pick_weights(g->md, g->weights, &g->wpath, &e))
         rc = rg_fail(g, e.code, "%s", e.msg);
     if (rc)
@@ -563,17 +577,17 @@ static int rg_setup(rg_ctx *g)
     if (g->profile && !g->threads)       /* one team size for the profile */
         g->threads = (uint64_t)rt_get_threads();
     rt_gov_init(&g->gov, rt_get_threads(), g->threads != 0);
-    g->h = g->md->open(g->wpath);
-    if (!g->h)
+    g->d.h = g->md->open(g->wpath);
+    if (!g->d.h)
         return rg_fail(g, RT_EINTERNAL, "out of memory");
-    if (g->md->status(g->h))
-        return rg_fail(g, g->md->status(g->h), "%s", g->md->error(g->h));
+    if (g->md->status(g->d.h))
+        return rg_fail(g, g->md->status(g->d.h), "%s", g->md->error(g->d.h));
     if (g->profile && !g->md->profile)
         return rg_fail(g, RT_EUSAGE, "--profile: this program has no kernel timers");
     if (g->profile && !(g->prof = rt_profile_new(g->md->nkernels, g->md->kernels)))
         return rg_fail(g, RT_EINTERNAL, "out of memory");
     if (g->prof)
-        g->md->profile(g->h, g->prof);
+        g->md->profile(g->d.h, g->prof);
     return 0;
 }
 
@@ -586,15 +600,24 @@ static int rg_main(rg_ctx *g)
         rc = rg_prefill(g);
     if (!rc)
         rc = rg_decode(g);
-    if (!rc && g->full)
+    if (!rc && !strcmp(g->finish, "cache"))
         fprintf(stderr, "%s: generate: stopped after %lld of %llu tokens: the KV cache holds "
                 "%lld positions (--max-seq at import)\n", g->prog, (long long)g->n_decode,
-                (unsigned long long)g->n, (long long)g->S);
+                (unsigned long long)g->n, (long long)g->d.S);
     char note[96];
-    if (!rc)
+    if (!rc && g->json)
+        fprintf(stderr, "{\"prompt_tokens\": %d, \"tokens\": %lld, \"finish\": \"%s\", "
+                "\"prefill_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, \"chunk\": %lld, "
+                "\"decode_ms\": %.3f, \"decode_tokens_per_s\": %.1f, \"decode_steps\": %lld, "
+                "\"threads\": %d, \"steps_on_fewer_threads\": %lld, \"seed\": %llu}\n",
+                g->nids, (long long)g->n_decode, g->finish, g->t_prefill * 1e3,
+                rg_rate(g->nids, g->t_prefill), (long long)g->d.C, g->t_decode * 1e3,
+                rg_rate(g->calls, g->t_decode), (long long)g->calls, g->gov.most,
+                (long long)g->gov.fewer, (unsigned long long)g->seed);
+    else if (!rc)
         fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld); "
                 "decode: %lld tokens in %.1f ms, %.1f tokens/s%s\n", g->prog, g->nids,
-                g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->C,
+                g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->d.C,
                 (long long)g->n_decode, g->t_decode * 1e3,
                 rg_rate(g->calls, g->t_decode), rg_fewer(g, note, sizeof note));
     rt_err e = {0};
@@ -606,28 +629,28 @@ static int rg_main(rg_ctx *g)
 
 int rt_generate(int argc, char **argv, const rt_model *md)
 {
+    if (argc > 1 && !strcmp(argv[1], "chat"))
+        return rt_chat(argc, argv, md);
     rg_ctx g = {0};
     g.md = md;
     g.prog = argv[0] ? argv[0] : "generate";
     g.n = 32;
-    g.temperature = 1.0;
-    g.topp = 0.9;
+    g.seed = 1;                         /* as --help says (it was 0, unset) */
+    g.finish = "length";
+    rt_sampler_init(&g.sm);
     int rc = rg_parse(&g, argc - 1, argv + 1);
     if (!rc)
         rc = rg_main(&g);
     if (rc < 0)                         /* --help, or stdout's reader gone */
         rc = 0;
-    if (g.h)
-        md->close(g.h);
+    rt_dec_free(&g.d);
     rt_profile_free(g.prof);
     if (g.tok)
         rt_tok_close(g.tok);
     free(g.ids);
-    free(g.logits);
-    free(g.tk);
-    free(g.ps);
-    free(g.scratch);
     free(g.text);
+    free(g.hist);
+    free(g.pend);
     free(g.wpath);
     return rc;
 }
