@@ -473,6 +473,12 @@ struct rt_model {
      * absolute paths, what --weights and generate's --tokenizer default
      * to (rt_pick_weights); NULL: none */
     const char *weights_file, *tokenizer_file;
+    /* a slotted decoder (inputs tokens, positions, slots; KV caches of
+     * several sequences, docs/serving.md) built with its batch variant:
+     * run_batch runs `batch` rows a call, each its own sequence's token
+     * (batch 0, run_batch NULL: none) */
+    int batch;
+    int (*run_batch)(void *h, const void *const *in, void *const *out);
 };
 /* What `PROG generate` says of a model that is no decoder (%s: its name),
  * with or without the generation part. */

@@ -3,7 +3,7 @@
  *
  *   PROG generate --tokens 1,2,3 | [--tokenizer FILE] (--prompt TEXT | --prompt-file FILE)
  *        [-n N] [--temperature T] [--topp P] [--seed S]
- *        [--weights W.safetensors|DIR] [--threads N] [--profile FILE]
+ *        [--weights W.safetensors|DIR] [--threads N] [--profile FILE] [--sequences K]
  *
  * --profile FILE times every kernel call of the prefill and the decode
  * steps (the prefill variant's kernels named NAME@C) and writes
@@ -16,7 +16,15 @@
  * ("-": stdin), less one final line break.
  *
  * The model must keep the decoder contract (ir/decoder.c): inputs tokens
- * i32[1] and positions i32[1], output logits f32[1, V], state of S rows.
+ * i32[1] and positions i32[1] (a slotted decoder: and slots i32[1]),
+ * output logits f32[1, V], state of S rows (slotted: [N, S, ...]). A
+ * slotted decoder's calls all name slot 0 but with --sequences K: K
+ * sequences, sequence k from the prompt less its last k tokens (so that
+ * they sit at different positions) in slot k, each prefilled alone, then
+ * decoded together, one batch call (rt_model.run_batch) a step for the
+ * token of each sequence still going, rows past them repeating the last
+ * (the same values written to the same cache row); each sequence samples
+ * from seed S + k, and is printed whole, a line each, at the end.
  * Algorithm:
  * 1. The prompt (ids, or the tokenizer's encoding of the text with BOS)
  *    is prefilled from position 0: in chunks of C tokens through the
@@ -66,7 +74,10 @@ typedef struct {
     int nids;
     int64_t V, S, C;                    /* vocabulary, cache rows, chunk */
     float *logits;                      /* [C, V]: the last call's */
-    int32_t *tk, *ps;                   /* [C]: a call's tokens, positions */
+    int32_t *tk, *ps, *sl;              /* [C]: a call's tokens, positions, slots */
+    int slotted;                        /* the model takes slots */
+    uint64_t K;                         /* --sequences: 0 or 1, one */
+    int64_t B;                          /* rows of a call: max(C, batch) */
     void *scratch;                      /* rt_sample's */
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
@@ -110,7 +121,7 @@ static int rg_num(const char *v, double *out)
 
 static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "temperature",
                                       "topp", "seed", "weights", "threads", "prompt-file",
-                                      "profile"};
+                                      "profile", "sequences"};
 
 /* --opt value or --opt=value (-n N too); the option's index, or -1. */
 static int rg_opt(int argc, char **argv, int *i, const char **val)
@@ -144,6 +155,7 @@ static void rg_help(const rg_ctx *g)
     printf("usage: %s generate (--tokens ID,ID,... | [--tokenizer FILE] --prompt TEXT\n"
            "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--temperature T] [--topp P]\n"
            "       [--seed S] [--weights W.safetensors|DIR] [--threads N] [--profile FILE]\n"
+           "       [--sequences K]\n"
            "Generates text: the prompt prefilled, then one decode step a token drawn.\n"
            "  --tokens IDS        the prompt as token ids; prints the drawn ids\n"
            "  --tokenizer FILE    llama2.c tokenizer.bin, Hugging Face tokenizer.json, or a\n"
@@ -160,6 +172,9 @@ static void rg_help(const rg_ctx *g)
            "  --weights FILE|DIR  weights from safetensors, or a model folder's;\n"
            "                      default: %s\n"
            "  --threads N         a fixed team (default: every core, fewer while busy)\n"
+           "  --sequences K       a slotted decoder's batch: K sequences at once, sequence k\n"
+           "                      from the prompt less its last k tokens; each printed whole\n"
+           "                      at the end, a line each (docs/serving.md)\n"
            "  --profile FILE      time every kernel call of the prefill (NAME@%lld) and the\n"
            "                      decode steps; write one JSON line per kernel name to FILE\n"
            "                      (calls, times, FLOPs, bytes, rates); the team is fixed\n"
@@ -217,6 +232,7 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         case 8: ok = rg_u64(v, &g->threads) && g->threads >= 1 && g->threads <= 4096; break;
         case 9: g->prompt_file = v; ok = *v != 0; break;
         case 10: g->profile = v; ok = *v != 0; break;
+        case 11: ok = rg_u64(v, &g->K) && g->K >= 1; break;
         }
         if (!ok)
             return rg_fail(g, RT_EUSAGE, "--%s: bad value '%s'", rg_opts[k], v);
@@ -357,35 +373,49 @@ static int rg_contract(rg_ctx *g)
 {
     const rt_model *md = g->md;
     const rt_tensor_info *in = md->inputs, *out = md->outputs;
-    if (md->ninputs != 2 || md->noutputs != 1 || md->nstates < 1 || strcmp(in[0].name, "tokens") ||
+    g->slotted = md->ninputs == 3 && !strcmp(in[2].name, "slots") && in[2].dtype == RT_I32 &&
+                 in[2].rank == 1 && in[2].dims[0] == 1;
+    if ((md->ninputs != 2 && !g->slotted) || md->noutputs != 1 || md->nstates < 1 ||
+        strcmp(in[0].name, "tokens") ||
         strcmp(in[1].name, "positions") || in[0].dtype != RT_I32 || in[1].dtype != RT_I32 ||
         in[0].rank != 1 || in[0].dims[0] != 1 || strcmp(out[0].name, "logits") ||
-        out[0].rank != 2 || out[0].dims[0] != 1 || md->states[0].rank < 1)
+        out[0].rank != 2 || out[0].dims[0] != 1 || md->states[0].rank < 1 + g->slotted)
         return rg_fail(g, RT_EINVAL, RT_NOT_A_DECODER, md->name);
     g->V = out[0].dims[1];
-    g->S = md->states[0].dims[0];
+    g->S = md->states[0].dims[g->slotted];
     g->C = md->run_chunk && md->chunk > 1 ? md->chunk : 1;
+    g->B = g->C;
+    if (g->K > 1) {
+        int64_t most = g->slotted && md->run_batch ? md->batch : 1;
+        if ((int64_t)g->K > most)
+            return rg_fail(g, RT_EUSAGE, "--sequences %llu: this program decodes %lld at once "
+                           "(kiln build --slots N)", (unsigned long long)g->K, (long long)most);
+        g->B = md->batch > g->C ? md->batch : g->C;
+    }
     return 0;
 }
 
 static int rg_buffers(rg_ctx *g)
 {
-    g->logits = malloc(sizeof *g->logits * (size_t)(g->C * g->V));
-    g->tk = malloc(sizeof *g->tk * (size_t)g->C);
-    g->ps = malloc(sizeof *g->ps * (size_t)g->C);
+    g->logits = malloc(sizeof *g->logits * (size_t)(g->B * g->V));
+    g->tk = malloc(sizeof *g->tk * (size_t)g->B);
+    g->ps = malloc(sizeof *g->ps * (size_t)g->B);
+    g->sl = calloc((size_t)g->B, sizeof *g->sl);
     g->scratch = malloc(8 * (size_t)g->V);
-    if (!g->logits || !g->tk || !g->ps || !g->scratch)
+    if (!g->logits || !g->tk || !g->ps || !g->sl || !g->scratch)
         return rg_fail(g, RT_EINTERNAL, "out of memory");
     return 0;
 }
 
 /* ---- running ---------------------------------------------------------- */
 
+/* One call: chunk 0 the decode step, 1 the prefill chunk, 2 the batch. */
 static int rg_call(rg_ctx *g, int chunk)
 {
-    const void *in[2] = {g->tk, g->ps};
+    const void *in[3] = {g->tk, g->ps, g->sl};
     void *out[1] = {g->logits};
-    int rc = chunk ? g->md->run_chunk(g->h, in, out) : g->md->run(g->h, in, out);
+    int rc = chunk == 2 ? g->md->run_batch(g->h, in, out)
+             : chunk ? g->md->run_chunk(g->h, in, out) : g->md->run(g->h, in, out);
     if (rc) {
         const char *msg = g->md->error(g->h);
         return rg_fail(g, rc >= RT_EINVAL && rc <= RT_EINTERNAL ? rc : RT_EINTERNAL, "%s",
@@ -394,12 +424,11 @@ static int rg_call(rg_ctx *g, int chunk)
     return 0;
 }
 
-/* The prompt from position 0; the logits of its last token left in
- * g->logits[0, V). */
-static int rg_prefill(rg_ctx *g)
+/* The first n tokens of the prompt from position 0, in slot `slot`; the
+ * logits of the last left in g->logits[0, V). */
+static int rg_prefill_in(rg_ctx *g, int64_t n, int32_t slot)
 {
-    double t0 = rt_now();
-    int64_t pos = 0, n = g->nids;
+    int64_t pos = 0;
     while (pos < n) {
         int64_t left = n - pos, k = left < g->C ? left : g->C;
         int chunk = k > 1 && pos + g->C <= g->S;
@@ -408,6 +437,7 @@ static int rg_prefill(rg_ctx *g)
         for (int64_t i = 0; i < (chunk ? g->C : 1); i++) {
             g->tk[i] = g->ids[pos + (i < k ? i : k - 1)];
             g->ps[i] = (int32_t)(pos + i);
+            g->sl[i] = slot;
         }
         int rc = rg_call(g, chunk);
         if (rc)
@@ -416,8 +446,15 @@ static int rg_prefill(rg_ctx *g)
             memmove(g->logits, g->logits + (k - 1) * g->V, sizeof *g->logits * (size_t)g->V);
         pos += k;
     }
-    g->t_prefill = rt_now() - t0;
     return 0;
+}
+
+static int rg_prefill(rg_ctx *g)
+{
+    double t0 = rt_now();
+    int rc = rg_prefill_in(g, g->nids, 0);
+    g->t_prefill = rt_now() - t0;
+    return rc;
 }
 
 /* s on stdout at once: 0, RG_GONE when the reader has gone (EPIPE:
@@ -507,6 +544,122 @@ static const char *rg_fewer(const rg_ctx *g, char *buf, size_t size)
     return buf;
 }
 
+/* --sequences K: sequence k's prompt is the first nids - k ids, prefilled
+ * in slot k; then every step samples each sequence still going from its
+ * own logits (lg[k]) and feeds the tokens drawn in one batch call. */
+typedef struct {
+    float *lg;                          /* [K, V]: each sequence's last logits */
+    int32_t *out;                       /* [K, n]: the tokens drawn */
+    int64_t *count, *pos;               /* [K] */
+    uint64_t *state;                    /* [K]: the samplers' */
+} rg_batch;
+
+static int rg_batch_step(rg_ctx *g, rg_batch *b, int64_t *rows)
+{
+    int bos = g->tok ? rt_tok_bos(g->tok) : -1;
+    int32_t row_of[4096];
+    *rows = 0;
+    for (int64_t k = 0; k < (int64_t)g->K; k++) {
+        if (b->pos[k] < 0)
+            continue;
+        float *lk = b->lg + k * g->V;
+        int next = rt_sample(lk, (int)g->V, g->temperature, g->topp, &b->state[k], g->scratch);
+        if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos)) {
+            b->pos[k] = -1;
+            continue;
+        }
+        b->out[k * (int64_t)g->n + b->count[k]++] = next;
+        g->n_decode++;
+        if ((uint64_t)b->count[k] == g->n || b->pos[k] >= g->S) {
+            g->full |= b->pos[k] >= g->S && (uint64_t)b->count[k] < g->n;
+            b->pos[k] = -1;
+            continue;
+        }
+        g->tk[*rows] = next;
+        g->ps[*rows] = (int32_t)b->pos[k]++;
+        g->sl[*rows] = (int32_t)k;
+        row_of[k] = (int32_t)(*rows)++;
+    }
+    if (!*rows)
+        return 0;
+    for (int64_t r = *rows; r < g->md->batch; r++) {
+        g->tk[r] = g->tk[*rows - 1];
+        g->ps[r] = g->ps[*rows - 1];
+        g->sl[r] = g->sl[*rows - 1];
+    }
+    int rc = rg_call(g, 2);
+    for (int64_t k = 0; !rc && k < (int64_t)g->K; k++)
+        if (b->pos[k] >= 0)
+            memcpy(b->lg + k * g->V, g->logits + row_of[k] * g->V, sizeof *b->lg * (size_t)g->V);
+    return rc;
+}
+
+/* Each sequence a line: its prompt's text and its tokens' (a tokenizer),
+ * or the ids drawn. */
+static int rg_batch_print(rg_ctx *g, const rg_batch *b)
+{
+    int rc = 0;
+    for (int64_t k = 0; !rc && k < (int64_t)g->K; k++) {
+        int prev = -1;
+        for (int64_t i = 0; g->tok && !rc && i < g->nids - k; i++) {
+            if (g->ids[i] != rt_tok_bos(g->tok))
+                rc = rg_put(g, rt_tok_decode_piece(g->tok, prev, g->ids[i]));
+            prev = g->ids[i];
+        }
+        for (int64_t i = 0; !rc && i < b->count[k]; i++) {
+            int id = b->out[k * (int64_t)g->n + i];
+            char num[24];
+            snprintf(num, sizeof num, "%s%d", i ? " " : "", id);
+            rc = rg_put(g, g->tok ? rt_tok_decode_piece(g->tok, prev, id) : num);
+            prev = id;
+        }
+        if (!rc && g->tok)
+            rc = rg_put(g, rt_tok_decode_flush(g->tok));
+        if (!rc)
+            rc = rg_put(g, "\n");
+    }
+    return rc;
+}
+
+static int rg_sequences(rg_ctx *g)
+{
+    int64_t K = (int64_t)g->K;
+    if (K > g->nids || K > 4096)
+        return rg_fail(g, RT_EUSAGE, "--sequences %lld: the prompt has %d tokens, one for each "
+                       "sequence at least", (long long)K, g->nids);
+    if (g->n > (uint64_t)g->S)
+        g->n = (uint64_t)g->S;
+    rg_batch b = {malloc(sizeof *b.lg * (size_t)(K * g->V)),
+                  malloc(sizeof *b.out * (size_t)K * (g->n ? g->n : 1)),
+                  calloc((size_t)K, sizeof *b.count), calloc((size_t)K, sizeof *b.pos),
+                  calloc((size_t)K, sizeof *b.state)};
+    int rc = !b.lg || !b.out || !b.count || !b.pos || !b.state
+                 ? rg_fail(g, RT_EINTERNAL, "out of memory") : 0;
+    double t0 = rt_now();
+    for (int64_t k = 0; !rc && k < K; k++) {
+        rc = rg_prefill_in(g, g->nids - k, (int32_t)k);
+        if (!rc)
+            memcpy(b.lg + k * g->V, g->logits, sizeof *b.lg * (size_t)g->V);
+        b.pos[k] = g->n ? g->nids - k : -1;
+        b.state[k] = g->seed + (uint64_t)k;
+    }
+    g->t_prefill = rt_now() - t0;
+    t0 = rt_now();
+    for (int64_t rows = 1; !rc && rows;) {
+        rc = rg_batch_step(g, &b, &rows);
+        g->calls += rows > 0;
+    }
+    g->t_decode = rt_now() - t0;
+    if (!rc)
+        rc = rg_batch_print(g, &b);
+    free(b.lg);
+    free(b.out);
+    free(b.count);
+    free(b.pos);
+    free(b.state);
+    return rc;
+}
+
 /* The prompt, the buffers, the model opened with its weights. */
 static int rg_setup(rg_ctx *g)
 {
@@ -546,6 +699,16 @@ static int rg_setup(rg_ctx *g)
 static int rg_main(rg_ctx *g)
 {
     int rc = rg_setup(g);
+    if (!rc && g->K > 1) {
+        rc = rg_sequences(g);
+        if (!rc)
+            fprintf(stderr, "%s: %llu sequences: prefill %.1f ms; decode: %lld tokens in %lld "
+                    "batch steps of %d rows, %.1f ms, %.1f tokens/s\n", g->prog,
+                    (unsigned long long)g->K, g->t_prefill * 1e3, (long long)g->n_decode,
+                    (long long)g->calls, g->md->batch, g->t_decode * 1e3,
+                    rg_rate(g->n_decode, g->t_decode));
+        return rc;
+    }
     if (!rc)
         rc = rg_echo(g);
     if (!rc)
@@ -592,6 +755,7 @@ int rt_generate(int argc, char **argv, const rt_model *md)
     free(g.logits);
     free(g.tk);
     free(g.ps);
+    free(g.sl);
     free(g.scratch);
     free(g.text);
     free(g.wpath);
