@@ -154,6 +154,11 @@ $(B)/tests/refgen: tests/gen/refgen.c $(OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< $(filter %.o,$^) $(LDLIBS)
 
+# A pseudo-terminal driver, for tests/chat.sh.
+$(B)/tests/ptyrun: tests/gen/ptyrun.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $<
+
 # The checkpoint and tokenizer writers alone, to try kiln on their files
 # (README "Generating text").
 tools: $(B)/tests/mkckpt $(B)/tests/refgen
@@ -185,9 +190,10 @@ demo: need-deps
 	@MKCKPT=$(B)/tests/mkckpt sh examples/demo.sh
 
 test: need-deps
-	@$(MAKE) --no-print-directory $(KILN) $(TESTS) $(B)/tests/mkckpt $(B)/tests/refgen
+	@$(MAKE) --no-print-directory $(KILN) $(TESTS) $(B)/tests/mkckpt $(B)/tests/refgen \
+	  $(B)/tests/ptyrun
 	@KILN=$(abspath $(KILN)) MKCKPT=$(abspath $(B)/tests/mkckpt) REFGEN=$(abspath $(B)/tests/refgen) \
-	  sh tests/run.sh $(TESTS)
+	  PTYRUN=$(abspath $(B)/tests/ptyrun) sh tests/run.sh $(TESTS)
 
 # Golden pass tests (tests/passes/PASS/CASE.kir, run by tests/golden.sh):
 # `make golden UPDATE=lower/mlp` (or UPDATE=lower) rewrites expectations.
@@ -245,7 +251,7 @@ deps-bench:
 # kiln's sources with coverage into one archive, a harness per reader.
 FUZZ_CC := clang-14
 FUZZ_SECONDS := 60
-FUZZERS := model safetensors npy kir tokenizer hf image quant gguf
+FUZZERS := model safetensors npy kir tokenizer hf image quant gguf chat
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -std=c11 -I. $(WARN) -D_XOPEN_SOURCE=700
 FUZZ_OBJS := $(SRCS:%.c=$(FUZZ_B)/obj/%.o) $(FUZZ_B)/obj/rt_text.o

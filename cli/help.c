@@ -42,7 +42,9 @@
     "  generate --tokens 1,2,3 | [--tokenizer FILE] --prompt TEXT | --prompt-file FILE\n" \
     "           -n N [--temperature T] [--topp P] [--seed S]  a decoder generates text\n" \
     "           (docs/generating.md); run DIR: the folder's weights, and its\n" \
-    "           tokenizer.json for a text prompt (a GGUF: its own)\n"
+    "           tokenizer.json for a text prompt (a GGUF: its own)\n" \
+    "  chat [--system TEXT] [--chat-template NAME] [-n N] ...  a decoder's conversation\n" \
+    "           on a terminal, in the model's chat template (run only; chat --help)\n"
 
 #define CHECK_OPTS \
     "CHECK OPTIONS:\n" \

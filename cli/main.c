@@ -93,8 +93,9 @@ static int parse_opts(Opts *o, int argc, char **argv)
         int bad = 0;
         int is_run = !strcmp(o->cmd, "run") || !strcmp(o->cmd, "profile");
         int builds = !strcmp(o->cmd, "build") || !strcmp(o->cmd, "profile");
-        if (is_run && o->model && strcmp(a, "generate") == 0) {
-            while (i < argc)                 /* its options are rt_generate's */
+        if (is_run && o->model &&
+            (!strcmp(a, "generate") || (!strcmp(a, "chat") && !strcmp(o->cmd, "run")))) {
+            while (i < argc)                 /* its options are rt_generate's, rt_chat's */
                 o->rest[o->nrest++] = argv[i++];
             break;
         }

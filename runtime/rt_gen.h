@@ -7,12 +7,16 @@
 
 #include "kiln_rt.h"
 
-/* ---- generation (rt_generate.c, rt_sample.c) --------------------------- */
-/* `PROG generate ...` (argv[1] is "generate"; rt_main hands it over): a
+/* ---- generation (rt_generate.c, rt_chat.c, rt_sample.c) --------------- */
+/* `PROG generate ...` (argv[1] is "generate" or "chat"; rt_main hands it over): a
  * decoder model prefills a prompt in chunks and draws tokens one by one,
  * printing them; rt_generate.c's comment gives the options and the
  * algorithm. Returns an RT_* status. */
 RT_API int rt_generate(int argc, char **argv, const rt_model *md);
+/* `PROG chat ...` (argv[1] is "chat"; rt_generate hands it over, so that
+ * rt_model.generate serves both): a conversation with the model's chat
+ * template; rt_chat.c's comment gives the options and the algorithm. */
+RT_API int rt_chat(int argc, char **argv, const rt_model *md);
 /* A coin in [0, 1): (x >> 11) * 2^-53, x the next rt_splitmix64 output. */
 RT_API double rt_sample_coin(uint64_t *state);
 /* The index of the largest of n logits; the lowest among equals. */
@@ -114,6 +118,52 @@ RT_API const char *rt_tok_decode_piece(rt_tok *t, int prev_id, int id);
 /* What is held back at the end of a text (an incomplete character, as
  * bytes); decoding then starts afresh. Valid until the next call. */
 RT_API const char *rt_tok_decode_flush(rt_tok *t);
+
+/* ---- chat templates (rt_chat_tmpl.c) ----------------------------------- */
+/* A model's Jinja chat template (tokenizer_config.json's chat_template, a
+ * GGUF's tokenizer.chat_template) recognised as one of the families kiln
+ * renders by C code, and conversations rendered as that template renders
+ * them; rt_chat_tmpl.c gives each family's markers and text. `PROG chat`
+ * uses them, and so does `PROG serve` (h-serve's branch): keep this
+ * interface stable. */
+enum {
+    RT_CHAT_CHATML = 1,                 /* Qwen2/2.5/3: <|im_start|> */
+    RT_CHAT_LLAMA3,                     /* <|start_header_id|> */
+    RT_CHAT_LLAMA2,                     /* [INST] with <<SYS>> */
+    RT_CHAT_MISTRAL,                    /* [INST] */
+    RT_CHAT_GEMMA,                      /* <start_of_turn> */
+    RT_CHAT_PHI3,                       /* <|user|> ... <|end|> */
+    RT_CHAT_HARMONY                     /* gpt-oss: <|start|> <|channel|> <|message|> */
+};
+typedef struct {
+    const char *role;                   /* "system", "user" or "assistant" */
+    const char *content;
+} rt_chat_msg;
+/* The family's name ("chatml", "llama3", "llama2", "mistral", "gemma",
+ * "phi3", "harmony"), or NULL; and back (0: none). */
+RT_API const char *rt_chat_name(int family);
+RT_API int rt_chat_family(const char *name);
+/* *family: the family name_or_null names (--chat-template NAME; an unknown
+ * name is RT_EUSAGE), else the one template_text is recognised as; a
+ * template of no known family, or none (NULL), is refused (RT_EINVAL)
+ * with one line that says to give --chat-template NAME. */
+RT_API int rt_chat_template_find(const char *template_text, const char *name_or_null,
+                                 int *family, rt_err *e);
+/* The conversation msgs[0, n) as the family's template renders it, with
+ * the assistant's header after it when add_generation_prompt; bos and eos
+ * are the tokenizer's texts of its BOS and EOS (NULL or "": none), which
+ * some families write. Roles other than system, user, assistant are
+ * refused. Returns a malloc'd string, or NULL with e set. */
+RT_API char *rt_chat_render(int family, const rt_chat_msg *msgs, int n,
+                            int add_generation_prompt, const char *bos, const char *eos,
+                            rt_err *e);
+/* The model's chat template, malloc'd into *text: the tokenizer's own (a
+ * GGUF's; tok may be NULL), else the chat_template of tokenizer_config.json beside
+ * tokenizer_path (a string, or the list entry named "default"); NULL
+ * when there is none. A malformed tokenizer_config.json is one line
+ * "PATH: what is wrong" (RT_EINVAL). */
+RT_API int rt_chat_template_load(const rt_tok *tok, const char *tokenizer_path, char **text,
+                                 rt_err *e);
 
 /* The symbols of this part that generated code may call: the JIT hands
  * them to libtcc (X(name) per function; kiln_rt.h's RT_CORE_SYMBOLS). */

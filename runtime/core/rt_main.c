@@ -288,6 +288,9 @@ static void rm_help(const rm_ctx *c)
                "       [-n N] [--temperature T] [--topp P] [--seed S] [--weights W] [--threads N]\n"
                "  generates text from a prompt%s (see generate --help)\n", usage,
                md->run_chunk ? ", prefilled in chunks of the prefill variant" : "");
+    if (md->generate)
+        printf("or:    %s chat [--tokenizer FILE] [--chat-template NAME] [--system TEXT] [-n N]\n"
+               "  a conversation with the model's chat template (see chat --help)\n", usage);
     printf("inputs:\n");
     for (int i = 0; i < md->ninputs; i++)
         printf("  %s %s%s\n", md->inputs[i].name, md->inputs[i].dtype == RT_I32 ? "i32" : "f32",
@@ -565,20 +568,22 @@ static void rm_cleanup(rm_ctx *c)
     free(c->wpath);
 }
 
-/* `PROG generate` of a program built without the generation part (its
- * model is no decoder): the message rt_generate would give. */
+/* `PROG generate` or `PROG chat` of a program built without the
+ * generation part (its model is no decoder): the message rt_generate
+ * would give. */
 static int rm_no_generate(int argc, char **argv, const rt_model *md)
 {
     const char *prog = argc > 0 && argv[0] && *argv[0] ? argv[0] : md->name;
-    fprintf(stderr, "%s: generate: " RT_NOT_A_DECODER "\n", prog, md->name);
+    fprintf(stderr, "%s: %s: " RT_NOT_A_DECODER "\n", prog, argv[1], md->name);
     return RT_EINVAL;
 }
 
 int rt_main(int argc, char **argv, const rt_model *md)
 {
-    if (argc > 1 && strcmp(argv[1], "generate") == 0 && md->generate)
+    int gen = argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "chat"));
+    if (gen && md->generate)
         return md->generate(argc, argv, md);
-    if (argc > 1 && strcmp(argv[1], "generate") == 0)
+    if (gen)
         return rm_no_generate(argc, argv, md);
     rm_ctx c;
     int rc = rm_setup(&c, argc, argv, md);

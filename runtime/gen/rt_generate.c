@@ -27,15 +27,8 @@
  * from seed S + k, and is printed whole, a line each, at the end.
  * Algorithm:
  * 1. The prompt (ids, or the tokenizer's encoding of the text with BOS)
- *    is prefilled from position 0: in chunks of C tokens through the
- *    prefill variant (rt_model.run_chunk) while a whole chunk fits in the
- *    cache, the last chunk padded: its rows past the prompt repeat the
- *    last token at the next positions, and their logits are ignored. The
- *    cache rows they write lie past the prompt's end, and each is written
- *    again by the decode step at its position before any attention reads
- *    it (attention reads rows 0 .. its own position), so they never
- *    count. A prompt's last token, or tokens where no whole chunk fits,
- *    go through the decode step one by one.
+ *    is prefilled from position 0 (rt_decode.c: in chunks of the prefill
+ *    variant where a whole chunk fits, else one decode step a token).
  * 2. Then N tokens are drawn (rt_sample: temperature 0 is greedy), each
  *    printed as it comes and fed back at the next position, until N, the
  *    cache's S rows (said on stderr), or (with a tokenizer) its EOS or BOS
@@ -68,19 +61,13 @@ typedef struct {
     char *wpath;                        /* the weights opened (rt_pick_weights) */
     uint64_t n, seed, threads;
     double temperature, topp;
-    void *h;
+    rt_dec d;                           /* the model, its buffers */
     rt_tok *tok;
     int32_t *ids;                       /* the prompt: nids */
     int nids;
-    int64_t V, S, C;                    /* vocabulary, cache rows, chunk */
-    float *logits;                      /* [C, V]: the last call's */
-    int32_t *tk, *ps, *sl;              /* [C]: a call's tokens, positions, slots */
-    int slotted;                        /* the model takes slots */
-    uint64_t K;                         /* --sequences: 0 or 1, one */
-    int64_t B;                          /* rows of a call: max(C, batch) */
-    void *scratch;                      /* rt_sample's */
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
+    uint64_t K;                         /* --sequences: 0 or 1, one */
     int full;                           /* stopped by the KV cache's end */
     rt_gov gov;
 } rg_ctx;
@@ -118,6 +105,8 @@ static int rg_num(const char *v, double *out)
     *out = strtod(v, &end);
     return *v && !*end && *out == *out;
 }
+
+#define RG_MAX_SEQUENCES 4096            /* --sequences, at most */
 
 static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "temperature",
                                       "topp", "seed", "weights", "threads", "prompt-file",
@@ -232,7 +221,7 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         case 8: ok = rg_u64(v, &g->threads) && g->threads >= 1 && g->threads <= 4096; break;
         case 9: g->prompt_file = v; ok = *v != 0; break;
         case 10: g->profile = v; ok = *v != 0; break;
-        case 11: ok = rg_u64(v, &g->K) && g->K >= 1; break;
+        case 11: ok = rg_u64(v, &g->K) && g->K >= 1 && g->K <= RG_MAX_SEQUENCES; break;
         }
         if (!ok)
             return rg_fail(g, RT_EUSAGE, "--%s: bad value '%s'", rg_opts[k], v);
@@ -251,9 +240,9 @@ static int rg_ids(rg_ctx *g)
     for (;;) {
         char *end;
         long long x = strtoll(p, &end, 10);
-        if (end == p || *p < '0' || *p > '9' || (*end && *end != ',') || x >= g->V)
+        if (end == p || *p < '0' || *p > '9' || (*end && *end != ',') || x >= g->d.V)
             return rg_fail(g, RT_EINVAL, "--tokens: '%s' is not a list of ids in [0, %lld)",
-                           g->tokens, (long long)g->V);
+                           g->tokens, (long long)g->d.V);
         g->ids[g->nids++] = (int32_t)x;
         if (!*end)
             return 0;
@@ -341,9 +330,9 @@ static int rg_open_tokenizer(rg_ctx *g)
     g->tokenizer = path;
     if (rt_tok_open(path, &g->tok, &e))
         return rg_fail(g, e.code, "%s", e.msg);
-    if (rt_tok_size(g->tok) > g->V)
+    if (rt_tok_size(g->tok) > g->d.V)
         return rg_fail(g, RT_EINVAL, "%s: %d tokens, but the model's vocabulary is %lld",
-                       path, rt_tok_size(g->tok), (long long)g->V);
+                       path, rt_tok_size(g->tok), (long long)g->d.V);
     return 0;
 }
 
@@ -368,93 +357,24 @@ static int rg_encode(rg_ctx *g)
     return 0;
 }
 
-/* The model keeps the decoder contract; V, S, C from its tables. */
-static int rg_contract(rg_ctx *g)
-{
-    const rt_model *md = g->md;
-    const rt_tensor_info *in = md->inputs, *out = md->outputs;
-    g->slotted = md->ninputs == 3 && !strcmp(in[2].name, "slots") && in[2].dtype == RT_I32 &&
-                 in[2].rank == 1 && in[2].dims[0] == 1;
-    if ((md->ninputs != 2 && !g->slotted) || md->noutputs != 1 || md->nstates < 1 ||
-        strcmp(in[0].name, "tokens") ||
-        strcmp(in[1].name, "positions") || in[0].dtype != RT_I32 || in[1].dtype != RT_I32 ||
-        in[0].rank != 1 || in[0].dims[0] != 1 || strcmp(out[0].name, "logits") ||
-        out[0].rank != 2 || out[0].dims[0] != 1 || md->states[0].rank < 1 + g->slotted)
-        return rg_fail(g, RT_EINVAL, RT_NOT_A_DECODER, md->name);
-    g->V = out[0].dims[1];
-    g->S = md->states[0].dims[g->slotted];
-    g->C = md->run_chunk && md->chunk > 1 ? md->chunk : 1;
-    g->B = g->C;
-    if (g->K > 1) {
-        int64_t most = g->slotted && md->run_batch ? md->batch : 1;
-        if ((int64_t)g->K > most)
-            return rg_fail(g, RT_EUSAGE, "--sequences %llu: this program decodes %lld at once "
-                           "(kiln build --slots N)", (unsigned long long)g->K, (long long)most);
-        g->B = md->batch > g->C ? md->batch : g->C;
-    }
-    return 0;
-}
-
-static int rg_buffers(rg_ctx *g)
-{
-    g->logits = malloc(sizeof *g->logits * (size_t)(g->B * g->V));
-    g->tk = malloc(sizeof *g->tk * (size_t)g->B);
-    g->ps = malloc(sizeof *g->ps * (size_t)g->B);
-    g->sl = calloc((size_t)g->B, sizeof *g->sl);
-    g->scratch = malloc(8 * (size_t)g->V);
-    if (!g->logits || !g->tk || !g->ps || !g->sl || !g->scratch)
-        return rg_fail(g, RT_EINTERNAL, "out of memory");
-    return 0;
-}
-
 /* ---- running ---------------------------------------------------------- */
 
-/* One call: chunk 0 the decode step, 1 the prefill chunk, 2 the batch. */
 static int rg_call(rg_ctx *g, int chunk)
 {
-    const void *in[3] = {g->tk, g->ps, g->sl};
-    void *out[1] = {g->logits};
-    int rc = chunk == 2 ? g->md->run_batch(g->h, in, out)
-             : chunk ? g->md->run_chunk(g->h, in, out) : g->md->run(g->h, in, out);
-    if (rc) {
-        const char *msg = g->md->error(g->h);
-        return rg_fail(g, rc >= RT_EINVAL && rc <= RT_EINTERNAL ? rc : RT_EINTERNAL, "%s",
-                       msg ? msg : "the model failed without a message");
-    }
-    return 0;
+    rt_err e = {0};
+    return rt_dec_call(&g->d, chunk, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
 }
 
-/* The first n tokens of the prompt from position 0, in slot `slot`; the
- * logits of the last left in g->logits[0, V). */
-static int rg_prefill_in(rg_ctx *g, int64_t n, int32_t slot)
-{
-    int64_t pos = 0;
-    while (pos < n) {
-        int64_t left = n - pos, k = left < g->C ? left : g->C;
-        int chunk = k > 1 && pos + g->C <= g->S;
-        if (!chunk)
-            k = 1;
-        for (int64_t i = 0; i < (chunk ? g->C : 1); i++) {
-            g->tk[i] = g->ids[pos + (i < k ? i : k - 1)];
-            g->ps[i] = (int32_t)(pos + i);
-            g->sl[i] = slot;
-        }
-        int rc = rg_call(g, chunk);
-        if (rc)
-            return rc;
-        if (chunk && k > 1)
-            memmove(g->logits, g->logits + (k - 1) * g->V, sizeof *g->logits * (size_t)g->V);
-        pos += k;
-    }
-    return 0;
-}
-
+/* The prompt from position 0; the logits of its last token left in
+ * g->d.logits[0, V). */
 static int rg_prefill(rg_ctx *g)
 {
+    rt_err e = {0};
     double t0 = rt_now();
-    int rc = rg_prefill_in(g, g->nids, 0);
+    if (rt_dec_prefill(&g->d, g->ids, 0, g->nids, &e))
+        return rg_fail(g, e.code, "%s", e.msg);
     g->t_prefill = rt_now() - t0;
-    return rc;
+    return 0;
 }
 
 /* s on stdout at once: 0, RG_GONE when the reader has gone (EPIPE:
@@ -491,7 +411,7 @@ static int rg_decode(rg_ctx *g)
     int bos = g->tok ? rt_tok_bos(g->tok) : -1;
     double t0 = rt_now();
     for (uint64_t i = 0; i < g->n; i++) {
-        int next = rt_sample(g->logits, (int)g->V, g->temperature, g->topp, &state, g->scratch);
+        int next = rt_sample(g->d.logits, (int)g->d.V, g->temperature, g->topp, &state, g->d.scratch);
         if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos))
             break;
         int rc = rg_print(g, prev, next);
@@ -501,12 +421,12 @@ static int rg_decode(rg_ctx *g)
         prev = next;
         if (i + 1 == g->n)
             break;
-        if (pos >= g->S) {
+        if (pos >= g->d.S) {
             g->full = 1;
             break;
         }
-        g->tk[0] = next;
-        g->ps[0] = (int32_t)pos++;
+        g->d.tk[0] = next;
+        g->d.ps[0] = (int32_t)pos++;
         int size = rt_gov_next(&g->gov);
         if (size != team)
             rt_set_threads(team = size);
@@ -550,47 +470,48 @@ static const char *rg_fewer(const rg_ctx *g, char *buf, size_t size)
 typedef struct {
     float *lg;                          /* [K, V]: each sequence's last logits */
     int32_t *out;                       /* [K, n]: the tokens drawn */
-    int64_t *count, *pos;               /* [K] */
+    int64_t *count, *pos;               /* [K]; pos -1: the sequence has ended */
     uint64_t *state;                    /* [K]: the samplers' */
 } rg_batch;
 
 static int rg_batch_step(rg_ctx *g, rg_batch *b, int64_t *rows)
 {
+    rt_dec *d = &g->d;
     int bos = g->tok ? rt_tok_bos(g->tok) : -1;
-    int32_t row_of[4096];
+    int32_t row_of[RG_MAX_SEQUENCES];
     *rows = 0;
     for (int64_t k = 0; k < (int64_t)g->K; k++) {
         if (b->pos[k] < 0)
             continue;
-        float *lk = b->lg + k * g->V;
-        int next = rt_sample(lk, (int)g->V, g->temperature, g->topp, &b->state[k], g->scratch);
+        int next = rt_sample(b->lg + k * d->V, (int)d->V, g->temperature, g->topp, &b->state[k],
+                             d->scratch);
         if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos)) {
             b->pos[k] = -1;
             continue;
         }
         b->out[k * (int64_t)g->n + b->count[k]++] = next;
         g->n_decode++;
-        if ((uint64_t)b->count[k] == g->n || b->pos[k] >= g->S) {
-            g->full |= b->pos[k] >= g->S && (uint64_t)b->count[k] < g->n;
+        if ((uint64_t)b->count[k] == g->n || b->pos[k] >= d->S) {
+            g->full |= b->pos[k] >= d->S && (uint64_t)b->count[k] < g->n;
             b->pos[k] = -1;
             continue;
         }
-        g->tk[*rows] = next;
-        g->ps[*rows] = (int32_t)b->pos[k]++;
-        g->sl[*rows] = (int32_t)k;
+        d->tk[*rows] = next;
+        d->ps[*rows] = (int32_t)b->pos[k]++;
+        d->sl[*rows] = (int32_t)k;
         row_of[k] = (int32_t)(*rows)++;
     }
     if (!*rows)
         return 0;
     for (int64_t r = *rows; r < g->md->batch; r++) {
-        g->tk[r] = g->tk[*rows - 1];
-        g->ps[r] = g->ps[*rows - 1];
-        g->sl[r] = g->sl[*rows - 1];
+        d->tk[r] = d->tk[*rows - 1];
+        d->ps[r] = d->ps[*rows - 1];
+        d->sl[r] = d->sl[*rows - 1];
     }
     int rc = rg_call(g, 2);
     for (int64_t k = 0; !rc && k < (int64_t)g->K; k++)
         if (b->pos[k] >= 0)
-            memcpy(b->lg + k * g->V, g->logits + row_of[k] * g->V, sizeof *b->lg * (size_t)g->V);
+            memcpy(b->lg + k * d->V, d->logits + row_of[k] * d->V, sizeof *b->lg * (size_t)d->V);
     return rc;
 }
 
@@ -623,23 +544,27 @@ static int rg_batch_print(rg_ctx *g, const rg_batch *b)
 
 static int rg_sequences(rg_ctx *g)
 {
+    rt_dec *d = &g->d;
     int64_t K = (int64_t)g->K;
-    if (K > g->nids || K > 4096)
+    if (K > g->nids)
         return rg_fail(g, RT_EUSAGE, "--sequences %lld: the prompt has %d tokens, one for each "
                        "sequence at least", (long long)K, g->nids);
-    if (g->n > (uint64_t)g->S)
-        g->n = (uint64_t)g->S;
-    rg_batch b = {malloc(sizeof *b.lg * (size_t)(K * g->V)),
+    if (g->n > (uint64_t)d->S)
+        g->n = (uint64_t)d->S;
+    rg_batch b = {malloc(sizeof *b.lg * (size_t)(K * d->V)),
                   malloc(sizeof *b.out * (size_t)K * (g->n ? g->n : 1)),
                   calloc((size_t)K, sizeof *b.count), calloc((size_t)K, sizeof *b.pos),
                   calloc((size_t)K, sizeof *b.state)};
     int rc = !b.lg || !b.out || !b.count || !b.pos || !b.state
                  ? rg_fail(g, RT_EINTERNAL, "out of memory") : 0;
+    rt_err e = {0};
     double t0 = rt_now();
     for (int64_t k = 0; !rc && k < K; k++) {
-        rc = rg_prefill_in(g, g->nids - k, (int32_t)k);
+        d->slot = (int32_t)k;
+        if (rt_dec_prefill(d, g->ids, 0, g->nids - k, &e))
+            rc = rg_fail(g, e.code, "%s", e.msg);
         if (!rc)
-            memcpy(b.lg + k * g->V, g->logits, sizeof *b.lg * (size_t)g->V);
+            memcpy(b.lg + k * d->V, d->logits, sizeof *b.lg * (size_t)d->V);
         b.pos[k] = g->n ? g->nids - k : -1;
         b.state[k] = g->seed + (uint64_t)k;
     }
@@ -665,14 +590,18 @@ static int rg_setup(rg_ctx *g)
 {
     char src[512];
     rt_err e = {0};
-    int rc = rg_contract(g);
+    int rc = rt_dec_contract(&g->d, g->md, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
+    int64_t most = g->d.slotted && g->md->run_batch ? g->md->batch : 1;
+    if (!rc && (int64_t)g->K > most)
+        rc = rg_fail(g, RT_EUSAGE, "--sequences %llu: this program decodes %lld at once (kiln "
+                     "build --slots N)", (unsigned long long)g->K, (long long)most);
     if (!rc)
         rc = g->tokens ? rg_ids(g) : rg_encode(g);
-    if (!rc && g->nids > g->S)
+    if (!rc && g->nids > g->d.S)
         rc = rg_fail(g, RT_EINVAL, "%sthe prompt is %d tokens, more than the cache's %lld rows",
-                     rg_src(g, src, sizeof src), g->nids, (long long)g->S);
+                     rg_src(g, src, sizeof src), g->nids, (long long)g->d.S);
     if (!rc)
-        rc = rg_buffers(g);
+        rc = rt_dec_buffers(&g->d, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
     if (!rc && rt_pick_weights(g->md, g->weights, &g->wpath, &e))
         rc = rg_fail(g, e.code, "%s", e.msg);
     if (rc)
@@ -682,17 +611,17 @@ static int rg_setup(rg_ctx *g)
     if (g->profile && !g->threads)       /* one team size for the profile */
         g->threads = (uint64_t)rt_get_threads();
     rt_gov_init(&g->gov, rt_get_threads(), g->threads != 0);
-    g->h = g->md->open(g->wpath);
-    if (!g->h)
+    g->d.h = g->md->open(g->wpath);
+    if (!g->d.h)
         return rg_fail(g, RT_EINTERNAL, "out of memory");
-    if (g->md->status(g->h))
-        return rg_fail(g, g->md->status(g->h), "%s", g->md->error(g->h));
+    if (g->md->status(g->d.h))
+        return rg_fail(g, g->md->status(g->d.h), "%s", g->md->error(g->d.h));
     if (g->profile && !g->md->profile)
         return rg_fail(g, RT_EUSAGE, "--profile: this program has no kernel timers");
     if (g->profile && !(g->prof = rt_profile_new(g->md->nkernels, g->md->kernels)))
         return rg_fail(g, RT_EINTERNAL, "out of memory");
     if (g->prof)
-        g->md->profile(g->h, g->prof);
+        g->md->profile(g->d.h, g->prof);
     return 0;
 }
 
@@ -718,12 +647,12 @@ static int rg_main(rg_ctx *g)
     if (!rc && g->full)
         fprintf(stderr, "%s: generate: stopped after %lld of %llu tokens: the KV cache holds "
                 "%lld positions (--max-seq at import)\n", g->prog, (long long)g->n_decode,
-                (unsigned long long)g->n, (long long)g->S);
+                (unsigned long long)g->n, (long long)g->d.S);
     char note[96];
     if (!rc)
         fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld); "
                 "decode: %lld tokens in %.1f ms, %.1f tokens/s%s\n", g->prog, g->nids,
-                g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->C,
+                g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->d.C,
                 (long long)g->n_decode, g->t_decode * 1e3,
                 rg_rate(g->calls, g->t_decode), rg_fewer(g, note, sizeof note));
     rt_err e = {0};
@@ -735,6 +664,8 @@ static int rg_main(rg_ctx *g)
 
 int rt_generate(int argc, char **argv, const rt_model *md)
 {
+    if (argc > 1 && !strcmp(argv[1], "chat"))
+        return rt_chat(argc, argv, md);
     rg_ctx g = {0};
     g.md = md;
     g.prog = argv[0] ? argv[0] : "generate";
@@ -746,17 +677,11 @@ int rt_generate(int argc, char **argv, const rt_model *md)
         rc = rg_main(&g);
     if (rc < 0)                         /* --help, or stdout's reader gone */
         rc = 0;
-    if (g.h)
-        md->close(g.h);
+    rt_dec_free(&g.d);
     rt_profile_free(g.prof);
     if (g.tok)
         rt_tok_close(g.tok);
     free(g.ids);
-    free(g.logits);
-    free(g.tk);
-    free(g.ps);
-    free(g.sl);
-    free(g.scratch);
     free(g.text);
     free(g.wpath);
     return rc;

@@ -1,0 +1,98 @@
+/* runtime/gen/rt_decode.c: a decoder's steps as `generate` and `chat`
+ * run them (rt_tok.h "decoding"): the decoder contract checked, the
+ * buffers of one call, a decode step, and a prefill from any position.
+ *
+ * Prefill of ids[0, n) at positions pos .. pos + n - 1: in chunks of C
+ * tokens through the prefill variant (rt_model.run_chunk) while a whole
+ * chunk fits in the cache, the last chunk padded: its rows past the
+ * prompt repeat the last token at the next positions, and their logits
+ * are ignored. The cache rows they write lie past the text's end, and
+ * each is written again (by a decode step or a later prefill at its
+ * position) before any attention reads it (attention reads rows 0 .. its
+ * own position), so they never count. The last token, or tokens where no
+ * whole chunk fits, go through the decode step one by one. */
+#include "runtime/gen/rt_tok.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int rt_dec_contract(rt_dec *d, const rt_model *md, rt_err *e)
+{
+    const rt_tensor_info *in = md->inputs, *out = md->outputs;
+    d->md = md;
+    d->slotted = md->ninputs == 3 && !strcmp(in[2].name, "slots") && in[2].dtype == RT_I32 &&
+                 in[2].rank == 1 && in[2].dims[0] == 1;
+    if ((md->ninputs != 2 && !d->slotted) || md->noutputs != 1 || md->nstates < 1 ||
+        strcmp(in[0].name, "tokens") ||
+        strcmp(in[1].name, "positions") || in[0].dtype != RT_I32 || in[1].dtype != RT_I32 ||
+        in[0].rank != 1 || in[0].dims[0] != 1 || strcmp(out[0].name, "logits") ||
+        out[0].rank != 2 || out[0].dims[0] != 1 || md->states[0].rank < 1 + d->slotted)
+        return rt_errf(e, RT_EINVAL, RT_NOT_A_DECODER, md->name);
+    d->V = out[0].dims[1];
+    d->S = md->states[0].dims[d->slotted];
+    d->C = md->run_chunk && md->chunk > 1 ? md->chunk : 1;
+    d->B = d->slotted && md->run_batch && md->batch > d->C ? md->batch : d->C;
+    return 0;
+}
+
+int rt_dec_buffers(rt_dec *d, rt_err *e)
+{
+    d->logits = malloc(sizeof *d->logits * (size_t)(d->B * d->V));
+    d->tk = malloc(sizeof *d->tk * (size_t)d->B);
+    d->ps = malloc(sizeof *d->ps * (size_t)d->B);
+    d->sl = calloc((size_t)d->B, sizeof *d->sl);
+    d->scratch = malloc(8 * (size_t)d->V);
+    if (!d->logits || !d->tk || !d->ps || !d->sl || !d->scratch)
+        return rt_errf(e, RT_EINTERNAL, "out of memory");
+    return 0;
+}
+
+int rt_dec_call(rt_dec *d, int chunk, rt_err *e)
+{
+    const void *in[3] = {d->tk, d->ps, d->sl};
+    void *out[1] = {d->logits};
+    int rc = chunk == 2 ? d->md->run_batch(d->h, in, out)
+             : chunk ? d->md->run_chunk(d->h, in, out) : d->md->run(d->h, in, out);
+    if (rc) {
+        const char *msg = d->md->error(d->h);
+        return rt_errf(e, rc >= RT_EINVAL && rc <= RT_EINTERNAL ? rc : RT_EINTERNAL, "%s",
+                       msg ? msg : "the model failed without a message");
+    }
+    return 0;
+}
+
+int rt_dec_prefill(rt_dec *d, const int32_t *ids, int64_t pos, int64_t n, rt_err *e)
+{
+    int64_t end = pos + n;
+    while (pos < end) {
+        int64_t left = end - pos, k = left < d->C ? left : d->C;
+        int chunk = k > 1 && pos + d->C <= d->S;
+        if (!chunk)
+            k = 1;
+        const int32_t *at = ids + (n - left);
+        for (int64_t i = 0; i < (chunk ? d->C : 1); i++) {
+            d->tk[i] = at[i < k ? i : k - 1];
+            d->ps[i] = (int32_t)(pos + i);
+            d->sl[i] = d->slot;
+        }
+        int rc = rt_dec_call(d, chunk, e);
+        if (rc)
+            return rc;
+        if (chunk && k > 1)
+            memmove(d->logits, d->logits + (k - 1) * d->V, sizeof *d->logits * (size_t)d->V);
+        pos += k;
+    }
+    return 0;
+}
+
+void rt_dec_free(rt_dec *d)
+{
+    if (d->h)
+        d->md->close(d->h);
+    free(d->logits);
+    free(d->tk);
+    free(d->ps);
+    free(d->sl);
+    free(d->scratch);
+    memset(d, 0, sizeof *d);
+}
