@@ -491,12 +491,12 @@ static const char *flags_define(Arena *a)
     return arena_printf(a, " %s", shell_quote(a, arena_stream_text(a, f)));
 }
 
-static const char *exe_command(Arena *a, const CgBuild *b, const char *out, const char *src,
-                               const char *objs)
+static const char *exe_command(const Module *m, const CgBuild *b, const char *out,
+                               const char *src, const char *objs)
 {
-    return arena_printf(a, "%s " CG_CFLAGS "%s%s %s -o %s %s%s -lm", cg_cc(),
-                        machine_flag(a, b->machine), flags_define(a), cflags_extra(), out, src,
-                        objs);
+    return arena_printf(m->a, "%s " CG_CFLAGS "%s%s %s -o %s %s%s -lm%s", cg_cc(),
+                        machine_flag(m->a, b->machine), flags_define(m->a), cflags_extra(), out,
+                        src, objs, cg_rt_libs(cg_rt_uses(m, CG_CC)));
 }
 
 /* The parts' objects as shell words, each after a space. */
@@ -525,7 +525,7 @@ static int compile_exe(const Module *m, const CgBuild *b, const char *c, Parts *
     if (!b->quiet && !rc)
         fprintf(stderr, "kiln: cc: building %s (%d kernels)...\n", out, m->prog->nkernels);
     if (!rc)
-        rc = run(a, exe_command(a, b, shell_quote(a, tmp), shell_quote(a, src), objs_words(a, ps)),
+        rc = run(a, exe_command(m, b, shell_quote(a, tmp), shell_quote(a, src), objs_words(a, ps)),
                  scratch_path(&sc, a, "cc.log"), err);
     scratch_close(&sc, a);
     return rc;
@@ -548,7 +548,7 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
         parts_plan(a, m, dir, who, ps);
     const char *c = ps ? cg_emit_linked(m) : cg_emit_string(m, CG_CC);
     const char *const tmps[] = {tmp};
-    const char *cmd = exe_command(a, b, "OUT", "SRC", objs_words(a, ps));
+    const char *cmd = exe_command(m, b, "OUT", "SRC", objs_words(a, ps));
     Slot s = slot_of(dir, ps ? arena_printf(a, "%s\n%s", cmd, parts_keys(a, ps)) : cmd, who, c);
     int hit = lookup(a, &s, b, 1, names, tmps);
     int rc = hit ? 0 : compile_exe(m, b, c, ps, out, tmp, err);
@@ -647,12 +647,12 @@ static int write_header(const Module *m, const char *path, rt_err *err)
  * TLS keeps it): the runtime's pool threads run its code and outlive any
  * call (tests/cli.sh dlcloses one while they spin). */
 static void lib_commands(Arena *a, const char *cmd[3], const char *obj, const char *so,
-                         const char *ar, const char *src)
+                         const char *ar, const char *src, const char *libs)
 {
     cmd[0] = arena_printf(a, "%s " CG_CFLAGS " -fPIC -DKILN_NO_MAIN -c -o %s %s", cg_cc(), obj,
                           src);
-    cmd[1] = arena_printf(a, "%s -fopenmp -shared -Wl,-z,nodelete -o %s %s -lm", cg_cc(), so,
-                          obj);
+    cmd[1] = arena_printf(a, "%s -fopenmp -shared -Wl,-z,nodelete -o %s %s -lm%s", cg_cc(), so,
+                          obj, libs);
     cmd[2] = arena_printf(a, "ar rcs %s %s", ar, obj);
 }
 
@@ -667,7 +667,7 @@ static int compile_lib(const Module *m, const CgBuild *b, const char *c, const c
     const char *src = scratch_path(&sc, a, "model.c"), *obj = scratch_path(&sc, a, "model.o");
     const char *log = scratch_path(&sc, a, "cc.log"), *cmd[3];
     lib_commands(a, cmd, shell_quote(a, obj), shell_quote(a, so), shell_quote(a, ar),
-                 shell_quote(a, src));
+                 shell_quote(a, src), cg_rt_libs(cg_rt_uses(m, CG_CC)));
     int rc = write_text(src, src, c, err);
     if (!b->quiet && !rc)
         fprintf(stderr, "kiln: cc: building lib%s.so and lib%s.a in %s...\n", m->name, m->name,
@@ -695,7 +695,7 @@ int cg_build_lib(const Module *m, const char *dir, const CgBuild *b, rt_err *err
     double t0 = rt_now();
     const char *c = cg_emit_string(m, CG_CC), *cmd[3];
     const char *const tmps[] = {so_tmp, ar_tmp};
-    lib_commands(a, cmd, "OBJ", "SO", "AR", "SRC");
+    lib_commands(a, cmd, "OBJ", "SO", "AR", "SRC", cg_rt_libs(cg_rt_uses(m, CG_CC)));
     Slot s = slot(a, b, arena_printf(a, "%s\n%s\n%s", cmd[0], cmd[1], cmd[2]), c);
     int hit = lookup(a, &s, b, 2, names, tmps);
     if (!hit)

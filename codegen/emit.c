@@ -486,7 +486,8 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
         else
             fputs("NULL", f);
     }
-    fprintf(f, ",\n    %s,\n};\n", batch);
+    fprintf(f, ",\n    %s,\n    %s,\n};\n", batch,
+            cg_rt_uses(m, fl) >> CG_RT_SERVE & 1 ? "rt_serve" : "NULL");
     if (fl == CG_CC)
         fputs("\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
               "    return rt_main(argc, argv, &kiln_model);\n}\n#endif\n", f);
@@ -494,12 +495,20 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
 
 /* ---- the file ------------------------------------------------------------ */
 
+const char *cg_rt_libs(unsigned uses)
+{
+    return uses >> CG_RT_SERVE & 1 ? " -lmicrohttpd -lpthread" : "";
+}
+
 unsigned cg_rt_uses(const Module *m, CgFlavour fl)
 {
     IrDecoder dec;
     unsigned uses = 1u << CG_RT_CORE;
     if (ir_decoder(m, &dec) && dec.tokens == 1)
         uses |= 1u << CG_RT_GEN;
+    if (fl == CG_CC && ir_decoder(m, &dec) && dec.tokens == 1 && dec.slots > 1 &&
+        m->nvariants > 1)
+        uses |= 1u << CG_RT_SERVE;
     for (int i = 0; i < m->prog->nbufs; i++)
         if (storage_block(m->prog->bufs[i]->store))
             uses |= 1u << CG_RT_QUANT;
@@ -527,8 +536,8 @@ static void prelude(FILE *f, const Module *m, CgFlavour fl, int paste)
         fputs(" * For libtcc (kiln run): the runtime's functions are declared, not\n"
               " * defined, and there is no main; the JIT links them from kiln itself.\n", f);
     else if (paste)
-        fputs(" * Build: cc -O3 -march=native -fopenmp THIS.c -lm   (add -DKILN_NO_MAIN for a "
-              "library)\n", f);
+        fprintf(f, " * Build: cc -O3 -march=native -fopenmp THIS.c -lm%s   (add -DKILN_NO_MAIN for "
+                "a library)\n", cg_rt_libs(uses));
     else
         fputs(" * The runtime's functions are declared, not defined: kiln build links\n"
               " * them from its cached objects of the runtime's parts.\n", f);
