@@ -25,7 +25,7 @@
  * A streamed response (server-sent events) sends each piece as the
  * scheduler adds it; a client that disconnects is seen when a write
  * fails, and its job retired. A response that is not streamed waits for
- * the whole text. Bodies past RS_MAX_BODY bytes get 413, max_tokens past
+ * the whole text. Bodies past SV_MAX_BODY bytes get 413, max_tokens past
  * --max-tokens 400, malformed requests 400 (rt_serve_req.c), unknown
  * paths 404, a missing or wrong bearer key 401 (with --api-key; /health
  * is open). Errors are OpenAI's object: {"error": {"message", "type",
@@ -43,12 +43,12 @@
 #include <string.h>
 #include <time.h>
 
-#define RS_MAX_BODY (1 << 20)           /* bytes of a request's body */
+#define SV_MAX_BODY (1 << 20)           /* bytes of a request's body */
 
-enum { RS_QUEUED, RS_RUNNING, RS_DONE, RS_FAILED };
+enum { SV_QUEUED, SV_RUNNING, SV_DONE, SV_FAILED };
 
-typedef struct rs_job rs_job;
-struct rs_job {
+typedef struct sv_job sv_job;
+struct sv_job {
     rt_serve_req req;
     int chat, refs, state, gone, final_sent, slot;
     int64_t max_tokens, n_prompt, n_gen, pos;
@@ -62,7 +62,7 @@ struct rs_job {
     char id[40];
     long long created;
     void *srv;                          /* the server (a stream's callbacks) */
-    rs_job *next;                       /* the queue */
+    sv_job *next;                       /* the queue */
 };
 
 typedef struct {
@@ -74,16 +74,16 @@ typedef struct {
     int64_t max_tokens;
     char bos[64], eos[64];
     float *lg;                          /* [B, V]: each slot's last logits */
-    rs_job **slot;                      /* [B] */
-    rs_job *head, *tail;
+    sv_job **slot;                      /* [B] */
+    sv_job *head, *tail;
     int nqueued, nrunning;
     uint64_t serial;
     pthread_mutex_t mu;
     pthread_cond_t work, progress;
-} rs_server;
+} sv_server;
 
-static volatile sig_atomic_t rs_stop;
-static void rs_on_signal(int sig) { (void)sig; rs_stop = 1; }
+static volatile sig_atomic_t sv_stop;
+static void sv_on_signal(int sig) { (void)sig; sv_stop = 1; }
 
 /* ---- JSON out -------------------------------------------------------- */
 
@@ -91,9 +91,9 @@ typedef struct {
     char *p;
     size_t len, cap;
     int oom;
-} rs_buf;
+} sv_buf;
 
-static void rs_put(rs_buf *b, const char *s, size_t n)
+static void sv_put(sv_buf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
@@ -112,21 +112,21 @@ static void rs_put(rs_buf *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
-static void rs_printf(rs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void rs_printf(rs_buf *b, const char *fmt, ...)
+static void sv_printf(sv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sv_printf(sv_buf *b, const char *fmt, ...)
 {
     char tmp[512];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    rs_put(b, tmp, n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    sv_put(b, tmp, n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
 /* The length of the maximal ill-formed part at s[0, n) (s[0] starts no
  * well-formed character): the lead byte and the continuation bytes that
  * could follow it (Unicode's "maximal subpart"), at least 1. */
-static size_t rs_bad_run(const unsigned char *s, size_t n)
+static size_t sv_bad_run(const unsigned char *s, size_t n)
 {
     unsigned c = s[0], need = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2
                             : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
@@ -144,10 +144,10 @@ static size_t rs_bad_run(const unsigned char *s, size_t n)
 
 /* s[0, n) as a JSON string, quotes included; bytes that are no UTF-8 (a
  * model may draw any byte token) become U+FFFD, one a maximal part. */
-static void rs_str(rs_buf *b, const char *s, size_t n)
+static void sv_str(sv_buf *b, const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
-    rs_put(b, "\"", 1);
+    sv_put(b, "\"", 1);
     for (size_t i = 0; i < n;) {
         size_t ok = rt_utf8_bad(u + i, n - i);
         for (size_t k = i; k < i + ok; k++) {
@@ -156,26 +156,26 @@ static void rs_str(rs_buf *b, const char *s, size_t n)
             if (c == '"' || c == '\\') {
                 esc[0] = '\\';
                 esc[1] = (char)c;
-                rs_put(b, esc, 2);
+                sv_put(b, esc, 2);
             } else if (c < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", c);
-                rs_put(b, esc, 6);
+                sv_put(b, esc, 6);
             } else {
-                rs_put(b, (const char *)&c, 1);
+                sv_put(b, (const char *)&c, 1);
             }
         }
         i += ok;
         if (i < n) {
-            rs_put(b, "\\ufffd", 6);
-            i += rs_bad_run(u + i, n - i);
+            sv_put(b, "\\ufffd", 6);
+            i += sv_bad_run(u + i, n - i);
         }
     }
-    rs_put(b, "\"", 1);
+    sv_put(b, "\"", 1);
 }
 
 /* ---- responses ------------------------------------------------------- */
 
-static enum MHD_Result rs_send(struct MHD_Connection *c, unsigned status, rs_buf *b,
+static enum MHD_Result sv_send(struct MHD_Connection *c, unsigned status, sv_buf *b,
                                const char *retry)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(b->oom ? 0 : b->len, b->p,
@@ -191,80 +191,80 @@ static enum MHD_Result rs_send(struct MHD_Connection *c, unsigned status, rs_buf
     return ok;
 }
 
-static enum MHD_Result rs_error(struct MHD_Connection *c, unsigned status, const char *type,
+static enum MHD_Result sv_error(struct MHD_Connection *c, unsigned status, const char *type,
                                 const char *msg, const char *retry)
 {
-    rs_buf b = {0};
-    rs_printf(&b, "{\"error\": {\"message\": ");
-    rs_str(&b, msg, strlen(msg));
-    rs_printf(&b, ", \"type\": \"%s\", \"param\": null, \"code\": null}}\n", type);
-    return rs_send(c, status, &b, retry);
+    sv_buf b = {0};
+    sv_printf(&b, "{\"error\": {\"message\": ");
+    sv_str(&b, msg, strlen(msg));
+    sv_printf(&b, ", \"type\": \"%s\", \"param\": null, \"code\": null}}\n", type);
+    return sv_send(c, status, &b, retry);
 }
 
 /* The head of a completion object, up to the choice's own fields. */
-static void rs_head(rs_buf *b, const rs_server *s, const rs_job *j, int chunk)
+static void sv_head(sv_buf *b, const sv_server *s, const sv_job *j, int chunk)
 {
     const char *obj = j->chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
                               : "text_completion";
-    rs_printf(b, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", j->id, obj,
+    sv_printf(b, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %lld, \"model\": ", j->id, obj,
               j->created);
-    rs_str(b, s->model_name, strlen(s->model_name));
-    rs_printf(b, ", \"choices\": [{\"index\": 0, ");
+    sv_str(b, s->model_name, strlen(s->model_name));
+    sv_printf(b, ", \"choices\": [{\"index\": 0, ");
 }
 
-static void rs_usage(rs_buf *b, const rs_job *j)
+static void sv_usage(sv_buf *b, const sv_job *j)
 {
-    rs_printf(b, ", \"usage\": {\"prompt_tokens\": %lld, \"completion_tokens\": %lld, "
+    sv_printf(b, ", \"usage\": {\"prompt_tokens\": %lld, \"completion_tokens\": %lld, "
               "\"total_tokens\": %lld}", (long long)j->n_prompt, (long long)j->n_gen,
               (long long)(j->n_prompt + j->n_gen));
 }
 
-static void rs_whole(rs_buf *b, const rs_server *s, const rs_job *j)
+static void sv_whole(sv_buf *b, const sv_server *s, const sv_job *j)
 {
-    rs_head(b, s, j, 0);
+    sv_head(b, s, j, 0);
     if (j->chat) {
-        rs_printf(b, "\"message\": {\"role\": \"assistant\", \"content\": ");
-        rs_str(b, j->text ? j->text : "", j->len);
-        rs_printf(b, "}, ");
+        sv_printf(b, "\"message\": {\"role\": \"assistant\", \"content\": ");
+        sv_str(b, j->text ? j->text : "", j->len);
+        sv_printf(b, "}, ");
     } else {
-        rs_printf(b, "\"text\": ");
-        rs_str(b, j->text ? j->text : "", j->len);
-        rs_printf(b, ", \"logprobs\": null, ");
+        sv_printf(b, "\"text\": ");
+        sv_str(b, j->text ? j->text : "", j->len);
+        sv_printf(b, ", \"logprobs\": null, ");
     }
-    rs_printf(b, "\"finish_reason\": \"%s\"}]", j->finish ? j->finish : "stop");
-    rs_usage(b, j);
-    rs_printf(b, "}\n");
+    sv_printf(b, "\"finish_reason\": \"%s\"}]", j->finish ? j->finish : "stop");
+    sv_usage(b, j);
+    sv_printf(b, "}\n");
 }
 
 /* One event: text[0, n) and the finish reason (NULL: none yet). */
-static void rs_event(rs_buf *b, const rs_server *s, const rs_job *j, const char *text, size_t n,
+static void sv_event(sv_buf *b, const sv_server *s, const sv_job *j, const char *text, size_t n,
                      const char *finish)
 {
-    rs_printf(b, "data: ");
-    rs_head(b, s, j, 1);
+    sv_printf(b, "data: ");
+    sv_head(b, s, j, 1);
     if (j->chat) {
-        rs_printf(b, "\"delta\": {");
+        sv_printf(b, "\"delta\": {");
         if (!finish) {
-            rs_printf(b, "\"role\": \"assistant\", \"content\": ");
-            rs_str(b, text, n);
+            sv_printf(b, "\"role\": \"assistant\", \"content\": ");
+            sv_str(b, text, n);
         }
-        rs_printf(b, "}, ");
+        sv_printf(b, "}, ");
     } else {
-        rs_printf(b, "\"text\": ");
-        rs_str(b, text, n);
-        rs_printf(b, ", \"logprobs\": null, ");
+        sv_printf(b, "\"text\": ");
+        sv_str(b, text, n);
+        sv_printf(b, ", \"logprobs\": null, ");
     }
     if (finish)
-        rs_printf(b, "\"finish_reason\": \"%s\"}]", finish);
+        sv_printf(b, "\"finish_reason\": \"%s\"}]", finish);
     else
-        rs_printf(b, "\"finish_reason\": null}]");
-    rs_printf(b, "}\n\n");
+        sv_printf(b, "\"finish_reason\": null}]");
+    sv_printf(b, "}\n\n");
 }
 
 /* ---- jobs ------------------------------------------------------------ */
 
 /* Drops a reference (the connection's or the scheduler's); mu held. */
-static void rs_release(rs_job *j)
+static void sv_release(sv_job *j)
 {
     if (--j->refs)
         return;
@@ -273,7 +273,7 @@ static void rs_release(rs_job *j)
     free(j);
 }
 
-static void rs_append(rs_job *j, const char *s)
+static void sv_append(sv_job *j, const char *s)
 {
     size_t n = strlen(s);
     if (j->len + n + 1 > j->cap) {
@@ -289,15 +289,15 @@ static void rs_append(rs_job *j, const char *s)
 }
 
 /* Streams a job: each call waits for text not yet sent, or the end. */
-static ssize_t rs_stream(void *cls, uint64_t at, char *buf, size_t max)
+static ssize_t sv_stream(void *cls, uint64_t at, char *buf, size_t max)
 {
-    rs_job *j = cls;
-    rs_server *s = j->srv;
+    sv_job *j = cls;
+    sv_server *s = j->srv;
     (void)at;
     pthread_mutex_lock(&s->mu);
-    while (j->sent == j->len && j->state == RS_RUNNING && !rs_stop)
+    while (j->sent == j->len && j->state == SV_RUNNING && !sv_stop)
         pthread_cond_wait(&s->progress, &s->mu);
-    rs_buf b = {0};
+    sv_buf b = {0};
     ssize_t n = 0;
     if (j->sent < j->len) {
         size_t take = j->len - j->sent, room = max > 1200 ? (max - 1000) / 6 : 1;
@@ -306,12 +306,12 @@ static ssize_t rs_stream(void *cls, uint64_t at, char *buf, size_t max)
             while (take > 1 && ((unsigned char)j->text[j->sent + take] & 0xC0) == 0x80)
                 take--;                 /* never split a character */
         }
-        rs_event(&b, s, j, j->text + j->sent, take, NULL);
+        sv_event(&b, s, j, j->text + j->sent, take, NULL);
         if (!b.oom && b.len <= max)
             j->sent += take;
     } else if (!j->final_sent) {
-        rs_event(&b, s, j, "", 0, j->finish ? j->finish : "stop");
-        rs_printf(&b, "data: [DONE]\n\n");
+        sv_event(&b, s, j, "", 0, j->finish ? j->finish : "stop");
+        sv_printf(&b, "data: [DONE]\n\n");
         j->final_sent = 1;
     } else {
         n = MHD_CONTENT_READER_END_OF_STREAM;
@@ -328,13 +328,13 @@ static ssize_t rs_stream(void *cls, uint64_t at, char *buf, size_t max)
 }
 
 /* The stream's end, or its client gone: the job is retired. */
-static void rs_stream_free(void *cls)
+static void sv_stream_free(void *cls)
 {
-    rs_job *j = cls;
-    rs_server *s = j->srv;
+    sv_job *j = cls;
+    sv_server *s = j->srv;
     pthread_mutex_lock(&s->mu);
     j->gone = 1;
-    rs_release(j);
+    sv_release(j);
     pthread_cond_broadcast(&s->work);
     pthread_mutex_unlock(&s->mu);
 }
@@ -345,9 +345,9 @@ typedef struct {
     char *body;
     size_t len;
     int too_big;
-} rs_conn;
+} sv_conn;
 
-static int rs_authorized(const rs_server *s, struct MHD_Connection *c)
+static int sv_authorized(const sv_server *s, struct MHD_Connection *c)
 {
     if (!s->api_key)
         return 1;
@@ -355,16 +355,16 @@ static int rs_authorized(const rs_server *s, struct MHD_Connection *c)
     return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, s->api_key);
 }
 
-static enum MHD_Result rs_completion(rs_server *s, struct MHD_Connection *c, rs_conn *rc,
+static enum MHD_Result sv_completion(sv_server *s, struct MHD_Connection *c, sv_conn *rc,
                                      int chat)
 {
     rt_err e = {0};
-    rs_job *j = calloc(1, sizeof *j);
+    sv_job *j = calloc(1, sizeof *j);
     if (!j)
-        return rs_error(c, 500, "server_error", "out of memory", NULL);
+        return sv_error(c, 500, "server_error", "out of memory", NULL);
     if (rt_serve_parse(rc->body ? rc->body : "", rc->len, chat, &j->req, &e)) {
         free(j);
-        return rs_error(c, 400, "invalid_request_error", e.msg, NULL);
+        return sv_error(c, 400, "invalid_request_error", e.msg, NULL);
     }
     j->chat = chat;
     j->max_tokens = j->req.max_tokens < 0 ? (chat ? s->max_tokens : 16) : j->req.max_tokens;
@@ -374,12 +374,12 @@ static enum MHD_Result rs_completion(rs_server *s, struct MHD_Connection *c, rs_
                  "(--max-tokens)", (long long)j->max_tokens, (long long)s->max_tokens);
         rt_serve_req_free(&j->req);
         free(j);
-        return rs_error(c, 400, "invalid_request_error", msg, NULL);
+        return sv_error(c, 400, "invalid_request_error", msg, NULL);
     }
     if (chat && !s->family) {
         rt_serve_req_free(&j->req);
         free(j);
-        return rs_error(c, 400, "invalid_request_error", "this server has no chat template "
+        return sv_error(c, 400, "invalid_request_error", "this server has no chat template "
                         "(the tokenizer has none; serve --chat-template NAME)", NULL);
     }
     j->refs = 2;                        /* this connection's, the scheduler's */
@@ -391,7 +391,7 @@ static enum MHD_Result rs_completion(rs_server *s, struct MHD_Connection *c, rs_
         pthread_mutex_unlock(&s->mu);
         rt_serve_req_free(&j->req);
         free(j);
-        return rs_error(c, 503, "server_busy", "every slot is busy and the queue is full; "
+        return sv_error(c, 503, "server_busy", "every slot is busy and the queue is full; "
                         "try again", "1");
     }
     snprintf(j->id, sizeof j->id, "%s-%llu", chat ? "chatcmpl" : "cmpl",
@@ -403,31 +403,31 @@ static enum MHD_Result rs_completion(rs_server *s, struct MHD_Connection *c, rs_
     s->tail = j;
     s->nqueued++;
     pthread_cond_broadcast(&s->work);
-    while (j->state == RS_QUEUED && !rs_stop)
+    while (j->state == SV_QUEUED && !sv_stop)
         pthread_cond_wait(&s->progress, &s->mu);
-    while (!j->req.stream && j->state == RS_RUNNING && !rs_stop)
+    while (!j->req.stream && j->state == SV_RUNNING && !sv_stop)
         pthread_cond_wait(&s->progress, &s->mu);
-    if (j->state == RS_FAILED || rs_stop) {
+    if (j->state == SV_FAILED || sv_stop) {
         char msg[512];
-        unsigned status = rs_stop ? 503 : (unsigned)j->status;
-        snprintf(msg, sizeof msg, "%s", rs_stop ? "the server is stopping" : j->err);
-        rs_release(j);
+        unsigned status = sv_stop ? 503 : (unsigned)j->status;
+        snprintf(msg, sizeof msg, "%s", sv_stop ? "the server is stopping" : j->err);
+        sv_release(j);
         pthread_mutex_unlock(&s->mu);
-        return rs_error(c, status, status == 400 ? "invalid_request_error" : "server_error", msg,
+        return sv_error(c, status, status == 400 ? "invalid_request_error" : "server_error", msg,
                         NULL);
     }
     if (!j->req.stream) {
-        rs_buf b = {0};
-        rs_whole(&b, s, j);
-        rs_release(j);
+        sv_buf b = {0};
+        sv_whole(&b, s, j);
+        sv_release(j);
         pthread_mutex_unlock(&s->mu);
-        return rs_send(c, 200, &b, NULL);
+        return sv_send(c, 200, &b, NULL);
     }
     pthread_mutex_unlock(&s->mu);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
-                                                               rs_stream, j, rs_stream_free);
+                                                               sv_stream, j, sv_stream_free);
     if (!r) {
-        rs_stream_free(j);
+        sv_stream_free(j);
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
@@ -437,45 +437,45 @@ static enum MHD_Result rs_completion(rs_server *s, struct MHD_Connection *c, rs_
     return ok;
 }
 
-static enum MHD_Result rs_route(rs_server *s, struct MHD_Connection *c, const char *url,
-                                const char *method, rs_conn *rc)
+static enum MHD_Result sv_route(sv_server *s, struct MHD_Connection *c, const char *url,
+                                const char *method, sv_conn *rc)
 {
     int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     if (get && !strcmp(url, "/health")) {
-        rs_buf b = {0};
-        rs_printf(&b, "{\"status\": \"ok\"}\n");
-        return rs_send(c, 200, &b, NULL);
+        sv_buf b = {0};
+        sv_printf(&b, "{\"status\": \"ok\"}\n");
+        return sv_send(c, 200, &b, NULL);
     }
-    if (!rs_authorized(s, c))
-        return rs_error(c, 401, "invalid_request_error", "a valid API key is required "
+    if (!sv_authorized(s, c))
+        return sv_error(c, 401, "invalid_request_error", "a valid API key is required "
                         "(Authorization: Bearer KEY)", NULL);
     if (get && !strcmp(url, "/v1/models")) {
-        rs_buf b = {0};
-        rs_printf(&b, "{\"object\": \"list\", \"data\": [{\"id\": ");
-        rs_str(&b, s->model_name, strlen(s->model_name));
-        rs_printf(&b, ", \"object\": \"model\", \"created\": 0, \"owned_by\": \"kiln\"}]}\n");
-        return rs_send(c, 200, &b, NULL);
+        sv_buf b = {0};
+        sv_printf(&b, "{\"object\": \"list\", \"data\": [{\"id\": ");
+        sv_str(&b, s->model_name, strlen(s->model_name));
+        sv_printf(&b, ", \"object\": \"model\", \"created\": 0, \"owned_by\": \"kiln\"}]}\n");
+        return sv_send(c, 200, &b, NULL);
     }
     int chat = !strcmp(url, "/v1/chat/completions");
     if (post && (chat || !strcmp(url, "/v1/completions"))) {
         if (rc->too_big) {
             char msg[96];
-            snprintf(msg, sizeof msg, "request: the body is more than %d bytes", RS_MAX_BODY);
-            return rs_error(c, 413, "invalid_request_error", msg, NULL);
+            snprintf(msg, sizeof msg, "request: the body is more than %d bytes", SV_MAX_BODY);
+            return sv_error(c, 413, "invalid_request_error", msg, NULL);
         }
-        return rs_completion(s, c, rc, chat);
+        return sv_completion(s, c, rc, chat);
     }
     char msg[300];
     snprintf(msg, sizeof msg, "no such endpoint: %.20s %.200s", method, url);
-    return rs_error(c, 404, "invalid_request_error", msg, NULL);
+    return sv_error(c, 404, "invalid_request_error", msg, NULL);
 }
 
-static enum MHD_Result rs_access(void *cls, struct MHD_Connection *c, const char *url,
+static enum MHD_Result sv_access(void *cls, struct MHD_Connection *c, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
-    rs_conn *rc = *con_cls;
+    sv_conn *rc = *con_cls;
     if (!rc) {
         if (!(rc = calloc(1, sizeof *rc)))
             return MHD_NO;
@@ -483,7 +483,7 @@ static enum MHD_Result rs_access(void *cls, struct MHD_Connection *c, const char
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!rc->too_big && rc->len + *upload_size <= RS_MAX_BODY) {
+        if (!rc->too_big && rc->len + *upload_size <= SV_MAX_BODY) {
             char *p = realloc(rc->body, rc->len + *upload_size + 1);
             if (!p)
                 return MHD_NO;
@@ -497,14 +497,14 @@ static enum MHD_Result rs_access(void *cls, struct MHD_Connection *c, const char
         *upload_size = 0;
         return MHD_YES;
     }
-    return rs_route(cls, c, url, method, rc);
+    return sv_route(cls, c, url, method, rc);
 }
 
-static void rs_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+static void sv_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
     (void)cls, (void)c, (void)why;
-    rs_conn *rc = *con_cls;
+    sv_conn *rc = *con_cls;
     if (rc)
         free(rc->body);
     free(rc);
@@ -513,10 +513,10 @@ static void rs_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---- the scheduler --------------------------------------------------- */
 
-static void rs_fail(rs_server *s, rs_job *j, int status, const char *msg)
+static void sv_fail(sv_server *s, sv_job *j, int status, const char *msg)
 {
     pthread_mutex_lock(&s->mu);
-    j->state = RS_FAILED;
+    j->state = SV_FAILED;
     j->status = status;
     snprintf(j->err, sizeof j->err, "%s", msg);
     pthread_cond_broadcast(&s->progress);
@@ -525,26 +525,26 @@ static void rs_fail(rs_server *s, rs_job *j, int status, const char *msg)
 
 /* Ends job j in its slot (mu held): done, the scheduler's reference
  * dropped, the slot free. */
-static void rs_retire(rs_server *s, rs_job *j)
+static void sv_retire(sv_server *s, sv_job *j)
 {
-    if (j->state == RS_RUNNING)
-        j->state = RS_DONE;
+    if (j->state == SV_RUNNING)
+        j->state = SV_DONE;
     s->slot[j->slot] = NULL;
     s->nrunning--;
     pthread_cond_broadcast(&s->progress);
-    rs_release(j);
+    sv_release(j);
 }
 
 /* The job's prompt as ids, prefilled in its slot; 0, or -1 when it
  * failed (said to its connection). */
-static int rs_admit(rs_server *s, rs_job *j)
+static int sv_admit(sv_server *s, sv_job *j)
 {
     rt_err e = {0};
     rt_tok *tok = s->tok[j->slot];
     char *text = j->req.prompt;
     if (j->chat && !(text = rt_chat_render(s->family, j->req.msgs, j->req.nmsgs, 1, s->bos,
                                            s->eos, &e))) {
-        rs_fail(s, j, 400, e.msg);
+        sv_fail(s, j, 400, e.msg);
         return -1;
     }
     size_t len = strlen(text);
@@ -574,7 +574,7 @@ static int rs_admit(rs_server *s, rs_job *j)
     }
     free(ids);
     if (rc) {
-        rs_fail(s, j, rc == RT_EINVAL ? 400 : 500, e.msg);
+        sv_fail(s, j, rc == RT_EINVAL ? 400 : 500, e.msg);
         return -1;
     }
     return 0;
@@ -582,7 +582,7 @@ static int rs_admit(rs_server *s, rs_job *j)
 
 /* Step 3 for the job in slot k (mu held): its next token, or its end.
  * 1 when it goes on (a row of the batch), else 0. */
-static int rs_draw(rs_server *s, rs_job *j, int *next)
+static int sv_draw(sv_server *s, sv_job *j, int *next)
 {
     rt_tok *tok = s->tok[j->slot];
     if (j->n_gen >= j->max_tokens || j->pos >= s->d.S) {
@@ -595,19 +595,19 @@ static int rs_draw(rs_server *s, rs_job *j, int *next)
         j->finish = "stop";
         return 0;
     }
-    rs_append(j, rt_tok_decode_piece(tok, j->prev, id));
+    sv_append(j, rt_tok_decode_piece(tok, j->prev, id));
     j->prev = id;
     j->n_gen++;
     *next = id;
     return 1;
 }
 
-static int rs_schedule(rs_server *s)
+static int sv_schedule(sv_server *s)
 {
     rt_err e = {0};
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!rs_stop && !s->nrunning && !s->head) {
+        while (!sv_stop && !s->nrunning && !s->head) {
             struct timespec t;
             clock_gettime(CLOCK_REALTIME, &t);
             t.tv_nsec += 100000000;
@@ -615,20 +615,20 @@ static int rs_schedule(rs_server *s)
                 t.tv_sec++, t.tv_nsec -= 1000000000;
             pthread_cond_timedwait(&s->work, &s->mu, &t);
         }
-        if (rs_stop) {
+        if (sv_stop) {
             pthread_cond_broadcast(&s->progress);
             pthread_mutex_unlock(&s->mu);
             return 0;
         }
         for (int k = 0; k < s->B; k++)          /* 1: clients gone */
             if (s->slot[k] && s->slot[k]->gone)
-                rs_retire(s, s->slot[k]);
-        rs_job *admit[4096];
+                sv_retire(s, s->slot[k]);
+        sv_job *admit[4096];
         int na = 0;
         for (int k = 0; k < s->B && s->head; k++) {     /* 2: waiting jobs into free slots */
             if (s->slot[k])
                 continue;
-            rs_job *j = s->head;
+            sv_job *j = s->head;
             s->head = j->next;
             if (!s->head)
                 s->tail = NULL;
@@ -642,25 +642,25 @@ static int rs_schedule(rs_server *s)
         pthread_mutex_unlock(&s->mu);
         for (int i = 0; i < na; i++) {
             rt_tok_decode_flush(s->tok[admit[i]->slot]);
-            int bad = rs_admit(s, admit[i]);
+            int bad = sv_admit(s, admit[i]);
             pthread_mutex_lock(&s->mu);
             if (bad)
-                rs_retire(s, admit[i]);
+                sv_retire(s, admit[i]);
             else
-                admit[i]->state = RS_RUNNING;
+                admit[i]->state = SV_RUNNING;
             pthread_cond_broadcast(&s->progress);
             pthread_mutex_unlock(&s->mu);
         }
         int rows = 0, row_of[4096];
         pthread_mutex_lock(&s->mu);             /* 3: each job's next token */
         for (int k = 0; k < s->B; k++) {
-            rs_job *j = s->slot[k];
+            sv_job *j = s->slot[k];
             int next;
-            if (!j || j->state != RS_RUNNING)
+            if (!j || j->state != SV_RUNNING)
                 continue;
-            if (j->gone || !rs_draw(s, j, &next)) {
-                rs_append(j, rt_tok_decode_flush(s->tok[k]));
-                rs_retire(s, j);
+            if (j->gone || !sv_draw(s, j, &next)) {
+                sv_append(j, rt_tok_decode_flush(s->tok[k]));
+                sv_retire(s, j);
                 continue;
             }
             s->d.tk[rows] = next;
@@ -679,11 +679,11 @@ static int rs_schedule(rs_server *s)
         }
         if (rt_dec_call(&s->d, 2, &e)) {
             fprintf(stderr, "serve: %s\n", e.msg);
-            rs_stop = 1;
+            sv_stop = 1;
             return e.code;
         }
         for (int k = 0; k < s->B; k++)
-            if (s->slot[k] && s->slot[k]->state == RS_RUNNING && s->d.sl[row_of[k]] == k)
+            if (s->slot[k] && s->slot[k]->state == SV_RUNNING && s->d.sl[row_of[k]] == k)
                 memcpy(s->lg + k * s->d.V, s->d.logits + row_of[k] * s->d.V,
                        sizeof *s->lg * (size_t)s->d.V);
     }
@@ -691,7 +691,7 @@ static int rs_schedule(rs_server *s)
 
 /* ---- the command line ------------------------------------------------ */
 
-static int rs_usage_text(const char *prog)
+static int sv_usage_text(const char *prog)
 {
     printf("usage: %s serve [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel B]\n"
            "       [--queue Q] [--max-tokens M] [--weights W] [--tokenizer F]\n"
@@ -710,7 +710,7 @@ static int rs_usage_text(const char *prog)
     return -1;
 }
 
-static int rs_fail_usage(const char *prog, const char *fmt, const char *v)
+static int sv_fail_usage(const char *prog, const char *fmt, const char *v)
 {
     fprintf(stderr, "%s: serve: ", prog);
     fprintf(stderr, fmt, v);
@@ -718,7 +718,7 @@ static int rs_fail_usage(const char *prog, const char *fmt, const char *v)
     return RT_EUSAGE;
 }
 
-static int rs_count(const char *v, int64_t lo, int64_t hi, int64_t *out)
+static int sv_count(const char *v, int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;
     long long x = strtoll(v, &end, 10);
@@ -729,45 +729,45 @@ static int rs_count(const char *v, int64_t lo, int64_t hi, int64_t *out)
 typedef struct {
     const char *host, *api_key, *weights, *tokenizer, *chat;
     int64_t port, parallel, queue, max_tokens, threads;
-} rs_opts;
+} sv_opts;
 
-static int rs_parse(const char *prog, int argc, char **argv, rs_opts *o)
+static int sv_parse(const char *prog, int argc, char **argv, sv_opts *o)
 {
     static const char *const names[] = {"--host", "--port", "--api-key", "--parallel", "--queue",
                                         "--max-tokens", "--weights", "--tokenizer",
                                         "--chat-template", "--threads"};
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
-            return rs_usage_text(prog);
+            return sv_usage_text(prog);
         int k = 0;
         while (k < 10 && strcmp(argv[i], names[k]))
             k++;
         if (k == 10)
-            return rs_fail_usage(prog, "unknown argument '%s'", argv[i]);
+            return sv_fail_usage(prog, "unknown argument '%s'", argv[i]);
         if (i + 1 >= argc)
-            return rs_fail_usage(prog, "option '%s' needs a value", argv[i]);
+            return sv_fail_usage(prog, "option '%s' needs a value", argv[i]);
         const char *v = argv[++i];
         int ok = 1;
         switch (k) {
         case 0: o->host = v; break;
-        case 1: ok = rs_count(v, 0, 65535, &o->port); break;
+        case 1: ok = sv_count(v, 0, 65535, &o->port); break;
         case 2: o->api_key = v; ok = *v != 0; break;
-        case 3: ok = rs_count(v, 1, 4096, &o->parallel); break;
-        case 4: ok = rs_count(v, 0, 1 << 20, &o->queue); break;
-        case 5: ok = rs_count(v, 1, 1 << 30, &o->max_tokens); break;
+        case 3: ok = sv_count(v, 1, 4096, &o->parallel); break;
+        case 4: ok = sv_count(v, 0, 1 << 20, &o->queue); break;
+        case 5: ok = sv_count(v, 1, 1 << 30, &o->max_tokens); break;
         case 6: o->weights = v; break;
         case 7: o->tokenizer = v; break;
         case 8: o->chat = v; break;
-        case 9: ok = rs_count(v, 1, 4096, &o->threads); break;
+        case 9: ok = sv_count(v, 1, 4096, &o->threads); break;
         }
         if (!ok)
-            return rs_fail_usage(prog, "bad value '%s'", v);
+            return sv_fail_usage(prog, "bad value '%s'", v);
     }
     return 0;
 }
 
 /* The model, its slots' tokenizers and the chat template. */
-static int rs_open(rs_server *s, const rs_opts *o, const char *prog)
+static int sv_open(sv_server *s, const sv_opts *o, const char *prog)
 {
     rt_err e = {0};
     char *wpath = NULL, *tmpl = NULL;
@@ -828,16 +828,16 @@ static int rs_open(rs_server *s, const rs_opts *o, const char *prog)
 int rt_serve(int argc, char **argv, const rt_model *md)
 {
     const char *prog = argv[0] ? argv[0] : "serve";
-    rs_opts o = {"127.0.0.1", NULL, NULL, NULL, NULL, 8080, 0, 16, 4096, 0};
-    int rc = rs_parse(prog, argc, argv, &o);
+    sv_opts o = {"127.0.0.1", NULL, NULL, NULL, NULL, 8080, 0, 16, 4096, 0};
+    int rc = sv_parse(prog, argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
     struct sockaddr_in addr = {0};
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)o.port);
     if (inet_pton(AF_INET, o.host, &addr.sin_addr) != 1)
-        return rs_fail_usage(prog, "--host '%s' is not an IPv4 address", o.host);
-    rs_server s = {0};
+        return sv_fail_usage(prog, "--host '%s' is not an IPv4 address", o.host);
+    sv_server s = {0};
     s.md = md;
     s.api_key = o.api_key;
     s.Q = (int)o.queue;
@@ -846,16 +846,16 @@ int rt_serve(int argc, char **argv, const rt_model *md)
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.work, NULL);
     pthread_cond_init(&s.progress, NULL);
-    rc = rs_open(&s, &o, prog);
+    rc = sv_open(&s, &o, prog);
     struct MHD_Daemon *dm = NULL;
     if (!rc) {
         signal(SIGPIPE, SIG_IGN);
-        signal(SIGINT, rs_on_signal);
-        signal(SIGTERM, rs_on_signal);
+        signal(SIGINT, sv_on_signal);
+        signal(SIGTERM, sv_on_signal);
         dm = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                              MHD_USE_ERROR_LOG, 0, NULL, NULL, rs_access, &s,
+                              MHD_USE_ERROR_LOG, 0, NULL, NULL, sv_access, &s,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                              MHD_OPTION_NOTIFY_COMPLETED, rs_completed, NULL,
+                              MHD_OPTION_NOTIFY_COMPLETED, sv_completed, NULL,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s.B + s.Q + 64),
                               MHD_OPTION_CONNECTION_TIMEOUT, 600u, MHD_OPTION_END);
         if (!dm) {
@@ -868,7 +868,7 @@ int rt_serve(int argc, char **argv, const rt_model *md)
         const union MHD_DaemonInfo *in = MHD_get_daemon_info(dm, MHD_DAEMON_INFO_BIND_PORT);
         fprintf(stderr, "%s: serve: listening on http://%s:%u (%d slots, queue %d)\n", prog,
                 o.host, in ? in->port : (unsigned)o.port, s.B, s.Q);
-        rc = rs_schedule(&s);
+        rc = sv_schedule(&s);
         MHD_stop_daemon(dm);
     }
     for (int k = 0; s.tok && k < s.B; k++)
