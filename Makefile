@@ -22,7 +22,7 @@ WARN += -Werror
 endif
 CFLAGS ?= -O2 -g
 KILN_CFLAGS := -std=c11 -I. $(WARN) -fopenmp -D_XOPEN_SOURCE=700 -MMD -MP
-LDLIBS := -ljansson -ltcc -lnettle -ldl -lm
+LDLIBS := -ljansson -ltcc -lnettle -lmicrohttpd -lpthread -ldl -lm
 
 SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*/*.c))
 RT_SRCS := $(sort $(wildcard runtime/*/*.c runtime/*.h runtime/*/*.h))
@@ -68,7 +68,9 @@ RT_PART_gen := runtime/rt_gen.h | runtime/core/rt_core.h runtime/gen/rt_tok.h \
 RT_PART_quant := runtime/rt_quant.h | runtime/core/rt_core.h runtime/quant/rt_qk.h \
 	$(sort $(wildcard runtime/quant/*.c))
 RT_PART_jit := runtime/rt_jit.h |
-RT_PARTS := core gen quant jit
+RT_PART_serve := runtime/rt_serve.h | runtime/core/rt_core.h runtime/rt_gen.h runtime/gen/rt_tok.h \
+	runtime/serve/rt_srv.h $(sort $(wildcard runtime/serve/*.c))
+RT_PARTS := core gen quant jit serve
 $(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: $(RT_SRCS) Makefile
 	@mkdir -p $(@D)
 	@{ echo '/* generated from runtime/ by the Makefile */'; \
@@ -172,9 +174,11 @@ test-import-big: $(KILN) $(B)/tests/mkckpt
 # ---- set-up -------------------------------------------------------------
 # qemu-user: tests/target.sh runs --target builds on CPU models without AVX-512.
 # pkgconf: tests/cli.sh links a --lib build through its NAME.pc.
-DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev qemu-user pkgconf
+# libmicrohttpd-dev: the HTTP server of PROG serve (runtime/serve/).
+DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev qemu-user pkgconf \
+	libmicrohttpd-dev
 DEB_FILES := /usr/include/jansson.h /usr/include/libtcc.h /usr/include/cmocka.h \
-	/usr/include/nettle/sha2.h /usr/bin/qemu-x86_64 /usr/bin/pkg-config \
+	/usr/include/nettle/sha2.h /usr/bin/qemu-x86_64 /usr/bin/pkg-config /usr/include/microhttpd.h \
 	/usr/lib/x86_64-linux-gnu/tcc/libtcc1.a
 deps:
 	@missing=0; for f in $(DEB_FILES); do [ -e $$f ] || missing=1; done; \
@@ -282,7 +286,7 @@ deps-bench:
 # kiln's sources with coverage into one archive, a harness per reader.
 FUZZ_CC := clang-14
 FUZZ_SECONDS := 60
-FUZZERS := model safetensors npy kir tokenizer hf image quant gguf chat
+FUZZERS := model safetensors npy kir tokenizer hf image quant gguf chat serve
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -std=c11 -I. $(WARN) -D_XOPEN_SOURCE=700
 FUZZ_OBJS := $(SRCS:%.c=$(FUZZ_B)/obj/%.o) $(FUZZ_B)/obj/rt_text.o

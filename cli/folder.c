@@ -1,9 +1,9 @@
 /* cli/folder.c: `kiln import`, and model folders and GGUF files for the
  * other commands.
- *   kiln import hf DIR [-o MODEL.json] [--tokens T] [--max-seq S]
- *   kiln import gguf FILE.gguf [-o MODEL.json] [--tokens T] [--max-seq S]
+ *   kiln import hf DIR [-o MODEL.json] [--tokens T] [--max-seq S] [--slots N]
+ *   kiln import gguf FILE.gguf [-o MODEL.json] [--tokens T] [--max-seq S] [--slots N]
  *   kiln import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]
- *                       [--tokens T] [--max-seq S]
+ *                       [--tokens T] [--max-seq S] [--slots N]
  * The graph (frontend/import.h) is checked by the frontend like any model
  * file before it is written: to -o (atomically), else to stdout; a GGUF's
  * tensors are checked against it too (its weights stay in the file).
@@ -29,6 +29,8 @@ int cli_import_opt(int argc, char **argv, int *i, ImportOpts *o, int *rc)
     int64_t *dst = &o->tokens;
     if (!v && (v = cli_opt_value(argc, argv, i, "--max-seq")))
         dst = &o->max_seq;
+    if (!v && (v = cli_opt_value(argc, argv, i, "--slots")))
+        dst = &o->slots;
     if (!v)
         return 0;
     char *end;
@@ -36,7 +38,8 @@ int cli_import_opt(int argc, char **argv, int *i, ImportOpts *o, int *rc)
     *rc = 0;
     if (!*v || *end || n < 1 || n > INT32_MAX)
         *rc = cli_usage(dst == &o->tokens ? "--tokens takes a count from 1 to 2^31-1, got '%s'"
-                                      : "--max-seq takes a count from 1 to 2^31-1, got '%s'", v);
+                        : dst == &o->max_seq ? "--max-seq takes a count from 1 to 2^31-1, got '%s'"
+                        : "--slots takes a count from 1 to 2^31-1, got '%s'", v);
     *dst = n;
     return 1;
 }

@@ -24,6 +24,8 @@
     "  --tokens T  --max-seq S       a folder's, GGUF's or checkpoint's graph: T tokens a\n" \
     "                                call (default 1), a KV cache of S rows\n" \
     "                                (docs/importing.md)\n" \
+    "  --slots N                     ...with the KV caches of N sequences, a token's slot\n" \
+    "                                an input: batched decode (docs/serving.md)\n" \
     "  --chunk N                     emit-c, build, run, profile of a decoder: its prefill\n" \
     "                                variant's tokens a call (default 64; 1: none)\n" \
     "  --target LEVEL                not run: compile for native (the default: this CPU),\n" \
@@ -185,10 +187,10 @@ static const Usage usages[] = {
      "Lists the pass pipeline: each pass's number, name, level and what it does, and\n"
      "whether --disable-pass may skip it.\n"},
     {"import",
-     "usage: kiln import hf DIR [-o MODEL.json] [--tokens T] [--max-seq S]\n"
-     "       kiln import gguf FILE.gguf [-o MODEL.json] [--tokens T] [--max-seq S]\n"
+     "usage: kiln import hf DIR [-o MODEL.json] [--tokens T] [--max-seq S] [--slots N]\n"
+     "       kiln import gguf FILE.gguf [-o MODEL.json] [--tokens T] [--max-seq S] [--slots N]\n"
      "       kiln import llama2c FILE.bin [-o MODEL.json] [--weights-out W.safetensors]\n"
-     "                           [--tokens T] [--max-seq S]\n"
+     "                           [--tokens T] [--max-seq S] [--slots N]\n"
      "\n"
      "Writes the kiln/1 graph of a Hugging Face folder's decoder (model_type llama,\n"
      "gemma, gemma2, gemma3_text, mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe, gpt2),\n"
@@ -199,6 +201,8 @@ static const Usage usages[] = {
      "  --tokens T                    tokens a call (default 1: a decode step)\n"
      "  --max-seq S                   the KV cache's rows (default: the model's context,\n"
      "                                at most 2048 for a folder or GGUF)\n"
+     "  --slots N                     KV caches of N sequences [N, S, H, D]; an input slots\n"
+     "                                i32[T] says each token's (docs/serving.md)\n"
      "  --weights-out W.safetensors   llama2c: its weights, converted\n"
      "\n" EXIT_TEXT},
 };

@@ -26,7 +26,7 @@ typedef struct {
     Storage weight_store;           /* --weight-dtype: weights of rank >= 2 */
     int weight_auto;                /* --weight-dtype auto (the default) */
     int64_t chunk;                  /* a decoder's prefill variant: tokens a call */
-    ImportOpts import;              /* MODEL a folder or GGUF: --tokens, --max-seq */
+    ImportOpts import;              /* MODEL a folder or GGUF: --tokens, --max-seq, --slots */
     const char *machine;            /* --machine SPEC; NULL: detect */
     const char *target;             /* --target LEVEL; NULL: native */
     uint64_t seed;
@@ -242,9 +242,10 @@ static int parse_opts(Opts *o, int argc, char **argv)
     }
     if (!o->model)
         return cli_usage("%s needs a model file", o->cmd);
-    if ((o->import.tokens || o->import.max_seq) && !cli_is_model_source(o->model))
-        return cli_usage("--tokens and --max-seq apply to a model folder or GGUF file, not '%s'",
-                         o->model);
+    if ((o->import.tokens || o->import.max_seq || o->import.slots) &&
+        !cli_is_model_source(o->model))
+        return cli_usage("--tokens, --max-seq and --slots apply to a model folder or GGUF file, "
+                         "not '%s'", o->model);
     return 0;
 }
 

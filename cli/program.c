@@ -9,8 +9,10 @@
  * its T (ir_decoder_tokens), compiled by pass_pipeline_variants so that
  * they share every weight's layout; the chunk hangs on the leader as
  * Module.variants, which codegen writes beside it (NAME_run_chunk). A
- * decoder whose graph does not hold at another T (reshapes that spell T
- * out) stays one variant, said with -v. */
+ * slotted decoder of N > 1 slots (kiln import --slots N) gets a third, the
+ * batch at T = N (NAME_run_batch): a token of each of up to N sequences a
+ * call. A decoder whose graph does not hold at another T (reshapes that
+ * spell T out) stays one variant, said with -v. */
 #include "cli.h"
 #include "codegen/codegen.h"
 #include "passes/passes.h"
@@ -19,7 +21,7 @@
 
 typedef struct {
     const Module *model;        /* the decoder as loaded, never compiled */
-    int64_t T[2];
+    int64_t T[3];
 } Fresh;
 
 /* A fresh copy of the model at T[i] tokens a call; NULL when its graph
@@ -46,24 +48,30 @@ int cli_program(Module **mp, PassCtx *cx, int64_t chunk, int verbose)
     chunk = chunk ? chunk : 64;
     if (chunk > dec.max_seq)
         chunk = dec.max_seq;
-    Fresh f = {ir_clone(m->a, m), {1, chunk}};
-    Module *v[2] = {dec.tokens == 1 ? m : fresh(&f, 0), chunk > 1 ? fresh(&f, 1) : NULL};
-    if (!v[0] || !v[1]) {
+    Fresh f = {ir_clone(m->a, m), {1, chunk, dec.slots}};
+    int nv = dec.slots > 1 ? 3 : 2;
+    Module *v[3] = {dec.tokens == 1 ? m : fresh(&f, 0), chunk > 1 ? fresh(&f, 1) : NULL,
+                    nv == 3 ? fresh(&f, 2) : NULL};
+    if (!v[0] || !v[1] || (nv == 3 && !v[2])) {
         if (verbose && chunk > 1)
             fprintf(stderr, "kiln: %s: a decoder, but its graph does not hold at %lld tokens a "
                     "call: one variant, no prefill chunks\n", m->file, (long long)chunk);
         return v[0] ? (*mp = v[0], pass_pipeline(v[0], cx)) : pass_pipeline(m, cx);
     }
-    if (pass_pipeline_variants(v, 2, cx, fresh, &f) != 0)
+    if (pass_pipeline_variants(v, nv, cx, fresh, &f) != 0)
         return -1;
-    v[0]->variants = arena_alloc(v[0]->a, sizeof *v[0]->variants);
-    v[0]->variants[0] = v[1];
-    v[0]->nvariants = 1;
+    v[0]->variants = arena_alloc(v[0]->a, sizeof *v[0]->variants * (size_t)(nv - 1));
+    for (int i = 1; i < nv; i++)
+        v[0]->variants[i - 1] = v[i];
+    v[0]->nvariants = nv - 1;
     *mp = v[0];
     if (verbose)
         fprintf(stderr, "kiln: %s: decoder variants: decode (1 token, %d kernels) and prefill "
                 "(%lld tokens, %d kernels)\n", m->file, v[0]->prog->nkernels, (long long)chunk,
                 v[1]->prog->nkernels);
+    if (verbose && nv == 3)
+        fprintf(stderr, "kiln: %s: and batch (%lld sequences a token each, %d kernels)\n",
+                m->file, (long long)dec.slots, v[2]->prog->nkernels);
     return 0;
 }
 

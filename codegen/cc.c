@@ -502,9 +502,9 @@ static const char *exe_command(Arena *a, const Module *m, const CgBuild *b, cons
                                const char *src, const char *objs)
 {
     const char *cflags = cg_cflags(a, m);
-    return arena_printf(a, "%s %s%s%s %s -o %s %s%s -lm", cg_cc(), cflags,
+    return arena_printf(a, "%s %s%s%s %s -o %s %s%s -lm%s", cg_cc(), cflags,
                         machine_flag(a, b->machine), flags_define(a, cflags), cflags_extra(), out,
-                        src, objs);
+                        src, objs, cg_rt_libs(cg_rt_uses(m, CG_CC)));
 }
 
 /* The parts' objects as shell words, each after a space. */
@@ -661,9 +661,9 @@ static int write_pc(const Module *m, const char *path, rt_err *err)
         "# --cflags --libs %s (the .so; --static for the .a)\n"
         "prefix=${pcfiledir}\nlibdir=${prefix}\nincludedir=${prefix}\n\n"
         "Name: %s\nDescription: the model %s, compiled by kiln (%s)\nVersion: %s\n"
-        "Cflags: -I${includedir}\nLibs: -L${libdir} -l%s\nLibs.private: -fopenmp -lm\n",
+        "Cflags: -I${includedir}\nLibs: -L${libdir} -l%s\nLibs.private: -fopenmp -lm%s\n",
         m->name, KILN_VERSION, m->name, m->name, m->name, cg_cflags(m->a, m), KILN_VERSION,
-        m->name);
+        m->name, cg_rt_libs(cg_rt_uses(m, CG_CC)));
     return cg_write_file(path, text, err);
 }
 
@@ -676,8 +676,8 @@ static void lib_commands(Arena *a, const Module *m, const char *cmd[3], const ch
 {
     cmd[0] = arena_printf(a, "%s %s -fPIC -DKILN_NO_MAIN -c -o %s %s", cg_cc(), cg_cflags(a, m),
                           obj, src);
-    cmd[1] = arena_printf(a, "%s -fopenmp -shared -Wl,-z,nodelete -o %s %s -lm", cg_cc(), so,
-                          obj);
+    cmd[1] = arena_printf(a, "%s -fopenmp -shared -Wl,-z,nodelete -o %s %s -lm%s", cg_cc(), so,
+                          obj, cg_rt_libs(cg_rt_uses(m, CG_CC)));
     cmd[2] = arena_printf(a, "ar rcs %s %s", ar, obj);
 }
 

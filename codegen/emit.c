@@ -323,43 +323,58 @@ static void run_kernels(FILE *f, const Module *m, const char *fn)
     fputs("    return rc;\n}\n\n", f);
 }
 
-/* A decoder's prefill variant (Module.variants[0]): its kernels, numbered
- * on after the leader's so that their C names differ, over the same
- * handle (weights, state, arena), and NAME_run_chunk, which runs them,
- * timed as the leader's are when a profile is attached (run_timed). */
-static void variant(CgCx *cx, const Module *m)
+/* The variants' entry points: Module.variants[j] is NAME_run_<vname[j]>. */
+static const char *const vname[2] = {"chunk", "batch"};
+
+/* The kernels before variant j's (the leader's, then each variant's). */
+static int kernels_before(const Module *m, int j)
+{
+    int n = m->prog->nkernels;
+    for (int i = 0; i < j; i++)
+        n += m->variants[i]->prog->nkernels;
+    return n;
+}
+
+/* A decoder's shape variants (Module.variants[j]: the prefill chunk, and a
+ * slotted decoder's batch): their kernels, numbered on after the leader's
+ * so that their C names differ, over the same handle (weights, state,
+ * arena), and NAME_run_chunk (NAME_run_batch), which runs them, timed as
+ * the leader's are when a profile is attached (run_timed). */
+static void variant(CgCx *cx, const Module *m, int j)
 {
     FILE *f = cx->f;
-    Module *v = m->variants[0];
+    Module *v = m->variants[j];
+    int first = kernels_before(m, j);
     for (int i = 0; i < v->prog->nkernels; i++)
-        v->prog->kernels[i]->id = m->prog->nkernels + i;
+        v->prog->kernels[i]->id = first + i;
     CgCx vx = *cx;
     vx.m = v;
     for (int i = 0; i < v->prog->nkernels; i++)
         cg_kernel(&vx, v->prog->kernels[i]);
-    run_kernels(f, v, "kiln_run_chunk_kernels");
+    run_kernels(f, v, arena_printf(m->a, "kiln_run_%s_kernels", vname[j]));
 }
 
-/* NAME_run_chunk, after run_timed. */
-static void variant_run(FILE *f, const Module *m)
+/* NAME_run_chunk (NAME_run_batch), after run_timed. */
+static void variant_run(FILE *f, const Module *m, int j)
 {
-    const Module *v = m->variants[0];
-    const char *n = m->name;
-    fprintf(f, "int %s_run_chunk(%s_model *m, const void *const *inputs, void *const *outputs)\n{\n",
-            n, n);
+    const Module *v = m->variants[j];
+    const char *n = m->name, *vn = vname[j];
+    int first = kernels_before(m, j);
+    fprintf(f, "int %s_run_%s(%s_model *m, const void *const *inputs, void *const *outputs)\n{\n",
+            n, vn, n);
     fputs("    if (!m->opened)\n        return m->err.code;\n", f);
     fputs("    m->err.code = 0;\n    m->in = inputs;\n    m->out = outputs;\n", f);
-    fprintf(f, "    int rc = m->prof ? kiln_run_timed(m, %d, %d) : kiln_run_chunk_kernels(m);\n",
-            m->prog->nkernels, m->prog->nkernels + v->prog->nkernels);
+    fprintf(f, "    int rc = m->prof ? kiln_run_timed(m, %d, %d) : kiln_run_%s_kernels(m);\n",
+            first, first + v->prog->nkernels, vn);
     fputs("    m->in = NULL;\n    m->out = NULL;\n    return rc;\n}\n\n", f);
-    fprintf(f, "static int kiln_run_chunk(void *h, const void *const *in, void *const *out)\n"
-               "{\n    return %s_run_chunk(h, in, out);\n}\n", n);
+    fprintf(f, "static int kiln_run_%s(void *h, const void *const *in, void *const *out)\n"
+               "{\n    return %s_run_%s(h, in, out);\n}\n", vn, n, vn);
 }
 
-/* The kernels a profile times: the leader's, then its prefill variant's. */
+/* The kernels a profile times: the leader's, then its variants'. */
 static int timed_kernels(const Module *m)
 {
-    return m->prog->nkernels + (m->nvariants ? m->variants[0]->prog->nkernels : 0);
+    return kernels_before(m, m->nvariants);
 }
 
 /* Every kernel's name and cost, and the kernels as a table for the timed
@@ -370,18 +385,23 @@ static int timed_kernels(const Module *m)
 static void run_timed(FILE *f, const Module *m)
 {
     int nk = timed_kernels(m);
-    IrDecoder dec;
-    const char *at = m->nvariants && ir_decoder(m->variants[0], &dec)
-                         ? arena_printf(m->a, "@%lld", (long long)dec.tokens) : "@variant";
+    const char *at[2] = {"@variant", "@variant"};
+    for (int j = 0; j < m->nvariants; j++) {
+        IrDecoder dec;
+        if (ir_decoder(m->variants[j], &dec))
+            at[j] = arena_printf(m->a, "@%lld", (long long)dec.tokens);
+    }
     fprintf(f, "static const rt_kernel_info kiln_kernels[%d] = {\n", count_nonzero(nk));
     for (int i = 0; i < nk; i++) {
-        int lead = i < m->prog->nkernels;
-        const Kernel *k = lead ? m->prog->kernels[i]
-                               : m->variants[0]->prog->kernels[i - m->prog->nkernels];
+        int j = -1;                 /* the variant of kernel i; -1: the leader */
+        while (j + 1 < m->nvariants && i >= kernels_before(m, j + 1))
+            j++;
+        const Kernel *k = j < 0 ? m->prog->kernels[i]
+                                : m->variants[j]->prog->kernels[i - kernels_before(m, j)];
         double flops, bytes;
         ir_kernel_cost(k, &flops, &bytes);
         fputs("    {", f);
-        cg_print_cstring(f, lead ? k->name : arena_printf(m->a, "%s%s", k->name, at));
+        cg_print_cstring(f, j < 0 ? k->name : arena_printf(m->a, "%s%s", k->name, at[j]));
         fprintf(f, ", %.17g, %.17g},\n", flops, bytes);
     }
     fputs(nk ? "};\n" : "    {0},\n};\n", f);
@@ -453,6 +473,9 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
                 (long long)m->variants[0]->inputs[0]->dims[0]);
     else
         fputs("    0, NULL, kiln_reset, NULL,", f);
+    const char *batch = m->nvariants > 1 ? arena_printf(m->a, "%lld, kiln_run_batch",
+                                           (long long)m->variants[1]->inputs[0]->dims[0])
+                                         : "0, NULL";
     fprintf(f, " %s,\n    ", cg_rt_uses(m, fl) >> CG_RT_GEN & 1 ? "rt_generate" : "NULL");
     cg_print_cstring(f, KILN_VERSION);
     fputs(fl == CG_CC ? ", KILN_BUILD_FLAGS" : ", \"the JIT: libtcc, in memory (kiln run)\"", f);
@@ -464,7 +487,8 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
         else
             fputs("NULL", f);
     }
-    fputs(",\n};\n", f);
+    fprintf(f, ",\n    %s,\n    %s,\n};\n", batch,
+            cg_rt_uses(m, fl) >> CG_RT_SERVE & 1 ? "rt_serve" : "NULL");
     if (fl == CG_CC)
         fputs("\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
               "    return rt_main(argc, argv, &kiln_model);\n}\n#endif\n", f);
@@ -472,12 +496,20 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
 
 /* ---- the file ------------------------------------------------------------ */
 
+const char *cg_rt_libs(unsigned uses)
+{
+    return uses >> CG_RT_SERVE & 1 ? " -lmicrohttpd -lpthread" : "";
+}
+
 unsigned cg_rt_uses(const Module *m, CgFlavour fl)
 {
     IrDecoder dec;
     unsigned uses = 1u << CG_RT_CORE;
     if (ir_decoder(m, &dec) && dec.tokens == 1)
         uses |= 1u << CG_RT_GEN;
+    if (fl == CG_CC && ir_decoder(m, &dec) && dec.tokens == 1 && dec.slots > 1 &&
+        m->nvariants > 1)
+        uses |= 1u << CG_RT_SERVE;
     for (int i = 0; i < m->prog->nbufs; i++)
         if (storage_block(m->prog->bufs[i]->store))
             uses |= 1u << CG_RT_QUANT;
@@ -505,8 +537,8 @@ static void prelude(FILE *f, const Module *m, CgFlavour fl, int paste)
         fputs(" * For libtcc (kiln run): the runtime's functions are declared, not\n"
               " * defined, and there is no main; the JIT links them from kiln itself.\n", f);
     else if (paste)
-        fprintf(f, " * Build: cc %s THIS.c -lm   (add -DKILN_NO_MAIN for a library)\n",
-                cg_cflags(m->a, m));
+        fprintf(f, " * Build: cc %s THIS.c -lm%s   (add -DKILN_NO_MAIN for a library)\n",
+                cg_cflags(m->a, m), cg_rt_libs(uses));
     else
         fputs(" * The runtime's functions are declared, not defined: kiln build links\n"
               " * them from its cached objects of the runtime's parts.\n", f);
@@ -554,9 +586,9 @@ static void api_decls(FILE *f, const Module *m)
     fprintf(f, "const char *%s_error(const %s_model *m);\n", n, n);
     fprintf(f, "int %s_run(%s_model *m, const void *const *inputs, void *const *outputs);\n", n, n);
     fprintf(f, "void %s_reset(%s_model *m);\n", n, n);
-    if (m->nvariants)
-        fprintf(f, "int %s_run_chunk(%s_model *m, const void *const *inputs, void *const *outputs);\n",
-                n, n);
+    for (int j = 0; j < m->nvariants; j++)
+        fprintf(f, "int %s_run_%s(%s_model *m, const void *const *inputs, void *const *outputs);\n",
+                n, vname[j], n);
     fprintf(f, "void %s_close(%s_model *m);\n\n", n, n);
 }
 
@@ -581,11 +613,11 @@ static void emit(FILE *f, const Module *m, CgFlavour fl, int paste)
     for (int i = 0; i < m->prog->nkernels; i++)
         cg_kernel(&cx, m->prog->kernels[i]);
     run_kernels(f, m, "kiln_run_kernels");
-    if (m->nvariants)
-        variant(&cx, m);
+    for (int j = 0; j < m->nvariants; j++)
+        variant(&cx, m, j);
     run_timed(f, m);
-    if (m->nvariants)
-        variant_run(f, m);
+    for (int j = 0; j < m->nvariants; j++)
+        variant_run(f, m, j);
     if (m->open)
         open_program(&cx, m);
     api_open(f, m, t.weights);
@@ -647,6 +679,13 @@ void cg_emit_header(FILE *f, const Module *m)
                 (long long)m->variants[0]->inputs[0]->dims[0],
                 (long long)m->variants[0]->inputs[0]->dims[0]);
         fprintf(f, "int %s_run_chunk(%s_model *m, const void *const *inputs, void *const *outputs);\n",
+                n, n);
+    }
+    if (m->nvariants > 1) {
+        fprintf(f, "/* The batch variant of a slotted decoder: %lld rows a call, each a token\n"
+                   " * of the sequence in its slot (inputs tokens, positions, slots). */\n",
+                (long long)m->variants[1]->inputs[0]->dims[0]);
+        fprintf(f, "int %s_run_batch(%s_model *m, const void *const *inputs, void *const *outputs);\n",
                 n, n);
     }
     fprintf(f, "void %s_close(%s_model *m);\n\n#endif\n", n, n);

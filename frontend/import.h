@@ -22,6 +22,8 @@ typedef struct {
     int64_t tokens;             /* T: tokens per call; 0: 1 (a decode step) */
     int64_t max_seq;            /* S: KV cache rows; 0: the checkpoint's
                                    (capped at IMP_DEFAULT_SEQ for HF) */
+    int64_t slots;              /* N: caches of N sequences (pos and slots
+                                   i32[T]); 0: one sequence's */
 } ImportOpts;
 
 #define IMP_DEFAULT_SEQ 2048    /* HF default S: max_position_embeddings, capped */
@@ -117,6 +119,7 @@ typedef struct {
     const char *model_name;     /* the kiln/1 name */
     int64_t vocab, dim, hidden, layers, heads, kv_heads, head_dim;
     int64_t tokens, max_seq;    /* T, S */
+    int64_t slots;              /* ImportOpts.slots */
     double eps, theta;
     const char *rope_style;     /* "half" or "interleaved" */
     int rope_llama3;            /* Llama 3.1's scaling of the frequencies, */
@@ -164,7 +167,7 @@ char *imp_llama_graph(Arena *a, const ImpLlama *c);
  * out]) with biases, one fused qkv projection, gelu. */
 typedef struct {
     int64_t vocab, dim, hidden, layers, heads, n_positions;
-    int64_t tokens, max_seq;
+    int64_t tokens, max_seq, slots;
     double eps;
     const char *gelu;           /* the gelu op's approximate: "tanh" or "none" */
     const char *prefix;         /* "" or "transformer." */

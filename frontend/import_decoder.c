@@ -16,9 +16,11 @@ typedef struct {
     Arena *a;
     ImpGraph *g;
     int64_t T;
+    int64_t N;                  /* slotted: the caches of N sequences; 0: one */
     int l;                      /* the layer being built */
     const char *wprefix;        /* its weights' prefix: "model.layers.3." */
     const char *positions, *pos;
+    const char *slots;          /* the slots input, slotted; else NULL */
 } Dec;
 
 /* "layers.L.what", a node of the current layer. */
@@ -54,23 +56,45 @@ static const char *reshape(Dec *x, const char *name, const char *in, int rank, c
 /* tokens i32[T], positions i32[T], and pos, the scalar positions[0] that
  * cache_write and attention take. T appears nowhere else: reshapes write
  * the token axis as -1, so the graph is the same at any T
- * (ir_decoder_tokens re-infers it for a program's shape variants). */
+ * (ir_decoder_tokens re-infers it for a program's shape variants).
+ * Slotted (N > 0): slots i32[T] too, and pos is positions itself: row t is
+ * a token of the sequence in slot slots[t], at positions[t]. */
 static void io(Dec *x)
 {
     ig_input(x->g, "tokens", "i32", IG_DIMS(x->T));
     x->positions = ig_input(x->g, "positions", "i32", IG_DIMS(x->T));
+    if (x->N) {
+        x->slots = ig_input(x->g, "slots", "i32", IG_DIMS(x->T));
+        x->pos = x->positions;
+        return;
+    }
     const char *first = ig_node(x->g, "first_position", "slice",
                                 "{\"axis\": 0, \"start\": 0, \"end\": 1}", 1, x->positions);
     x->pos = reshape(x, "pos", first, 0, NULL);
 }
 
 /* k or v of the current layer, [T, H, D], written into its cache
- * layers.L.{k,v}_cache [S, H, D] at pos; the whole cache after. */
+ * layers.L.{k,v}_cache [S, H, D] at pos (slotted: [N, S, H, D] at pos and
+ * slots); the whole cache after. */
 static const char *cache(Dec *x, const char *kv, const char *in, int64_t S, int64_t H, int64_t D)
 {
-    const char *st = ig_state(x->g, nd(x, arena_printf(x->a, "%s_cache", kv)), IG_DIMS(S, H, D));
-    return ig_node(x->g, nd(x, arena_printf(x->a, "%s_all", kv)), "cache_write", NULL, 3, st, in,
+    const char *name = nd(x, arena_printf(x->a, "%s_cache", kv));
+    const char *all = nd(x, arena_printf(x->a, "%s_all", kv));
+    if (x->N)
+        return ig_node(x->g, all, "cache_write", NULL, 4,
+                       ig_state(x->g, name, IG_DIMS(x->N, S, H, D)), in, x->pos, x->slots);
+    return ig_node(x->g, all, "cache_write", NULL, 3, ig_state(x->g, name, IG_DIMS(S, H, D)), in,
                    x->pos);
+}
+
+/* attention(q, k_all, v_all) at pos (and slots). */
+static const char *attend(Dec *x, const char *attrs, const char *q, const char *k_all,
+                          const char *v_all)
+{
+    if (x->N)
+        return ig_node(x->g, nd(x, "att"), "attention", attrs, 5, q, k_all, v_all, x->pos,
+                       x->slots);
+    return ig_node(x->g, nd(x, "att"), "attention", attrs, 4, q, k_all, v_all, x->pos);
 }
 
 /* ---- the llama family ---------------------------------------------------- */
@@ -285,8 +309,7 @@ static const char *llama_attention(Llama *L, const char *in)
     k = rope(L, nd(x, "k_rot"), k);
     const char *k_all = cache(x, "k", k, S, c->kv_heads, D);
     const char *v_all = cache(x, "v", v, S, c->kv_heads, D);
-    const char *att = ig_node(x->g, nd(x, "att"), "attention", attention_attrs(L), 4, q, k_all,
-                              v_all, x->pos);
+    const char *att = attend(x, attention_attrs(L), q, k_all, v_all);
     att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(-1, c->heads * D));
     const char *o = ig_node(x->g, nd(x, "att_out"), "linear", NULL, 2, att,
                             lw(x, n->o, ".weight", IG_DIMS(c->dim, c->heads * D)));
@@ -382,7 +405,8 @@ static const char *llama_layer(Llama *L, const char *in)
 
 char *imp_llama_graph(Arena *a, const ImpLlama *c)
 {
-    Llama L = {.x = {.a = a, .g = ig_new(a, c->model_name), .T = c->tokens}, .c = c,
+    Llama L = {.x = {.a = a, .g = ig_new(a, c->model_name), .T = c->tokens,
+                       .N = c->slots}, .c = c,
                .n = c->hf_names == IMP_GGUF_GEMMA2 ? &gguf_gemma2_names
                     : c->hf_names == IMP_GGUF_PHI3 ? &gguf_phi3_names
                     : c->hf_names == IMP_GGUF      ? &gguf_names
@@ -463,7 +487,7 @@ static const char *gpt2_layer(Gpt2 *G, const char *in)
     const char *q = qkv_part(G, "q", qkv, 0);
     const char *k_all = cache(x, "k", qkv_part(G, "k", qkv, 1), S, H, D / H);
     const char *v_all = cache(x, "v", qkv_part(G, "v", qkv, 2), S, H, D / H);
-    const char *att = ig_node(x->g, nd(x, "att"), "attention", NULL, 4, q, k_all, v_all, x->pos);
+    const char *att = attend(x, NULL, q, k_all, v_all);
     att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(-1, D));
     const char *proj = conv1d(G, "proj", att, "attn.c_proj", D, D);
     const char *x_att = ig_node(x->g, nd(x, "x_att"), "add", NULL, 2, in, proj);
@@ -492,7 +516,7 @@ static void gpt2_buffers(Gpt2 *G)
 
 char *imp_gpt2_graph(Arena *a, const ImpGpt2 *c)
 {
-    Gpt2 G = {.x = {.a = a, .g = ig_new(a, "gpt2"), .T = c->tokens}, .c = c};
+    Gpt2 G = {.x = {.a = a, .g = ig_new(a, "gpt2"), .T = c->tokens, .N = c->slots}, .c = c};
     Dec *x = &G.x;
     io(x);
     const char *wte = ig_weight(x->g, arena_printf(a, "%swte.weight", c->prefix),

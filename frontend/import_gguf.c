@@ -577,6 +577,7 @@ char *imp_gguf(Arena *a, const char *path, const ImportOpts *o, Diags *d, int *i
         shapes(&c, &L);
     if (d->n == before)
         imp_seq_opts(d, o, L.max_seq, 0, &L.tokens, &L.max_seq);
+    L.slots = o->slots;
     if (L.window >= L.max_seq)      /* a window over the whole cache: none */
         L.window = 0;
     char *text = d->n > before ? NULL : imp_llama_graph(a, &L);

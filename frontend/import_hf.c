@@ -755,10 +755,12 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
         return NULL;
     if (t == 2) {
         imp_seq_opts(d, o, G.n_positions, G.n_positions, &G.tokens, &G.max_seq);
+        G.slots = o->slots;
         return d->n > before ? NULL : gpt2(a, dir, &G, d, io);
     }
     llama_shapes(&c, &L);
     imp_seq_opts(d, o, L.max_seq, 0, &L.tokens, &L.max_seq);
+    L.slots = o->slots;
     if (L.window >= L.max_seq)      /* a window over the whole cache: none */
         L.window = 0;
     return d->n > before ? NULL : imp_llama_graph(a, &L);

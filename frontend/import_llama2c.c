@@ -195,8 +195,8 @@ static char *graph(Arena *a, const Header *h, const ImportOpts *o, Diags *d)
         .model_name = "llama2c", .vocab = h->vocab, .dim = h->dim, .hidden = h->hidden,
         .layers = h->layers, .heads = h->heads, .kv_heads = h->kv_heads,
         .head_dim = h->dim / h->heads, .tokens = o->tokens ? o->tokens : 1,
-        .max_seq = o->max_seq ? o->max_seq : h->seq_len, .eps = 1e-5, .theta = 10000.0,
-        .rope_style = "interleaved", .tied = h->shared,
+        .max_seq = o->max_seq ? o->max_seq : h->seq_len, .slots = o->slots, .eps = 1e-5,
+        .theta = 10000.0, .rope_style = "interleaved", .tied = h->shared,
     };
     if (L.tokens > L.max_seq) {
         diag(d, NULL, "--tokens %lld is more than the %lld rows of the KV cache (--max-seq)",

@@ -1,6 +1,7 @@
 /* ir/bounds.c: the range an i32 input's values must lie in, read off its
  * uses: embedding ids index a table of V rows; a pos scalar leaves room for
- * T rows in a cache of S. Shape ops pass the bound through. Used to seed
+ * T rows in a cache of S; slotted, pos rows are < S and slots < N of a
+ * cache [N, S, H, D]. Shape ops pass the bound through. Used to seed
  * i32 inputs with values a run accepts. */
 #include "ir.h"
 
@@ -24,8 +25,12 @@ static int64_t use_bound(const Module *m, const Node *v, int depth)
                 continue;
             if (u->op == OP_EMBEDDING && j == 1)
                 hi = min64(hi, u->in[0]->dims[0]);
+            else if (u->op == OP_ATTENTION && u->nin == 5 && j >= 3)
+                hi = min64(hi, u->in[1]->dims[j == 3]);
             else if (u->op == OP_ATTENTION && j == 3)
                 hi = min64(hi, u->in[1]->dims[0] - u->in[0]->dims[0] + 1);
+            else if (u->op == OP_CACHE_WRITE && u->nin == 4 && j >= 2)
+                hi = min64(hi, u->in[0]->dims[j == 2]);
             else if (u->op == OP_CACHE_WRITE && j == 2)
                 hi = min64(hi, u->in[0]->dims[0] - u->in[1]->dims[0] + 1);
             else if (is_shape_op(u->op))

@@ -290,6 +290,7 @@ int64_t ir_input_hi(const Module *m, const Node *in);
  * S rows): 1 when m keeps it, with its figures in dec. */
 typedef struct {
     int64_t tokens, vocab, max_seq;   /* T, V, S */
+    int64_t slots;                    /* N sequences' caches (input slots); 0: one */
 } IrDecoder;
 int ir_decoder(const Module *m, IrDecoder *dec);
 /* The decoder m (unlowered) at T tokens a call: its inputs become

@@ -1,6 +1,11 @@
 /* ir/op_transformer.c: embedding, rope, attention (grouped-query, causal,
  * at a run-time position) and cache_write (in place into a state).
  *
+ * Both take a cache of one sequence, [S, H, D] at the scalar pos, or
+ * (slotted) of N sequences, [N, S, H, D], with pos and slots i32[T]: row t
+ * is its own sequence's token, at position pos[t] of slot slots[t], so one
+ * call advances up to T sequences (a server's batched decode).
+ *
  * Run-time errors: an id outside the table, a position that does not fit
  * the rows of k/v or of the cache. The reference returns ref_fail(); the
  * lowered kernels check with S_CHECK before any access the value guards,
@@ -47,6 +52,25 @@ static int need_i32_scalar(InferCx *cx, Node *n, int i)
     return need_dtype(cx, n, i, DT_I32) | need_rank(cx, n, i, 0);
 }
 
+/* Operand i must be an i32 vector of T values (pos or slots, slotted). */
+static int need_i32_rows(InferCx *cx, Node *n, int i, int64_t T)
+{
+    if (need_dtype(cx, n, i, DT_I32) | need_rank(cx, n, i, 1))
+        return -1;
+    if (n->in[i]->dims[0] != T) {
+        diag(cx->d, in_where(cx, n, i), "%s: operand %d must be i32[%lld], one value a row, "
+             "got %s", op_table[n->op].name, i, (long long)T, shp(cx, n->in[i]));
+        return -1;
+    }
+    return 0;
+}
+
+/* Slotted: the cache [N, S, H, D] of N sequences, pos and slots i32[T]. */
+static int slotted(const Node *n)
+{
+    return n->nin == (n->op == OP_ATTENTION ? 5 : 4);
+}
+
 /* A loop over [0, len) appended to blk. */
 static Stmt *loop(LowerCx *cx, Kernel *k, Block *blk, int64_t len, int marks)
 {
@@ -75,6 +99,20 @@ static Expr *pos_checked(LowerCx *cx, Kernel *k, Node *n, Node *pos, int64_t T, 
                                    lw_name(cx, n), pos_range(a, n, T, S));
     s_check(a, &k->body, ok, msg, &p, 1);
     return p;
+}
+
+/* Slotted: `let v: i64 = x[t]` and `check 0 <= v < hi` in blk, for pos
+ * (hi = S) or slots (hi = N) of node n. */
+static Expr *row_checked(LowerCx *cx, Kernel *k, Block *blk, Node *n, int i, Expr *t, int64_t hi)
+{
+    Arena *a = cx->a;
+    Expr *v = e_var(a, s_let(a, k, blk, T_I64, lw_load(cx, n->in[i], lw_idx(cx, 1, t)))->v);
+    Expr *ok = e_bin(a, B_AND, e_bin(a, B_GE, v, e_int(a, 0)), e_bin(a, B_LT, v, e_int(a, hi)));
+    const char *msg = arena_printf(a, "%s %s: %s %%lld is out of range [0, %lld)",
+                                   op_table[n->op].name, lw_name(cx, n),
+                                   i == n->nin - 1 ? "slot" : "pos", (long long)hi);
+    s_check(a, blk, ok, msg, &v, 1);
+    return v;
 }
 
 /* ---- embedding: out[..., d] = table[ids[...], d] ---------------------------- */
@@ -344,32 +382,35 @@ static int64_t attn_first(const Node *n, int64_t p, int64_t t)
     return w > 0 && lo > 0 ? lo : 0;
 }
 
+/* k's and v's rank: [S, Hkv, D], or [N, S, Hkv, D] slotted; o = rank - 3
+ * is where S sits. */
 static int attn_shapes(InferCx *cx, Node *n)
 {
     Node *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    if (k->dims[2] != q->dims[2]) {
-        diag(cx->d, in_where(cx, n, 1), "attention: k must be [S, Hkv, %lld] to match q %s, got %s",
-             (long long)q->dims[2], shp(cx, q), shp(cx, k));
+    int o = k->rank - 3;
+    if (k->dims[o + 2] != q->dims[2]) {
+        diag(cx->d, in_where(cx, n, 1), "attention: k must be [%sS, Hkv, %lld] to match q %s, "
+             "got %s", o ? "N, " : "", (long long)q->dims[2], shp(cx, q), shp(cx, k));
         return -1;
     }
-    if (memcmp(v->dims, k->dims, sizeof *k->dims * 3)) {
+    if (memcmp(v->dims, k->dims, sizeof *k->dims * (size_t)k->rank)) {
         diag(cx->d, in_where(cx, n, 2), "attention: v must have k's shape %s, got %s",
              shp(cx, k), shp(cx, v));
         return -1;
     }
-    if (q->dims[1] % k->dims[1]) {
+    if (q->dims[1] % k->dims[o + 1]) {
         diag(cx->d, n->where,
              "attention: the %lld query heads are not a multiple of the %lld kv heads: q %s, k %s",
-             (long long)q->dims[1], (long long)k->dims[1], shp(cx, q), shp(cx, k));
+             (long long)q->dims[1], (long long)k->dims[o + 1], shp(cx, q), shp(cx, k));
         return -1;
     }
-    if (q->dims[0] > k->dims[0]) {
+    if (!o && q->dims[0] > k->dims[0]) {
         diag(cx->d, n->where,
              "attention: q has %lld rows, more than the %lld rows of k: q %s, k %s",
              (long long)q->dims[0], (long long)k->dims[0], shp(cx, q), shp(cx, k));
         return -1;
     }
-    int64_t scores[3] = {q->dims[0], q->dims[1], k->dims[0]};   /* a limit the README states */
+    int64_t scores[3] = {q->dims[0], q->dims[1], k->dims[o]};   /* a limit the README states */
     if (!shape_fits(3, scores)) {
         diag(cx->d, n->where, "attention: the scores %s of q %s and k %s would have more "
              "than 2^40 elements", shape_str(cx->m->a, 3, scores), shp(cx, q), shp(cx, k));
@@ -380,11 +421,18 @@ static int attn_shapes(InferCx *cx, Node *n)
 
 int infer_attention(InferCx *cx, Node *n)
 {
-    int bad = 0;
+    int bad = 0, slots = slotted(n);
     for (int i = 0; i < 3; i++)
-        bad |= need_dtype(cx, n, i, DT_F32) | need_rank(cx, n, i, 3);
+        bad |= need_dtype(cx, n, i, DT_F32) | need_rank(cx, n, i, i && slots ? 4 : 3);
     if (n->nin == 4)
         bad |= need_i32_scalar(cx, n, 3);
+    if (slots && !bad)
+        bad |= need_i32_rows(cx, n, 3, n->in[0]->dims[0]) | need_i32_rows(cx, n, 4, n->in[0]->dims[0]);
+    if (slots && !attr_i(n, "causal")) {
+        diag(cx->d, attr_where(cx, n, "causal"), "attention: with slots (pos and slots i32[T]) "
+             "attention must be causal");
+        bad = -1;
+    }
     const AttrVal *scale = attr_v(n, "scale"), *cap = attr_v(n, "softcap");
     if (scale->given && (!(scale->f > 0) || isinf(scale->f))) {
         diag(cx->d, attr_where(cx, n, "scale"), "attention: scale must be > 0, got %g", scale->f);
@@ -432,19 +480,53 @@ static void attend_row(const float *q, const float *k, const float *v, int64_t s
     }
 }
 
+/* Slotted: row t at position pos[t] of slot slots[t] sees keys 0 .. pos[t]
+ * of that slot (from pos[t] - W + 1 with a window W). */
+static int ref_attention_slots(RefCx *cx, Node *n, double *w)
+{
+    Tensor *q = ref_in(cx, n, 0), *k = ref_in(cx, n, 1), *v = ref_in(cx, n, 2);
+    Tensor *pos = ref_in(cx, n, 3), *sl = ref_in(cx, n, 4), *o = ref_out(cx, n);
+    int64_t T = q->dims[0], Hq = q->dims[1], D = q->dims[2];
+    int64_t N = k->dims[0], S = k->dims[1], Hkv = k->dims[2];
+    for (int64_t t = 0; t < T; t++) {
+        int64_t p = pos->i[t], s = sl->i[t];
+        if (s < 0 || s >= N)
+            return ref_fail(cx, n, "attention: slot %lld is out of range [0, %lld)",
+                            (long long)s, (long long)N);
+        if (p < 0 || p >= S)
+            return ref_fail(cx, n, "attention: pos %lld is out of range [0, %lld)",
+                            (long long)p, (long long)S);
+        for (int64_t h = 0; h < Hq; h++) {
+            int64_t g = h / (Hq / Hkv), at = (s * S * Hkv + g) * D;
+            attend_row(q->f + (t * Hq + h) * D, k->f + at, v->f + at, Hkv * D, D,
+                       attn_first(n, p, 0), p, attn_scale(n), attn_softcap(n), w,
+                       o->f + (t * Hq + h) * D);
+        }
+    }
+    return 0;
+}
+
 int ref_attention(RefCx *cx, Node *n)
 {
     Tensor *q = ref_in(cx, n, 0), *k = ref_in(cx, n, 1), *v = ref_in(cx, n, 2);
     Tensor *o = ref_out(cx, n);
-    int64_t T = q->dims[0], Hq = q->dims[1], D = q->dims[2], S = k->dims[0], Hkv = k->dims[1];
-    int64_t pos = n->nin == 4 ? ref_in(cx, n, 3)->i[0] : 0;
-    if (pos < 0 || pos + T > S)
-        return ref_fail(cx, n, "attention: pos %lld %s", (long long)pos,
-                        pos_range(cx->m->a, n, T, S));
-    int causal = (int)attr_i(n, "causal");
+    int64_t T = q->dims[0], Hq = q->dims[1], D = q->dims[2], S = k->dims[k->rank - 3];
+    int64_t Hkv = k->dims[k->rank - 2];
     double *w = malloc(sizeof *w * (size_t)S);
     if (!w)
         return ref_fail(cx, n, "out of memory");
+    if (slotted(n)) {
+        int rc = ref_attention_slots(cx, n, w);
+        free(w);
+        return rc;
+    }
+    int64_t pos = n->nin == 4 ? ref_in(cx, n, 3)->i[0] : 0;
+    if (pos < 0 || pos + T > S) {
+        free(w);
+        return ref_fail(cx, n, "attention: pos %lld %s", (long long)pos,
+                        pos_range(cx->m->a, n, T, S));
+    }
+    int causal = (int)attr_i(n, "causal");
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < Hq; h++) {
             int64_t g = h / (Hq / Hkv), last = causal ? pos + t : pos + T - 1;
@@ -460,9 +542,11 @@ static const char *attn_name(LowerCx *cx, const Node *n)
 {
     const Node *q = n->in[0], *k = n->in[1];
     int decode = q->dims[0] == 1;
-    return arena_printf(cx->a, "gqa_%s%s_h%lld_kv%lld_d%lld", decode ? "decode" : "prefill",
-                        !decode && attr_i(n, "causal") ? "_causal" : "",
-                        (long long)q->dims[1], (long long)k->dims[1], (long long)q->dims[2]);
+    return arena_printf(cx->a, "gqa_%s%s_h%lld_kv%lld_d%lld",
+                        slotted(n) ? "slots" : decode ? "decode" : "prefill",
+                        !decode && !slotted(n) && attr_i(n, "causal") ? "_causal" : "",
+                        (long long)q->dims[1], (long long)k->dims[k->rank - 2],
+                        (long long)q->dims[2]);
 }
 
 /* ---- attention, lowered: online softmax over blocks of keys ------------------
@@ -499,6 +583,9 @@ static const char *attn_name(LowerCx *cx, const Node *n)
  * keeps the dot scalar: llama2.c's decode, D = 48, 23 us against 10). The
  * D-wide updates of acc carry nothing across d and vectorise as written.
  *
+ * Slotted, row t loads its position p and slot s (each checked) and reads
+ * keys [s, lo .. p] (hi = p + 1); the loop over blocks spans S.
+ *
  * Kv heads are the outermost loop, the one parallelize picks: each thread
  * streams its own heads' k and v rows; rows of a causal mask, whose work
  * grows with t, would split unevenly in static chunks. */
@@ -513,6 +600,7 @@ typedef struct {
     Node *n;
     int64_t H, D, L;                  /* query heads per pass, head dim, dot lanes */
     Expr *g, *h0, *t;                 /* kv head, the pass's first query head, query row */
+    Expr *s;                          /* slotted: row t's slot, else NULL */
     Expr *j0, *nk;                    /* the block's first key, its number of keys */
     Buf *mx, *sum, *acc;              /* per row: [H], [H], [H, D] (or NULL: the output's) */
     Buf *sc;                          /* per block: scores, then weights [H, keys] */
@@ -571,10 +659,12 @@ static Expr **att_row(Att *at, Expr *r, Expr *d)
     return lw_idx(at->cx, 3, at->t, e_add(at->cx->a, at->h0, r), d);
 }
 
-/* [j0 + j, g, d]: element d of key j of the block in k and v. */
+/* [j0 + j, g, d] (slotted [s, j0 + j, g, d]): element d of key j of the
+ * block in k and v. */
 static Expr **att_key(Att *at, Expr *j, Expr *d)
 {
-    return lw_idx(at->cx, 3, e_add(at->cx->a, at->j0, j), at->g, d);
+    Expr *row = e_add(at->cx->a, at->j0, j);
+    return at->s ? lw_idx(at->cx, 4, at->s, row, at->g, d) : lw_idx(at->cx, 3, row, at->g, d);
 }
 
 /* acc[r, d]: a local array, or head r's output row. */
@@ -709,8 +799,9 @@ void lower_attention(LowerCx *cx, Node *n)
 {
     Arena *a = cx->a;
     Node *q = n->in[0];
-    int64_t T = q->dims[0], Hkv = n->in[1]->dims[1], S = n->in[1]->dims[0];
-    int64_t G = q->dims[1] / Hkv, D = q->dims[2], seen = n->nin == 4 ? S : T;
+    int slots = slotted(n);
+    int64_t T = q->dims[0], Hkv = n->in[1]->dims[1 + slots], S = n->in[1]->dims[slots];
+    int64_t G = q->dims[1] / Hkv, D = q->dims[2], seen = n->nin >= 4 ? S : T;
     int64_t B = seen < ATT_KEYS ? seen : ATT_KEYS, nb = (seen + B - 1) / B;
     int local = B + 2 + D <= ATT_STATE;       /* acc in a local array, else in out */
     Att at = {.cx = cx, .n = n, .H = heads_per_pass(G, B + 2 + (local ? D : 0)), .D = D,
@@ -721,16 +812,19 @@ void lower_attention(LowerCx *cx, Node *n)
     Block *heads = att_span(&at, att_span(&at, &at.k->body, Hkv, 0, &at.g), G / at.H, 0, &pass);
     at.h0 = e_add(a, e_mul(a, at.g, e_int(a, G)), e_mul(a, pass, e_int(a, at.H)));
     Block *row = att_span(&at, heads, T, 0, &at.t);
-    Expr *hi = attr_i(n, "causal") ? e_add(a, e_add(a, p, at.t), e_int(a, 1))
-                                   : e_add(a, p, e_int(a, T));
+    Expr *pt = e_add(a, p, at.t);             /* row t's position */
+    if (slots) {
+        pt = row_checked(cx, at.k, row, n, 3, at.t, S);
+        at.s = row_checked(cx, at.k, row, n, 4, at.t, n->in[1]->dims[0]);
+    }
+    Expr *hi = slots || attr_i(n, "causal") ? e_add(a, pt, e_int(a, 1)) : e_add(a, p, e_int(a, T));
     if (hi->kind != E_INT)
         hi = e_var(a, s_let(a, at.k, row, T_I64, hi)->v);
     int64_t W = attr_i(n, "window");
     Expr *lo = NULL;                /* with a window, the first key: max(0, p + t - W + 1) */
     if (W > 0)
         lo = e_var(a, s_let(a, at.k, row, T_I64,
-                            e_bin(a, B_MAX, e_int(a, 0),
-                                  e_add(a, e_add(a, p, at.t), e_int(a, 1 - W))))->v);
+                            e_bin(a, B_MAX, e_int(a, 0), e_add(a, pt, e_int(a, 1 - W))))->v);
     at.mx = att_local(&at, row, 1, at.H, 0);
     at.sum = att_local(&at, row, 1, at.H, 0);
     at.acc = local ? att_local(&at, row, 2, at.H, D) : NULL;
@@ -781,17 +875,21 @@ int infer_cache_write(InferCx *cx, Node *n)
              c->name ? arena_printf(cx->m->a, "'%s'", c->name) : "a constant");
         return -1;
     }
-    int bad = need_dtype(cx, n, 0, DT_F32) | need_rank(cx, n, 0, 3);
-    bad |= need_dtype(cx, n, 1, DT_F32) | need_rank(cx, n, 1, 3) | need_i32_scalar(cx, n, 2);
+    int o = slotted(n);                       /* where S sits in the cache's dims */
+    int bad = need_dtype(cx, n, 0, DT_F32) | need_rank(cx, n, 0, 3 + o);
+    bad |= need_dtype(cx, n, 1, DT_F32) | need_rank(cx, n, 1, 3);
+    bad |= o ? 0 : need_i32_scalar(cx, n, 2);
     if (bad)
         return -1;
-    if (nw->dims[1] != c->dims[1] || nw->dims[2] != c->dims[2]) {
+    if (o && (need_i32_rows(cx, n, 2, nw->dims[0]) | need_i32_rows(cx, n, 3, nw->dims[0])))
+        return -1;
+    if (nw->dims[1] != c->dims[o + 1] || nw->dims[2] != c->dims[o + 2]) {
         diag(cx->d, in_where(cx, n, 1),
              "cache_write: new must be [T, %lld, %lld] to match cache %s, got %s",
-             (long long)c->dims[1], (long long)c->dims[2], shp(cx, c), shp(cx, nw));
+             (long long)c->dims[o + 1], (long long)c->dims[o + 2], shp(cx, c), shp(cx, nw));
         return -1;
     }
-    if (nw->dims[0] > c->dims[0]) {
+    if (!o && nw->dims[0] > c->dims[0]) {
         diag(cx->d, in_where(cx, n, 1),
              "cache_write: new has %lld rows, more than the %lld rows of cache: new %s, cache %s",
              (long long)nw->dims[0], (long long)c->dims[0], shp(cx, nw), shp(cx, c));
@@ -801,12 +899,28 @@ int infer_cache_write(InferCx *cx, Node *n)
     return 0;
 }
 
-/* ref.c hands this node the state's own tensor: the write is in place. */
+/* ref.c hands this node the state's own tensor: the write is in place.
+ * Slotted, row t goes to [slots[t], pos[t]], in order of t. */
 int ref_cache_write(RefCx *cx, Node *n)
 {
     Tensor *nw = ref_in(cx, n, 1), *o = ref_out(cx, n);
-    int64_t T = nw->dims[0], S = o->dims[0], row = o->dims[1] * o->dims[2];
-    int64_t pos = ref_in(cx, n, 2)->i[0];
+    int64_t T = nw->dims[0], row = nw->dims[1] * nw->dims[2];
+    if (slotted(n)) {
+        Tensor *pos = ref_in(cx, n, 2), *sl = ref_in(cx, n, 3);
+        int64_t N = o->dims[0], S = o->dims[1];
+        for (int64_t t = 0; t < T; t++) {
+            int64_t p = pos->i[t], s = sl->i[t];
+            if (s < 0 || s >= N)
+                return ref_fail(cx, n, "cache_write: slot %lld is out of range [0, %lld)",
+                                (long long)s, (long long)N);
+            if (p < 0 || p >= S)
+                return ref_fail(cx, n, "cache_write: pos %lld is out of range [0, %lld)",
+                                (long long)p, (long long)S);
+            memcpy(o->f + (s * S + p) * row, nw->f + t * row, sizeof(float) * (size_t)row);
+        }
+        return 0;
+    }
+    int64_t S = o->dims[0], pos = ref_in(cx, n, 2)->i[0];
     if (pos < 0 || pos + T > S)
         return ref_fail(cx, n, "cache_write: pos %lld %s", (long long)pos,
                         pos_range(cx->m->a, n, T, S));
@@ -815,14 +929,29 @@ int ref_cache_write(RefCx *cx, Node *n)
 }
 
 /* p = pos (checked); for t, h, d: cache[p + t, h, d] = new[t, h, d]. The
- * node's buffer is the state's (lw_buf). */
+ * node's buffer is the state's (lw_buf). Slotted: for t, p = pos[t] and s =
+ * slots[t] (checked); for h, d: cache[s, p, h, d] = new[t, h, d]. */
 void lower_cache_write(LowerCx *cx, Node *n)
 {
     Arena *a = cx->a;
     Node *nw = n->in[1];
-    int64_t S = n->dims[0], T = nw->dims[0];
-    Kernel *k = lw_kernel(cx, n, arena_printf(a, "cache_write_s%lld_h%lld_d%lld", (long long)S,
-                                              (long long)n->dims[1], (long long)n->dims[2]));
+    int o = slotted(n);
+    int64_t S = n->dims[o], T = nw->dims[0];
+    Kernel *k = lw_kernel(cx, n, arena_printf(a, "cache_write_%ss%lld_h%lld_d%lld",
+                                              o ? "slots_" : "", (long long)S,
+                                              (long long)n->dims[o + 1], (long long)n->dims[o + 2]));
+    if (o) {
+        Stmt *lt = loop(cx, k, &k->body, T, 0);
+        Expr *t = e_var(a, lt->v);
+        Expr *p = row_checked(cx, k, &lt->body, n, 2, t, S);
+        Expr *s = row_checked(cx, k, &lt->body, n, 3, t, n->dims[0]);
+        Var *v[2];
+        Block *body = lw_nest(cx, k, &lt->body, 2, nw->dims + 1, v);
+        Expr **hd = lw_vars(cx, 2, v);
+        s_store(a, body, lw_buf(cx, n), lw_idx(cx, 4, s, p, hd[0], hd[1]), A_SET,
+                lw_load(cx, nw, lw_idx(cx, 3, t, hd[0], hd[1])));
+        return;
+    }
     Expr *p = pos_checked(cx, k, n, n->in[2], T, S);
     Var *v[3];
     Block *body = lw_nest(cx, k, &k->body, 3, nw->dims, v);

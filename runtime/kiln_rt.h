@@ -6,15 +6,17 @@
  *          threads, profiles, micro-kernels, the main of every program;
  *   gen/   rt_gen.h's: tokenizers, sampling, `PROG generate` (decoders);
  *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k);
- *   jit/   rt_jit.h's: vector programs, which only JIT code calls.
- * Each part's internal header (core/rt_core.h, gen/rt_tok.h) is for its
- * own files, never for generated code.
+ *   jit/   rt_jit.h's: vector programs, which only JIT code calls;
+ *   serve/ rt_serve.h's: `PROG serve`, an OpenAI-compatible server (slotted
+ *          decoders; it alone links a library, libmicrohttpd, and pthreads).
+ * Each part's internal header (core/rt_core.h, gen/rt_tok.h,
+ * serve/rt_srv.h) is for its own files, never for generated code.
  * The runtime is compiled into kiln (for the reference interpreter's data,
  * `kiln check`, and as symbols handed to libtcc for JIT runs) and pasted as
  * text into every generated C file, which must build with nothing but
  * `cc -O3 -march=native -fopenmp model.c -lm`, or as objects of its
  * own that such files link (kiln build's cache, codegen/cc.c). So: libc, POSIX and OpenMP
- * (under #ifdef _OPENMP) only; every file compiles in one translation unit
+ * (under #ifdef _OPENMP) only (serve/ adds -lmicrohttpd -lpthread); every file compiles in one translation unit
  * with the others (static names unique across files); RT_API is `static`
  * when pasted, so two models link into one program without clashes. A
  * model named P declares P_model, P_open, P_status, P_error, P_run,
@@ -473,6 +475,15 @@ struct rt_model {
      * absolute paths, what --weights and generate's --tokenizer default
      * to (rt_pick_weights); NULL: none */
     const char *weights_file, *tokenizer_file;
+    /* a slotted decoder (inputs tokens, positions, slots; KV caches of
+     * several sequences, docs/serving.md) built with its batch variant:
+     * run_batch runs `batch` rows a call, each its own sequence's token
+     * (batch 0, run_batch NULL: none) */
+    int batch;
+    int (*run_batch)(void *h, const void *const *in, void *const *out);
+    /* `PROG serve` (rt_serve.h: rt_serve) for a slotted decoder built
+     * for serving; NULL: the program has no serving part and says so */
+    int (*serve)(int argc, char **argv, const rt_model *md);
 };
 /* What `PROG generate` says of a model that is no decoder (%s: its name),
  * with or without the generation part. */

@@ -11,8 +11,11 @@
 #      (tests/quant.sh, with $MKCKPT and $REFGEN), GGUF files as models
 #      (tests/gguf.sh, with $MKCKPT), executables built to run elsewhere
 #      (tests/target.sh, with $MKCKPT and qemu-user), the samplers on the
-#      command line (tests/sample.sh, with $MKCKPT), chat on a
-#      pseudo-terminal (tests/chat.sh, with $MKCKPT and $PTYRUN);
+#      command line (tests/sample.sh, with $MKCKPT), slotted decoders and
+#      batched decode (tests/batch.sh, with $MKCKPT), chat on a
+#      pseudo-terminal (tests/chat.sh, with $MKCKPT and $PTYRUN), the
+#      OpenAI-compatible server with curl (tests/serve.sh, with $MKCKPT; the
+#      openai npm client when reachable);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -59,7 +62,9 @@ suite quant fails "checks: --weight-dtype q8_0 ... q4_k_m checked, held as block
 suite gguf fails "checks: GGUF files checked, decoded as their folders, blocks held as stored; bad files"
 suite target fails "checks: --target builds run under qemu without AVX-512, native ones say what the CPU lacks"
 suite sample fails "checks: top-k 1 is greedy, seeds, penalties, stop strings, --json"
+suite batch fails "checks: slotted decoders checked, batched decode = one sequence at a time"
 suite chat fails "checks: chat on a terminal, the KV cache kept, turns dropped, Ctrl-C, templates"
+suite serve fails "checks: the server with curl: completions = generate, streams, errors, busy, keys"
 
 ls tests/models/*.json examples/*.json |
     xargs -P 2 -n 1 sh -c 'sh tests/check-one.sh "$0" "'"$log"'"' >"$log/checks" 2>&1 || failed=1

@@ -347,6 +347,9 @@ static void rm_help(const rm_ctx *c)
     if (md->generate)
         printf("or:    %s chat [--tokenizer FILE] [--chat-template NAME] [--system TEXT] [-n N]\n"
                "  a conversation with the model's chat template (see chat --help)\n", usage);
+    if (md->serve)
+        printf("or:    %s serve [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel B]\n"
+               "  an OpenAI-compatible server (see serve --help)\n", usage);
     printf("inputs:\n");
     for (int i = 0; i < md->ninputs; i++)
         printf("  %s %s%s\n", md->inputs[i].name, md->inputs[i].dtype == RT_I32 ? "i32" : "f32",
@@ -634,8 +637,19 @@ static int rm_no_generate(int argc, char **argv, const rt_model *md)
     return RT_EINVAL;
 }
 
+/* `PROG serve` of a program built without the serving part. */
+static int rm_no_serve(int argc, char **argv, const rt_model *md)
+{
+    const char *prog = argc > 0 && argv[0] && *argv[0] ? argv[0] : md->name;
+    fprintf(stderr, "%s: serve: model '%s' was not built for serving: build a decoder with "
+            "kiln build --slots N (N > 1)\n", prog, md->name);
+    return RT_EUSAGE;
+}
+
 int rt_main(int argc, char **argv, const rt_model *md)
 {
+    if (argc > 1 && !strcmp(argv[1], "serve"))
+        return md->serve ? md->serve(argc, argv, md) : rm_no_serve(argc, argv, md);
     int gen = argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "chat"));
     if (gen && md->generate)
         return md->generate(argc, argv, md);

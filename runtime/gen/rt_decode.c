@@ -15,7 +15,7 @@
  *
  * What a chunk is worth (rt_dec_chunk_min): a chunk's cost over a decode
  * step's, rounded up, each the sum of its kernels' roofline times (the
- * chunk's kernels are those named NAME@C), max(FLOPs / (peak / 3), bytes
+ * chunk's kernels are those named NAME@C, a batch variant's NAME@B), max(FLOPs / (peak / 3), bytes
  * / read): a whole prefill runs at about a third of the FMA peak
  * (docs/benchmarks.md). With the machine's figures (rt_model.machine),
  * else this project's (485 GFLOP/s, 29.8 GB/s). At least 2, at most C.
@@ -23,6 +23,7 @@
  * on timing. */
 #include "runtime/gen/rt_tok.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,14 +31,18 @@ int rt_dec_contract(rt_dec *d, const rt_model *md, rt_err *e)
 {
     const rt_tensor_info *in = md->inputs, *out = md->outputs;
     d->md = md;
-    if (md->ninputs != 2 || md->noutputs != 1 || md->nstates < 1 || strcmp(in[0].name, "tokens") ||
+    d->slotted = md->ninputs == 3 && !strcmp(in[2].name, "slots") && in[2].dtype == RT_I32 &&
+                 in[2].rank == 1 && in[2].dims[0] == 1;
+    if ((md->ninputs != 2 && !d->slotted) || md->noutputs != 1 || md->nstates < 1 ||
+        strcmp(in[0].name, "tokens") ||
         strcmp(in[1].name, "positions") || in[0].dtype != RT_I32 || in[1].dtype != RT_I32 ||
         in[0].rank != 1 || in[0].dims[0] != 1 || strcmp(out[0].name, "logits") ||
-        out[0].rank != 2 || out[0].dims[0] != 1 || md->states[0].rank < 1)
+        out[0].rank != 2 || out[0].dims[0] != 1 || md->states[0].rank < 1 + d->slotted)
         return rt_errf(e, RT_EINVAL, RT_NOT_A_DECODER, md->name);
     d->V = out[0].dims[1];
-    d->S = md->states[0].dims[0];
+    d->S = md->states[0].dims[d->slotted];
     d->C = md->run_chunk && md->chunk > 1 ? md->chunk : 1;
+    d->B = d->slotted && md->run_batch && md->batch > d->C ? md->batch : d->C;
     d->prefill_min = rt_dec_chunk_min(md, d->C);
     return 0;
 }
@@ -47,10 +52,16 @@ int64_t rt_dec_chunk_min(const rt_model *md, int64_t C)
     double peak = md->machine.peak > 0 ? md->machine.peak : 485;
     double read = md->machine.read > 0 ? md->machine.read : 29.8;
     double step = 0, chunk = 0;
+    char at[24];
+    snprintf(at, sizeof at, "@%lld", (long long)C);
     for (int i = 0; i < md->nkernels; i++) {
         const rt_kernel_info *k = &md->kernels[i];
-        double f = k->flops * 3 / peak, b = k->bytes / read;
-        *(strchr(k->name, '@') ? &chunk : &step) += f > b ? f : b;
+        const char *v = strrchr(k->name, '@');          /* a variant's: @C, @batch */
+        double f = k->flops * 3 / peak, b = k->bytes / read, t = f > b ? f : b;
+        if (!v)
+            step += t;
+        else if (!strcmp(v, at))
+            chunk += t;
     }
     double r = step > 0 ? chunk / step : 2;
     int64_t n = r < (double)C ? (int64_t)r : C;
@@ -60,20 +71,22 @@ int64_t rt_dec_chunk_min(const rt_model *md, int64_t C)
 
 int rt_dec_buffers(rt_dec *d, rt_err *e)
 {
-    d->logits = malloc(sizeof *d->logits * (size_t)(d->C * d->V));
-    d->tk = malloc(sizeof *d->tk * (size_t)d->C);
-    d->ps = malloc(sizeof *d->ps * (size_t)d->C);
+    d->logits = malloc(sizeof *d->logits * (size_t)(d->B * d->V));
+    d->tk = malloc(sizeof *d->tk * (size_t)d->B);
+    d->ps = malloc(sizeof *d->ps * (size_t)d->B);
+    d->sl = calloc((size_t)d->B, sizeof *d->sl);
     d->scratch = malloc(8 * (size_t)d->V);
-    if (!d->logits || !d->tk || !d->ps || !d->scratch)
+    if (!d->logits || !d->tk || !d->ps || !d->sl || !d->scratch)
         return rt_errf(e, RT_EINTERNAL, "out of memory");
     return 0;
 }
 
 int rt_dec_call(rt_dec *d, int chunk, rt_err *e)
 {
-    const void *in[2] = {d->tk, d->ps};
+    const void *in[3] = {d->tk, d->ps, d->sl};
     void *out[1] = {d->logits};
-    int rc = chunk ? d->md->run_chunk(d->h, in, out) : d->md->run(d->h, in, out);
+    int rc = chunk == 2 ? d->md->run_batch(d->h, in, out)
+             : chunk ? d->md->run_chunk(d->h, in, out) : d->md->run(d->h, in, out);
     if (rc) {
         const char *msg = d->md->error(d->h);
         return rt_errf(e, rc >= RT_EINVAL && rc <= RT_EINTERNAL ? rc : RT_EINTERNAL, "%s",
@@ -94,6 +107,7 @@ int rt_dec_prefill(rt_dec *d, const int32_t *ids, int64_t pos, int64_t n, rt_err
         for (int64_t i = 0; i < (chunk ? d->C : 1); i++) {
             d->tk[i] = at[i < k ? i : k - 1];
             d->ps[i] = (int32_t)(pos + i);
+            d->sl[i] = d->slot;
         }
         int rc = rt_dec_call(d, chunk, e);
         if (rc)
@@ -112,6 +126,7 @@ void rt_dec_free(rt_dec *d)
     free(d->logits);
     free(d->tk);
     free(d->ps);
+    free(d->sl);
     free(d->scratch);
     memset(d, 0, sizeof *d);
 }

@@ -4,6 +4,7 @@
  *   PROG generate --tokens 1,2,3 | [--tokenizer FILE] (--prompt TEXT | --prompt-file FILE)
  *        [-n N] [--seed S] [SAMPLERS] [--stop TEXT]... [--json]
  *        [--weights W.safetensors|DIR] [--threads N] [--profile FILE]
+ *        [--prefill-min N] [--sequences K]
  *
  * SAMPLERS are rt_sampler_opt's options (--temperature, --top-k, --top-p
  * or --topp, --min-p, --repeat-penalty, --presence-penalty,
@@ -24,7 +25,15 @@
  * ("-": stdin), less one final line break.
  *
  * The model must keep the decoder contract (ir/decoder.c): inputs tokens
- * i32[1] and positions i32[1], output logits f32[1, V], state of S rows.
+ * i32[1] and positions i32[1] (a slotted decoder: and slots i32[1]),
+ * output logits f32[1, V], state of S rows (slotted: [N, S, ...]). A
+ * slotted decoder's calls all name slot 0 but with --sequences K: K
+ * sequences, sequence k from the prompt less its last k tokens (so that
+ * they sit at different positions) in slot k, each prefilled alone, then
+ * decoded together, one batch call (rt_model.run_batch) a step for the
+ * token of each sequence still going, rows past them repeating the last
+ * (the same values written to the same cache row); each sequence samples
+ * from seed S + k, and is printed whole, a line each, at the end.
  * Algorithm:
  * 1. The prompt (ids, or the tokenizer's encoding of the text with BOS)
  *    is prefilled from position 0 (rt_decode.c: in chunks of the prefill
@@ -78,6 +87,7 @@ typedef struct {
     int nids;
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
+    uint64_t K;                         /* --sequences: 0 or 1, one */
     rt_gov gov;
 } rg_ctx;
 
@@ -108,10 +118,12 @@ static int rg_u64(const char *v, uint64_t *out)
     return !*end;
 }
 
+#define RG_MAX_SEQUENCES 4096            /* --sequences, at most */
+
 static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "stop",
                                       "seed", "weights", "threads", "prompt-file", "profile",
-                                      "prefill-min", "temperature", "top-k", "top-p", "topp", "min-p",
-                                      "repeat-penalty", "presence-penalty",
+                                      "prefill-min", "sequences", "temperature", "top-k", "top-p",
+                                      "topp", "min-p", "repeat-penalty", "presence-penalty",
                                       "frequency-penalty", "repeat-last-n"};
 
 /* --opt value or --opt=value (-n N too); the option's index, or -1. */
@@ -146,7 +158,7 @@ static void rg_help(const rg_ctx *g)
     printf("usage: %s generate (--tokens ID,ID,... | [--tokenizer FILE] --prompt TEXT\n"
            "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--seed S] [SAMPLERS]\n"
            "       [--stop TEXT]... [--json] [--weights W.safetensors|DIR] [--threads N]\n"
-           "       [--profile FILE] [--prefill-min N]\n"
+           "       [--profile FILE] [--prefill-min N] [--sequences K]\n"
            "Generates text: the prompt prefilled, then one decode step a token drawn.\n"
            "  --tokens IDS        the prompt as token ids; prints the drawn ids\n"
            "  --tokenizer FILE    llama2.c tokenizer.bin, Hugging Face tokenizer.json, or a\n"
@@ -175,6 +187,9 @@ static void rg_help(const rg_ctx *g)
            "  --weights FILE|DIR  weights from safetensors, or a model folder's;\n"
            "                      default: %s\n"
            "  --threads N         a fixed team (default: every core, fewer while busy)\n"
+           "  --sequences K       a slotted decoder's batch: K sequences at once, sequence k\n"
+           "                      from the prompt less its last k tokens; each printed whole\n"
+           "                      at the end, a line each (docs/serving.md)\n"
            "  --profile FILE      time every kernel call of the prefill (NAME@%lld) and the\n"
            "                      decode steps; write one JSON line per kernel name to FILE\n"
            "                      (calls, times, FLOPs, bytes, rates); the team is fixed\n"
@@ -247,6 +262,7 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         case 8: g->prompt_file = v; ok = *v != 0; break;
         case 9: g->profile = v; ok = *v != 0; break;
         case 10: ok = rg_u64(v, &g->prefill_min) && g->prefill_min >= 1; break;
+        case 11: ok = rg_u64(v, &g->K) && g->K >= 1 && g->K <= RG_MAX_SEQUENCES; break;
         default: ok = rt_sampler_opt(&g->sm, rg_opts[k], v) == 1;
         }
         if (!ok)
@@ -547,6 +563,128 @@ static const char *rg_fewer(const rg_ctx *g, char *buf, size_t size)
     return buf;
 }
 
+/* --sequences K: sequence k's prompt is the first nids - k ids, prefilled
+ * in slot k; then every step samples each sequence still going from its
+ * own logits (lg[k]) and feeds the tokens drawn in one batch call. */
+typedef struct {
+    float *lg;                          /* [K, V]: each sequence's last logits */
+    int32_t *out;                       /* [K, n]: the tokens drawn */
+    int64_t *count, *pos;               /* [K]; pos -1: the sequence has ended */
+    uint64_t *state;                    /* [K]: the samplers' */
+} rg_batch;
+
+static int rg_batch_step(rg_ctx *g, rg_batch *b, int64_t *rows)
+{
+    rt_dec *d = &g->d;
+    int bos = g->tok ? rt_tok_bos(g->tok) : -1;
+    int32_t row_of[RG_MAX_SEQUENCES];
+    *rows = 0;
+    for (int64_t k = 0; k < (int64_t)g->K; k++) {
+        if (b->pos[k] < 0)
+            continue;
+        int next = rt_sampler_draw(b->lg + k * d->V, (int)d->V, &g->sm, b->out + k * (int64_t)g->n,
+                                   (int)b->count[k], &b->state[k], d->scratch);
+        if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos)) {
+            b->pos[k] = -1;
+            continue;
+        }
+        b->out[k * (int64_t)g->n + b->count[k]++] = next;
+        g->n_decode++;
+        if ((uint64_t)b->count[k] == g->n || b->pos[k] >= d->S) {
+            if (b->pos[k] >= d->S && (uint64_t)b->count[k] < g->n)
+                g->finish = "cache";
+            b->pos[k] = -1;
+            continue;
+        }
+        d->tk[*rows] = next;
+        d->ps[*rows] = (int32_t)b->pos[k]++;
+        d->sl[*rows] = (int32_t)k;
+        row_of[k] = (int32_t)(*rows)++;
+    }
+    if (!*rows)
+        return 0;
+    for (int64_t r = *rows; r < g->md->batch; r++) {
+        d->tk[r] = d->tk[*rows - 1];
+        d->ps[r] = d->ps[*rows - 1];
+        d->sl[r] = d->sl[*rows - 1];
+    }
+    int rc = rg_call(g, 2);
+    for (int64_t k = 0; !rc && k < (int64_t)g->K; k++)
+        if (b->pos[k] >= 0)
+            memcpy(b->lg + k * d->V, d->logits + row_of[k] * d->V, sizeof *b->lg * (size_t)d->V);
+    return rc;
+}
+
+/* Each sequence a line: its prompt's text and its tokens' (a tokenizer),
+ * or the ids drawn. */
+static int rg_batch_print(rg_ctx *g, const rg_batch *b)
+{
+    int rc = 0;
+    for (int64_t k = 0; !rc && k < (int64_t)g->K; k++) {
+        int prev = -1;
+        for (int64_t i = 0; g->tok && !rc && i < g->nids - k; i++) {
+            if (g->ids[i] != rt_tok_bos(g->tok))
+                rc = rg_put(g, rt_tok_decode_piece(g->tok, prev, g->ids[i]));
+            prev = g->ids[i];
+        }
+        for (int64_t i = 0; !rc && i < b->count[k]; i++) {
+            int id = b->out[k * (int64_t)g->n + i];
+            char num[24];
+            snprintf(num, sizeof num, "%s%d", i ? " " : "", id);
+            rc = rg_put(g, g->tok ? rt_tok_decode_piece(g->tok, prev, id) : num);
+            prev = id;
+        }
+        if (!rc && g->tok)
+            rc = rg_put(g, rt_tok_decode_flush(g->tok));
+        if (!rc)
+            rc = rg_put(g, "\n");
+    }
+    return rc;
+}
+
+static int rg_sequences(rg_ctx *g)
+{
+    rt_dec *d = &g->d;
+    int64_t K = (int64_t)g->K;
+    if (K > g->nids)
+        return rg_fail(g, RT_EUSAGE, "--sequences %lld: the prompt has %d tokens, one for each "
+                       "sequence at least", (long long)K, g->nids);
+    if (g->n > (uint64_t)d->S)
+        g->n = (uint64_t)d->S;
+    rg_batch b = {malloc(sizeof *b.lg * (size_t)(K * d->V)),
+                  malloc(sizeof *b.out * (size_t)K * (g->n ? g->n : 1)),
+                  calloc((size_t)K, sizeof *b.count), calloc((size_t)K, sizeof *b.pos),
+                  calloc((size_t)K, sizeof *b.state)};
+    int rc = !b.lg || !b.out || !b.count || !b.pos || !b.state
+                 ? rg_fail(g, RT_EINTERNAL, "out of memory") : 0;
+    rt_err e = {0};
+    double t0 = rt_now();
+    for (int64_t k = 0; !rc && k < K; k++) {
+        d->slot = (int32_t)k;
+        if (rt_dec_prefill(d, g->ids, 0, g->nids - k, &e))
+            rc = rg_fail(g, e.code, "%s", e.msg);
+        if (!rc)
+            memcpy(b.lg + k * d->V, d->logits, sizeof *b.lg * (size_t)d->V);
+        b.pos[k] = g->n ? g->nids - k : -1;
+        b.state[k] = g->seed + (uint64_t)k;
+    }
+    g->t_prefill = rt_now() - t0;
+    t0 = rt_now();
+    for (int64_t rows = 1; !rc && rows;) {
+        rc = rg_batch_step(g, &b, &rows);
+        g->calls += rows > 0;
+    }
+    g->t_decode = rt_now() - t0;
+    if (!rc)
+        rc = rg_batch_print(g, &b);
+    free(b.lg);
+    free(b.out);
+    free(b.count);
+    free(b.pos);
+    free(b.state);
+    return rc;
+}
+
 /* The prompt, the buffers, the model opened with its weights. */
 static int rg_setup(rg_ctx *g)
 {
@@ -555,6 +693,10 @@ static int rg_setup(rg_ctx *g)
     int rc = rt_dec_contract(&g->d, g->md, &e) ? rg_fail(g, e.code, "%s", e.msg) : 0;
     if (!rc && g->prefill_min)
         g->d.prefill_min = (int64_t)g->prefill_min;
+    int64_t most = g->d.slotted && g->md->run_batch ? g->md->batch : 1;
+    if (!rc && (int64_t)g->K > most)
+        rc = rg_fail(g, RT_EUSAGE, "--sequences %llu: this program decodes %lld at once (kiln "
+                     "build --slots N)", (unsigned long long)g->K, (long long)most);
     if (!rc)
         rc = g->tokens ? rg_ids(g) : rg_encode(g);
     if (!rc && g->nids > g->d.S)
@@ -594,6 +736,16 @@ static int rg_setup(rg_ctx *g)
 static int rg_main(rg_ctx *g)
 {
     int rc = rg_setup(g);
+    if (!rc && g->K > 1) {
+        rc = rg_sequences(g);
+        if (!rc)
+            fprintf(stderr, "%s: %llu sequences: prefill %.1f ms; decode: %lld tokens in %lld "
+                    "batch steps of %d rows, %.1f ms, %.1f tokens/s\n", g->prog,
+                    (unsigned long long)g->K, g->t_prefill * 1e3, (long long)g->n_decode,
+                    (long long)g->calls, g->md->batch, g->t_decode * 1e3,
+                    rg_rate(g->n_decode, g->t_decode));
+        return rc;
+    }
     if (!rc)
         rc = rg_echo(g);
     if (!rc)

@@ -176,26 +176,31 @@ RT_API int rt_chat_config_read(const char *path, char **text, rt_err *e);
 
 /* ---- decoding (rt_decode.c), what generate and chat share ---- */
 /* A decoder model (ir/decoder.c's contract: inputs tokens i32[1] and
- * positions i32[1], output logits f32[1, V], state of S rows) and the
- * buffers of one call; h is the model opened (md->open), the caller's. */
+ * positions i32[1], output logits f32[1, V], state of S rows; a slotted
+ * one's input slots i32[1] too, its state [N, S, ...]) and the buffers of
+ * one call; h is the model opened (md->open), the caller's. */
 typedef struct {
     const rt_model *md;
     void *h;
     int64_t V, S, C;                    /* vocabulary, cache rows, chunk (1: none) */
     int64_t prefill_min;                /* fewest tokens a chunk takes (rt_dec_chunk_min) */
-    float *logits;                      /* [C, V]: the last call's */
-    int32_t *tk, *ps;                   /* [C]: a call's tokens, positions */
+    int64_t B;                          /* rows of the buffers: C, or the batch's if more */
+    int slotted;                        /* the model takes slots */
+    int32_t slot;                       /* the slot prefill and steps write (slotted) */
+    float *logits;                      /* [B, V]: the last call's */
+    int32_t *tk, *ps, *sl;              /* [B]: a call's tokens, positions, slots */
     void *scratch;                      /* rt_sample's */
 } rt_dec;
 /* md keeps the contract (else RT_NOT_A_DECODER); V, S, C from its
  * tables, prefill_min rt_dec_chunk_min's. */
 RT_API int rt_dec_contract(rt_dec *d, const rt_model *md, rt_err *e);
 RT_API int rt_dec_buffers(rt_dec *d, rt_err *e);
-/* One call of d->tk, d->ps: the prefill variant when chunk, else a step. */
+/* One call of d->tk, d->ps (d->sl): the prefill variant when chunk is 1,
+ * the batch (rt_model.run_batch, a slotted program's) when 2, else a step. */
 RT_API int rt_dec_call(rt_dec *d, int chunk, rt_err *e);
 /* ids[0, n) at positions pos .. pos + n - 1 (pos + n <= S), in chunks
- * where they fit and at least prefill_min tokens are left; the logits of
- * the last left in logits[0, V). */
+ * where they fit and at least prefill_min tokens are left, in slot
+ * d->slot; the logits of the last left in logits[0, V). */
 RT_API int rt_dec_prefill(rt_dec *d, const int32_t *ids, int64_t pos, int64_t n, rt_err *e);
 /* The fewest tokens worth md's prefill chunk of C: a chunk's cost over a
  * decode step's, by the kernels' costs (rt_decode.c), from 2 to C. */

@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     arena_set_oom(a, &oom);
     Diags d;
     diag_init(&d, a, "config.json");
-    ImportOpts o = {0, 0};
+    ImportOpts o = {0, 0, 0};
     if (fuzz_hash(data, size) & 1)
         o = (ImportOpts){3, 16};
     int io = 0;

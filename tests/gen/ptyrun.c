@@ -13,7 +13,7 @@
  *   sleep MS      waits MS milliseconds
  *   # ...         a comment
  * After the script ptyrun waits for the command to end and prints
- * "\n[exit N]" (or "\n[signal N]"). A step that times out (10 s, or
+ * "\n[exit N]" (or "\n[signal N]"). A step that times out (60 s, or
  * PTYRUN_TIMEOUT seconds) kills the command and says which; ptyrun's
  * status is then 1, else 0. */
 #define _XOPEN_SOURCE 700
@@ -35,7 +35,7 @@ static char seen[1 << 20];              /* the output since the last match */
 static size_t nseen;
 static int master = -1;
 static pid_t child;
-static double timeout = 10;
+static double timeout = 60;
 
 static double now(void)
 {

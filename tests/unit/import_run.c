@@ -128,7 +128,7 @@ char *ti_hf(Arena *a, const char *dir, int64_t T, int64_t S)
     Diags d;
     diag_init(&d, a, "config.json");
     int io;
-    ImportOpts o = {T, S};
+    ImportOpts o = {T, S, 0};
     char *text = imp_hf(a, dir, &o, &d, &io);
     if (!text) {
         diag_print(&d, stderr);

@@ -33,7 +33,7 @@ static char *llama2c(Arena *a, const char *bin, int64_t T, const char *out)
     Diags d;
     diag_init(&d, a, bin);
     int io;
-    ImportOpts o = {T, 0};
+    ImportOpts o = {T, 0, 0};
     char *text = imp_llama2c(a, bin, &o, out, &d, &io);
     if (!text) {
         diag_print(&d, stderr);
@@ -132,7 +132,7 @@ static void test_llama2c_refused(void **state)
     CkModel *m = ti_model(&s);
     char bin[600];
     snprintf(bin, sizeof bin, "%s", tl_tmp_path("bad.bin"));
-    ImportOpts o = {0, 0};
+    ImportOpts o = {0, 0, 0};
     assert_int_equal(ck_write_llama2c(m, bin, 0), 0);
     size_t n;
     char *good = tl_get_file(bin, &n), want[300];
@@ -331,7 +331,7 @@ static void refused(const char *type, const char *extra, const char *want)
     Diags d;
     diag_init(&d, a, "config.json");
     int io;
-    ImportOpts o = {0, 0};
+    ImportOpts o = {0, 0, 0};
     assert_null(imp_hf(a, dir, &o, &d, &io));
     if (d.n != 1 || strcmp(d.lines[0], want)) {
         diag_print(&d, stderr);
@@ -506,7 +506,7 @@ static void gpt2_weights_refused(const char *dir, int want_io)
     Diags d;
     diag_init(&d, a, "config.json");
     int io = 0;
-    ImportOpts o = {0, 0};
+    ImportOpts o = {0, 0, 0};
     assert_null(imp_hf(a, dir, &o, &d, &io));
     assert_int_equal(d.n, 1);
     assert_string_equal(d.lines[0], e.msg);

@@ -45,7 +45,7 @@ static char *gguf(Arena *a, const char *path, int64_t T)
     Diags d;
     diag_init(&d, a, path);
     int io;
-    ImportOpts o = {T, 0};
+    ImportOpts o = {T, 0, 0};
     char *text = imp_gguf(a, path, &o, &d, &io);
     if (!text) {
         diag_print(&d, stderr);
@@ -203,7 +203,7 @@ static void gguf_refused(const CkGgufEdit *e, int import_ok, const char *want)
     Diags d;
     diag_init(&d, a, path);
     int io;
-    ImportOpts o = {0, 0};
+    ImportOpts o = {0, 0, 0};
     char *text = imp_gguf(a, path, &o, &d, &io), line[1024];
     snprintf(line, sizeof line, "%s: %s", path, want);
     if (import_ok) {
