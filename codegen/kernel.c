@@ -123,6 +123,28 @@ static void qgemm(CgCx *cx, const Stmt *s)
     fprintf(cx->f, ", %lld);\n", (long long)ldc);
 }
 
+/* attn: rt_attn(nt, nh, d, &Q[...], ldq, &K[...], ldk, &V[...], ldv,
+ * &O[...], ldo, p0, hi, window, scale, softcap), the row strides the
+ * buffers' (kiln_rt.h). */
+static void attn(CgCx *cx, const Stmt *s)
+{
+    static const int order[4] = {1, 2, 3, 0};
+    const Tile *o = &s->tiles[0];
+    fprintf(cx->f, "rt_attn(%lld, %lld, %lld", (long long)o->ext[0], (long long)o->ext[1],
+            (long long)o->ext[2]);
+    for (int i = 0; i < 4; i++) {
+        const Tile *t = &s->tiles[order[i]];
+        fputs(", &", cx->f);
+        cg_access(cx, t->buf, t->idx);
+        fprintf(cx->f, ", %lld", (long long)t->buf->strides[0]);
+    }
+    for (int i = 0; i < s->nargs; i++) {
+        fputs(", ", cx->f);
+        cg_expr(cx, s->args[i]);
+    }
+    fputs(");\n", cx->f);
+}
+
 /* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
  * micro-kernel (pasted, so cc inlines it; a symbol for libtcc);
  * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight.
@@ -135,6 +157,10 @@ static void call(CgCx *cx, const Stmt *s, int depth)
     indent(cx, depth);
     if (s->call == CALL_QGEMM) {
         qgemm(cx, s);
+        return;
+    }
+    if (s->call == CALL_ATTN) {
+        attn(cx, s);
         return;
     }
     if (gemm) {

@@ -465,302 +465,59 @@ static const char *attn_name(LowerCx *cx, const Node *n)
                         (long long)q->dims[1], (long long)k->dims[1], (long long)q->dims[2]);
 }
 
-/* ---- attention, lowered: online softmax over blocks of keys ------------------
- * For each kv head g and query row t, the G = Hq / Hkv query heads of g
- * go together over the keys 0 .. hi - 1 that row t sees (hi = p + t + 1
- * when causal, p + T otherwise), ATT_KEYS keys at a time, keeping per head
- * r a running max mx[r], a running sum sum[r] and an accumulator acc[r, :D]
- * in kernel-local arrays (the online softmax of Milakov and Gimelshein, as
- * FlashAttention uses it). Per block of keys j0 .. j0 + nk - 1:
- *   sc[r, j] = scale * q[t, gG + r] . k[j0 + j, g]
- *   m        = max(mx[r], sc[r, :nk])
- *   sc[r, j] = exp(sc[r, j] - m);  a = exp(mx[r] - m)    (0 for the first block)
- *   sum[r]   = a sum[r] + sum_j sc[r, j];  acc[r] = a acc[r];  mx[r] = m
- *   acc[r]  += sum_j sc[r, j] v[j0 + j, g]
- * then out[t, gG + r] = acc[r] / sum[r]. Each k and v row a block reads
- * serves the G heads at once (decode reads the cache once per kv head).
- * No row past hi - 1 is read; with a window W, none before lo = max(0, p +
- * t - W + 1): blocks before it are skipped, the first starts at lo. The loop over blocks spans every key a row
- * may see (S with pos, T without) and skips the blocks past hi, so that
- * its extent is a constant, which the kernel's cost and parallelize's
- * work count.
- *
- * Scratch: G (D + ATT_KEYS + 2) + ATT_LANES floats per row, on the stack,
- * whatever S. Past ATT_STATE, the heads of a kv head go in passes of
- * fewer; past it for one head (D near 16k), acc lives in the output row
- * instead: slower for short rows, which gcc keeps in registers when they
- * are local arrays (llama2.c's decode: 13 us against 10).
- *
- * Dot products run in L = ATT_LANES lanes (fewer when D is no multiple of
- * it: the largest power of two dividing D), the lanes summed by halving,
- * all in vector loops. A plain dot left to tile becomes its lane split,
- * whose lanes are added one by one; measured at T = S = 512, 12 heads over
- * 2, D = 128, one thread: 23 ms against 14 (and below 2 x L = 64, tile
- * keeps the dot scalar: llama2.c's decode, D = 48, 23 us against 10). The
- * D-wide updates of acc carry nothing across d and vectorise as written.
- *
- * Kv heads are the outermost loop, the one parallelize picks: each thread
- * streams its own heads' k and v rows; rows of a causal mask, whose work
- * grows with t, would split unevenly in static chunks. */
+/* ---- attention, lowered: calls of attn ----------------------------------------
+ * For each kv head g, the G = Hq / Hkv query heads of g go together,
+ * ATT_ROWS rows of them a call (the last call the rows left):
+ *     call attn(out[t0 +: n, gG +: G, 0 +: D], q[t0 +: n, gG +: G, 0 +: D],
+ *               k[0 +: S, g +: 1, 0 +: D], v[0 +: S, g +: 1, 0 +: D];
+ *               p + t0, hi, window, scale, softcap)
+ * with hi = p + T (every row sees the same keys) or 0 (causal). rt_attn
+ * (runtime/core/rt_kernels.c) runs an online softmax over blocks of keys
+ * held in L1 for every query of the call: each k and v row a block reads
+ * serves the G heads and the call's rows at once; blocks a row cannot see
+ * (past its position, before its window) are skipped. Kv heads are the
+ * outermost loop, the one parallelize picks: every head's work is the
+ * same, where blocks of rows under a causal mask are not. */
 
-#define ATT_KEYS 64                   /* keys per block */
-#define ATT_LANES 32                  /* f32 lanes of a dot product: two 64-byte vectors */
-#define ATT_STATE 16384               /* floats of state per row, at most (64 KiB of stack) */
+#define ATT_QVECS 64                  /* query vectors a call: rt_attn's KR_QVECS */
 
-typedef struct {
-    LowerCx *cx;
-    Kernel *k;
-    Node *n;
-    int64_t H, D, L;                  /* query heads per pass, head dim, dot lanes */
-    Expr *g, *h0, *t;                 /* kv head, the pass's first query head, query row */
-    Expr *j0, *nk;                    /* the block's first key, its number of keys */
-    Buf *mx, *sum, *acc;              /* per row: [H], [H], [H, D] (or NULL: the output's) */
-    Buf *sc;                          /* per block: scores, then weights [H, keys] */
-} Att;
-
-/* The largest power of two that divides D, ATT_LANES at most. */
-static int64_t dot_lanes(int64_t D)
-{
-    int64_t L = ATT_LANES;
-    while (D % L)
-        L /= 2;
-    return L;
-}
-
-/* Query heads per pass: the largest divisor of G whose state per row,
- * `each` floats a head, fits ATT_STATE. */
-static int64_t heads_per_pass(int64_t G, int64_t each)
-{
-    int64_t H = ATT_STATE / each;
-    for (H = H < G ? H : G; G % H; H--)
-        ;
-    return H;
-}
-
-/* A loop over [0, len) in blk; *v gets its variable and the loop's body
- * is returned. A span of one is no loop: *v is 0, blk returned. */
-static Block *att_span(Att *at, Block *blk, int64_t len, int marks, Expr **v)
-{
-    if (len == 1) {
-        *v = e_int(at->cx->a, 0);
-        return blk;
-    }
-    Stmt *s = loop(at->cx, at->k, blk, len, marks);
-    *v = e_var(at->cx->a, s->v);
-    return &s->body;
-}
-
-/* A loop over the block's keys, [0, nk). */
-static Stmt *att_keys(Att *at, Block *blk, int marks)
-{
-    return s_loop(at->cx->a, at->k, blk, e_int(at->cx->a, 0), at->nk, marks);
-}
-
-static Buf *att_local(Att *at, Block *blk, int rank, int64_t d0, int64_t d1)
-{
-    int64_t dims[2] = {d0, d1};
-    return s_local(at->cx->a, at->cx->p, blk, DT_F32, rank, dims)->buf;
-}
-
-static Expr **ix1(Att *at, Expr *i) { return lw_idx(at->cx, 1, i); }
-static Expr **ix2(Att *at, Expr *i, Expr *j) { return lw_idx(at->cx, 2, i, j); }
-
-/* [t, h0 + r, d]: element d of head r's row in q and in the output. */
-static Expr **att_row(Att *at, Expr *r, Expr *d)
-{
-    return lw_idx(at->cx, 3, at->t, e_add(at->cx->a, at->h0, r), d);
-}
-
-/* [j0 + j, g, d]: element d of key j of the block in k and v. */
-static Expr **att_key(Att *at, Expr *j, Expr *d)
-{
-    return lw_idx(at->cx, 3, e_add(at->cx->a, at->j0, j), at->g, d);
-}
-
-/* acc[r, d]: a local array, or head r's output row. */
-static Buf *acc_buf(Att *at) { return at->acc ? at->acc : lw_buf(at->cx, at->n); }
-static Expr **acc_idx(Att *at, Expr *r, Expr *d)
-{
-    return at->acc ? ix2(at, r, d) : att_row(at, r, d);
-}
-static Expr *acc(Att *at, Expr *r, Expr *d)
-{
-    return e_load(at->cx->a, acc_buf(at), acc_idx(at, r, d));
-}
-static void acc_set(Att *at, Block *blk, Expr *r, Expr *d, AsgOp op, Expr *e)
-{
-    s_store(at->cx->a, blk, acc_buf(at), acc_idx(at, r, d), op, e);
-}
-
-/* mx = -inf, sum = 0, acc = 0 for each head. */
-static void att_init(Att *at, Block *row)
-{
-    Arena *a = at->cx->a;
-    Expr *r;
-    Block *b = att_span(at, row, at->H, 0, &r);
-    s_store(a, b, at->mx, ix1(at, r), A_SET, e_flt(a, -INFINITY));
-    s_store(a, b, at->sum, ix1(at, r), A_SET, e_flt(a, 0));
-    Stmt *ld = loop(at->cx, at->k, b, at->D, 0);
-    acc_set(at, &ld->body, r, e_var(a, ld->v), A_SET, e_flt(a, 0));
-}
-
-/* For key j, then head r: sc[r, j] = cap(scale * q[t, h0 + r] . k[j0 + j,
- * g]), the dot product in L lanes, the lanes summed by halving. */
-static void att_scores(Att *at, Block *blk)
-{
-    LowerCx *cx = at->cx;
-    Arena *a = cx->a;
-    Stmt *lj = att_keys(at, blk, 0);
-    Expr *j = e_var(a, lj->v), *r, *l, *c;
-    Block *b = att_span(at, &lj->body, at->H, 0, &r);
-    Buf *part = att_local(at, b, 1, at->L, 0);
-    s_store(a, att_span(at, b, at->L, MARK_VECTOR, &l), part, &l, A_SET, e_flt(a, 0));
-    Block *cb = att_span(at, b, at->D / at->L, MARK_REDUCE, &c);   /* chunks of L */
-    Block *lb = att_span(at, cb, at->L, MARK_VECTOR, &l);
-    Expr *d = e_add(a, e_mul(a, c, e_int(a, at->L)), l);
-    Expr *qd = lw_load(cx, at->n->in[0], att_row(at, r, d));
-    Expr *kd = lw_load(cx, at->n->in[1], att_key(at, j, d));
-    s_store(a, lb, part, &l, A_ADD, e_mul(a, qd, kd));
-    for (int64_t w = at->L / 2; w >= 2; w /= 2) {
-        Block *hb = att_span(at, b, w, MARK_VECTOR, &l);
-        s_store(a, hb, part, &l, A_ADD, e_load(a, part, ix1(at, e_add(a, l, e_int(a, w)))));
-    }
-    Expr *dot = e_load(a, part, ix1(at, e_int(a, 0)));
-    if (at->L > 1)
-        dot = e_add(a, dot, e_load(a, part, ix1(at, e_int(a, 1))));
-    Expr *score = e_mul(a, dot, e_flt(a, attn_scale(at->n)));
-    double cap = attn_softcap(at->n);
-    if (cap > 0)                    /* cap tanh(score / cap) */
-        score = e_mul(a, e_flt(a, cap), e_un(a, U_TANH, e_mul(a, score, e_flt(a, 1 / cap))));
-    s_store(a, b, at->sc, ix2(at, r, j), A_SET, score);
-}
-
-/* For head r: m = max(mx[r], the block's scores); the scores become
- * weights exp(sc - m), summed; sum and acc are rescaled by exp(mx - m),
- * which is 0 on the first block (mx = -inf) and 1 while the max holds. */
-static void att_softmax(Att *at, Block *blk)
-{
-    Arena *a = at->cx->a;
-    Kernel *k = at->k;
-    Expr *r;
-    Block *b = att_span(at, blk, at->H, 0, &r);
-    Expr *m = e_var(a, s_let(a, k, b, T_F32, e_load(a, at->mx, ix1(at, r)))->v);
-    Stmt *l1 = att_keys(at, b, MARK_REDUCE);
-    s_set(a, &l1->body, m->v, A_MAX, e_load(a, at->sc, ix2(at, r, e_var(a, l1->v))));
-    Expr *rescale = e_var(a, s_let(a, k, b, T_F32, e_un(a, U_EXP, e_bin(a, B_SUB,
-                                   e_load(a, at->mx, ix1(at, r)), m)))->v);
-    Expr *sum = e_var(a, s_let(a, k, b, T_F32, e_flt(a, 0))->v);
-    Stmt *l2 = att_keys(at, b, MARK_REDUCE);
-    Expr **sj = ix2(at, r, e_var(a, l2->v));
-    Expr *w = e_var(a, s_let(a, k, &l2->body, T_F32,
-                             e_un(a, U_EXP, e_bin(a, B_SUB, e_load(a, at->sc, sj), m)))->v);
-    s_store(a, &l2->body, at->sc, sj, A_SET, w);
-    s_set(a, &l2->body, sum->v, A_ADD, w);
-    s_store(a, b, at->sum, ix1(at, r), A_SET,
-            e_add(a, e_mul(a, e_load(a, at->sum, ix1(at, r)), rescale), sum));
-    s_store(a, b, at->mx, ix1(at, r), A_SET, m);
-    Stmt *ld = loop(at->cx, k, b, at->D, 0);
-    Expr *d = e_var(a, ld->v);
-    acc_set(at, &ld->body, r, d, A_SET, e_mul(a, acc(at, r, d), rescale));
-}
-
-/* For key j, then head r: acc[r] += sc[r, j] v[j0 + j, g]. */
-static void att_values(Att *at, Block *blk)
-{
-    Arena *a = at->cx->a;
-    Stmt *lj = att_keys(at, blk, MARK_REDUCE);
-    Expr *j = e_var(a, lj->v), *r;
-    Block *b = att_span(at, &lj->body, at->H, 0, &r);
-    Expr *w = e_var(a, s_let(a, at->k, b, T_F32, e_load(a, at->sc, ix2(at, r, j)))->v);
-    Stmt *ld = loop(at->cx, at->k, b, at->D, 0);
-    Expr *d = e_var(a, ld->v);
-    Expr *vd = lw_load(at->cx, at->n->in[2], att_key(at, j, d));
-    acc_set(at, &ld->body, r, d, A_ADD, e_mul(a, w, vd));
-}
-
-/* out[t, h0 + r] = acc[r] / sum[r]. */
-static void att_finish(Att *at, Block *row)
-{
-    Arena *a = at->cx->a;
-    Expr *r;
-    Block *b = att_span(at, row, at->H, 0, &r);
-    Stmt *ld = loop(at->cx, at->k, b, at->D, 0);
-    Expr *d = e_var(a, ld->v);
-    s_store(a, &ld->body, lw_buf(at->cx, at->n), att_row(at, r, d), A_SET,
-            e_bin(a, B_DIV, acc(at, r, d), e_load(a, at->sum, ix1(at, r))));
-}
-
-/* What the kernel keeps, for dumps. */
-static void att_note(Att *at, int64_t B, int64_t G, int local)
-{
-    Arena *a = at->cx->a;
-    ir_note(a, &at->k->notes, "online softmax over blocks of %lld keys; per query head a running "
-            "max%s%s%s", (long long)B,
-            local ? arena_printf(a, ", sum and accumulator [%lld]", (long long)at->D)
-                  : " and sum, the weighted values summed in its output row",
-            G > 1 ? arena_printf(a, "; the %lld query heads of a kv head share each k and v row "
-                                 "read", (long long)G) : "",
-            at->H < G ? arena_printf(a, " in passes of %lld", (long long)at->H) : "");
-}
-
-/* p = pos (checked first); for kv head g (and pass of heads), query row
- * t: the row's keys in blocks (see above). */
+/* p = pos (checked first); for kv head g, blocks of rows: calls of attn. */
 void lower_attention(LowerCx *cx, Node *n)
 {
     Arena *a = cx->a;
     Node *q = n->in[0];
     int64_t T = q->dims[0], Hkv = n->in[1]->dims[1], S = n->in[1]->dims[0];
-    int64_t G = q->dims[1] / Hkv, D = q->dims[2], seen = n->nin == 4 ? S : T;
-    int64_t B = seen < ATT_KEYS ? seen : ATT_KEYS, nb = (seen + B - 1) / B;
-    int local = B + 2 + D <= ATT_STATE;       /* acc in a local array, else in out */
-    Att at = {.cx = cx, .n = n, .H = heads_per_pass(G, B + 2 + (local ? D : 0)), .D = D,
-              .L = dot_lanes(D)};
-    at.k = lw_kernel(cx, n, attn_name(cx, n));
-    att_note(&at, B, G, local);
-    Expr *p = n->nin == 4 ? pos_checked(cx, at.k, n, n->in[3], T, S) : e_int(a, 0), *pass;
-    Block *heads = att_span(&at, att_span(&at, &at.k->body, Hkv, 0, &at.g), G / at.H, 0, &pass);
-    at.h0 = e_add(a, e_mul(a, at.g, e_int(a, G)), e_mul(a, pass, e_int(a, at.H)));
-    Block *row = att_span(&at, heads, T, 0, &at.t);
-    Expr *hi = attr_i(n, "causal") ? e_add(a, e_add(a, p, at.t), e_int(a, 1))
-                                   : e_add(a, p, e_int(a, T));
-    if (hi->kind != E_INT)
-        hi = e_var(a, s_let(a, at.k, row, T_I64, hi)->v);
-    int64_t W = attr_i(n, "window");
-    Expr *lo = NULL;                /* with a window, the first key: max(0, p + t - W + 1) */
-    if (W > 0)
-        lo = e_var(a, s_let(a, at.k, row, T_I64,
-                            e_bin(a, B_MAX, e_int(a, 0),
-                                  e_add(a, e_add(a, p, at.t), e_int(a, 1 - W))))->v);
-    at.mx = att_local(&at, row, 1, at.H, 0);
-    at.sum = att_local(&at, row, 1, at.H, 0);
-    at.acc = local ? att_local(&at, row, 2, at.H, D) : NULL;
-    att_init(&at, row);
-    Block *blk = row;
-    at.j0 = lo ? lo : e_int(a, 0);
-    at.nk = lo ? e_var(a, s_let(a, at.k, row, T_I64, e_bin(a, B_SUB, hi, lo))->v) : hi;
-    if (nb > 1) {
-        Stmt *lb = loop(cx, at.k, row, nb, MARK_REDUCE);
-        Expr *b0 = e_mul(a, e_var(a, lb->v), e_int(a, B));     /* the block's first key */
-        at.j0 = b0;
-        blk = &lb->body;
-        if (hi->kind != E_INT)
-            blk = &s_if(a, blk, e_bin(a, B_LT, b0, hi))->body;
-        if (lo) {                   /* blocks before the window skipped, its first cut */
-            blk = &s_if(a, blk, e_bin(a, B_LT, lo, e_add(a, b0, e_int(a, B))))->body;
-            at.j0 = e_var(a, s_let(a, at.k, blk, T_I64, e_bin(a, B_MAX, b0, lo))->v);
-            at.nk = e_var(a, s_let(a, at.k, blk, T_I64,
-                                   e_bin(a, B_SUB, e_bin(a, B_MIN, e_add(a, b0, e_int(a, B)), hi),
-                                         at.j0))->v);
-        } else {
-            at.nk = e_var(a, s_let(a, at.k, blk, T_I64,
-                                   e_bin(a, B_MIN, e_int(a, B), e_bin(a, B_SUB, hi, at.j0)))->v);
+    int64_t G = q->dims[1] / Hkv, D = q->dims[2];
+    int64_t R = ATT_QVECS / G < 1 ? 1 : ATT_QVECS / G;
+    R = R < T ? R : T;
+    Kernel *k = lw_kernel(cx, n, attn_name(cx, n));
+    ir_note(a, &k->notes, "calls of attn: %lld row%s of %lld query head%s against blocks of "
+            "keys, online softmax", (long long)R, R == 1 ? "" : "s", (long long)G,
+            G == 1 ? "" : "s");
+    Expr *p = n->nin == 4 ? pos_checked(cx, k, n, n->in[3], T, S) : e_int(a, 0);
+    Stmt *lg = loop(cx, k, &k->body, Hkv, 0);
+    Expr *g = e_var(a, lg->v), *h0 = e_mul(a, g, e_int(a, G));
+    Expr *hi = attr_i(n, "causal") ? e_int(a, 0) : e_add(a, p, e_int(a, T));
+    Tile kv[2];
+    for (int i = 0; i < 2; i++)
+        kv[i] = (Tile){lw_buf(cx, n->in[1 + i]), lw_idx(cx, 3, e_int(a, 0), g, e_int(a, 0)),
+                       {S, 1, D}};
+    for (int64_t t0 = 0; t0 < T; t0 += R * (T / R)) {   /* the whole blocks, then the rest */
+        int64_t rows = t0 ? T - t0 : R, nblk = t0 ? 1 : T / R;
+        Block *blk = &lg->body;
+        Expr *row = e_int(a, t0);
+        if (nblk > 1) {
+            Stmt *lb = loop(cx, k, blk, nblk, 0);
+            blk = &lb->body;
+            row = e_mul(a, e_var(a, lb->v), e_int(a, R));
         }
+        Tile t[4] = {{lw_buf(cx, n), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}},
+                     {lw_buf(cx, q), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}},
+                     kv[0], kv[1]};
+        Expr *args[5] = {e_add(a, p, row), hi, e_int(a, attr_i(n, "window")),
+                         e_flt(a, attn_scale(n)), e_flt(a, attn_softcap(n))};
+        s_call_args(a, blk, CALL_ATTN, t, 4, args, 5);
     }
-    at.sc = att_local(&at, blk, 2, at.H, B);
-    att_scores(&at, blk);
-    att_softmax(&at, blk);
-    att_values(&at, blk);
-    att_finish(&at, row);
 }
 
 /* ---- cache_write: cache[pos + t] = new[t], in place -------------------------- */

@@ -305,6 +305,120 @@ void rt_dot(int64_t n, int64_t lanes, const float *a, const float *b, float *p)
     }
 }
 
+/* rt_attn: per group of query vectors (rows x heads, at most KR_QVECS),
+ * over blocks of KR_KEYS keys from the group's first key: each vector
+ * whose keys meet the block takes its scores (16-lane dot products, the
+ * lanes summed by halving), their max, weights and sum, rescales its
+ * output row and adds the weighted values into it, four keys a pass
+ * over the row (one sum per element, in key order). The block's k and v
+ * rows stay in L1 across the group's vectors. Rows wholly masked for a
+ * block skip it. The output rows hold the accumulators; the end divides
+ * them by the sums. */
+enum { KR_KEYS = 64, KR_QVECS = 64 };
+
+typedef float kr_v8 __attribute__((vector_size(32)));
+typedef float kr_v4 __attribute__((vector_size(16)));
+
+/* a . b over n: 16 lanes (fused multiply-adds, in order), summed by
+ * halving, then the last n % 16 products one by one. */
+static inline float kr_attn_dot(const float *a, const float *b, int64_t n)
+{
+    kr_acc acc = {0};
+    int64_t c = 0;
+    for (; c + KR_LANES <= n; c += KR_LANES)
+        acc += *(const kr_vec *)(a + c) * *(const kr_vec *)(b + c);
+    kr_v8 h8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
+    kr_v4 h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) +
+               __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
+    float s = (h4[0] + h4[2]) + (h4[1] + h4[3]);
+    for (; c < n; c++)
+        s += a[c] * b[c];
+    return s;
+}
+
+/* o[:n] = o[:n] * alpha + w[0] v0 + w[1] v1 + ... (nk <= 4 rows of v,
+ * ldv apart), each element's terms added in that order. */
+static inline void kr_attn_axpy(float *o, int64_t n, float alpha, const float *w, int nk,
+                                const float *v, int64_t ldv)
+{
+    int64_t c = 0;
+    for (; c + KR_LANES <= n; c += KR_LANES) {
+        kr_acc t = *(kr_vec *)(o + c) * alpha;
+        for (int j = 0; j < nk; j++)
+            t += w[j] * *(const kr_vec *)(v + j * ldv + c);
+        *(kr_vec *)(o + c) = t;
+    }
+    for (; c < n; c++) {
+        float t = o[c] * alpha;
+        for (int j = 0; j < nk; j++)
+            t += w[j] * v[j * ldv + c];
+        o[c] = t;
+    }
+}
+
+/* One vector (query qv, output ov, state *mx, *sum) against keys a .. b - 1. */
+static void kr_attn_block(const float *qv, float *ov, float *mx, float *sum, int64_t d,
+                          const float *k, int64_t ldk, const float *v, int64_t ldv, int64_t a,
+                          int64_t b, float scale, float cap)
+{
+    float sc[KR_KEYS], m = *mx, s = 0;
+    int64_t n = b - a;
+    for (int64_t j = 0; j < n; j++) {
+        float x = kr_attn_dot(qv, k + (a + j) * ldk, d) * scale;
+        if (cap > 0)
+            x = cap * tanhf(x * (1 / cap));
+        sc[j] = x;
+        m = x > m ? x : m;
+    }
+    float alpha = expf(*mx - m);       /* 0 on the first block: *mx = -inf */
+    for (int64_t j = 0; j < n; j++) {
+        sc[j] = expf(sc[j] - m);
+        s += sc[j];
+    }
+    *sum = *sum * alpha + s;
+    *mx = m;
+    for (int64_t j = 0; j < n; j += 4) {
+        int nk = n - j < 4 ? (int)(n - j) : 4;
+        kr_attn_axpy(ov, d, j ? 1.0f : alpha, sc + j, nk, v + (a + j) * ldv, ldv);
+    }
+}
+
+void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, const float *k,
+             int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, int64_t p0,
+             int64_t hi, int64_t window, float scale, float softcap)
+{
+    int64_t hs = nh < KR_QVECS ? nh : KR_QVECS, rs = KR_QVECS / hs;
+    float mx[KR_QVECS], sum[KR_QVECS];
+    for (int64_t i0 = 0; i0 < nt; i0 += rs)
+        for (int64_t h0 = 0; h0 < nh; h0 += hs) {
+            int64_t ni = nt - i0 < rs ? nt - i0 : rs, nr = nh - h0 < hs ? nh - h0 : hs;
+            for (int64_t x = 0; x < ni * nr; x++) {
+                mx[x] = -INFINITY;
+                sum[x] = 0;
+                memset(o + (i0 + x / nr) * ldo + (h0 + x % nr) * d, 0, sizeof *o * (size_t)d);
+            }
+            int64_t plo = p0 + i0, phi = p0 + i0 + ni - 1;   /* first, last row's position */
+            int64_t klo = window > 0 && plo - window + 1 > 0 ? plo - window + 1 : 0;
+            int64_t khi = hi > 0 ? hi : phi + 1;
+            for (int64_t j0 = klo; j0 < khi; j0 += KR_KEYS)
+                for (int64_t x = 0; x < ni * nr; x++) {
+                    int64_t i = i0 + x / nr, r = h0 + x % nr, p = p0 + i;
+                    int64_t lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+                    int64_t a = lo > j0 ? lo : j0, b = hi > 0 ? hi : p + 1;
+                    b = b < j0 + KR_KEYS ? b : j0 + KR_KEYS;
+                    if (a < b)
+                        kr_attn_block(q + i * ldq + r * d, o + i * ldo + r * d, &mx[x], &sum[x],
+                                      d, k, ldk, v, ldv, a, b, scale, softcap);
+                }
+            for (int64_t x = 0; x < ni * nr; x++) {
+                float *ov = o + (i0 + x / nr) * ldo + (h0 + x % nr) * d;
+                for (int64_t c = 0; c < d; c++)
+                    ov[c] /= sum[x];
+            }
+        }
+}
+
 /* One matrix [n][k] into panels, elements of type T. */
 #define KR_PACK(T, src, dst)                                                 \
     do {                                                                     \
