@@ -481,6 +481,24 @@ static const char *attn_name(LowerCx *cx, const Node *n)
 
 #define ATT_QVECS 64                  /* query vectors a call: rt_attn's KR_QVECS */
 
+static int is_state(const Node *c);
+
+/* A KV cache (k or v a state, through its cache_writes) is held [Hkv, S,
+ * D]: strides [D, S D, 1], each kv head's rows one contiguous run. Decode
+ * reads a head's rows in order; D floats S rows apart (1 kB-3 kB) are no
+ * stream the hardware prefetcher follows, and the whole cache is read
+ * every step. Every kernel indexes the state through its strides, so the
+ * layout is the program's own (both variants lower the same attention). */
+static void kv_heads_first(LowerCx *cx, Node *c)
+{
+    if (!is_state(c))
+        return;
+    Buf *b = lw_buf(cx, c);
+    b->strides[0] = b->dims[2];
+    b->strides[1] = b->dims[0] * b->dims[2];
+    b->strides[2] = 1;
+}
+
 /* p = pos (checked first); for kv head g, blocks of rows: calls of attn. */
 void lower_attention(LowerCx *cx, Node *n)
 {
@@ -499,9 +517,11 @@ void lower_attention(LowerCx *cx, Node *n)
     Expr *g = e_var(a, lg->v), *h0 = e_mul(a, g, e_int(a, G));
     Expr *hi = attr_i(n, "causal") ? e_int(a, 0) : e_add(a, p, e_int(a, T));
     Tile kv[2];
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+        kv_heads_first(cx, n->in[1 + i]);
         kv[i] = (Tile){lw_buf(cx, n->in[1 + i]), lw_idx(cx, 3, e_int(a, 0), g, e_int(a, 0)),
                        {S, 1, D}};
+    }
     for (int64_t t0 = 0; t0 < T; t0 += R * (T / R)) {   /* the whole blocks, then the rest */
         int64_t rows = t0 ? T - t0 : R, nblk = t0 ? 1 : T / R;
         Block *blk = &lg->body;

@@ -314,7 +314,7 @@ void rt_dot(int64_t n, int64_t lanes, const float *a, const float *b, float *p)
  * rows stay in L1 across the group's vectors. Rows wholly masked for a
  * block skip it. The output rows hold the accumulators; the end divides
  * them by the sums. */
-enum { KR_KEYS = 64, KR_QVECS = 64 };
+enum { KR_KEYS = 64, KR_QVECS = 64, KR_ATTN_AHEAD = 8 };
 
 typedef float kr_v8 __attribute__((vector_size(32)));
 typedef float kr_v4 __attribute__((vector_size(16)));
@@ -365,6 +365,10 @@ static void kr_attn_block(const float *qv, float *ov, float *mx, float *sum, int
     float sc[KR_KEYS], m = *mx, s = 0;
     int64_t n = b - a;
     for (int64_t j = 0; j < n; j++) {
+        for (int64_t c = 0; c < d; c += KR_LANES) {   /* rows apart: no stream to follow */
+            __builtin_prefetch(k + (a + j + KR_ATTN_AHEAD) * ldk + c, 0, 1);
+            __builtin_prefetch(v + (a + j) * ldv + c, 0, 1);
+        }
         float x = kr_attn_dot(qv, k + (a + j) * ldk, d) * scale;
         if (cap > 0)
             x = cap * tanhf(x * (1 / cap));
