@@ -30,7 +30,7 @@
  * stay in L2.
  *
  * Algorithm (matmul nests into gemm calls first, tile_gemm.c), per kernel:
- * 0. Dot products summed in lanes and by halving (attention's scores)
+ * 0. Dot products summed in lanes and by halving (as loop IR may hold them)
  *    become calls of dot (tile_dot.c).
  * 1. Find matmul-like nests: a loop i (M rows, constant bounds) whose body
  *    is one loop j (N features, constant bounds) whose body holds

@@ -56,8 +56,8 @@ const char *tile_kib(Tiler *t, int64_t bytes);
  * before tile.c sees the kernels; the others are left for tile.c. */
 void tile_gemms(Tiler *t);
 
-/* tile_dot.c: dot products summed in lanes and by halving (attention's
- * scores) become calls of dot, in blk and the blocks in it. */
+/* tile_dot.c: dot products summed in lanes and by halving become calls
+ * of dot, in blk and the blocks in it. */
 void tile_dots(Tiler *t, Block *blk);
 
 #endif

@@ -1,7 +1,8 @@
 /* passes/tile_dot.c: dot products summed in lanes become calls of dot.
  *
- * Attention's lowering writes each score's dot product in L lanes, the
- * lanes then summed by halving (ir/op_transformer.c, att_scores):
+ * A dot product written in L lanes, the lanes then summed by halving (the
+ * shape attention's lowering wrote per score before it became calls of
+ * attn; loop IR may still hold it):
  *
  *     for l in 0..L vector:            P[l] = 0.0
  *     for c in 0..C reduce:            (no loop when C = 1)

@@ -3,7 +3,8 @@
  * the keys each query sees: causal and not, a sliding window, a soft cap,
  * grouped query heads (one call per kv head, as lowering makes them), a
  * head dim with a tail past its 16-lane chunks, a last block of keys
- * partly filled, more heads than one group of query vectors. Keys no
+ * partly filled, more heads than one group of query vectors, groups
+ * whose scores come from k transposed (16 vectors and more) and not. Keys no
  * query of a call may see hold NaN: reading one would show. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -110,6 +111,17 @@ static void decode_gqa(void **state)
                        .scale = 0.3});
 }
 
+static void tiled(void **state)
+{
+    (void)state;
+    /* 40 vectors (20 rows x 2 heads): scores from k transposed; D = 20 */
+    check_case(&(Case){.T = 20, .Hq = 2, .Hkv = 1, .D = 20, .S = 200, .pos = 150, .causal = 1,
+                       .scale = 0.3});
+    /* D = 160, past the transposed block's 128: one vector at a time */
+    check_case(&(Case){.T = 16, .Hq = 2, .Hkv = 2, .D = 160, .S = 100, .pos = 70, .causal = 1,
+                       .scale = 0.1});
+}
+
 static void window_softcap(void **state)
 {
     (void)state;
@@ -136,6 +148,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(causal_prefill),
         cmocka_unit_test(decode_gqa),
+        cmocka_unit_test(tiled),
         cmocka_unit_test(window_softcap),
         cmocka_unit_test(many_heads),
     };
