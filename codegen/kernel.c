@@ -147,12 +147,10 @@ static void attn(CgCx *cx, const Stmt *s)
 
 /* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
  * micro-kernel (pasted, so cc inlines it; a symbol for libtcc);
- * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight.
- * rt_dot(n, lanes, &A[...], &B[...], &P[...]). */
+ * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight. */
 static void call(CgCx *cx, const Stmt *s, int depth)
 {
-    static const int order[3] = {1, 2, 0};   /* A, B, then C or P, the one written */
-    int gemm = s->call == CALL_GEMM;
+    static const int order[3] = {1, 2, 0};   /* A, B, then C, the one written */
     int64_t m, n, k, ld;
     indent(cx, depth);
     if (s->call == CALL_QGEMM) {
@@ -163,27 +161,19 @@ static void call(CgCx *cx, const Stmt *s, int depth)
         attn(cx, s);
         return;
     }
-    if (gemm) {
-        ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
-        ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
-        Storage st = cg_store(s->tiles[2].buf);
-        fprintf(cx->f, "rt_%s%s(%lld, %lld, %lld", call_table[s->call].name,
-                st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m,
-                (long long)n, (long long)k);
-    } else {
-        ir_tile_matrix(&s->tiles[1], &m, &n, &ld);
-        ir_tile_matrix(&s->tiles[0], &m, &k, &ld);
-        fprintf(cx->f, "rt_%s(%lld, %lld", call_table[s->call].name, (long long)n,
-                (long long)k);
-    }
+    ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
+    ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
+    Storage st = cg_store(s->tiles[2].buf);
+    fprintf(cx->f, "rt_%s%s(%lld, %lld, %lld", call_table[s->call].name,
+            st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m, (long long)n,
+            (long long)k);
     for (int i = 0; i < s->ntiles; i++) {
         const Tile *t = &s->tiles[order[i]];
         int64_t rows, cols;
         ir_tile_matrix(t, &rows, &cols, &ld);
         fputs(", &", cx->f);
         cg_access(cx, t->buf, t->idx);
-        if (gemm)
-            fprintf(cx->f, ", %lld", (long long)ld);
+        fprintf(cx->f, ", %lld", (long long)ld);
     }
     fputs(");\n", cx->f);
 }

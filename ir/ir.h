@@ -470,13 +470,6 @@ typedef struct {
  *   gemm(C, A, B)  C[m,n] += A[m,k] B[k,n]: each element of C adds its k
  *                  products to itself in k order (fused multiply-adds),
  *                  so calls over consecutive k ranges continue one sum.
- *   dot(P, A, B)   P[0] = A . B (rows of n, f32), in L lanes (P [1, L],
- *                  L a power of two dividing n): lane l is the sum of the
- *                  products of elements l, l + L, l + 2L, .. in that order
- *                  (fused multiply-adds, from 0), then the lanes are
- *                  summed by halving: P[l] += P[l + w] for l < w, w = L/2,
- *                  L/4, .., 1. P's other elements are left as that leaves
- *                  them.
  *   qgemm(C, A, W) C[m,n] += A[m,k] W[n,k]^T, W a weight held quantized
  *                  (rows as stored, k a multiple of its block): each row of
  *                  A quantized per block to int8, each block's product
@@ -493,7 +486,7 @@ typedef struct {
  *                  arguments alone (rt_attn, runtime/kiln_rt.h). Args: p0
  *                  and hi integers, window an INT, scale and softcap FLTs
  *                  (softcap 0: none). */
-typedef enum { CALL_GEMM, CALL_DOT, CALL_QGEMM, CALL_ATTN, CALL_COUNT } CallKind;
+typedef enum { CALL_GEMM, CALL_QGEMM, CALL_ATTN, CALL_COUNT } CallKind;
 typedef struct {
     const char *name;             /* in .kir, and the runtime's rt_NAME */
     int ntiles;

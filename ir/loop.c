@@ -255,7 +255,6 @@ void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
 
 const CallDesc call_table[CALL_COUNT] = {
     [CALL_GEMM] = {"gemm", 3, 0, 0},
-    [CALL_DOT] = {"dot", 3, 0, 0},
     [CALL_QGEMM] = {"qgemm", 3, 0, 0},
     [CALL_ATTN] = {"attn", 4, 5, 0},
 };
@@ -309,25 +308,6 @@ static const char *gemm_refusal(Arena *a, const Tile *t)
         return arena_printf(a, "gemm of [%lld,%lld] += [%lld,%lld] x [%lld,%lld]: the shapes "
                             "do not agree", (long long)r[0], (long long)c[0], (long long)r[1],
                             (long long)c[1], (long long)r[2], (long long)c[2]);
-    return NULL;
-}
-
-/* dot(P, A, B): P [1, L], A and B [1, n], L a power of two dividing n;
- * f32 storage throughout. */
-static const char *dot_refusal(Arena *a, const Tile *t)
-{
-    int64_t r[3], c[3], ld;
-    for (int i = 0; i < 3; i++) {
-        if (!ir_tile_matrix(&t[i], &r[i], &c[i], &ld) || r[i] != 1)
-            return arena_printf(a, "tile %d of dot (b%d) is not one contiguous row", i,
-                                t[i].buf->id);
-        if (ir_storage(t[i].buf)->store != ST_F32)
-            return arena_printf(a, "tile %d of dot (b%d) is held 16-bit", i, t[i].buf->id);
-    }
-    if (c[0] & (c[0] - 1) || c[1] != c[2] || c[1] % c[0])
-        return arena_printf(a, "dot of [%lld] and [%lld] in %lld lanes: the lanes are no power of "
-                            "two dividing the length, or the lengths differ", (long long)c[1],
-                            (long long)c[2], (long long)c[0]);
     return NULL;
 }
 
@@ -405,8 +385,7 @@ const char *ir_call_refusal(Arena *a, const Stmt *s)
         if (i != d->written && ir_storage(s->tiles[i].buf) == w)
             return arena_printf(a, "%s writes b%d, which tile %d reads", d->name,
                                 s->tiles[d->written].buf->id, i);
-    return s->call == CALL_DOT     ? dot_refusal(a, s->tiles)
-           : s->call == CALL_QGEMM ? qgemm_refusal(a, s->tiles)
+    return s->call == CALL_QGEMM   ? qgemm_refusal(a, s->tiles)
            : s->call == CALL_ATTN  ? attn_refusal(a, s->tiles, s->args)
                                    : gemm_refusal(a, s->tiles);
 }
@@ -414,8 +393,6 @@ const char *ir_call_refusal(Arena *a, const Stmt *s)
 double ir_call_flops(const Stmt *s)
 {
     int64_t m, n, k, ld;
-    if (s->call == CALL_DOT)
-        return ir_tile_matrix(&s->tiles[1], &m, &n, &ld) ? 2.0 * (double)n : 0;
     if (s->call == CALL_ATTN)     /* every row against every key: an upper bound */
         return 4.0 * (double)s->tiles[1].ext[0] * (double)s->tiles[1].ext[1] *
                (double)s->tiles[2].ext[0] * (double)s->tiles[1].ext[2];

@@ -513,8 +513,14 @@ void lower_attention(LowerCx *cx, Node *n)
             "keys, online softmax", (long long)R, R == 1 ? "" : "s", (long long)G,
             G == 1 ? "" : "s");
     Expr *p = n->nin == 4 ? pos_checked(cx, k, n, n->in[3], T, S) : e_int(a, 0);
-    Stmt *lg = loop(cx, k, &k->body, Hkv, 0);
-    Expr *g = e_var(a, lg->v), *h0 = e_mul(a, g, e_int(a, G));
+    Block *body = &k->body;           /* per kv head (no loop for one) */
+    Expr *g = e_int(a, 0);
+    if (Hkv > 1) {
+        Stmt *lg = loop(cx, k, body, Hkv, 0);
+        g = e_var(a, lg->v);
+        body = &lg->body;
+    }
+    Expr *h0 = e_mul(a, g, e_int(a, G));
     Expr *hi = attr_i(n, "causal") ? e_int(a, 0) : e_add(a, p, e_int(a, T));
     Tile kv[2];
     for (int i = 0; i < 2; i++) {
@@ -524,7 +530,7 @@ void lower_attention(LowerCx *cx, Node *n)
     }
     for (int64_t t0 = 0; t0 < T; t0 += R * (T / R)) {   /* the whole blocks, then the rest */
         int64_t rows = t0 ? T - t0 : R, nblk = t0 ? 1 : T / R;
-        Block *blk = &lg->body;
+        Block *blk = body;
         Expr *row = e_int(a, t0);
         if (nblk > 1) {
             Stmt *lb = loop(cx, k, blk, nblk, 0);

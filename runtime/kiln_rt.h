@@ -372,11 +372,6 @@ RT_API int rt_profile_write(const rt_profile *p, const rt_machine *mc, int threa
  * and m * n <= 256. What `call gemm(...)` statements print as. */
 RT_API void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float *c, int64_t ldc);
-/* dot(P, A, B) of the loop IR (ir/ir.h): p[l] = the sum of a[c*lanes + l]
- * b[c*lanes + l] over c in order (fused multiply-adds, from 0), then p[l]
- * += p[l + w] for l < w, w = lanes/2, .., 2; the dot product is p[0] +
- * p[1] (p[0] for one lane). lanes: a power of two dividing n. */
-RT_API void rt_dot(int64_t n, int64_t lanes, const float *a, const float *b, float *p);
 /* attn(O, Q, K, V; p0, hi, window, scale, softcap) of the loop IR (ir/ir.h):
  * for the nt query rows of nh heads of d (head r of row i at q + i * ldq
  * + r * d, its output at o + i * ldo + r * d) against keys j at k + j *
@@ -517,7 +512,7 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
     X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
     X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
-    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_dot) X(rt_attn) \
+    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_attn) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half) X(rt_store_bytes) \
     X(rt_profile_add) X(rt_image_open) X(rt_image_save) X(rt_image_close)    \
     X(rt_gguf_open) X(rt_gguf_close) X(rt_gguf_find_key) X(rt_gguf_find_tensor) \

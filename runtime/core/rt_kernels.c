@@ -43,10 +43,6 @@
  * tokens/s against 66-67 with locality 1 and 65-71 with no prefetch
  * (2 threads, alternating rounds).
  *
- * rt_dot: dot(P, A, B): the products summed in lanes (fused
- * multiply-adds, as cc contracts the loops it replaces), the lanes summed
- * by halving down to two.
- *
  * rt_attn: attn(O, Q, K, V; ...), attention of a block of query rows of
  * one kv head's query heads: groups of up to 64 query vectors go over
  * blocks of 64 keys (their k and v rows stay in L1 across the group),
@@ -274,46 +270,6 @@ void rt_gemm_f16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                  const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
     kr_gemm(RT_F16, m, n, k, a, lda, b, ldb, c, ldc);
-}
-
-/* rt_dot: lanes of 16 or 32 (attention's) summed in a local array cc
- * keeps in registers; any other power of two in p itself. */
-#define KR_HALF(w)                                                           \
-    _Pragma("omp simd") for (int l = 0; l < (w); l++)                        \
-        s_[l] += s_[l + (w)]
-#define KR_DOT(L)                                                            \
-    do {                                                                     \
-        float s_[L];                                                         \
-        for (int l = 0; l < L; l++)                                          \
-            s_[l] = 0.0f;                                                    \
-        for (int64_t c = 0; c < n; c += L)                                   \
-            _Pragma("omp simd") for (int l = 0; l < L; l++)                  \
-                s_[l] += a[c + l] * b[c + l];                                \
-        if (L >= 32)              /* each step a loop of its own: unrolled */ \
-            KR_HALF(16);                                                     \
-        KR_HALF(8);                                                          \
-        KR_HALF(4);                                                          \
-        KR_HALF(2);                                                          \
-        for (int l = 0; l < L; l++)                                          \
-            p[l] = s_[l];                                                    \
-    } while (0)
-
-void rt_dot(int64_t n, int64_t lanes, const float *a, const float *b, float *p)
-{
-    if (lanes == 32) {
-        KR_DOT(32);
-    } else if (lanes == 16) {
-        KR_DOT(16);
-    } else {
-        for (int64_t l = 0; l < lanes; l++)
-            p[l] = 0.0f;
-        for (int64_t c = 0; c < n; c += lanes)
-            for (int64_t l = 0; l < lanes; l++)
-                p[l] += a[c + l] * b[c + l];
-        for (int64_t w = lanes / 2; w >= 2; w /= 2)
-            for (int64_t l = 0; l < w; l++)
-                p[l] += p[l + w];
-    }
 }
 
 /* rt_attn: per group of query vectors (rows x heads, at most KR_QVECS),
