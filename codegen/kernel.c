@@ -123,41 +123,57 @@ static void qgemm(CgCx *cx, const Stmt *s)
     fprintf(cx->f, ", %lld);\n", (long long)ldc);
 }
 
+/* attn: rt_attn(nt, nh, d, &Q[...], ldq, &K[...], ldk, &V[...], ldv,
+ * &O[...], ldo, p0, hi, window, scale, softcap), the row strides the
+ * buffers' (kiln_rt.h). */
+static void attn(CgCx *cx, const Stmt *s)
+{
+    static const int order[4] = {1, 2, 3, 0};
+    const Tile *o = &s->tiles[0];
+    fprintf(cx->f, "rt_attn(%lld, %lld, %lld", (long long)o->ext[0], (long long)o->ext[1],
+            (long long)o->ext[2]);
+    for (int i = 0; i < 4; i++) {
+        const Tile *t = &s->tiles[order[i]];
+        fputs(", &", cx->f);
+        cg_access(cx, t->buf, t->idx);
+        fprintf(cx->f, ", %lld", (long long)t->buf->strides[0]);
+    }
+    for (int i = 0; i < s->nargs; i++) {
+        fputs(", ", cx->f);
+        cg_expr(cx, s->args[i]);
+    }
+    fputs(");\n", cx->f);
+}
+
 /* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
  * micro-kernel (pasted, so cc inlines it; a symbol for libtcc);
- * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight.
- * rt_dot(n, lanes, &A[...], &B[...], &P[...]). */
+ * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight. */
 static void call(CgCx *cx, const Stmt *s, int depth)
 {
-    static const int order[3] = {1, 2, 0};   /* A, B, then C or P, the one written */
-    int gemm = s->call == CALL_GEMM;
+    static const int order[3] = {1, 2, 0};   /* A, B, then C, the one written */
     int64_t m, n, k, ld;
     indent(cx, depth);
     if (s->call == CALL_QGEMM) {
         qgemm(cx, s);
         return;
     }
-    if (gemm) {
-        ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
-        ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
-        Storage st = cg_store(s->tiles[2].buf);
-        fprintf(cx->f, "rt_%s%s(%lld, %lld, %lld", call_table[s->call].name,
-                st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m,
-                (long long)n, (long long)k);
-    } else {
-        ir_tile_matrix(&s->tiles[1], &m, &n, &ld);
-        ir_tile_matrix(&s->tiles[0], &m, &k, &ld);
-        fprintf(cx->f, "rt_%s(%lld, %lld", call_table[s->call].name, (long long)n,
-                (long long)k);
+    if (s->call == CALL_ATTN) {
+        attn(cx, s);
+        return;
     }
+    ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
+    ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
+    Storage st = cg_store(s->tiles[2].buf);
+    fprintf(cx->f, "rt_%s%s(%lld, %lld, %lld", call_table[s->call].name,
+            st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m, (long long)n,
+            (long long)k);
     for (int i = 0; i < s->ntiles; i++) {
         const Tile *t = &s->tiles[order[i]];
         int64_t rows, cols;
         ir_tile_matrix(t, &rows, &cols, &ld);
         fputs(", &", cx->f);
         cg_access(cx, t->buf, t->idx);
-        if (gemm)
-            fprintf(cx->f, ", %lld", (long long)ld);
+        fprintf(cx->f, ", %lld", (long long)ld);
     }
     fputs(");\n", cx->f);
 }

@@ -475,23 +475,27 @@ typedef struct {
  *   gemm(C, A, B)  C[m,n] += A[m,k] B[k,n]: each element of C adds its k
  *                  products to itself in k order (fused multiply-adds),
  *                  so calls over consecutive k ranges continue one sum.
- *   dot(P, A, B)   P[0] = A . B (rows of n, f32), in L lanes (P [1, L],
- *                  L a power of two dividing n): lane l is the sum of the
- *                  products of elements l, l + L, l + 2L, .. in that order
- *                  (fused multiply-adds, from 0), then the lanes are
- *                  summed by halving: P[l] += P[l + w] for l < w, w = L/2,
- *                  L/4, .., 1. P's other elements are left as that leaves
- *                  them.
  *   qgemm(C, A, W) C[m,n] += A[m,k] W[n,k]^T, W a weight held quantized
  *                  (rows as stored, k a multiple of its block): each row of
  *                  A quantized per block to int8, each block's product
  *                  exact, scaled and added in block order (runtime/
  *                  rt_quant.h: rt_gemm_q8_0 ...): the dequantized weight's
- *                  products up to that rounding of A, for any blocking. */
-typedef enum { CALL_GEMM, CALL_DOT, CALL_QGEMM, CALL_COUNT } CallKind;
+ *                  products up to that rounding of A, for any blocking.
+ *   attn(O, Q, K, V; p0, hi, window, scale, softcap)
+ *                  attention of nt query rows of H heads (O, Q [nt, H, D]
+ *                  from row t0, head h0) against the rows of one kv head
+ *                  (K, V [S, 1, D]); row i, at position p0 + i, sees the
+ *                  keys below hi (hi 0: causal, below p0 + i + 1) and,
+ *                  with a window W > 0, none before p0 + i - W + 1. Online
+ *                  softmax over blocks of keys in an order fixed by the
+ *                  arguments alone (rt_attn, runtime/kiln_rt.h). Args: p0
+ *                  and hi integers, window an INT, scale and softcap FLTs
+ *                  (softcap 0: none). */
+typedef enum { CALL_GEMM, CALL_QGEMM, CALL_ATTN, CALL_COUNT } CallKind;
 typedef struct {
     const char *name;             /* in .kir, and the runtime's rt_NAME */
     int ntiles;
+    int nargs;                    /* scalar arguments after the tiles */
     int written;                  /* the tile it updates (also read) */
 } CallDesc;
 extern const CallDesc call_table[CALL_COUNT];
@@ -514,7 +518,7 @@ struct Stmt {
     Expr *e;                      /* LET, SET, STORE, IF, CHECK */
     Block body, els;              /* LOOP, IF */
     const char *msg;              /* CHECK: printf format, %lld per arg */
-    Expr **args;
+    Expr **args;                  /* CHECK: printed; CALL: call_table[call].nargs */
     int nargs;
     CallKind call;                /* CALL */
     Tile *tiles;                  /* CALL: call_table[call].ntiles */
@@ -569,8 +573,10 @@ Stmt *s_check(Arena *a, Block *blk, Expr *cond, const char *msg,
               Expr **args, int nargs);
 /* Declares a new kernel-local array in blk (a BK_LOCAL buf of p). */
 Stmt *s_local(Arena *a, Prog *p, Block *blk, DType t, int rank, const int64_t *dims);
-/* A call; tiles (and their indices) are copied. */
+/* A call; tiles (and their indices) and args are copied. */
 Stmt *s_call(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles);
+Stmt *s_call_args(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles,
+                  Expr **args, int nargs);
 /* A tile as a matrix: rows, columns and the row stride; 0 when it is not
  * one (an extent other than the last two above 1, columns not contiguous). */
 int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld);

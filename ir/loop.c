@@ -254,10 +254,19 @@ void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
 /* ---- calls ------------------------------------------------------------ */
 
 const CallDesc call_table[CALL_COUNT] = {
-    [CALL_GEMM] = {"gemm", 3, 0},
-    [CALL_DOT] = {"dot", 3, 0},
-    [CALL_QGEMM] = {"qgemm", 3, 0},
+    [CALL_GEMM] = {"gemm", 3, 0, 0},
+    [CALL_QGEMM] = {"qgemm", 3, 0, 0},
+    [CALL_ATTN] = {"attn", 4, 5, 0},
 };
+
+Stmt *s_call_args(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles,
+                  Expr **args, int nargs)
+{
+    Stmt *s = s_call(a, blk, call, tiles, ntiles);
+    s->args = nargs ? arena_dup(a, args, sizeof *args * (size_t)nargs) : NULL;
+    s->nargs = nargs;
+    return s;
+}
 
 Stmt *s_call(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles)
 {
@@ -302,25 +311,6 @@ static const char *gemm_refusal(Arena *a, const Tile *t)
     return NULL;
 }
 
-/* dot(P, A, B): P [1, L], A and B [1, n], L a power of two dividing n;
- * f32 storage throughout. */
-static const char *dot_refusal(Arena *a, const Tile *t)
-{
-    int64_t r[3], c[3], ld;
-    for (int i = 0; i < 3; i++) {
-        if (!ir_tile_matrix(&t[i], &r[i], &c[i], &ld) || r[i] != 1)
-            return arena_printf(a, "tile %d of dot (b%d) is not one contiguous row", i,
-                                t[i].buf->id);
-        if (ir_storage(t[i].buf)->store != ST_F32)
-            return arena_printf(a, "tile %d of dot (b%d) is held 16-bit", i, t[i].buf->id);
-    }
-    if (c[0] & (c[0] - 1) || c[1] != c[2] || c[1] % c[0])
-        return arena_printf(a, "dot of [%lld] and [%lld] in %lld lanes: the lanes are no power of "
-                            "two dividing the length, or the lengths differ", (long long)c[1],
-                            (long long)c[2], (long long)c[0]);
-    return NULL;
-}
-
 /* qgemm(C, A, W): C [m,n], A [m,k] f32, W [n,k] a weight held quantized,
  * k and W's row stride multiples of its block. */
 static const char *qgemm_refusal(Arena *a, const Tile *t)
@@ -343,11 +333,41 @@ static const char *qgemm_refusal(Arena *a, const Tile *t)
     return NULL;
 }
 
+/* attn(O, Q, K, V; p0, hi, window, scale, softcap): O and Q [nt, H, D]
+ * with heads of D contiguous, K and V [S, 1, D] with D contiguous; every
+ * tile whole along D, f32 storage; p0 and hi integers, window an INT >= 0,
+ * scale a FLT > 0, softcap a FLT >= 0. */
+static const char *attn_refusal(Arena *a, const Tile *t, Expr **args)
+{
+    for (int i = 0; i < 4; i++) {
+        Buf *b = t[i].buf;
+        if (b->rank != 3 || b->strides[2] != 1 || t[i].ext[2] != b->dims[2] ||
+            t[i].ext[2] != t[0].ext[2] || (i < 2 && b->strides[1] != b->dims[2]) ||
+            (i >= 2 && t[i].ext[1] != 1) || ir_storage(b)->store != ST_F32)
+            return arena_printf(a, "tile %d of attn (b%d) is not [rows, heads, D] with whole "
+                                "contiguous heads of f32 (D %lld)", i, b->id,
+                                (long long)t[0].ext[2]);
+    }
+    if (t[1].ext[0] != t[0].ext[0] || t[1].ext[1] != t[0].ext[1] || t[3].ext[0] != t[2].ext[0])
+        return arena_printf(a, "attn: O [%lld, %lld] and Q [%lld, %lld], or K [%lld] and V "
+                            "[%lld] rows: the shapes do not agree", (long long)t[0].ext[0],
+                            (long long)t[0].ext[1], (long long)t[1].ext[0],
+                            (long long)t[1].ext[1], (long long)t[2].ext[0], (long long)t[3].ext[0]);
+    if (args[0]->type == T_F32 || args[1]->type == T_F32 || args[2]->kind != E_INT ||
+        args[2]->i < 0 || args[3]->kind != E_FLT || !(args[3]->f > 0) ||
+        args[4]->kind != E_FLT || !(args[4]->f >= 0))
+        return "attn's arguments are p0, hi (integers), window (an INT >= 0), scale (a FLT > "
+               "0), softcap (a FLT >= 0)";
+    return NULL;
+}
+
 const char *ir_call_refusal(Arena *a, const Stmt *s)
 {
     const CallDesc *d = &call_table[s->call];
     if (s->ntiles != d->ntiles)
         return arena_printf(a, "%s takes %d tiles, not %d", d->name, d->ntiles, s->ntiles);
+    if (s->nargs != d->nargs)
+        return arena_printf(a, "%s takes %d arguments, not %d", d->name, d->nargs, s->nargs);
     for (int i = 0; i < s->ntiles; i++) {
         const Tile *t = &s->tiles[i];
         if (t->buf->dtype != DT_F32)
@@ -365,16 +385,17 @@ const char *ir_call_refusal(Arena *a, const Stmt *s)
         if (i != d->written && ir_storage(s->tiles[i].buf) == w)
             return arena_printf(a, "%s writes b%d, which tile %d reads", d->name,
                                 s->tiles[d->written].buf->id, i);
-    return s->call == CALL_DOT     ? dot_refusal(a, s->tiles)
-           : s->call == CALL_QGEMM ? qgemm_refusal(a, s->tiles)
+    return s->call == CALL_QGEMM   ? qgemm_refusal(a, s->tiles)
+           : s->call == CALL_ATTN  ? attn_refusal(a, s->tiles, s->args)
                                    : gemm_refusal(a, s->tiles);
 }
 
 double ir_call_flops(const Stmt *s)
 {
     int64_t m, n, k, ld;
-    if (s->call == CALL_DOT)
-        return ir_tile_matrix(&s->tiles[1], &m, &n, &ld) ? 2.0 * (double)n : 0;
+    if (s->call == CALL_ATTN)     /* every row against every key: an upper bound */
+        return 4.0 * (double)s->tiles[1].ext[0] * (double)s->tiles[1].ext[1] *
+               (double)s->tiles[2].ext[0] * (double)s->tiles[1].ext[2];
     if (!ir_tile_matrix(&s->tiles[1], &m, &k, &ld) || !ir_tile_matrix(&s->tiles[0], &m, &n, &ld))
         return 0;
     return 2.0 * (double)m * (double)n * (double)k;
@@ -576,6 +597,10 @@ static void print_stmt(FILE *f, const Stmt *s, int depth)
         for (int i = 0; i < s->ntiles; i++) {
             fputs(i ? ", " : "", f);
             print_tile(f, &s->tiles[i]);
+        }
+        for (int i = 0; i < s->nargs; i++) {
+            fputs(i ? ", " : "; ", f);
+            print_expr(f, s->args[i]);
         }
         fputs(")\n", f);
         return;

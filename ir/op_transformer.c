@@ -590,9 +590,21 @@ static const char *attn_name(LowerCx *cx, const Node *n)
  * streams its own heads' k and v rows; rows of a causal mask, whose work
  * grows with t, would split unevenly in static chunks. */
 
-#define ATT_KEYS 64                   /* keys per block */
-#define ATT_LANES 32                  /* f32 lanes of a dot product: two 64-byte vectors */
-#define ATT_STATE 16384               /* floats of state per row, at most (64 KiB of stack) */
+/* ---- attention, lowered: calls of attn ----------------------------------------
+ * For each kv head g, the G = Hq / Hkv query heads of g go together,
+ * ATT_ROWS rows of them a call (the last call the rows left):
+ *     call attn(out[t0 +: n, gG +: G, 0 +: D], q[t0 +: n, gG +: G, 0 +: D],
+ *               k[0 +: S, g +: 1, 0 +: D], v[0 +: S, g +: 1, 0 +: D];
+ *               p + t0, hi, window, scale, softcap)
+ * with hi = p + T (every row sees the same keys) or 0 (causal). rt_attn
+ * (runtime/core/rt_kernels.c) runs an online softmax over blocks of keys
+ * held in L1 for every query of the call: each k and v row a block reads
+ * serves the G heads and the call's rows at once; blocks a row cannot see
+ * (past its position, before its window) are skipped. Kv heads are the
+ * outermost loop, the one parallelize picks: every head's work is the
+ * same, where blocks of rows under a causal mask are not. */
+
+#define ATT_QVECS 64                  /* query vectors a call: rt_attn's KR_QVECS */
 
 typedef struct {
     LowerCx *cx;
@@ -605,6 +617,27 @@ typedef struct {
     Buf *mx, *sum, *acc;              /* per row: [H], [H], [H, D] (or NULL: the output's) */
     Buf *sc;                          /* per block: scores, then weights [H, keys] */
 } Att;
+static int is_state(const Node *c);
+
+/* A KV cache (k or v a state, through its cache_writes) is held [Hkv, S,
+ * D]: strides [D, S D, 1], each kv head's rows one contiguous run. Decode
+ * reads a head's rows in order; D floats S rows apart (1 kB-3 kB) are no
+ * stream the hardware prefetcher follows, and the whole cache is read
+ * every step. Every kernel indexes the state through its strides, so the
+ * layout is the program's own (both variants lower the same attention). */
+static void kv_heads_first(LowerCx *cx, Node *c)
+{
+    if (!is_state(c))
+        return;
+    Buf *b = lw_buf(cx, c);
+    b->strides[0] = b->dims[2];
+    b->strides[1] = b->dims[0] * b->dims[2];
+    b->strides[2] = 1;
+}
+
+#define ATT_KEYS 64                   /* keys per block */
+#define ATT_LANES 32                  /* f32 lanes of a dot product: two 64-byte vectors */
+#define ATT_STATE 16384               /* floats of state per row, at most (64 KiB of stack) */
 
 /* The largest power of two that divides D, ATT_LANES at most. */
 static int64_t dot_lanes(int64_t D)
@@ -795,7 +828,10 @@ static void att_note(Att *at, int64_t B, int64_t G, int local)
 
 /* p = pos (checked first); for kv head g (and pass of heads), query row
  * t: the row's keys in blocks (see above). */
-void lower_attention(LowerCx *cx, Node *n)
+/* Slotted attention (row t's own position and slot, a batch of
+ * sequences): the online softmax above, in loops; the other forms are
+ * calls of attn (below). */
+static void lower_attention_loops(LowerCx *cx, Node *n)
 {
     Arena *a = cx->a;
     Node *q = n->in[0];
@@ -855,6 +891,57 @@ void lower_attention(LowerCx *cx, Node *n)
     att_softmax(&at, blk);
     att_values(&at, blk);
     att_finish(&at, row);
+}
+
+/* p = pos (checked first); for kv head g, blocks of rows: calls of attn. */
+void lower_attention(LowerCx *cx, Node *n)
+{
+    if (slotted(n)) {
+        lower_attention_loops(cx, n);
+        return;
+    }
+    Arena *a = cx->a;
+    Node *q = n->in[0];
+    int64_t T = q->dims[0], Hkv = n->in[1]->dims[1], S = n->in[1]->dims[0];
+    int64_t G = q->dims[1] / Hkv, D = q->dims[2];
+    int64_t R = ATT_QVECS / G < 1 ? 1 : ATT_QVECS / G;
+    R = R < T ? R : T;
+    Kernel *k = lw_kernel(cx, n, attn_name(cx, n));
+    ir_note(a, &k->notes, "calls of attn: %lld row%s of %lld query head%s against blocks of "
+            "keys, online softmax", (long long)R, R == 1 ? "" : "s", (long long)G,
+            G == 1 ? "" : "s");
+    Expr *p = n->nin == 4 ? pos_checked(cx, k, n, n->in[3], T, S) : e_int(a, 0);
+    Block *body = &k->body;           /* per kv head (no loop for one) */
+    Expr *g = e_int(a, 0);
+    if (Hkv > 1) {
+        Stmt *lg = loop(cx, k, body, Hkv, 0);
+        g = e_var(a, lg->v);
+        body = &lg->body;
+    }
+    Expr *h0 = e_mul(a, g, e_int(a, G));
+    Expr *hi = attr_i(n, "causal") ? e_int(a, 0) : e_add(a, p, e_int(a, T));
+    Tile kv[2];
+    for (int i = 0; i < 2; i++) {
+        kv_heads_first(cx, n->in[1 + i]);
+        kv[i] = (Tile){lw_buf(cx, n->in[1 + i]), lw_idx(cx, 3, e_int(a, 0), g, e_int(a, 0)),
+                       {S, 1, D}};
+    }
+    for (int64_t t0 = 0; t0 < T; t0 += R * (T / R)) {   /* the whole blocks, then the rest */
+        int64_t rows = t0 ? T - t0 : R, nblk = t0 ? 1 : T / R;
+        Block *blk = body;
+        Expr *row = e_int(a, t0);
+        if (nblk > 1) {
+            Stmt *lb = loop(cx, k, blk, nblk, 0);
+            blk = &lb->body;
+            row = e_mul(a, e_var(a, lb->v), e_int(a, R));
+        }
+        Tile t[4] = {{lw_buf(cx, n), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}},
+                     {lw_buf(cx, q), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}},
+                     kv[0], kv[1]};
+        Expr *args[5] = {e_add(a, p, row), hi, e_int(a, attr_i(n, "window")),
+                         e_flt(a, attn_scale(n)), e_flt(a, attn_softcap(n))};
+        s_call_args(a, blk, CALL_ATTN, t, 4, args, 5);
+    }
 }
 
 /* ---- cache_write: cache[pos + t] = new[t], in place -------------------------- */

@@ -412,11 +412,12 @@ static Tile tile(Parser *ps)
     return t;
 }
 
-/* call = "call" NAME "(" tile {"," tile} ")" NL */
+/* call = "call" NAME "(" tile {"," tile} [";" expr {"," expr}] ")" NL */
 static Stmt *call(Parser *ps, Block *blk)
 {
     const char *name = kir_name(ps);
-    int c = 0, n = 0, cap = 0;
+    int c = 0, n = 0, cap = 0, nargs = 0, capargs = 0;
+    Expr **args = NULL;
     while (c < CALL_COUNT && !(name && strcmp(name, call_table[c].name) == 0))
         c++;
     if (c == CALL_COUNT)
@@ -427,9 +428,13 @@ static Stmt *call(Parser *ps, Block *blk)
     do
         ARR_PUSH(ps->a, tiles, n, cap, tile(ps));
     while (kir_accept(ps, ","));
+    if (kir_accept(ps, ";"))
+        do
+            ARR_PUSH(ps->a, args, nargs, capargs, kir_expr(ps));
+        while (kir_accept(ps, ","));
     kir_expect(ps, ")");
     kir_end(ps);
-    Stmt *s = s_call(ps->a, blk, (CallKind)c, tiles, n);
+    Stmt *s = s_call_args(ps->a, blk, (CallKind)c, tiles, n, args, nargs);
     const char *why = ir_call_refusal(ps->a, s);
     if (why)
         kir_fail(ps, "%s", why);

@@ -30,8 +30,6 @@
  * stay in L2.
  *
  * Algorithm (matmul nests into gemm calls first, tile_gemm.c), per kernel:
- * 0. Dot products summed in lanes and by halving (attention's scores)
- *    become calls of dot (tile_dot.c).
  * 1. Find matmul-like nests: a loop i (M rows, constant bounds) whose body
  *    is one loop j (N features, constant bounds) whose body holds
  *    reduction loops of constant bounds that load a weight, something
@@ -821,7 +819,6 @@ int pass_tile(Module *m, PassCtx *cx)
     int changed = 0;
     for (int i = 0; i < m->prog->nkernels; i++) {
         t.k = m->prog->kernels[i];
-        tile_dots(&t, &t.k->body);
         tile_nests(&t, &t.k->body);
         split_block(&t, &t.k->body);
         if (t.kn[i].changed)

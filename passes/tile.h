@@ -1,7 +1,7 @@
 /* passes/tile.h: the tile pass's own header, between its two files:
  * tile.c (the pass: blocking, jamming and lane splits of the loops that
- * stay loops), tile_gemm.c (matmul nests into micro-kernel calls, their
- * weights packed at load) and tile_dot.c (lane dot products into calls). */
+ * stay loops) and tile_gemm.c (matmul nests into micro-kernel calls,
+ * their weights packed at load). */
 #ifndef KILN_TILE_H
 #define KILN_TILE_H
 
@@ -19,7 +19,6 @@ typedef struct {
     Pending *v;
     int n, cap;
     int changed;                         /* the kernel was rewritten */
-    int dots;                            /* dot products made calls */
 } KernelNotes;
 
 typedef struct {
@@ -55,9 +54,5 @@ const char *tile_kib(Tiler *t, int64_t bytes);
  * of the gemm micro-kernel (weights packed in panels where they must be),
  * before tile.c sees the kernels; the others are left for tile.c. */
 void tile_gemms(Tiler *t);
-
-/* tile_dot.c: dot products summed in lanes and by halving (attention's
- * scores) become calls of dot, in blk and the blocks in it. */
-void tile_dots(Tiler *t, Block *blk);
 
 #endif

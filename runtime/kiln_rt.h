@@ -374,11 +374,19 @@ RT_API int rt_profile_write(const rt_profile *p, const rt_machine *mc, int threa
  * and m * n <= 256. What `call gemm(...)` statements print as. */
 RT_API void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float *c, int64_t ldc);
-/* dot(P, A, B) of the loop IR (ir/ir.h): p[l] = the sum of a[c*lanes + l]
- * b[c*lanes + l] over c in order (fused multiply-adds, from 0), then p[l]
- * += p[l + w] for l < w, w = lanes/2, .., 2; the dot product is p[0] +
- * p[1] (p[0] for one lane). lanes: a power of two dividing n. */
-RT_API void rt_dot(int64_t n, int64_t lanes, const float *a, const float *b, float *p);
+/* attn(O, Q, K, V; p0, hi, window, scale, softcap) of the loop IR (ir/ir.h):
+ * for the nt query rows of nh heads of d (head r of row i at q + i * ldq
+ * + r * d, its output at o + i * ldo + r * d) against keys j at k + j *
+ * ldk, values at v + j * ldv: row i, at position p0 + i, sees keys lo_i
+ * .. hi_i - 1, hi_i = hi (p0 + i + 1 when hi is 0: causal), lo_i = 0 or,
+ * with window > 0, max(0, p0 + i - window + 1); a score is scale q.k,
+ * then softcap tanh(score / softcap) when softcap > 0. Online softmax
+ * over blocks of 64 keys; every sum's order depends on these arguments
+ * only. */
+RT_API void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq,
+                    const float *k, int64_t ldk, const float *v, int64_t ldv, float *o,
+                    int64_t ldo, int64_t p0, int64_t hi, int64_t window, float scale,
+                    float softcap);
 /* Packs a weight of [batch][n][k] into panels [batch][n/nr][k][nr] (nr
  * divides n), elements of esize bytes (4, or 2 held 16-bit): *w is
  * replaced by a new rt_alloc'd buffer and the old one freed; on failure
@@ -515,7 +523,7 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
     X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
     X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
-    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_dot) \
+    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_attn) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half) X(rt_store_bytes) \
     X(rt_profile_add) X(rt_image_open) X(rt_image_save) X(rt_image_close)    \
     X(rt_gguf_open) X(rt_gguf_close) X(rt_gguf_find_key) X(rt_gguf_find_tensor) \

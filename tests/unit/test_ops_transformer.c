@@ -558,10 +558,9 @@ static void attention_online_rescale(void **state)
     }
 }
 
-/* State past ATT_STATE floats a row (64 KiB of stack) is bounded: 300
- * query heads over one kv head go in 3 passes of 100 (100 x (64 keys + 2
- * + D = 64) floats fit, 150 x 130 do not); D = 16384 keeps the sums of
- * weighted values in the output rows, not on the stack. */
+/* No state grows with the heads or D: 300 query heads over one kv head
+ * are one call (rt_attn takes them 64 at a time), and D = 16384 sums its
+ * weighted values in the output rows. */
 static void attention_state_bounds(void **state)
 {
     (void)state;
@@ -569,26 +568,17 @@ static void attention_state_bounds(void **state)
     gqa_check(2, 3, 2, 1, 16384, 1, 1);
     Node *a;
     Module *m = gqa_model(1, 64, 300, 1, 64, 1, 0, &a);
-    char *ir = tl_lowered(m, a);
-    tl_has_line(ir, "for i1 in 0..3");
-    tl_has_line(ir, "buf b3 local : f32[100,64]");
-    tl_has_line(ir, "b5[i9] += b6[0, i1 * 100 + i6, i8 * 32 + i9] * b7[i5, 0, i8 * 32 + i9]");
-    free(ir);
-    tl_free(m);
-    m = gqa_model(2, 3, 2, 1, 16384, 1, 0, &a);
-    ir = tl_lowered(m, a);
-    tl_has_line(ir, "# online softmax over blocks of 3 keys; per query head a running max and "
-                    "sum, the weighted values summed in its output row; the 2 query heads of a "
-                    "kv head share each k and v row read");
-    tl_has_line(ir, "b3[i1, i23, i25] += v24 * b8[i22, 0, i25]");
-    tl_has_line(ir, "b3[i1, i26, i27] = b3[i1, i26, i27] / b2[i26]");
+    char *ir = tl_lowered(m, a);           /* one kv head: no loop; 300 heads, one call */
+    tl_has_line(ir, "call attn(b3[0 +: 1, 0 +: 300, 0 +: 64], b4[0 +: 1, 0 +: 300, 0 +: 64], "
+                    "b1[0 +: 64, 0 +: 1, 0 +: 64], b2[0 +: 64, 0 +: 1, 0 +: 64]; v0, 0, 0, "
+                    "0.125, 0.0)");
+    assert_null(strstr(ir, "local"));     /* no scratch of S, D or heads in the kernel */
     free(ir);
     tl_free(m);
 }
 
-/* Decode, one head: pos checked first; keys 0 .. pos in one block (S = 5);
- * running max b1, sum b2, accumulator b3, the block's scores b4, the dot
- * product's lanes b5 (D = 4); no scratch of S per row. */
+/* Decode, one head: pos checked first, then one call of attn over the
+ * 5 keys (hi 0: causal, keys 0 .. pos); no scratch buffer. */
 static void attention_lowers(void **state)
 {
     (void)state;
@@ -596,72 +586,55 @@ static void attention_lowers(void **state)
     Module *m = attention_at_pos(1, 1, &a);
     char *ir = tl_lowered(m, a);
     tl_has_line(ir, "kernel k0 gqa_decode_h1_kv1_d4 (%4)");
-    tl_has_line(ir, "# online softmax over blocks of 5 keys; per query head a running max, sum "
-                    "and accumulator [4]");
-    tl_has_line(ir, "buf b3 local : f32[1,4]");
-    tl_has_line(ir, "buf b4 local : f32[1,5]");
+    tl_has_line(ir, "# calls of attn: 1 row of 1 query head against blocks of keys, online "
+                    "softmax");
     assert_null(strstr(ir, "temp :"));                             /* no scratch buffer */
     tl_has_line(ir, "let v0: i64 = b0[]");
     int check = tl_has_line(ir, "check v0 >= 0 && v0 <= 4 else \"attention 'attn': pos %lld is "
                                 "out of range [0, 4] (queries T = 1, keys S = 5)\", v0");
-    assert_true(check < tl_has_line(ir, "let v1: i64 = v0 + 1"));  /* keys 0 .. pos + t */
-    tl_has_line(ir, "b1[0] = -inf");
-    tl_has_line(ir, "b3[0, i2] = 0.0");
-    tl_has_line(ir, "for i3 in 0..v1");
-    tl_has_line(ir, "b5[i5] += b6[0, 0, i5] * b7[i3, 0, i5]");    /* q . k in 4 lanes */
-    tl_has_line(ir, "b5[i6] += b5[i6 + 2]");                       /* summed by halving */
-    tl_has_line(ir, "b4[0, i3] = (b5[0] + b5[1]) * 0.5");
-    tl_has_line(ir, "v7 max= b4[0, i8]");                          /* the block's max */
-    tl_has_line(ir, "let v9: f32 = exp(b1[0] - v7)");             /* rescale by exp(mx - m) */
-    tl_has_line(ir, "let v12: f32 = exp(b4[0, i11] - v7)");
-    tl_has_line(ir, "b2[0] = b2[0] * v9 + v10");
-    tl_has_line(ir, "b1[0] = v7");
-    tl_has_line(ir, "b3[0, i13] = b3[0, i13] * v9");
-    tl_has_line(ir, "b3[0, i16] += v15 * b8[i14, 0, i16]");       /* acc += w v */
-    tl_has_line(ir, "b9[0, 0, i17] = b3[0, i17] / b2[0]");
+    assert_true(check < tl_has_line(ir, "call attn(b3[0 +: 1, 0 +: 1, 0 +: 4], b4[0 +: 1, 0 +: "
+                                        "1, 0 +: 4], b1[0 +: 5, 0 +: 1, 0 +: 4], b2[0 +: 5, 0 "
+                                        "+: 1, 0 +: 4]; v0, 0, 0, 0.5, 0.0)"));
     free(ir);
     tl_free(m);
 
-    /* GQA prefill without pos: kv heads, then rows; query head 2g + r
-     * reads kv head g; keys 0 .. t when causal, 0 .. T - 1 otherwise */
+    /* GQA prefill without pos: per kv head g, its query heads 2g, 2g + 1
+     * and all 3 rows in one call; keys below each row's own + 1 when
+     * causal (hi 0), below T = 3 otherwise */
     m = gqa_prefill(1, &a);
     ir = tl_lowered(m, a);
     tl_has_line(ir, "kernel k0 gqa_prefill_causal_h4_kv2_d2 (%2)");
-    tl_has_line(ir, "# online softmax over blocks of 3 keys; per query head a running max, sum "
-                    "and accumulator [2]; the 2 query heads of a kv head share each k and v row "
-                    "read");
+    tl_has_line(ir, "# calls of attn: 3 rows of 2 query heads against blocks of keys, online "
+                    "softmax");
     tl_has_line(ir, "for i0 in 0..2");
-    tl_has_line(ir, "for i1 in 0..3");
-    tl_has_line(ir, "let v2: i64 = i1 + 1");
-    tl_has_line(ir, "for i5 in 0..v2");
-    tl_has_line(ir, "b4[i8] += b5[i1, i0 * 2 + i6, i8] * b6[i5, i0, i8]");
-    tl_has_line(ir, "b3[i6, i5] = (b4[0] + b4[1]) * 0.707106769"); /* 1/sqrt(2) */
-    tl_has_line(ir, "b2[i18, i20] += v19 * b6[i17, i0, i20]");
-    tl_has_line(ir, "b7[i1, i0 * 2 + i21, i22] = b2[i21, i22] / b1[i21]");
+    tl_has_line(ir, "call attn(b1[0 +: 3, i0 * 2 +: 2, 0 +: 2], b2[0 +: 3, i0 * 2 +: 2, 0 +: 2], "
+                    "b0[0 +: 3, i0 +: 1, 0 +: 2], b0[0 +: 3, i0 +: 1, 0 +: 2]; 0, 0, 0, "
+                    "0.707106769, 0.0)");                          /* 1/sqrt(2) */
     free(ir);
     tl_free(m);
     m = gqa_prefill(0, &a);
     ir = tl_lowered(m, a);
     tl_has_line(ir, "kernel k0 gqa_prefill_h4_kv2_d2 (%2)");
-    tl_has_line(ir, "for i4 in 0..3");
-    tl_has_line(ir, "for i10 in 0..3 reduce");
+    tl_has_line(ir, "call attn(b1[0 +: 3, i0 * 2 +: 2, 0 +: 2], b2[0 +: 3, i0 * 2 +: 2, 0 +: 2], "
+                    "b0[0 +: 3, i0 +: 1, 0 +: 2], b0[0 +: 3, i0 +: 1, 0 +: 2]; 0, 3, 0, "
+                    "0.707106769, 0.0)");
     free(ir);
     tl_free(m);
 
-    /* S = 200 at pos: 4 blocks of 64 keys, those past the row's last key
-     * skipped, the last block's keys cut at it */
-    m = gqa_model(2, 200, 4, 2, 8, 1, 0, &a);
+    /* 70 rows of 2 heads at pos: blocks of 32 rows (64 query vectors a
+     * call), two in a loop, then the 6 left */
+    m = gqa_model(70, 200, 2, 1, 8, 1, 0, &a);
     ir = tl_lowered(m, a);
-    tl_has_line(ir, "buf b4 local : f32[2,64]");
-    tl_has_line(ir, "let v3: i64 = v0 + i2 + 1");
-    tl_has_line(ir, "for i6 in 0..4 reduce");
-    tl_has_line(ir, "if i6 * 64 < v3");
-    tl_has_line(ir, "let v7: i64 = min(64, v3 - i6 * 64)");
-    tl_has_line(ir, "for i8 in 0..v7");
-    tl_has_line(ir, "b5[i11] += b6[i2, i1 * 2 + i9, i11] * b7[i6 * 64 + i8, i1, i11]");
-    tl_has_line(ir, "b3[i23, i25] += v24 * b8[i6 * 64 + i22, i1, i25]");
+    tl_has_line(ir, "for i1 in 0..2");
+    tl_has_line(ir, "call attn(b3[i1 * 32 +: 32, 0 +: 2, 0 +: 8], b4[i1 * 32 +: 32, 0 +: 2, 0 +: "
+                    "8], b1[0 +: 200, 0 +: 1, 0 +: 8], b2[0 +: 200, 0 +: 1, 0 +: 8]; v0 + i1 * "
+                    "32, 0, 0, 0.353553385, 0.0)");
+    tl_has_line(ir, "call attn(b3[64 +: 6, 0 +: 2, 0 +: 8], b4[64 +: 6, 0 +: 2, 0 +: 8], b1[0 +: "
+                    "200, 0 +: 1, 0 +: 8], b2[0 +: 200, 0 +: 1, 0 +: 8]; v0 + 64, 0, 0, "
+                    "0.353553385, 0.0)");
     free(ir);
     tl_free(m);
+    gqa_check(70, 200, 2, 1, 8, 1, 100);
 }
 
 /* ---- cache_write ------------------------------------------------------------ */
