@@ -165,9 +165,11 @@ test-import-big: $(KILN) $(B)/tests/mkckpt
 	@KILN=$(abspath $(KILN)) MKCKPT=$(abspath $(B)/tests/mkckpt) sh tests/import.sh --big
 
 # ---- set-up -------------------------------------------------------------
-DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev
+# Open MPI (libopenmpi-dev, openmpi-bin): mpicc and mpirun for programs built
+# with --ranks N > 1 and their tests; one-rank programs never use it.
+DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev libopenmpi-dev openmpi-bin
 DEB_FILES := /usr/include/jansson.h /usr/include/libtcc.h /usr/include/cmocka.h \
-	/usr/include/nettle/sha2.h \
+	/usr/include/nettle/sha2.h /usr/bin/mpicc /usr/bin/mpirun \
 	/usr/lib/x86_64-linux-gnu/tcc/libtcc1.a
 deps:
 	@missing=0; for f in $(DEB_FILES); do [ -e $$f ] || missing=1; done; \
