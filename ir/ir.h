@@ -327,6 +327,8 @@ struct RefCx {
     Module *m;
     Tensor *t;                    /* by node id */
     char err[512];
+    int rank, nranks;             /* this context's rank of nranks */
+    RefCx *peers;                 /* every rank's context, by rank */
 };
 /* Tensor of an operand; of n itself with ref_out. */
 Tensor *ref_in(RefCx *cx, const Node *n, int i);
@@ -339,6 +341,14 @@ int ref_fail(RefCx *cx, const Node *n, const char *fmt, ...)
 int ref_run(Module *m, Tensor *const *inputs, Tensor *const *weights,
             Tensor *const *states, Tensor *const *outputs, char *err,
             size_t errlen);
+/* ref_run simulating nranks MPI ranks, for a graph whose collectives span
+ * them (a distributed program's graph): every rank runs m on the same
+ * inputs, rank r on weights[r] and states[r], in lockstep node by node; a
+ * collective reads its operand from every rank. outputs get rank 0's.
+ * ref_run is ref_run_ranks at nranks = 1. */
+int ref_run_ranks(Module *m, int nranks, Tensor *const *inputs,
+                  Tensor *const *const *weights, Tensor *const *const *states,
+                  Tensor *const *outputs, char *err, size_t errlen);
 Tensor *tensor_new(const Node *n);        /* malloc'd, zeroed */
 /* A malloc'd Tensor of n's shape over caller data (not owned; NULL when
  * out of memory); tensor_free must not be used on it, free() is. */
