@@ -125,7 +125,8 @@ $(B)/tests/import_run.o: tests/unit/import_run.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -I. -c -o $@ $<
 
-$(B)/tests/test_import $(B)/tests/test_import_gguf: $(CKPT_OBJS) $(B)/tests/import_run.o
+$(B)/tests/test_import $(B)/tests/test_import_gguf $(B)/tests/test_distribute: $(CKPT_OBJS) \
+	$(B)/tests/import_run.o
 
 # GGUF files for the tests (tests/import/gguf_write.c), from the format's
 # specification.

@@ -224,6 +224,15 @@ typedef struct {
     float *data;           /* DATA: shape_count elements, row-major */
 } Init;
 
+/* A weight's or state's part on each rank of a distributed graph
+ * (passes/distribute.c): rank r holds elements [r * len, (r + 1) * len)
+ * of axis `axis` of the whole tensor, len = dims[axis] = of / ranks.
+ * ranks 0: the whole tensor, the same on every rank. */
+typedef struct {
+    int ranks, axis;
+    int64_t of;
+} Shard;
+
 struct Node {
     OpKind op;
     int id;                       /* dense %id in dumps, node order */
@@ -237,6 +246,7 @@ struct Node {
     const char *where;            /* JSON path, e.g. "nodes[3]" */
     int index;                    /* position among inputs/weights/states */
     Init init;                    /* weights only */
+    Shard shard;                  /* weights and states only */
     double value;                 /* OP_CONST only */
     Buf *buf;                     /* set by lowering: where the value lives */
 };
