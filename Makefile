@@ -24,7 +24,10 @@ CFLAGS ?= -O2 -g
 KILN_CFLAGS := -std=c11 -I. $(WARN) -fopenmp -D_XOPEN_SOURCE=700 -MMD -MP
 LDLIBS := -ljansson -ltcc -lnettle -ldl -lm
 
-SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*/*.c))
+# The MPI part (runtime/mpi/) is not kiln's: only programs of several
+# ranks link it (with Open MPI); kiln compiles it alone, as a check.
+SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c \
+	$(filter-out runtime/mpi/%,$(wildcard runtime/*/*.c))))
 RT_SRCS := $(sort $(wildcard runtime/*/*.c runtime/*.h runtime/*/*.h))
 OBJS := $(SRCS:%.c=$(B)/%.o) $(B)/rt_text.o
 TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
@@ -37,8 +40,12 @@ all: $(KILN)
 CLI_OBJS := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard cli/*.c bench/*.c)))
 BENCH_OBJS := $(filter $(B)/bench/%,$(CLI_OBJS))
 
-$(KILN): $(CLI_OBJS) $(OBJS)
-	$(CC) $(CFLAGS) -fopenmp -o $@ $^ $(LDLIBS)
+$(KILN): $(CLI_OBJS) $(OBJS) $(B)/runtime/mpi/rt_mpi.o
+	$(CC) $(CFLAGS) -fopenmp -o $@ $(CLI_OBJS) $(OBJS) $(LDLIBS)
+
+$(B)/runtime/mpi/rt_mpi.o: runtime/mpi/rt_mpi.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) $$(mpicc --showme:compile) -c -o $@ $<
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -68,7 +75,8 @@ RT_PART_gen := runtime/rt_gen.h | runtime/core/rt_core.h runtime/gen/rt_tok.h \
 RT_PART_quant := runtime/rt_quant.h | runtime/core/rt_core.h runtime/quant/rt_qk.h \
 	$(sort $(wildcard runtime/quant/*.c))
 RT_PART_jit := runtime/rt_jit.h |
-RT_PARTS := core gen quant jit
+RT_PART_mpi := runtime/rt_mpi.h | $(sort $(wildcard runtime/mpi/*.c))
+RT_PARTS := core gen quant jit mpi
 $(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: $(RT_SRCS) Makefile
 	@mkdir -p $(@D)
 	@{ echo '/* generated from runtime/ by the Makefile */'; \

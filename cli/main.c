@@ -372,11 +372,13 @@ static int cmd_emit(Module *m, const Opts *o)
 /* The weights' image made ahead of the first run (runtime/core/rt_image.c):
  * the executable just built opens the weights kiln knows (--weights, or
  * the folder it remembers) with --prepare-weights. 0, or the exit status
- * of an executable that could not open them (its one line said why). */
+ * of an executable that could not open them (its one line said why). A
+ * program of several ranks prepares each rank's part at its first run
+ * under mpirun. */
 static int prepare_weights(Module *m, const char *exe, const Opts *o)
 {
     const char *w = weights_file(o), *cache = getenv("KILN_WEIGHTS_CACHE");
-    if (!w || (cache && !strcmp(cache, "off")))
+    if (!w || (cache && !strcmp(cache, "off")) || cg_ranks(m) > 1)
         return 0;
     char *path = strchr(exe, '/') ? (char *)exe : arena_printf(m->a, "./%s", exe);
     char *argv[] = {path, "--prepare-weights", "--weights", (char *)w, NULL};

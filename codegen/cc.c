@@ -377,11 +377,46 @@ static const char *part_text(Arena *a, int p)
                         cg_rt_parts[p].header, cg_rt_parts[p].body);
 }
 
-/* The command that compiles a part's src into obj (shell words): the
- * flags of executables, less what only the model's C reads. */
-static const char *part_command(Arena *a, const char *obj, const char *src)
+/* Open MPI's flags, compile (`mpicc --showme:compile`) or link
+ * (`--showme:link`), with a space before them; asked once each. NULL
+ * when mpicc does not answer. */
+static const char *mpi_flags(int link)
 {
-    return arena_printf(a, "%s " CG_CFLAGS " %s -c -o %s %s", cg_cc(), cflags_extra(), obj, src);
+    static char flags[2][2048];
+    static int asked[2];
+    if (!asked[link]) {
+        asked[link] = 1;
+        FILE *p = popen(link ? "mpicc --showme:link 2>/dev/null" : "mpicc --showme:compile 2>/dev/null",
+                        "r");
+        size_t n = p ? fread(flags[link] + 1, 1, sizeof flags[link] - 2, p) : 0;
+        int rc = p ? pclose(p) : -1;
+        if (rc != 0 || n == 0 || n == sizeof flags[link] - 2)
+            asked[link] = 2;
+        flags[link][0] = ' ';
+        flags[link][n + 1] = 0;
+        flags[link][strcspn(flags[link], "\n")] = 0;
+    }
+    return asked[link] == 1 ? flags[link] : NULL;
+}
+
+/* Open MPI's compile and link flags for a program of several ranks ("" for
+ * one rank, NULL when mpicc is missing). */
+static const char *mpi_words(Arena *a, const Module *m, int link)
+{
+    if (!(cg_rt_uses(m, CG_CC) >> CG_RT_MPI & 1))
+        return "";
+    const char *c = mpi_flags(0), *l = mpi_flags(1);
+    return c && l ? (link ? arena_printf(a, "%s%s", c, l) : c) : NULL;
+}
+
+/* The command that compiles a part's src into obj (shell words): the
+ * flags of executables, less what only the model's C reads; MPI's part
+ * with Open MPI's. */
+static const char *part_command(Arena *a, int p, const char *obj, const char *src)
+{
+    const char *mpi = p == CG_RT_MPI ? mpi_flags(0) : "";
+    return arena_printf(a, "%s " CG_CFLAGS " %s%s -c -o %s %s", cg_cc(), cflags_extra(),
+                        mpi ? mpi : "", obj, src);
 }
 
 /* The runtime as an executable links it: the parts a program uses, each
@@ -399,7 +434,7 @@ static void parts_plan(Arena *a, const Module *m, const char *dir, const char *w
     ps->uses = cg_rt_uses(m, CG_CC);
     for (int p = 0; p < CG_RT_NPARTS; p++)
         if (ps->uses >> p & 1)
-            ps->slot[p] = slot_of(dir, part_command(a, "OBJ", "SRC"), who, part_text(a, p));
+            ps->slot[p] = slot_of(dir, part_command(a, p, "OBJ", "SRC"), who, part_text(a, p));
 }
 
 /* The keys of the parts, for the executable's own key. */
@@ -429,7 +464,7 @@ static int part_object(Arena *a, const CgBuild *b, Parts *ps, int p, Scratch *sc
                 "flags and this runtime)...\n", name);
     int rc = write_text(src, src, part_text(a, p), err);
     if (!rc)
-        rc = run(a, part_command(a, shell_quote(a, obj), shell_quote(a, src)),
+        rc = run(a, part_command(a, p, shell_quote(a, obj), shell_quote(a, src)),
                  scratch_path(sc, a, "cc.log"), err);
     if (!rc)
         keep(a, &ps->slot[p], b, 1, names, dests);
@@ -491,12 +526,13 @@ static const char *flags_define(Arena *a)
     return arena_printf(a, " %s", shell_quote(a, arena_stream_text(a, f)));
 }
 
-static const char *exe_command(Arena *a, const CgBuild *b, const char *out, const char *src,
-                               const char *objs)
+static const char *exe_command(Arena *a, const Module *m, const CgBuild *b, const char *out,
+                               const char *src, const char *objs)
 {
-    return arena_printf(a, "%s " CG_CFLAGS "%s%s %s -o %s %s%s -lm", cg_cc(),
+    const char *mpi = mpi_words(a, m, 1);
+    return arena_printf(a, "%s " CG_CFLAGS "%s%s %s -o %s %s%s -lm%s", cg_cc(),
                         machine_flag(a, b->machine), flags_define(a), cflags_extra(), out, src,
-                        objs);
+                        objs, mpi ? mpi : "");
 }
 
 /* The parts' objects as shell words, each after a space. */
@@ -525,7 +561,7 @@ static int compile_exe(const Module *m, const CgBuild *b, const char *c, Parts *
     if (!b->quiet && !rc)
         fprintf(stderr, "kiln: cc: building %s (%d kernels)...\n", out, m->prog->nkernels);
     if (!rc)
-        rc = run(a, exe_command(a, b, shell_quote(a, tmp), shell_quote(a, src), objs_words(a, ps)),
+        rc = run(a, exe_command(a, m, b, shell_quote(a, tmp), shell_quote(a, src), objs_words(a, ps)),
                  scratch_path(&sc, a, "cc.log"), err);
     scratch_close(&sc, a);
     return rc;
@@ -538,6 +574,9 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
     static const char *const names[] = {"exe"};
     Arena *a = m->a;
     char *tmp;
+    if (!mpi_words(a, m, 1))
+        return rt_errf(err, RT_EIO, "a program of %d ranks needs Open MPI's mpicc, which does not "
+                       "answer (make deps installs libopenmpi-dev and openmpi-bin)", cg_ranks(m));
     const char *dest = regular_dest(a, out, err);
     if (!dest || check_dest(dest, err) || temp_beside(a, dest, &tmp, err))
         return err->code;
@@ -548,7 +587,7 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
         parts_plan(a, m, dir, who, ps);
     const char *c = ps ? cg_emit_linked(m) : cg_emit_string(m, CG_CC);
     const char *const tmps[] = {tmp};
-    const char *cmd = exe_command(a, b, "OUT", "SRC", objs_words(a, ps));
+    const char *cmd = exe_command(a, m, b, "OUT", "SRC", objs_words(a, ps));
     Slot s = slot_of(dir, ps ? arena_printf(a, "%s\n%s", cmd, parts_keys(a, ps)) : cmd, who, c);
     int hit = lookup(a, &s, b, 1, names, tmps);
     int rc = hit ? 0 : compile_exe(m, b, c, ps, out, tmp, err);

@@ -502,8 +502,15 @@ typedef struct {
  *                  A quantized per block to int8, each block's product
  *                  exact, scaled and added in block order (runtime/
  *                  rt_quant.h: rt_gemm_q8_0 ...): the dequantized weight's
- *                  products up to that rounding of A, for any blocking. */
-typedef enum { CALL_GEMM, CALL_DOT, CALL_QGEMM, CALL_COUNT } CallKind;
+ *                  products up to that rounding of A, for any blocking.
+ *   allreduce(Y, X) Y = the sum over the program's MPI ranks of each
+ *                  rank's X, added in rank order (runtime/rt_mpi.h); whole
+ *                  dense buffers of one shape, f32.
+ *   allgather(Y, X) Y = the ranks' X one after another along the one axis
+ *                  where Y is N times X (N ranks); whole dense buffers. */
+typedef enum {
+    CALL_GEMM, CALL_DOT, CALL_QGEMM, CALL_ALLREDUCE, CALL_ALLGATHER, CALL_COUNT
+} CallKind;
 typedef struct {
     const char *name;             /* in .kir, and the runtime's rt_NAME */
     int ntiles;

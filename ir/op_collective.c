@@ -7,8 +7,8 @@
  * At ranks = 1 both are the identity. The reference reads the other ranks'
  * operands from its peers (ref_run_ranks runs the N ranks' graphs in
  * lockstep, node by node, so a peer's operand is computed before the
- * collective reads it). Lowering handles ranks = 1 (a copy); a program of
- * more ranks is refused by lower until the MPI runtime part exists. */
+ * collective reads it). Lowering: a copy at ranks = 1, else a call of the
+ * MPI runtime part's collective (call allreduce / allgather). */
 #include "ops.h"
 
 #include <string.h>
@@ -44,10 +44,23 @@ static int ranks_agree(RefCx *cx, Node *n)
 /* Operand 0's value on rank r. */
 static Tensor *peer_in(RefCx *cx, Node *n, int r) { return &cx->peers[r].t[n->in[0]->id]; }
 
-/* y = x, element by element (ranks = 1). */
+/* y = x, element by element, at ranks = 1; a call of the MPI runtime's
+ * collective over more. */
 static void lower_identity(LowerCx *cx, Node *n, const char *name)
 {
     Kernel *k = lw_kernel(cx, n, arena_printf(cx->a, "%s_n%lld", name, (long long)node_count(n)));
+    if (attr_i(n, "ranks") > 1) {
+        Tile t[2] = {{lw_buf(cx, n), NULL, {0}}, {lw_buf(cx, n->in[0]), NULL, {0}}};
+        for (int i = 0; i < 2; i++) {
+            t[i].idx = arena_alloc(cx->a, sizeof *t[i].idx * (size_t)(n->rank ? n->rank : 1));
+            for (int d = 0; d < n->rank; d++) {
+                t[i].idx[d] = e_int(cx->a, 0);
+                t[i].ext[d] = t[i].buf->dims[d];
+            }
+        }
+        s_call(cx->a, &k->body, n->op == OP_ALLREDUCE ? CALL_ALLREDUCE : CALL_ALLGATHER, t, 2);
+        return;
+    }
     Var *v[KILN_MAX_RANK];
     Block *body = lw_nest(cx, k, &k->body, n->rank, n->dims, v);
     Expr **ix = lw_vars(cx, n->rank, v);

@@ -11,9 +11,7 @@
  * 3. Every op node lowers in node order (kernels run in that order).
  * 4. Outputs that could not be written in place get a copy kernel.
  * 5. Every intermediate gets its own place in the arena, one after the
- *    other (plan-memory shares places later).
- * A collective over more than one rank is refused before any of it: the
- * runtime part that would carry it out (MPI) does not exist yet. */
+ *    other (plan-memory shares places later). */
 #include "passes.h"
 
 #include <stdio.h>
@@ -139,25 +137,8 @@ static void copy_out(LowerCx *cx, Node *n, int i)
             lw_load(cx, n, lw_vars(cx, n->rank, v)));
 }
 
-/* Collectives over several ranks, each reported; 0 when none. */
-static int multi_rank(Module *m, PassCtx *cx)
-{
-    int bad = 0;
-    for (int i = 0; i < m->nnodes; i++) {
-        Node *n = m->nodes[i];
-        if ((n->op == OP_ALLREDUCE || n->op == OP_ALLGATHER) && attr_i(n, "ranks") > 1) {
-            diag(cx->d, n->where, "%s over %lld ranks: programs of more than one rank "
-                 "cannot be built yet", op_table[n->op].name, (long long)attr_i(n, "ranks"));
-            bad = -1;
-        }
-    }
-    return bad;
-}
-
 int pass_lower(Module *m, PassCtx *cx)
 {
-    if (multi_rank(m, cx) != 0)
-        return -1;
     LowerCx lc = {m, m->a, ir_prog_new(m->a)};
     m->prog = lc.p;
     for (int i = 0; i < m->nnodes; i++)

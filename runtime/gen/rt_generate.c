@@ -34,6 +34,10 @@
  *    token.
  * 3. Without --threads, the decode steps' team size follows their times
  *    (rt_gov.c); the numbers never depend on it.
+ * 4. Of several MPI ranks (rt_ranks_now), every rank runs the same calls;
+ *    each drawn token is rank 0's (broadcast), and rank 0 alone prints
+ *    (the MPI part sends the others' stdout to /dev/null) and reports the
+ *    rates. Each rank reads the prompt from its own arguments or file.
  * Output: --tokens prints the drawn ids on one line, space-separated;
  * --tokenizer prints the prompt's text, then each token's text. Last, on
  * stderr: prefill and decode tokens per second. Every write to stdout is
@@ -455,6 +459,9 @@ static int rg_decode(rg_ctx *g)
     double t0 = rt_now();
     for (uint64_t i = 0; i < g->n; i++) {
         int next = rt_sample(g->logits, (int)g->V, g->temperature, g->topp, &state, g->scratch);
+        const rt_ranks *rk = rt_ranks_now();     /* of several ranks, rank 0's token */
+        if (rk->bcast && rk->bcast(&next, sizeof next))
+            return rg_fail(g, RT_EIO, "cannot share the drawn token between ranks");
         if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos))
             break;
         int rc = rg_print(g, prev, next);
@@ -557,7 +564,7 @@ static int rg_main(rg_ctx *g)
                 "%lld positions (--max-seq at import)\n", g->prog, (long long)g->n_decode,
                 (unsigned long long)g->n, (long long)g->S);
     char note[96];
-    if (!rc)
+    if (!rc && rt_ranks_now()->rank == 0)
         fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld); "
                 "decode: %lld tokens in %.1f ms, %.1f tokens/s%s\n", g->prog, g->nids,
                 g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->C,
