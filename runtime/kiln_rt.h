@@ -6,7 +6,10 @@
  *          threads, profiles, micro-kernels, the main of every program;
  *   gen/   rt_gen.h's: tokenizers, sampling, `PROG generate` (decoders);
  *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k);
- *   jit/   rt_jit.h's: vector programs, which only JIT code calls.
+ *   jit/   rt_jit.h's: vector programs, which only JIT code calls;
+ *   mpi/   rt_mpi.h's: the main and collectives of a program of several
+ *          MPI ranks (the only part that uses more than libc, POSIX and
+ *          OpenMP: Open MPI, and only in such programs).
  * Each part's internal header (core/rt_core.h, gen/rt_tok.h) is for its
  * own files, never for generated code.
  * The runtime is compiled into kiln (for the reference interpreter's data,

@@ -1,7 +1,8 @@
 /* tests/unit/test_ops_collective.c: allreduce and allgather: shape
  * inference and its refusals, the reference simulating 1, 2 and 3 ranks
  * (ref_run_ranks) against numbers worked out by hand, the identity at one
- * rank against the JIT build, and lower's refusal of more ranks. */
+ * rank against the JIT build, and the MPI part's calls they lower to over
+ * more ranks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -190,21 +191,36 @@ static void one_rank_identity(void **state)
               xs, 6);
 }
 
-/* lower refuses a collective over 2 ranks, naming it. */
-static void lower_refuses_ranks(void **state)
+/* Over 2 ranks each collective lowers to a call of the MPI part's, the
+ * loop IR checks its tiles, and the JIT refuses the program. */
+static void lowered_to_calls(void **state)
 {
     (void)state;
     Module *m = tl_module();
-    Node *y = collective(m, OP_ALLGATHER, 2, 0, DT_F32, TL_DIMS(2));
-    tl_infer_ok(m, y, NULL);
-    tl_outputs(m, 1, y);
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(3, 4));
+    Node *s = tl_op(m, OP_ALLREDUCE, "s", 1, x);
+    tl_attr_i(s, "ranks", 2);
+    Node *g = tl_op(m, OP_ALLGATHER, "g", 1, x);
+    tl_attr_i(g, "ranks", 2);
+    tl_attr_i(g, "axis", 1);
+    tl_infer_ok(m, s, "f32[3,4]");
+    tl_infer_ok(m, g, "f32[3,8]");
+    tl_outputs(m, 2, s, g);
     Diags d;
     diag_init(&d, m->a, "m.json");
-    PassCtx cx = {.d = &d};
-    assert_int_equal(pass_lower(m, &cx), -1);
-    assert_int_equal(d.n, 1);
-    assert_string_equal(d.lines[0], "m.json: nodes[1]: allgather over 2 ranks: programs of "
-                                    "more than one rank cannot be built yet");
+    PassCtx cx = {.d = &d, .verify = 1};
+    assert_int_equal(pass_lower(m, &cx), 1);
+    ir_verify_prog(m);
+    char *text = tl_prog_text(m);
+    tl_assert_has(text, "call allreduce(b1[0 +: 3, 0 +: 4], b0[0 +: 3, 0 +: 4])");
+    tl_assert_has(text, "call allgather(b2[0 +: 3, 0 +: 8], b0[0 +: 3, 0 +: 4])");
+    free(text);
+    assert_int_equal(cg_ranks(m), 2);
+    assert_true(cg_rt_uses(m, CG_CC) >> CG_RT_MPI & 1);
+    rt_err e = {0, ""};
+    assert_null(cg_jit_new(m, &e));
+    assert_int_equal(e.code, RT_EUSAGE);
+    tl_assert_has(e.msg, "a program of 2 ranks runs under MPI, not in the JIT");
     tl_free(m);
 }
 
@@ -218,7 +234,7 @@ int main(void)
         cmocka_unit_test(allgather_axis0_i32),
         cmocka_unit_test(ranks_disagree),
         cmocka_unit_test(one_rank_identity),
-        cmocka_unit_test(lower_refuses_ranks),
+        cmocka_unit_test(lowered_to_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
