@@ -23,8 +23,8 @@
     "                                into the weights' image; docs/quantized-weights.md)\n" \
     "  --ranks N                     split the model over N MPI ranks (distribute,\n" \
     "                                Megatron-style; docs/distributed.md); default 1.\n" \
-    "                                print and dump show the split; programs of N > 1\n" \
-    "                                cannot be built yet\n" \
+    "                                build makes one executable for mpirun -np N; print\n" \
+    "                                and dump show the split\n" \
     "  -v, --verbose                 say what is done and how long it took\n" \
     "  --tokens T  --max-seq S       a folder's, GGUF's or checkpoint's graph: T tokens a\n" \
     "                                call (default 1), a KV cache of S rows\n" \
