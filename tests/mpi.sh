@@ -9,9 +9,9 @@
 # JIT run of several ranks are refused in one line; a rank that cannot
 # read its weights, and a rank killed while the other waits for it, end
 # the whole job within seconds with the rank named. Last, two ranks in two
-# network namespaces joined by a veth pair (Open MPI's TCP transport over
-# it); where the kernel forbids namespaces that test says so and is
-# skipped.
+# network namespaces joined by a veth pair (tests/mpi-netns.sh: Open MPI's
+# TCP transport over it); where the kernel forbids namespaces that test
+# says so on a "skip" line.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
@@ -114,7 +114,8 @@ else
 fi
 
 # ---- two network namespaces joined by a veth pair ------------------------------------
-sh tests/mpi-netns.sh "$T/llama-2" "$T/llama-1.tok" "$GEN" || fails=$((fails + 1))
+# shellcheck disable=SC2086
+sh tests/mpi-netns.sh "$T/llama-2" "$T/llama-1.tok" $GEN || fails=$((fails + 1))
 
 [ "$fails" = 0 ] && echo "mpi: ok" || echo "mpi: $fails failed"
 [ "$fails" = 0 ]

@@ -37,6 +37,7 @@ suite() {
     name=$1 show=$2 text=$3
     if sh "tests/$name.sh" >"$log/$name.out" 2>&1; then
         echo "ok    $name ($(grep -c '^ok' "$log/$name.out") $text)"
+        grep '^skip' "$log/$name.out"           # what a suite could not test here, said
     else
         echo "FAIL  $name"
         if [ "$show" = all ]; then cat "$log/$name.out"; else grep -v '^ok' "$log/$name.out"; fi
