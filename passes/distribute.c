@@ -339,7 +339,7 @@ static void node(Dist *ds, Node *n)
 
 static int64_t gcd(int64_t x, int64_t y) { return y ? gcd(y, x % y) : x; }
 
-/* "1, 2, 4 and 8": the rank counts that split every dimension. */
+/* "1, 2, 4, 8": the rank counts that split every dimension split. */
 static const char *advice(Dist *ds)
 {
     int64_t g = 0;
@@ -382,10 +382,10 @@ static int64_t calls_tokens(const Module *m)
 static void note_distribution(Dist *ds)
 {
     Module *m = ds->m;
-    int64_t held = 0, whole = 0, sum = 0, gathered = 0;
+    int64_t held = 0, all = 0, sum = 0, gathered = 0;
     for (int i = 0; i < m->nweights; i++) {
         Node *w = m->weights[i];
-        whole += (int64_t)node_bytes(w) * (w->shard.ranks ? ds->N : 1);
+        all += (int64_t)node_bytes(w) * (w->shard.ranks ? ds->N : 1);
         held += (int64_t)node_bytes(w);
         if (w->shard.ranks)
             note_weight(ds, w);
@@ -402,8 +402,8 @@ static void note_distribution(Dist *ds)
             gathered += (int64_t)node_bytes(n);
         }
     }
-    ir_note(ds->a, &m->notes, "%d ranks: each holds %lld weight bytes of %lld (the sharded "
-            "weights' 1/%d and the whole ones)", ds->N, (long long)held, (long long)whole, ds->N);
+    ir_note(ds->a, &m->notes, "%d ranks: each holds %lld weight bytes of %lld (as f32: the sharded "
+            "weights' 1/%d and the whole ones)", ds->N, (long long)held, (long long)all, ds->N);
     ir_note(ds->a, &m->notes, "a call of %lld token(s) runs allreduce %d times (%lld bytes of "
             "results in all) and allgather %d times (%lld bytes)", (long long)calls_tokens(m), nsum,
             (long long)sum, ngather, (long long)gathered);

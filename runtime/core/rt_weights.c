@@ -13,7 +13,9 @@
  * quantized blocks byte for byte); any other is made exact f32 first
  * (16 bits widened; a GGUF's blocks widened by the info's dequantize,
  * rt_quant.h), then kept f32, rounded to 16 bits (to nearest even: lossy,
- * asked for by --weight-dtype), or quantized by the info's quantize. On
+ * asked for by --weight-dtype), or quantized by the info's quantize. A
+ * weight sharded over MPI ranks (rt_tensor_info.shard_of) is its whole
+ * shape in the file, and this rank (rt_ranks_now) reads its part only. On
  * error nothing stays allocated and dst[] is all NULL. Messages:
  *   W: 'w_up': shape [8960,1024] in the file, the model declares [8960,1536]
  *   W: weight 'w_up' is not in the file and has no init

@@ -44,8 +44,8 @@ static char *mp_room(size_t bytes)
     return mp_scratch;
 }
 
-/* Every rank's `bytes` at x into all, rank by rank (counts of MPI_BYTE
- * are int: a larger operand goes in pieces of 1 GiB a rank). */
+/* Every rank's `bytes` at x into all, rank by rank (MPI's counts are
+ * int: an operand over 1 GiB a rank ends the job, said). */
 static void mp_gather(char *all, const void *x, size_t bytes)
 {
     if (bytes <= (size_t)1 << 30) {
