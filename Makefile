@@ -24,7 +24,10 @@ CFLAGS ?= -O2 -g
 KILN_CFLAGS := -std=c11 -I. $(WARN) -fopenmp -D_XOPEN_SOURCE=700 -MMD -MP
 LDLIBS := -ljansson -ltcc -lnettle -lmicrohttpd -lpthread -ldl -lm
 
-SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c runtime/*/*.c))
+# The MPI part (runtime/mpi/) is not kiln's: only programs of several
+# ranks link it (with Open MPI); kiln compiles it alone, as a check.
+SRCS := $(sort $(wildcard ir/*.c frontend/*.c passes/*.c codegen/*.c \
+	$(filter-out runtime/mpi/%,$(wildcard runtime/*/*.c))))
 RT_SRCS := $(sort $(wildcard runtime/*/*.c runtime/*.h runtime/*/*.h))
 OBJS := $(SRCS:%.c=$(B)/%.o) $(B)/rt_text.o
 TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
@@ -37,8 +40,12 @@ all: $(KILN)
 CLI_OBJS := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard cli/*.c bench/*.c)))
 BENCH_OBJS := $(filter $(B)/bench/%,$(CLI_OBJS))
 
-$(KILN): $(CLI_OBJS) $(OBJS)
-	$(CC) $(CFLAGS) -fopenmp -o $@ $^ $(LDLIBS)
+$(KILN): $(CLI_OBJS) $(OBJS) $(B)/runtime/mpi/rt_mpi.o
+	$(CC) $(CFLAGS) -fopenmp -o $@ $(CLI_OBJS) $(OBJS) $(LDLIBS)
+
+$(B)/runtime/mpi/rt_mpi.o: runtime/mpi/rt_mpi.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) $$(mpicc --showme:compile) -c -o $@ $<
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -70,7 +77,8 @@ RT_PART_quant := runtime/rt_quant.h | runtime/core/rt_core.h runtime/quant/rt_qk
 RT_PART_jit := runtime/rt_jit.h |
 RT_PART_serve := runtime/rt_serve.h | runtime/core/rt_core.h runtime/rt_gen.h runtime/gen/rt_tok.h \
 	runtime/serve/rt_srv.h $(sort $(wildcard runtime/serve/*.c))
-RT_PARTS := core gen quant jit serve
+RT_PART_mpi := runtime/rt_mpi.h | $(sort $(wildcard runtime/mpi/*.c))
+RT_PARTS := core gen quant jit serve mpi
 $(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: $(RT_SRCS) Makefile
 	@mkdir -p $(@D)
 	@{ echo '/* generated from runtime/ by the Makefile */'; \
@@ -127,7 +135,8 @@ $(B)/tests/import_run.o: tests/unit/import_run.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -I. -c -o $@ $<
 
-$(B)/tests/test_import $(B)/tests/test_import_gguf: $(CKPT_OBJS) $(B)/tests/import_run.o
+$(B)/tests/test_import $(B)/tests/test_import_gguf $(B)/tests/test_distribute: $(CKPT_OBJS) \
+	$(B)/tests/import_run.o
 
 # GGUF files for the tests (tests/import/gguf_write.c), from the format's
 # specification.
@@ -175,10 +184,13 @@ test-import-big: $(KILN) $(B)/tests/mkckpt
 # qemu-user: tests/target.sh runs --target builds on CPU models without AVX-512.
 # pkgconf: tests/cli.sh links a --lib build through its NAME.pc.
 # libmicrohttpd-dev: the HTTP server of PROG serve (runtime/serve/).
+# Open MPI (libopenmpi-dev, openmpi-bin): mpicc and mpirun for programs built
+# with --ranks N > 1 and their tests; one-rank programs never use it.
 DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev qemu-user pkgconf \
-	libmicrohttpd-dev
+	libmicrohttpd-dev libopenmpi-dev openmpi-bin
 DEB_FILES := /usr/include/jansson.h /usr/include/libtcc.h /usr/include/cmocka.h \
 	/usr/include/nettle/sha2.h /usr/bin/qemu-x86_64 /usr/bin/pkg-config /usr/include/microhttpd.h \
+	/usr/bin/mpicc /usr/bin/mpirun \
 	/usr/lib/x86_64-linux-gnu/tcc/libtcc1.a
 deps:
 	@missing=0; for f in $(DEB_FILES); do [ -e $$f ] || missing=1; done; \

@@ -10,7 +10,8 @@
 #define MODEL_OPTS \
     "options of every model command:\n" \
     "  --stop-after PASS             run the pipeline up to PASS only\n" \
-    "  --disable-pass PASS           skip PASS (repeatable; not frontend, lower, codegen)\n" \
+    "  --disable-pass PASS           skip PASS (repeatable; not frontend, distribute,\n" \
+    "                                lower, codegen)\n" \
     "  --max-memory BYTES            fail when the intermediates need more (plan-memory)\n" \
     "  --machine SPEC                the figures tile and parallelize use, instead of\n" \
     "                                this machine's: l1d=48K,l2=2M,l3=32M,vector=64,cores=2\n" \
@@ -20,6 +21,10 @@
     "                                (rounded at load, lossy; docs/16-bit-weights.md), q8_0,\n" \
     "                                q4_0, q4_k, q6_k, q4_k_m (GGML's blocks, quantized once\n" \
     "                                into the weights' image; docs/quantized-weights.md)\n" \
+    "  --ranks N                     split the model over N MPI ranks (distribute,\n" \
+    "                                Megatron-style; docs/distributed.md); default 1.\n" \
+    "                                build makes one executable for mpirun -np N; print\n" \
+    "                                and dump show the split\n" \
     "  -v, --verbose                 say what is done and how long it took\n" \
     "  --tokens T  --max-seq S       a folder's, GGUF's or checkpoint's graph: T tokens a\n" \
     "                                call (default 1), a KV cache of S rows\n" \
@@ -90,7 +95,7 @@ static const char overview[] =
     "  check MODEL [CHECK OPTIONS]   run the reference, the cc build and the JIT on the\n"
     "                                same inputs; compare every output\n"
     "  print MODEL                   print the IR (.kir) after the last pass run\n"
-    "  dump MODEL --dump-dir DIR     write every stage: DIR/00-frontend.kir ... 09-codegen.c\n"
+    "  dump MODEL --dump-dir DIR     write every stage: DIR/00-frontend.kir ... 10-codegen.c\n"
     "  dump MODEL --after PASS       print one stage\n"
     "  opt FILE.kir --passes a,b     run passes on a dumped stage [-o OUT.kir]\n"
     "                                [--machine SPEC] (default: fixed figures)\n"
@@ -170,7 +175,7 @@ static const Usage usages[] = {
      "usage: kiln dump MODEL --dump-dir DIR [options]\n"
      "       kiln dump MODEL --after PASS [options]\n"
      "\n"
-     "Writes every stage of the pipeline, DIR/00-frontend.kir ... 09-codegen.c (made\n"
+     "Writes every stage of the pipeline, DIR/00-frontend.kir ... 10-codegen.c (made\n"
      "when missing), or prints the stage after PASS (kiln passes lists them).\n"
      MODEL_TEXT "\n" MODEL_OPTS "\n" EXIT_TEXT},
     {"opt",

@@ -26,6 +26,7 @@ typedef struct {
     Storage weight_store;           /* --weight-dtype: weights of rank >= 2 */
     int weight_auto;                /* --weight-dtype auto (the default) */
     int64_t chunk;                  /* a decoder's prefill variant: tokens a call */
+    int ranks;                      /* --ranks: MPI ranks (distribute); 1 by default */
     ImportOpts import;              /* MODEL a folder or GGUF: --tokens, --max-seq, --slots */
     const char *machine;            /* --machine SPEC; NULL: detect */
     const char *target;             /* --target LEVEL; NULL: native */
@@ -182,6 +183,13 @@ static int parse_opts(Opts *o, int argc, char **argv)
             if (machine_parse(&mc, v) != 0)
                 return cli_usage("--machine takes default or l1d=48K,l2=2M,l3=32M,vector=64,cores=2; got '%s'", v);
             o->machine = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--ranks"))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (!*v || *end || n < 1 || n > 1 << 20)
+                return cli_usage("--ranks takes a number of MPI ranks in [1, 1048576], got '%s'",
+                                 v);
+            o->ranks = (int)n;
         } else if ((v = cli_opt_value(argc, argv, &i, "--max-memory"))) {
             char *end;
             long long n = strtoll(v, &end, 10);
@@ -336,7 +344,7 @@ static int run_passes_on(Module **mp, const Opts *o, int need_loops, int program
     PassCtx cx = {.d = &d, .stop_after = o->stop_after, .disabled = o->disabled,
                   .ndisabled = o->ndisabled, .verify = 1, .after = after, .user = user,
                   .max_memory = o->max_memory, .weight_store = o->weight_store,
-                  .weight_stores = auto_stores(m, o)};
+                  .weight_stores = auto_stores(m, o), .ranks = o->ranks};
     machine_detect(&cx.machine);
     if (o->machine)
         machine_parse(&cx.machine, o->machine);
@@ -416,11 +424,13 @@ static int cmd_emit(Module *m, const Opts *o)
 /* The weights' image made ahead of the first run (runtime/core/rt_image.c):
  * the executable just built opens the weights kiln knows (--weights, or
  * the folder it remembers) with --prepare-weights. 0, or the exit status
- * of an executable that could not open them (its one line said why). */
+ * of an executable that could not open them (its one line said why). A
+ * program of several ranks prepares each rank's part at its first run
+ * under mpirun. */
 static int prepare_weights(Module *m, const char *exe, const Opts *o)
 {
     const char *w = weights_file(o), *cache = getenv("KILN_WEIGHTS_CACHE");
-    if (!w || (cache && !strcmp(cache, "off")))
+    if (!w || (cache && !strcmp(cache, "off")) || cg_ranks(m) > 1)
         return 0;
     char *path = strchr(exe, '/') ? (char *)exe : arena_printf(m->a, "./%s", exe);
     char *argv[] = {path, "--prepare-weights", "--weights", (char *)w, NULL};

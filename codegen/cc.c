@@ -382,11 +382,47 @@ static const char *part_text(Arena *a, int p)
                         cg_rt_parts[p].header, cg_rt_parts[p].body);
 }
 
-/* The command that compiles a part's src into obj (shell words): the
- * flags of executables, less what only the model's C reads. */
-static const char *part_command(Arena *a, const char *cflags, const char *obj, const char *src)
+/* Open MPI's flags, compile (`mpicc --showme:compile`) or link
+ * (`--showme:link`), with a space before them; asked once each. NULL
+ * when mpicc does not answer. */
+static const char *mpi_flags(int link)
 {
-    return arena_printf(a, "%s %s %s -c -o %s %s", cg_cc(), cflags, cflags_extra(), obj, src);
+    static char flags[2][2048];
+    static int asked[2];
+    if (!asked[link]) {
+        asked[link] = 1;
+        FILE *p = popen(link ? "mpicc --showme:link 2>/dev/null" : "mpicc --showme:compile 2>/dev/null",
+                        "r");
+        size_t n = p ? fread(flags[link] + 1, 1, sizeof flags[link] - 2, p) : 0;
+        int rc = p ? pclose(p) : -1;
+        if (rc != 0 || n == 0 || n == sizeof flags[link] - 2)
+            asked[link] = 2;
+        flags[link][0] = ' ';
+        flags[link][n + 1] = 0;
+        flags[link][strcspn(flags[link], "\n")] = 0;
+    }
+    return asked[link] == 1 ? flags[link] : NULL;
+}
+
+/* Open MPI's compile and link flags for a program of several ranks ("" for
+ * one rank, NULL when mpicc is missing). */
+static const char *mpi_words(Arena *a, const Module *m, int link)
+{
+    if (!(cg_rt_uses(m, CG_CC) >> CG_RT_MPI & 1))
+        return "";
+    const char *c = mpi_flags(0), *l = mpi_flags(1);
+    return c && l ? (link ? arena_printf(a, "%s%s", c, l) : c) : NULL;
+}
+
+/* The command that compiles a part's src into obj (shell words): the
+ * flags of executables, less what only the model's C reads; MPI's part
+ * with Open MPI's. */
+static const char *part_command(Arena *a, const char *cflags, int p, const char *obj,
+                                const char *src)
+{
+    const char *mpi = p == CG_RT_MPI ? mpi_flags(0) : "";
+    return arena_printf(a, "%s %s %s%s -c -o %s %s", cg_cc(), cflags, cflags_extra(),
+                        mpi ? mpi : "", obj, src);
 }
 
 /* The runtime as an executable links it: the parts a program uses, each
@@ -406,7 +442,8 @@ static void parts_plan(Arena *a, const Module *m, const char *dir, const char *w
     ps->uses = cg_rt_uses(m, CG_CC);
     for (int p = 0; p < CG_RT_NPARTS; p++)
         if (ps->uses >> p & 1)
-            ps->slot[p] = slot_of(dir, part_command(a, ps->cflags, "OBJ", "SRC"), who, part_text(a, p));
+            ps->slot[p] = slot_of(dir, part_command(a, ps->cflags, p, "OBJ", "SRC"), who,
+                                  part_text(a, p));
 }
 
 /* The keys of the parts, for the executable's own key. */
@@ -436,7 +473,7 @@ static int part_object(Arena *a, const CgBuild *b, Parts *ps, int p, Scratch *sc
                 "flags and this runtime)...\n", name);
     int rc = write_text(src, src, part_text(a, p), err);
     if (!rc)
-        rc = run(a, part_command(a, ps->cflags, shell_quote(a, obj), shell_quote(a, src)),
+        rc = run(a, part_command(a, ps->cflags, p, shell_quote(a, obj), shell_quote(a, src)),
                  scratch_path(sc, a, "cc.log"), err);
     if (!rc)
         keep(a, &ps->slot[p], b, 1, names, dests);
@@ -501,10 +538,10 @@ static const char *flags_define(Arena *a, const char *cflags)
 static const char *exe_command(Arena *a, const Module *m, const CgBuild *b, const char *out,
                                const char *src, const char *objs)
 {
-    const char *cflags = cg_cflags(a, m);
-    return arena_printf(a, "%s %s%s%s %s -o %s %s%s -lm%s", cg_cc(), cflags,
+    const char *cflags = cg_cflags(a, m), *mpi = mpi_words(a, m, 1);
+    return arena_printf(a, "%s %s%s%s %s -o %s %s%s -lm%s%s", cg_cc(), cflags,
                         machine_flag(a, b->machine), flags_define(a, cflags), cflags_extra(), out,
-                        src, objs, cg_rt_libs(cg_rt_uses(m, CG_CC)));
+                        src, objs, cg_rt_libs(cg_rt_uses(m, CG_CC)), mpi ? mpi : "");
 }
 
 /* The parts' objects as shell words, each after a space. */
@@ -546,6 +583,9 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
     static const char *const names[] = {"exe"};
     Arena *a = m->a;
     char *tmp;
+    if (!mpi_words(a, m, 1))
+        return rt_errf(err, RT_EIO, "a program of %d ranks needs Open MPI's mpicc, which does not "
+                       "answer (make deps installs libopenmpi-dev and openmpi-bin)", cg_ranks(m));
     const char *dest = regular_dest(a, out, err);
     if (!dest || check_dest(dest, err) || temp_beside(a, dest, &tmp, err))
         return err->code;

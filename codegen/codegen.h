@@ -19,7 +19,7 @@ typedef enum { CG_CC, CG_JIT } CgFlavour;
 
 /* ---- the runtime's parts as C text (rt_text.c, which the Makefile
  * makes from runtime/; runtime/kiln_rt.h says what each part holds) ---- */
-enum { CG_RT_CORE, CG_RT_GEN, CG_RT_QUANT, CG_RT_JIT, CG_RT_SERVE, CG_RT_NPARTS };
+enum { CG_RT_CORE, CG_RT_GEN, CG_RT_QUANT, CG_RT_JIT, CG_RT_SERVE, CG_RT_MPI, CG_RT_NPARTS };
 typedef struct {
     const char *name;            /* its folder under runtime/: "core" */
     const char *header;          /* its public header, as C text */
@@ -35,12 +35,16 @@ extern const CgRtPart cg_rt_parts[CG_RT_NPARTS];
  * its weights are a GGUF's (m->folder_weights: their blocks may need
  * widening, rt_dequantize), and always in the JIT flavour (kiln's own
  * symbols); the JIT's in the JIT flavour; serving for a slotted decoder of
- * more than one slot (its batch variant), in the cc flavour. */
+ * more than one slot (its batch variant), in the cc flavour; MPI's for a
+ * program of several ranks (cg_ranks). */
 unsigned cg_rt_uses(const Module *m, CgFlavour fl);
 /* The libraries a program of those parts links beyond libm and OpenMP,
  * as words each after a space: " -lmicrohttpd -lpthread" with the
- * serving part, else "". */
+ * serving part, else "" (Open MPI's come from mpicc, codegen/cc.c). */
 const char *cg_rt_libs(unsigned uses);
+/* The MPI ranks m's program runs on: its collectives' (1 without one);
+ * above 1 the program carries the MPI part and its main is rt_mpi_main. */
+int cg_ranks(const Module *m);
 /* Writes the C program of a lowered module. Deterministic: the same
  * module gives the same bytes. CG_CC: one self-contained file, the
  * runtime parts it uses pasted in (static); CG_JIT: their headers only. */

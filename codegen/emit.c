@@ -37,8 +37,9 @@ static void info_row(FILE *f, const rt_tensor_info *t, const char *data, int qua
     /* how it is held: 16-bit or quantized for a weight of --weight-dtype */
     static const char *const stores[] = {"RT_F32", "RT_F32", "RT_BF16", "RT_F16", "RT_Q8_0",
                                          "RT_Q4_0", "RT_Q4_K", "RT_Q6_K"};
-    fprintf(f, ", %s, %s, %lld, %s},\n", stores[t->store], storage_block((Storage)t->store) ?
-            "rt_quantize" : "NULL", (long long)t->panel, quant ? "rt_dequantize" : "NULL");
+    fprintf(f, ", %s, %s, %lld, %s, %d, %lld},\n", stores[t->store],
+            storage_block((Storage)t->store) ? "rt_quantize" : "NULL", (long long)t->panel,
+            quant ? "rt_dequantize" : "NULL", t->shard_axis, (long long)t->shard_of);
 }
 
 static void table(FILE *f, const char *name, const rt_tensor_info *t, int n, int quant)
@@ -489,7 +490,10 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
     }
     fprintf(f, ",\n    %s,\n    %s,\n};\n", batch,
             cg_rt_uses(m, fl) >> CG_RT_SERVE & 1 ? "rt_serve" : "NULL");
-    if (fl == CG_CC)
+    if (fl == CG_CC && cg_ranks(m) > 1)
+        fprintf(f, "\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
+                "    return rt_mpi_main(argc, argv, &kiln_model, %d);\n}\n#endif\n", cg_ranks(m));
+    else if (fl == CG_CC)
         fputs("\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
               "    return rt_main(argc, argv, &kiln_model);\n}\n#endif\n", f);
 }
@@ -501,10 +505,22 @@ const char *cg_rt_libs(unsigned uses)
     return uses >> CG_RT_SERVE & 1 ? " -lmicrohttpd -lpthread" : "";
 }
 
+int cg_ranks(const Module *m)
+{
+    int n = 1;
+    for (int i = 0; i < m->nnodes; i++)
+        if ((m->nodes[i]->op == OP_ALLREDUCE || m->nodes[i]->op == OP_ALLGATHER) &&
+            attr_i(m->nodes[i], "ranks") > n)
+            n = (int)attr_i(m->nodes[i], "ranks");
+    return n;
+}
+
 unsigned cg_rt_uses(const Module *m, CgFlavour fl)
 {
     IrDecoder dec;
     unsigned uses = 1u << CG_RT_CORE;
+    if (cg_ranks(m) > 1)
+        uses |= 1u << CG_RT_MPI;
     if (ir_decoder(m, &dec) && dec.tokens == 1)
         uses |= 1u << CG_RT_GEN;
     if (fl == CG_CC && ir_decoder(m, &dec) && dec.tokens == 1 && dec.slots > 1 &&

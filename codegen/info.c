@@ -14,6 +14,10 @@ static void fill(rt_tensor_info *t, const Node *n)
     memcpy(t->dims, n->dims, sizeof t->dims[0] * (size_t)n->rank);
     t->count = node_count(n);
     t->hi = 1;
+    if (n->shard.ranks) {
+        t->shard_axis = n->shard.axis;
+        t->shard_of = n->shard.of;
+    }
 }
 
 static rt_tensor_info *table(const Module *m, Node *const *v, int n)

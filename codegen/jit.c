@@ -42,6 +42,12 @@ static int relocate(TCCState *s)
 CgJit *cg_jit_new(const Module *m, rt_err *err)
 {
     double t0 = rt_now();
+    if (cg_ranks(m) > 1) {
+        rt_errf(err, RT_EUSAGE, "a program of %d ranks runs under MPI, not in the JIT: build it "
+                "(kiln build --ranks %d) and run it with mpirun -np %d", cg_ranks(m), cg_ranks(m),
+                cg_ranks(m));
+        return NULL;
+    }
     const char *src = cg_emit_string(m, CG_JIT);
     CgJit *j = calloc(1, sizeof *j);
     if (!j || !(j->s = tcc_new())) {

@@ -148,6 +148,28 @@ static void attn(CgCx *cx, const Stmt *s)
 /* rt_gemm(m, n, k, &A[...], lda, &B[...], ldb, &C[...], ldc): the runtime's
  * micro-kernel (pasted, so cc inlines it; a symbol for libtcc);
  * rt_gemm_bf16 or rt_gemm_f16 when B is a 16-bit weight. */
+/* rt_mpi_allreduce(y, x, n) or rt_mpi_allgather(y, x, outer, row, 4):
+ * x's elements before the gathered axis (outer) and from it (row). */
+static void collective(CgCx *cx, const Stmt *s)
+{
+    const Buf *y = s->tiles[0].buf, *x = s->tiles[1].buf;
+    int ax = 0;
+    while (ax < x->rank - 1 && x->dims[ax] == y->dims[ax])
+        ax++;
+    if (s->call == CALL_ALLREDUCE)
+        fprintf(cx->f, "rt_mpi_allreduce(&");
+    else
+        fprintf(cx->f, "rt_mpi_allgather(&");
+    cg_access(cx, s->tiles[0].buf, s->tiles[0].idx);
+    fputs(", &", cx->f);
+    cg_access(cx, s->tiles[1].buf, s->tiles[1].idx);
+    if (s->call == CALL_ALLREDUCE)
+        fprintf(cx->f, ", %lld);\n", (long long)shape_count(x->rank, x->dims));
+    else
+        fprintf(cx->f, ", %lld, %lld, 4);\n", (long long)shape_count(ax, x->dims),
+                (long long)shape_count(x->rank - ax, x->dims + ax));
+}
+
 static void call(CgCx *cx, const Stmt *s, int depth)
 {
     static const int order[3] = {1, 2, 0};   /* A, B, then C, the one written */
@@ -159,6 +181,10 @@ static void call(CgCx *cx, const Stmt *s, int depth)
     }
     if (s->call == CALL_ATTN) {
         attn(cx, s);
+        return;
+    }
+    if (s->call == CALL_ALLREDUCE || s->call == CALL_ALLGATHER) {
+        collective(cx, s);
         return;
     }
     ir_tile_matrix(&s->tiles[1], &m, &k, &ld);

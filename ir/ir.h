@@ -224,6 +224,15 @@ typedef struct {
     float *data;           /* DATA: shape_count elements, row-major */
 } Init;
 
+/* A weight's or state's part on each rank of a distributed graph
+ * (passes/distribute.c): rank r holds elements [r * len, (r + 1) * len)
+ * of axis `axis` of the whole tensor, len = dims[axis] = of / ranks.
+ * ranks 0: the whole tensor, the same on every rank. */
+typedef struct {
+    int ranks, axis;
+    int64_t of;
+} Shard;
+
 struct Node {
     OpKind op;
     int id;                       /* dense %id in dumps, node order */
@@ -237,6 +246,7 @@ struct Node {
     const char *where;            /* JSON path, e.g. "nodes[3]" */
     int index;                    /* position among inputs/weights/states */
     Init init;                    /* weights only */
+    Shard shard;                  /* weights and states only */
     double value;                 /* OP_CONST only */
     Buf *buf;                     /* set by lowering: where the value lives */
 };
@@ -332,6 +342,8 @@ struct RefCx {
     Module *m;
     Tensor *t;                    /* by node id */
     char err[512];
+    int rank, nranks;             /* this context's rank of nranks */
+    RefCx *peers;                 /* every rank's context, by rank */
 };
 /* Tensor of an operand; of n itself with ref_out. */
 Tensor *ref_in(RefCx *cx, const Node *n, int i);
@@ -344,6 +356,14 @@ int ref_fail(RefCx *cx, const Node *n, const char *fmt, ...)
 int ref_run(Module *m, Tensor *const *inputs, Tensor *const *weights,
             Tensor *const *states, Tensor *const *outputs, char *err,
             size_t errlen);
+/* ref_run simulating nranks MPI ranks, for a graph whose collectives span
+ * them (a distributed program's graph): every rank runs m on the same
+ * inputs, rank r on weights[r] and states[r], in lockstep node by node; a
+ * collective reads its operand from every rank. outputs get rank 0's.
+ * ref_run is ref_run_ranks at nranks = 1. */
+int ref_run_ranks(Module *m, int nranks, Tensor *const *inputs,
+                  Tensor *const *const *weights, Tensor *const *const *states,
+                  Tensor *const *outputs, char *err, size_t errlen);
 Tensor *tensor_new(const Node *n);        /* malloc'd, zeroed */
 /* A malloc'd Tensor of n's shape over caller data (not owned; NULL when
  * out of memory); tensor_free must not be used on it, free() is. */
@@ -490,8 +510,15 @@ typedef struct {
  *                  softmax over blocks of keys in an order fixed by the
  *                  arguments alone (rt_attn, runtime/kiln_rt.h). Args: p0
  *                  and hi integers, window an INT, scale and softcap FLTs
- *                  (softcap 0: none). */
-typedef enum { CALL_GEMM, CALL_QGEMM, CALL_ATTN, CALL_COUNT } CallKind;
+ *                  (softcap 0: none).
+ *   allreduce(Y, X) Y = the sum over the program's MPI ranks of each
+ *                  rank's X, added in rank order (runtime/rt_mpi.h); whole
+ *                  dense buffers of one shape, f32.
+ *   allgather(Y, X) Y = the ranks' X one after another along the one axis
+ *                  where Y is N times X (N ranks); whole dense buffers. */
+typedef enum {
+    CALL_GEMM, CALL_QGEMM, CALL_ATTN, CALL_ALLREDUCE, CALL_ALLGATHER, CALL_COUNT
+} CallKind;
 typedef struct {
     const char *name;             /* in .kir, and the runtime's rt_NAME */
     int ntiles;

@@ -257,6 +257,8 @@ const CallDesc call_table[CALL_COUNT] = {
     [CALL_GEMM] = {"gemm", 3, 0, 0},
     [CALL_QGEMM] = {"qgemm", 3, 0, 0},
     [CALL_ATTN] = {"attn", 4, 5, 0},
+    [CALL_ALLREDUCE] = {"allreduce", 2, 0, 0},
+    [CALL_ALLGATHER] = {"allgather", 2, 0, 0},
 };
 
 Stmt *s_call_args(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles,
@@ -361,6 +363,46 @@ static const char *attn_refusal(Arena *a, const Tile *t, Expr **args)
     return NULL;
 }
 
+/* Tile t covers its whole buffer, laid out row-major without gaps. */
+static int whole_dense(const Tile *t)
+{
+    const Buf *b = t->buf;
+    int64_t stride = 1;
+    for (int d = b->rank - 1; d >= 0; d--) {
+        if (t->ext[d] != b->dims[d] || b->strides[d] != stride || t->idx[d]->kind != E_INT ||
+            t->idx[d]->i != 0)
+            return 0;
+        stride *= b->dims[d];
+    }
+    return 1;
+}
+
+/* allreduce(Y, X): one shape, f32; allgather(Y, X): one dtype, Y N >= 2
+ * times X along exactly one axis. */
+static const char *collective_refusal(Arena *a, const Stmt *s)
+{
+    const Tile *t = s->tiles;
+    const char *name = call_table[s->call].name;
+    for (int i = 0; i < 2; i++)
+        if (!whole_dense(&t[i]))
+            return arena_printf(a, "tile %d of %s (b%d) is not its whole dense buffer", i, name,
+                                t[i].buf->id);
+    if (ir_storage(t[0].buf) == ir_storage(t[1].buf))
+        return arena_printf(a, "%s writes b%d, which it reads", name, t[0].buf->id);
+    if (t[0].buf->dtype != t[1].buf->dtype || t[0].buf->rank != t[1].buf->rank ||
+        (s->call == CALL_ALLREDUCE && t[0].buf->dtype != DT_F32))
+        return arena_printf(a, "%s of b%d into b%d: the types do not agree", name, t[1].buf->id,
+                            t[0].buf->id);
+    int differ = 0;
+    for (int d = 0; d < t[0].buf->rank; d++)
+        if (t[0].buf->dims[d] != t[1].buf->dims[d])
+            differ += t[0].buf->dims[d] % t[1].buf->dims[d] ? 2 : 1;
+    if (s->call == CALL_ALLREDUCE ? differ != 0 : differ != 1)
+        return arena_printf(a, "%s of b%d into b%d: the shapes do not agree", name, t[1].buf->id,
+                            t[0].buf->id);
+    return NULL;
+}
+
 const char *ir_call_refusal(Arena *a, const Stmt *s)
 {
     const CallDesc *d = &call_table[s->call];
@@ -368,6 +410,8 @@ const char *ir_call_refusal(Arena *a, const Stmt *s)
         return arena_printf(a, "%s takes %d tiles, not %d", d->name, d->ntiles, s->ntiles);
     if (s->nargs != d->nargs)
         return arena_printf(a, "%s takes %d arguments, not %d", d->name, d->nargs, s->nargs);
+    if (s->call == CALL_ALLREDUCE || s->call == CALL_ALLGATHER)
+        return collective_refusal(a, s);
     for (int i = 0; i < s->ntiles; i++) {
         const Tile *t = &s->tiles[i];
         if (t->buf->dtype != DT_F32)
@@ -396,6 +440,8 @@ double ir_call_flops(const Stmt *s)
     if (s->call == CALL_ATTN)     /* every row against every key: an upper bound */
         return 4.0 * (double)s->tiles[1].ext[0] * (double)s->tiles[1].ext[1] *
                (double)s->tiles[2].ext[0] * (double)s->tiles[1].ext[2];
+    if (s->call == CALL_ALLREDUCE || s->call == CALL_ALLGATHER)
+        return 0;                 /* communication: the other ranks' adds are theirs */
     if (!ir_tile_matrix(&s->tiles[1], &m, &k, &ld) || !ir_tile_matrix(&s->tiles[0], &m, &n, &ld))
         return 0;
     return 2.0 * (double)m * (double)n * (double)k;

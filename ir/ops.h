@@ -9,7 +9,7 @@ extern const AttrSpec no_attrs[], gelu_attrs[], matmul_attrs[],
     rmsnorm_attrs[], layernorm_attrs[], batchnorm_attrs[], softmax_attrs[],
     reduce_attrs[], argmax_attrs[], topk_attrs[], reshape_attrs[],
     transpose_attrs[], concat_attrs[], slice_attrs[], rope_attrs[],
-    attention_attrs[], moe_attrs[];
+    attention_attrs[], moe_attrs[], allreduce_attrs[], allgather_attrs[];
 
 #define OP_FNS(x)                                                           \
     int infer_##x(InferCx *cx, Node *n);                                    \
@@ -21,7 +21,7 @@ OP_FNS(rmsnorm) OP_FNS(layernorm) OP_FNS(batchnorm) OP_FNS(softmax)
 OP_FNS(reduce) OP_FNS(argmax) OP_FNS(topk)
 OP_FNS(reshape) OP_FNS(transpose) OP_FNS(concat) OP_FNS(slice)
 OP_FNS(embedding) OP_FNS(rope) OP_FNS(attention) OP_FNS(cache_write)
-OP_FNS(moe)
+OP_FNS(moe) OP_FNS(allreduce) OP_FNS(allgather)
 #undef OP_FNS
 
 /* infer helpers (infer.c). Each reports with diag() at the operand's

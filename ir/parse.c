@@ -121,7 +121,29 @@ static void init(Parser *ps, Node *n)
     }
 }
 
-/* leaf = ("input" | "weight" | "state") %N STRING ":" type [init] NL */
+/* shard = "shard" "(" "axis" "=" INT "," "of" "=" INT "," "ranks" "=" INT ")":
+ * axis in range, ranks >= 2, the leaf's dim there of / ranks. */
+static void shard(Parser *ps, Node *n)
+{
+    int64_t v[3];
+    static const char *const key[] = {"axis", "of", "ranks"};
+    kir_expect(ps, "(");
+    for (int i = 0; i < 3; i++) {
+        if (i)
+            kir_expect(ps, ",");
+        kir_expect(ps, key[i]);
+        kir_expect(ps, "=");
+        v[i] = kir_int(ps, "an integer");
+    }
+    kir_expect(ps, ")");
+    if (v[0] < 0 || v[0] >= n->rank || v[2] < 2 || v[2] > 1 << 20 ||
+        n->dims[v[0]] * v[2] != v[1])
+        kir_fail(ps, "shard(axis=%lld, of=%lld, ranks=%lld) does not fit the %s's shape",
+                 (long long)v[0], (long long)v[1], (long long)v[2], op_table[n->op].name);
+    n->shard = (Shard){(int)v[2], (int)v[0], v[1]};
+}
+
+/* leaf = ("input" | "weight" | "state") %N STRING ":" type [shard] [init] NL */
 static void leaf(Parser *ps, OpKind op)
 {
     node_id(ps);
@@ -131,6 +153,11 @@ static void leaf(Parser *ps, OpKind op)
     kir_type(ps, &n->dtype, &n->rank, n->dims);
     if (op != OP_INPUT && n->dtype != DT_F32)
         kir_fail(ps, "a %s is f32", op_table[op].name);
+    if (kir_accept(ps, "shard")) {
+        if (op == OP_INPUT)
+            kir_fail(ps, "only weights and states take a shard");
+        shard(ps, n);
+    }
     if (kir_accept(ps, "init")) {
         if (op != OP_WEIGHT)
             kir_fail(ps, "only weights take an init");

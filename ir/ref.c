@@ -89,52 +89,78 @@ static int alloc_value(RefCx *cx, Node *n, char **owned)
     return 0;
 }
 
+/* Node i of rank cx->rank: a leaf shares the caller's tensor, a value is
+ * allocated (owned[i]) and computed. */
+static int run_node(RefCx *cx, Node *n, Tensor *const *inputs, Tensor *const *weights,
+                    Tensor *const *states, char **owned)
+{
+    int i = n->id;
+    switch (n->op) {
+    case OP_INPUT: share(&cx->t[i], inputs[n->index]); return 0;
+    case OP_WEIGHT: share(&cx->t[i], weights[n->index]); return 0;
+    case OP_STATE: share(&cx->t[i], states[n->index]); return 0;
+    case OP_CACHE_WRITE:           /* writes the state in place, yields it */
+        share(&cx->t[i], &cx->t[n->in[0]->id]);
+        return op_table[n->op].ref(cx, n);
+    default:
+        if (alloc_value(cx, n, &owned[i]) != 0) {
+            snprintf(cx->err, sizeof cx->err, "out of memory");
+            return -1;
+        }
+        if (n->op == OP_CONST) {
+            cx->t[i].f[0] = (float)n->value;
+            return 0;
+        }
+        return op_table[n->op].ref(cx, n);
+    }
+}
+
 int ref_run(Module *m, Tensor *const *inputs, Tensor *const *weights,
             Tensor *const *states, Tensor *const *outputs, char *err,
             size_t errlen)
 {
-    RefCx cx = {m, calloc((size_t)m->nnodes + 1, sizeof(Tensor)), ""};
-    char **owned = calloc((size_t)m->nnodes + 1, sizeof *owned);
-    int rc = 0;
-    if (!cx.t || !owned) {
-        snprintf(cx.err, sizeof cx.err, "out of memory");
-        rc = -1;
+    return ref_run_ranks(m, 1, inputs, &weights, &states, outputs, err, errlen);
+}
+
+/* The ranks run node 0 each, then node 1 each, ...: a collective at node
+ * i finds its operand computed on every rank. */
+int ref_run_ranks(Module *m, int nranks, Tensor *const *inputs,
+                  Tensor *const *const *weights, Tensor *const *const *states,
+                  Tensor *const *outputs, char *err, size_t errlen)
+{
+    RefCx *cx = calloc((size_t)nranks, sizeof *cx);
+    char **owned = calloc((size_t)nranks * ((size_t)m->nnodes + 1), sizeof *owned);
+    int rc = cx && owned ? 0 : -1;
+    for (int r = 0; r < nranks && rc == 0; r++) {
+        cx[r] = (RefCx){m, calloc((size_t)m->nnodes + 1, sizeof(Tensor)), "", r, nranks, cx};
+        if (!cx[r].t)
+            rc = -1;
     }
-    for (int i = 0; i < m->nnodes && rc == 0; i++) {
-        Node *n = m->nodes[i];
-        switch (n->op) {
-        case OP_INPUT: share(&cx.t[i], inputs[n->index]); break;
-        case OP_WEIGHT: share(&cx.t[i], weights[n->index]); break;
-        case OP_STATE: share(&cx.t[i], states[n->index]); break;
-        case OP_CACHE_WRITE:       /* writes the state in place, yields it */
-            share(&cx.t[i], &cx.t[n->in[0]->id]);
-            rc = op_table[n->op].ref(&cx, n);
-            break;
-        default:
-            if (alloc_value(&cx, n, &owned[i]) != 0) {
-                snprintf(cx.err, sizeof cx.err, "out of memory");
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory");
+    for (int i = 0; i < m->nnodes && rc == 0; i++)
+        for (int r = 0; r < nranks && rc == 0; r++)
+            if (run_node(&cx[r], m->nodes[i], inputs, weights[r], states[r],
+                         owned + (size_t)r * ((size_t)m->nnodes + 1)) != 0) {
                 rc = -1;
-                break;
+                if (nranks > 1)
+                    snprintf(err, errlen, "rank %d: %s", r, cx[r].err);
+                else
+                    snprintf(err, errlen, "%s", cx[r].err);
             }
-            if (n->op == OP_CONST)
-                cx.t[i].f[0] = (float)n->value;
-            else
-                rc = op_table[n->op].ref(&cx, n);
-        }
-    }
     for (int i = 0; i < m->noutputs && rc == 0; i++) {
-        const Tensor *src = &cx.t[m->outputs[i]->id];
+        const Tensor *src = &cx[0].t[m->outputs[i]->id];
         Tensor *dst = outputs[i];
         if (dst->f)
             memcpy(dst->f, src->f, (size_t)src->count * 4);
         else
             memcpy(dst->i, src->i, (size_t)src->count * 4);
     }
-    if (rc != 0)
-        snprintf(err, errlen, "%s", cx.err);
-    for (int i = 0; owned && i < m->nnodes; i++)
+    for (int i = 0; owned && cx && i < nranks * (m->nnodes + 1); i++)
         free(owned[i]);
+    for (int r = 0; cx && r < nranks; r++)
+        free(cx[r].t);
     free(owned);
-    free(cx.t);
+    free(cx);
     return rc;
 }

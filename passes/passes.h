@@ -55,6 +55,8 @@ struct PassCtx {
      * index, replaces it when not NULL. */
     Storage weight_store;
     const Storage *weight_stores;
+    /* --ranks: MPI ranks the program runs on (distribute); 0 or 1: one. */
+    int ranks;
 };
 
 typedef struct {
@@ -75,6 +77,7 @@ int pass_pipeline(Module *m, PassCtx *cx);
 
 /* ---- the passes, one file each, in pipeline order ---------------------- */
 int pass_simplify(Module *m, PassCtx *cx);       /* simplify.c */
+int pass_distribute(Module *m, PassCtx *cx);     /* distribute.c */
 int pass_lower(Module *m, PassCtx *cx);          /* lower.c */
 /* How lower holds weight w (rank >= 2) of m when --weight-dtype asks for
  * st: q4_k_m's choice for w (q4_k or q6_k, as llama.cpp's Q4_K_M), then,

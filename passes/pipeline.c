@@ -9,6 +9,8 @@ const PassDesc pass_table[] = {
     {"frontend", LEVEL_GRAPH, 1, NULL, "parse, validate, infer shapes"},
     {"simplify", LEVEL_GRAPH, 0, pass_simplify,
      "fold constants, remove dead nodes, fold transposes into matmul, merge reshapes"},
+    {"distribute", LEVEL_GRAPH, 1, pass_distribute,
+     "split the graph over --ranks MPI ranks, Megatron-style, with collectives"},
     {"lower", LEVEL_LOWER, 1, pass_lower, "one loop nest per op"},
     {"canonicalize-memrefs", LEVEL_LOOP, 0, pass_canonicalize_memrefs,
      "reshape, transpose, slice, concat as index maps over strided memrefs, not copies"},

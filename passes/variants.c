@@ -53,12 +53,22 @@ static void same_derived(const Module *lead, const Module *m, int i)
     }
 }
 
+/* Leaf x's dim d as the model declares it: a sharded leaf's whole size
+ * (distribute has run on one variant, not yet on the other). */
+static int64_t whole_dim(const Node *x, int d)
+{
+    return x->shard.ranks && d == x->shard.axis ? x->shard.of : x->dims[d];
+}
+
 static int same_leaves(Node *const *x, Node *const *y, int n)
 {
-    for (int i = 0; i < n; i++)
-        if (strcmp(x[i]->name, y[i]->name) || x[i]->rank != y[i]->rank ||
-            memcmp(x[i]->dims, y[i]->dims, sizeof x[i]->dims[0] * (size_t)x[i]->rank))
+    for (int i = 0; i < n; i++) {
+        if (strcmp(x[i]->name, y[i]->name) || x[i]->rank != y[i]->rank)
             return 0;
+        for (int d = 0; d < x[i]->rank; d++)
+            if (whole_dim(x[i], d) != whole_dim(y[i], d))
+                return 0;
+    }
     return 1;
 }
 

@@ -8,7 +8,9 @@
  *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k);
  *   jit/   rt_jit.h's: vector programs, which only JIT code calls;
  *   serve/ rt_serve.h's: `PROG serve`, an OpenAI-compatible server (slotted
- *          decoders; it alone links a library, libmicrohttpd, and pthreads).
+ *          decoders; it links a library, libmicrohttpd, and pthreads).
+ *   mpi/   rt_mpi.h's: the main and collectives of a program of several
+ *          MPI ranks (Open MPI, and only in such programs).
  * Each part's internal header (core/rt_core.h, gen/rt_tok.h,
  * serve/rt_srv.h) is for its own files, never for generated code.
  * The runtime is compiled into kiln (for the reference interpreter's data,
@@ -91,7 +93,27 @@ typedef struct {
      * when it is held otherwise (rt_dequantize, of the quantized part;
      * NULL in a program without it: such a tensor is refused by name) */
     void (*dequantize)(int store, const void *src, float *dst, int64_t n);
+    /* weights of a program of several MPI ranks (kiln build --ranks N):
+     * this rank holds part rt_ranks_now()->rank of axis shard_axis of the
+     * file's tensor, which is shard_of long there (dims[shard_axis] each);
+     * shard_of 0: the whole tensor */
+    int shard_axis;
+    int64_t shard_of;
 } rt_tensor_info;
+
+/* ---- ranks (rt_ranks.c) --------------------------------------------------- */
+/* Which MPI rank this process is: rank 0 of 1 unless the MPI part
+ * (rt_mpi.h: rt_mpi_main) says otherwise before anything loads. The
+ * loader reads a sharded weight's part by it, the weights' image is kept
+ * per rank, only rank 0 writes outputs and prints generated text, and
+ * generation takes rank 0's tokens (bcast; NULL with one rank). */
+typedef struct {
+    int rank, size;
+    /* rank 0's `bytes` at buf into every rank's buf: 0, or an RT_* status */
+    int (*bcast)(void *buf, int64_t bytes);
+} rt_ranks;
+RT_API void rt_ranks_set(const rt_ranks *r);
+RT_API const rt_ranks *rt_ranks_now(void);
 
 /* ---- memory (rt_mem.c) -------------------------------------------------- */
 RT_API void *rt_alloc(size_t bytes);           /* 64-byte aligned, zeroed */

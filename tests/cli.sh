@@ -111,15 +111,15 @@ for tool in "$MKCKPT" "$REFGEN"; do        # the test tools answer --help too
 done
 expect 0 "kiln dump --dump-dir" "$KILN" dump tests/models/linear.json --dump-dir "$T/dump"
 n=$(ls "$T/dump" | wc -l)
-[ "$n" = 10 ] && [ -f "$T/dump/00-frontend.kir" ] && [ -f "$T/dump/09-codegen.c" ] &&
-    ok "  00-frontend.kir ... 09-codegen.c" || bad "  00-frontend.kir ... 09-codegen.c ($n files)"
+[ "$n" = 11 ] && [ -f "$T/dump/00-frontend.kir" ] && [ -f "$T/dump/10-codegen.c" ] &&
+    ok "  00-frontend.kir ... 10-codegen.c" || bad "  00-frontend.kir ... 10-codegen.c ($n files)"
 expect 0 "kiln dump --after lower" "$KILN" dump tests/models/linear.json --after lower
 grep -q "^prog linear" "$T/out" && ok "  prints the loop IR" || bad "  prints the loop IR"
 # hoist-weights moves nothing in llama2-step, only its notes differ
 expect 0 "kiln dump --after hoist-weights" "$KILN" dump examples/llama2-step.json --after hoist-weights
-grep -q "after 04-hoist-weights (unchanged)" "$T/out" && ok "  says (unchanged)" || bad "  says (unchanged)"
+grep -q "after 05-hoist-weights (unchanged)" "$T/out" && ok "  says (unchanged)" || bad "  says (unchanged)"
 expect 0 "kiln dump --after fuse" "$KILN" dump examples/llama2-step.json --after fuse
-grep -q "after 05-fuse (changed)" "$T/out" && ok "  says (changed)" || bad "  says (changed)"
+grep -q "after 06-fuse (changed)" "$T/out" && ok "  says (changed)" || bad "  says (changed)"
 expect 1 "--max-memory below the plan's peak" "$KILN" build examples/mlp.json --max-memory 1000 -o "$T/never"
 says "more than --max-memory 1000"
 [ ! -e "$T/never" ] && ok "  nothing built" || bad "  nothing built"

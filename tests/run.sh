@@ -15,7 +15,8 @@
 #      batched decode (tests/batch.sh, with $MKCKPT), chat on a
 #      pseudo-terminal (tests/chat.sh, with $MKCKPT and $PTYRUN), the
 #      OpenAI-compatible server with curl (tests/serve.sh, with $MKCKPT; the
-#      openai npm client when reachable);
+#      openai npm client when reachable), programs of several MPI ranks
+#      under mpirun (tests/mpi.sh, with $MKCKPT);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -42,6 +43,7 @@ suite() {
     name=$1 show=$2 text=$3
     if sh "tests/$name.sh" >"$log/$name.out" 2>&1; then
         echo "ok    $name ($(grep -c '^ok' "$log/$name.out") $text)"
+        grep '^skip' "$log/$name.out"           # what a suite could not test here, said
     else
         echo "FAIL  $name"
         if [ "$show" = all ]; then cat "$log/$name.out"; else grep -v '^ok' "$log/$name.out"; fi
@@ -65,6 +67,7 @@ suite sample fails "checks: top-k 1 is greedy, seeds, penalties, stop strings, -
 suite batch fails "checks: slotted decoders checked, batched decode = one sequence at a time"
 suite chat fails "checks: chat on a terminal, the KV cache kept, turns dropped, Ctrl-C, templates"
 suite serve fails "checks: the server with curl: completions = generate, streams, errors, busy, keys"
+suite mpi fails "checks: 2 ranks under mpirun = 1 rank, refusals, a failed or killed rank ends the job"
 
 ls tests/models/*.json examples/*.json |
     xargs -P 2 -n 1 sh -c 'sh tests/check-one.sh "$0" "'"$log"'"' >"$log/checks" 2>&1 || failed=1

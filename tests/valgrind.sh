@@ -42,7 +42,7 @@ vg 0 "build --lib tests/models/init-data.json" build tests/models/init-data.json
 vg 0 "build --lib again (from the cache)" build tests/models/init-data.json --lib -o "$T/lib"
 vg 0 "profile tests/models/linear.json" profile tests/models/linear.json --repeat 2
 vg 0 "dump examples/llama2-step.json" dump examples/llama2-step.json --dump-dir "$T/dump"
-vg 0 "opt 05-fuse.kir" opt "$T/dump/05-fuse.kir" --passes tile,parallelize,plan-memory
+vg 0 "opt 06-fuse.kir" opt "$T/dump/06-fuse.kir" --passes tile,parallelize,plan-memory
 vg 0 "print examples/gpt2-block.json" print examples/gpt2-block.json
 vg 0 "run examples/layernorm.json --threads 2" run examples/layernorm.json --threads 2
 vg 0 "run --profile" run examples/layernorm.json --repeat 2 --profile "$T/profile.jsonl"

@@ -133,7 +133,10 @@ static char *im_key(const char *layout, const char *path)
     rt_err e = {0, ""};
     char *s = NULL;
     size_t len = 0;
-    int bad = im_cat(&s, &len, layout) || im_cat(&s, &len, "\n");
+    char rank[64] = "";
+    if (rt_ranks_now()->size > 1)                /* each rank holds its own parts */
+        snprintf(rank, sizeof rank, "rank %d of %d\n", rt_ranks_now()->rank, rt_ranks_now()->size);
+    int bad = im_cat(&s, &len, layout) || im_cat(&s, &len, "\n") || im_cat(&s, &len, rank);
     if (rt_is_gguf(path)) {                     /* its metadata and tensor infos */
         rt_gguf g;
         if (rt_gguf_open(&g, path, &e)) {

@@ -507,10 +507,11 @@ static void rm_summary(const rt_tensor_info *t, const void *buf)
         rm_stats_f32(buf, t->count);
 }
 
-/* Files first: a failure to write one is then the only thing said. */
+/* Files first: a failure to write one is then the only thing said. Of
+ * several ranks, rank 0 writes (the others' outputs are the same). */
 static int rm_outputs(rm_ctx *c)
 {
-    for (int i = 0; i < c->md->noutputs; i++) {
+    for (int i = 0; i < c->md->noutputs && rt_ranks_now()->rank == 0; i++) {
         const rt_tensor_info *t = &c->md->outputs[i];
         rt_err e = {0};
         if (c->out_file[i] &&

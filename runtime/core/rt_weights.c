@@ -13,7 +13,9 @@
  * quantized blocks byte for byte); any other is made exact f32 first
  * (16 bits widened; a GGUF's blocks widened by the info's dequantize,
  * rt_quant.h), then kept f32, rounded to 16 bits (to nearest even: lossy,
- * asked for by --weight-dtype), or quantized by the info's quantize. On
+ * asked for by --weight-dtype), or quantized by the info's quantize. A
+ * weight sharded over MPI ranks (rt_tensor_info.shard_of) is its whole
+ * shape in the file, and this rank (rt_ranks_now) reads its part only. On
  * error nothing stays allocated and dst[] is all NULL. Messages:
  *   W: 'w_up': shape [8960,1024] in the file, the model declares [8960,1536]
  *   W: weight 'w_up' is not in the file and has no init
@@ -256,18 +258,34 @@ static void wt_pack_file(const wt_tensor *t, const rt_tensor_info *w, void *d)
     rt_parallel_for(wt_pack_panels, &j, w->count / (w->panel * w->dims[w->rank - 1]));
 }
 
+/* w as the file holds it: a sharded weight's whole tensor. */
+static rt_tensor_info wt_whole(const rt_tensor_info *w)
+{
+    rt_tensor_info whole = *w;
+    if (w->shard_of) {
+        whole.count = w->count / w->dims[w->shard_axis] * w->shard_of;
+        whole.dims[w->shard_axis] = w->shard_of;
+    }
+    return whole;
+}
+
 /* Where a weight comes from: the file (f; NULL: none), of its declared
- * shape and widenable when held otherwise, or its init; *t the file's
- * tensor, found is 1 when it is there. */
+ * shape (a sharded weight's whole shape) and widenable when held
+ * otherwise, or its init; *t the file's tensor, found is 1 when it is
+ * there. */
 static int wt_source(const wt_file *f, const rt_tensor_info *w, wt_tensor *t, int *found,
                      rt_err *e)
 {
     char a[160], b[160];
+    rt_tensor_info whole = wt_whole(w);
     *found = wt_find(f, w->name, t);
-    if (*found && !wt_same_shape(t, w))
+    if (*found && !wt_same_shape(t, &whole))
         return rt_errf(e, RT_EINVAL, "%s: '%s': shape %s in the file, the model declares %s",
                        f->path, w->name, rt_fmt_shape(a, sizeof a, t->rank, t->dims),
-                       rt_fmt_shape(b, sizeof b, w->rank, w->dims));
+                       rt_fmt_shape(b, sizeof b, whole.rank, whole.dims));
+    if (!*found && w->shard_of)
+        return rt_errf(e, RT_EINVAL, "%s: weight '%s' is split over ranks and must come from the "
+                       "weights file", f ? f->path : "no weights file", w->name);
     if (*found && wt_quant_store(t->store) && !wt_as_held(t, w) && !w->dequantize)
         return rt_errf(e, RT_EINVAL, "%s: '%s' is %s, which this program cannot widen (it "
                        "was built without quantized weights): build it with --weights %s, which "
@@ -300,13 +318,11 @@ int rt_check_weights(const char *path, const rt_tensor_info *w, int nw, rt_err *
     return rc;
 }
 
-/* One weight (its source checked): allocates and fills it. */
-static int wt_one(const wt_file *f, const rt_tensor_info *w, void **out, rt_err *e)
+/* One weight from src (the file's tensor, as w is shaped; NULL: its
+ * init): allocates and fills it. */
+static int wt_make(const wt_tensor *src, const rt_tensor_info *w, void **out, rt_err *e)
 {
-    wt_tensor t;
-    int found, rc = wt_source(f, w, &t, &found, e);
-    if (rc)
-        return rc;
+    int rc = 0;
     if (w->count < 0 || (uint64_t)w->count > SIZE_MAX / sizeof(float))
         return rt_errf(e, RT_EINTERNAL, "weight '%s': bad element count %lld", w->name,
                        (long long)w->count);
@@ -322,7 +338,6 @@ static int wt_one(const wt_file *f, const rt_tensor_info *w, void **out, rt_err 
         return rt_errf(e, RT_EINTERNAL, "weight '%s': cannot pack in panels of %lld", w->name,
                        (long long)w->panel);
     }
-    const wt_tensor *src = found ? &t : NULL;
     int from_file = src && (wt_as_held(src, w) || (half && src->store == RT_F32));
     if (w->panel && from_file)
         wt_pack_file(src, w, d);
@@ -336,6 +351,60 @@ static int wt_one(const wt_file *f, const rt_tensor_info *w, void **out, rt_err 
         rt_free(d);
     else
         *out = d;
+    return rc;
+}
+
+/* t, the whole of a sharded weight w in the file ([outer, of, inner]
+ * around its shard axis), becomes this rank's part ([outer, len, inner]):
+ * a view of the mapping when outer is 1, else the runs copied into
+ * *owned (rt_alloc'd). Only the part's bytes are read. A quantized
+ * tensor's runs must hold whole blocks. */
+static int wt_part(wt_tensor *t, const rt_tensor_info *w, void **owned, rt_err *e)
+{
+    const rt_ranks *rk = rt_ranks_now();
+    int a = w->shard_axis;
+    int64_t len = w->dims[a], inner = 1, outer = 1;
+    for (int d = a + 1; d < w->rank; d++)
+        inner *= w->dims[d];
+    for (int d = 0; d < a; d++)
+        outer *= w->dims[d];
+    if (w->shard_of / len != rk->size || rk->rank >= rk->size)
+        return rt_errf(e, RT_EINVAL, "weight '%s' is split over %lld ranks; this is rank %d of %d",
+                       w->name, (long long)(w->shard_of / len), rk->rank, rk->size);
+    int64_t run = len * inner, bytes = rt_store_bytes(t->store, run);
+    int64_t stride = rt_store_bytes(t->store, w->shard_of * inner), at = bytes * rk->rank;
+    if (bytes * rk->size != stride)
+        return rt_errf(e, RT_EINVAL, "weight '%s': its parts of %lld values do not hold whole "
+                       "blocks", w->name, (long long)run);
+    *owned = NULL;
+    if (outer > 1) {
+        unsigned char *d = rt_alloc((size_t)(bytes * outer));
+        if (!d)
+            return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
+                           (long long)(bytes * outer));
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(d + o * bytes, t->data + o * stride + at, (size_t)bytes);
+        *owned = d;
+        t->data = d;
+    } else {
+        t->data += at;
+    }
+    t->dims = w->dims;
+    t->count = w->count;
+    return 0;
+}
+
+/* One weight (its source checked): this rank's part of it when sharded. */
+static int wt_one(const wt_file *f, const rt_tensor_info *w, void **out, rt_err *e)
+{
+    wt_tensor t;
+    void *owned = NULL;
+    int found, rc = wt_source(f, w, &t, &found, e);
+    if (!rc && found && w->shard_of)
+        rc = wt_part(&t, w, &owned, e);
+    if (!rc)
+        rc = wt_make(found ? &t : NULL, w, out, e);
+    rt_free(owned);
     return rc;
 }
 

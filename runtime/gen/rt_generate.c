@@ -45,6 +45,10 @@
  *    token.
  * 3. Without --threads, the decode steps' team size follows their times
  *    (rt_gov.c); the numbers never depend on it.
+ * 4. Of several MPI ranks (rt_ranks_now), every rank runs the same calls;
+ *    each drawn token is rank 0's (broadcast), and rank 0 alone prints
+ *    (the MPI part sends the others' stdout to /dev/null) and reports the
+ *    rates. Each rank reads the prompt from its own arguments or file.
  * Output: --tokens prints the drawn ids on one line, space-separated;
  * --tokenizer prints the prompt's text, then each token's text. Last, on
  * stderr: prefill and decode tokens per second. Every write to stdout is
@@ -503,6 +507,9 @@ static int rg_decode(rg_ctx *g)
     for (uint64_t i = 0; i < g->n; i++) {
         int next = rt_sampler_draw(g->d.logits, (int)g->d.V, &g->sm, g->hist, (int)g->nhist,
                                    &state, g->d.scratch);
+        const rt_ranks *rk = rt_ranks_now();     /* of several ranks, rank 0's token */
+        if (rk->bcast && rk->bcast(&next, sizeof next))
+            return rg_fail(g, RT_EIO, "cannot share the drawn token between ranks");
         if (g->tok && (rt_tok_is_end(g->tok, next) || next == bos)) {
             g->finish = "eos";
             break;
@@ -757,7 +764,8 @@ static int rg_main(rg_ctx *g)
                 "%lld positions (--max-seq at import)\n", g->prog, (long long)g->n_decode,
                 (unsigned long long)g->n, (long long)g->d.S);
     char note[96];
-    if (!rc && g->json)
+    int report = !rc && rt_ranks_now()->rank == 0;      /* rank 0 alone reports */
+    if (report && g->json)
         fprintf(stderr, "{\"prompt_tokens\": %d, \"tokens\": %lld, \"finish\": \"%s\", "
                 "\"prefill_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, \"chunk\": %lld, "
                 "\"decode_ms\": %.3f, \"decode_tokens_per_s\": %.1f, \"decode_steps\": %lld, "
@@ -766,7 +774,7 @@ static int rg_main(rg_ctx *g)
                 rg_rate(g->nids, g->t_prefill), (long long)g->d.C, g->t_decode * 1e3,
                 rg_rate(g->calls, g->t_decode), (long long)g->calls, g->gov.most,
                 (long long)g->gov.fewer, (unsigned long long)g->seed);
-    else if (!rc)
+    else if (report)
         fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld); "
                 "decode: %lld tokens in %.1f ms, %.1f tokens/s%s\n", g->prog, g->nids,
                 g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->d.C,

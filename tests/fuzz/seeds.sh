@@ -38,7 +38,7 @@ trap 'rm -rf "$T"' EXIT
 for f in tests/models/*.json; do
     n=$(basename "$f" .json)
     "$KILN" dump "$f" --dump-dir "$T/$n" >/dev/null
-    for s in 00-frontend 02-lower 08-plan-memory; do
+    for s in 00-frontend 03-lower 09-plan-memory; do
         cp "$T/$n/$s.kir" "$C/kir/$n-$s.kir"
     done
 done

@@ -1,0 +1,475 @@
+/* passes/distribute.c: a graph split over cx->ranks MPI ranks, tensor
+ * parallel as Megatron-LM splits a transformer.
+ *
+ * Contract: with cx->ranks N <= 1 nothing changes. With N > 1 every rank
+ * runs the graph this pass leaves, rank r holding part r of each sharded
+ * weight (Node.shard), and every output equals the one-rank graph's on
+ * every rank (up to the order of the sums an allreduce adds: in rank
+ * order, the same for every run). Weights, states and inputs keep their
+ * names; a sharded leaf's dims become its part's; an output keeps its
+ * name (a collective that completes a value takes the value's name, the
+ * part it completes becomes NAME.part). The shards are even: a dimension
+ * that N does not divide is refused (one line per place, naming it and the
+ * rank counts that divide every dimension the pass splits).
+ *
+ * Each value is whole on every rank or split along one axis (part r of N
+ * on rank r). In node order:
+ * 1. linear(x, W[, b]) with x whole and W (and b) a weight only it reads:
+ *    column parallel, W and b split by rows, the result split along its
+ *    last axis (q, k, v, gate, up, the classifier); N must divide W's rows.
+ * 2. linear(x, W[, b]) with x split along its last axis (the sum's) and W
+ *    a weight only it reads: row parallel, W split by columns, each rank's
+ *    result a partial sum completed by an allreduce (o, down); a bias is
+ *    added after it, once.
+ * 3. Element-wise ops of operands split alike, rope and norms over another
+ *    axis than the split one keep the split; a reshape keeps it where the
+ *    part stays one contiguous run of the row (a head axis of D-wide heads
+ *    in and out of [T, H * D]) and N divides the new axis.
+ * 4. attention with q, k and v split along the head axis is split alike:
+ *    whole KV-head groups per rank (N must divide the KV heads); a
+ *    cache_write of a split value into a state only it writes shards the
+ *    state (each rank caches its own heads).
+ * 5. Anything else needing a split operand gets it whole first (an
+ *    allgather, made once per value); outputs are gathered too (the
+ *    logits, split by vocabulary rows, are whole where sampling reads
+ *    them). Embeddings, norms' weights and rope stay whole on every rank.
+ * 6. The sharded leaves take their parts' dims, every node is inferred
+ *    again, and the notes give the distribution: each sharded weight's
+ *    part per rank, the collectives and their bytes per call. */
+#include "passes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* One problem: what is wrong (the same words at every place it is),
+ * the first place, and how many places after it. */
+typedef struct {
+    const char *what;
+    const Node *at;
+    int more;
+} Refusal;
+
+typedef struct {
+    Module *m;
+    PassCtx *cx;
+    Arena *a;
+    int N;
+    int *ax;              /* by node id: the split axis, -1 whole */
+    int *uses;            /* by node id of the input graph */
+    Node **rep;           /* by node id: the node later users read instead */
+    Node **whole;         /* by node id: its allgather, once made */
+    Node **out;           /* the new node order */
+    int nout, cap;
+    int64_t *dims;        /* the dimensions split, for the refusals' advice */
+    int ndims, capdims;
+    Refusal *refused;
+    int nrefused, caprefused;
+} Dist;
+
+static void push(Dist *ds, Node *n) { ARR_PUSH(ds->a, ds->out, ds->nout, ds->cap, n); }
+
+static const char *name_of(Dist *ds, const Node *n)
+{
+    return n->name ? n->name : arena_printf(ds->a, "%%%d", n->id);
+}
+
+/* A refusal at n; the same problem again counts toward the first's
+ * "and K more places". */
+static void refuse(Dist *ds, const Node *n, const char *what)
+{
+    for (int i = 0; i < ds->nrefused; i++)
+        if (strcmp(ds->refused[i].what, what) == 0) {
+            ds->refused[i].more++;
+            return;
+        }
+    Refusal r = {what, n, 0};
+    ARR_PUSH(ds->a, ds->refused, ds->nrefused, ds->caprefused, r);
+}
+
+/* A dimension the pass splits by N: refused when N does not divide it. */
+static int splits(Dist *ds, const Node *n, int64_t dim, const char *what)
+{
+    ARR_PUSH(ds->a, ds->dims, ds->ndims, ds->capdims, dim);
+    if (dim % ds->N == 0)
+        return 1;
+    refuse(ds, n, arena_printf(ds->a, "the %lld %s do not split evenly over %d ranks",
+                               (long long)dim, what, ds->N));
+    return 0;
+}
+
+/* A new collective over x, named `name`, on x's JSON path. */
+static Node *collective(Dist *ds, OpKind op, Node *x, int axis, const char *name)
+{
+    Node *c = ir_node_new(ds->m, op, &x, 1);
+    c->name = name;
+    c->where = x->where;
+    ((AttrVal *)attr_v(c, "ranks"))->i = ds->N;
+    ((AttrVal *)attr_v(c, "ranks"))->given = 1;
+    if (op == OP_ALLGATHER) {
+        ((AttrVal *)attr_v(c, "axis"))->i = axis;
+        ((AttrVal *)attr_v(c, "axis"))->given = 1;
+    }
+    ds->ax[c->id] = -1;
+    push(ds, c);
+    return c;
+}
+
+/* x whole: itself, or its allgather (made once, before its first user). */
+static Node *whole(Dist *ds, Node *x)
+{
+    if (ds->ax[x->id] < 0)
+        return x;
+    if (!ds->whole[x->id])
+        ds->whole[x->id] = collective(ds, OP_ALLGATHER, x, ds->ax[x->id],
+                                      arena_printf(ds->a, "%s.whole", name_of(ds, x)));
+    return ds->whole[x->id];
+}
+
+static void gather_operands(Dist *ds, Node *n)
+{
+    for (int i = 0; i < n->nin; i++)
+        n->in[i] = whole(ds, n->in[i]);
+    ds->ax[n->id] = -1;
+}
+
+/* w, a weight only its one user reads. */
+static int own_weight(Dist *ds, const Node *w)
+{
+    return w->op == OP_WEIGHT && ds->uses[w->id] == 1;
+}
+
+static void shard(Dist *ds, Node *w, int axis)
+{
+    w->shard = (Shard){ds->N, axis, w->dims[axis]};
+    ds->ax[w->id] = axis;
+}
+
+/* ---- 1, 2. linear ----------------------------------------------------------- */
+
+static void linear(Dist *ds, Node *n)
+{
+    Node *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
+    int own = own_weight(ds, w) && w->rank == 2 && (!b || own_weight(ds, b));
+    if (own && ds->ax[x->id] < 0) {                   /* column parallel */
+        if (!splits(ds, n, w->dims[0], "rows of its weight")) {
+            gather_operands(ds, n);
+            push(ds, n);
+            return;
+        }
+        shard(ds, w, 0);
+        if (b)
+            shard(ds, b, 0);
+        ds->ax[n->id] = n->rank - 1;
+        push(ds, n);
+        return;
+    }
+    if (own && ds->ax[x->id] == x->rank - 1) {         /* row parallel */
+        shard(ds, w, 1);
+        n->nin = 2;
+        const char *name = name_of(ds, n);
+        n->name = arena_printf(ds->a, "%s.part", name);
+        ds->ax[n->id] = -1;
+        push(ds, n);
+        Node *sum = collective(ds, OP_ALLREDUCE, n, 0, b ? n->name : name);
+        if (b) {
+            sum->name = arena_printf(ds->a, "%s.sum", name);
+            Node *in[2] = {sum, b};
+            Node *add = ir_node_new(ds->m, OP_ADD, in, 2);
+            add->name = name;
+            add->where = n->where;
+            ds->ax[add->id] = -1;
+            push(ds, add);
+            sum = add;
+        }
+        ds->rep[n->id] = sum;
+        return;
+    }
+    gather_operands(ds, n);
+    push(ds, n);
+}
+
+/* ---- 3. reshape ---------------------------------------------------------- */
+
+/* x split along a: the output axis b where the same part lies (the
+ * dims before it hold as many elements as x's before a), N dividing it;
+ * -1 when there is none. */
+static int reshape_axis(Dist *ds, const Node *n, const Node *x, int a)
+{
+    int64_t before = shape_count(a, x->dims), p = 1;
+    for (int b = 0; b < n->rank; b++) {
+        if (p == before && n->dims[b] % ds->N == 0)
+            return b;
+        p *= n->dims[b];
+    }
+    return -1;
+}
+
+static void reshape(Dist *ds, Node *n)
+{
+    Node *x = n->in[0];
+    int a = ds->ax[x->id], b = a < 0 ? -1 : reshape_axis(ds, n, x, a);
+    if (b < 0) {
+        gather_operands(ds, n);
+        push(ds, n);
+        return;
+    }
+    AttrVal *sh = (AttrVal *)attr_v(n, "shape");
+    int64_t *ints = arena_alloc(ds->a, sizeof *ints * (size_t)sh->nints);
+    memcpy(ints, sh->ints, sizeof *ints * (size_t)sh->nints);
+    if (ints[b] != -1)
+        ints[b] /= ds->N;
+    sh->ints = ints;
+    ds->ax[n->id] = b;
+    push(ds, n);
+}
+
+/* ---- 3, 4. ops that keep a split ------------------------------------------- */
+
+/* Every split operand split along axis `a` of the same shape as n. */
+static int split_alike(Dist *ds, const Node *n, int a)
+{
+    for (int i = 0; i < n->nin; i++) {
+        const Node *x = n->in[i];
+        if (ds->ax[x->id] >= 0 && (ds->ax[x->id] != a || x->rank != n->rank ||
+                                    memcmp(x->dims, n->dims, sizeof *x->dims * (size_t)n->rank)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Operand i's split axis, when it is not the last (norms, rope work
+ * along the last). */
+static int split_not_last(Dist *ds, const Node *n, int i)
+{
+    const Node *x = n->in[i];
+    int a = ds->ax[x->id];
+    return a >= 0 && a < x->rank - 1 ? a : -1;
+}
+
+static void attention(Dist *ds, Node *n)
+{
+    Node *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    ARR_PUSH(ds->a, ds->dims, ds->ndims, ds->capdims, k->dims[1]);
+    if (ds->ax[q->id] == 1 && ds->ax[k->id] == 1 && ds->ax[v->id] == 1 &&
+        (n->nin < 4 || ds->ax[n->in[3]->id] < 0)) {
+        ds->ax[n->id] = 1;
+        push(ds, n);
+        return;
+    }
+    if (ds->ax[q->id] >= 0 || ds->ax[k->id] >= 0 || ds->ax[v->id] >= 0)
+        refuse(ds, n, arena_printf(ds->a, "the KV heads (%lld of them, for %lld query heads) do not "
+                                   "split evenly over %d ranks", (long long)k->dims[1],
+                                   (long long)q->dims[1], ds->N));
+    gather_operands(ds, n);
+    push(ds, n);
+}
+
+/* cache_write(state, new, pos): a split new shards a state only it
+ * writes. */
+static void cache_write(Dist *ds, Node *n)
+{
+    Node *st = n->in[0], *x = n->in[1];
+    int a = ds->ax[x->id];
+    if (a > 0 && st->op == OP_STATE && ds->uses[st->id] == 1 && ds->ax[n->in[2]->id] < 0) {
+        shard(ds, st, a);
+        ds->ax[n->id] = a;
+        push(ds, n);
+        return;
+    }
+    gather_operands(ds, n);
+    push(ds, n);
+}
+
+static void node(Dist *ds, Node *n)
+{
+    int a;
+    for (int i = 0; i < n->nin; i++)
+        if (ds->rep[n->in[i]->id])
+            n->in[i] = ds->rep[n->in[i]->id];
+    ds->ax[n->id] = -1;
+    if (OP_IS_LEAF(n->op)) {
+        push(ds, n);
+        return;
+    }
+    switch (n->op) {
+    case OP_LINEAR: linear(ds, n); return;
+    case OP_RESHAPE: reshape(ds, n); return;
+    case OP_ATTENTION: attention(ds, n); return;
+    case OP_CACHE_WRITE: cache_write(ds, n); return;
+    case OP_ROPE:
+    case OP_RMSNORM:
+    case OP_LAYERNORM:
+        a = split_not_last(ds, n, 0);
+        for (int i = 1; i < n->nin; i++)
+            n->in[i] = whole(ds, n->in[i]);
+        if (a < 0)
+            n->in[0] = whole(ds, n->in[0]);
+        ds->ax[n->id] = a;
+        push(ds, n);
+        return;
+    case OP_ALLREDUCE:
+    case OP_ALLGATHER:
+        if (attr_i(n, "ranks") > 1)
+            refuse(ds, n, "the graph is distributed already");
+        break;
+    default:
+        if (n->op >= OP_ADD && n->op <= OP_GELU) {   /* element-wise (ops.def) */
+            a = -1;
+            for (int i = 0; i < n->nin; i++)
+                if (ds->ax[n->in[i]->id] >= 0)
+                    a = ds->ax[n->in[i]->id];
+            if (a >= 0 && split_alike(ds, n, a)) {
+                for (int i = 0; i < n->nin; i++)
+                    if (ds->ax[n->in[i]->id] < 0 && n->in[i]->op != OP_CONST)
+                        a = -1;               /* a whole tensor beside a part */
+                if (a >= 0) {
+                    ds->ax[n->id] = a;
+                    push(ds, n);
+                    return;
+                }
+            }
+        }
+        break;
+    }
+    gather_operands(ds, n);
+    push(ds, n);
+}
+
+/* ---- 6. the parts' shapes, the notes -------------------------------------- */
+
+static int64_t gcd(int64_t x, int64_t y) { return y ? gcd(y, x % y) : x; }
+
+/* "1, 2, 4, 8": the rank counts that split every dimension split. */
+static const char *advice(Dist *ds)
+{
+    int64_t g = 0;
+    for (int i = 0; i < ds->ndims; i++)
+        g = gcd(ds->dims[i], g);
+    const char *s = "1";
+    for (int64_t d = 2; d <= g && d <= 4096; d++)
+        if (g % d == 0)
+            s = arena_printf(ds->a, "%s, %lld", s, (long long)d);
+    return s;
+}
+
+/* "weight 'W' split by rows (64 of them): rank 0 holds 0..31, rank 1
+ * holds 32..63 (8192 bytes each)"; a formula past 8 ranks. */
+static void note_weight(Dist *ds, const Node *w)
+{
+    static const char *const what[] = {"rows", "columns"};
+    const char *axis = w->shard.axis < 2 && w->rank <= 2
+                           ? what[w->shard.axis]
+                           : arena_printf(ds->a, "axis %d", w->shard.axis);
+    int64_t len = w->dims[w->shard.axis];
+    const char *parts = "";
+    for (int r = 0; r < ds->N && ds->N <= 8; r++)
+        parts = arena_printf(ds->a, "%s%s rank %d holds %lld..%lld", parts, r ? "," : "", r,
+                             (long long)(r * len), (long long)((r + 1) * len - 1));
+    if (ds->N > 8)
+        parts = arena_printf(ds->a, " rank r holds %lld r..%lld r + %lld", (long long)len, (long long)len,
+                             (long long)(len - 1));
+    ir_note(ds->a, &ds->m->notes, "weight '%s' split by %s (%lld of them):%s (%zu bytes each)",
+            w->name, axis, (long long)w->shard.of, parts, node_bytes(w));
+}
+
+/* Tokens a call: a decoder's T, else 1. */
+static int64_t calls_tokens(const Module *m)
+{
+    IrDecoder dec;
+    return ir_decoder(m, &dec) ? dec.tokens : 1;
+}
+
+static void note_distribution(Dist *ds)
+{
+    Module *m = ds->m;
+    int64_t held = 0, all = 0, sum = 0, gathered = 0;
+    for (int i = 0; i < m->nweights; i++) {
+        Node *w = m->weights[i];
+        all += (int64_t)node_bytes(w) * (w->shard.ranks ? ds->N : 1);
+        held += (int64_t)node_bytes(w);
+        if (w->shard.ranks)
+            note_weight(ds, w);
+    }
+    int nsum = 0, ngather = 0;
+    for (int i = 0; i < m->nnodes; i++) {
+        Node *n = m->nodes[i];
+        if (n->op == OP_ALLREDUCE) {
+            nsum++;
+            sum += (int64_t)node_bytes(n);
+        }
+        if (n->op == OP_ALLGATHER) {
+            ngather++;
+            gathered += (int64_t)node_bytes(n);
+        }
+    }
+    ir_note(ds->a, &m->notes, "%d ranks: each holds %lld weight bytes of %lld (as f32: the sharded "
+            "weights' 1/%d and the whole ones)", ds->N, (long long)held, (long long)all, ds->N);
+    ir_note(ds->a, &m->notes, "a call of %lld token(s) runs allreduce %d times (%lld bytes of "
+            "results in all) and allgather %d times (%lld bytes)", (long long)calls_tokens(m), nsum,
+            (long long)sum, ngather, (long long)gathered);
+}
+
+/* The leaves take their parts' dims; every node is inferred again. */
+static int reshape_parts(Dist *ds)
+{
+    Module *m = ds->m;
+    for (int i = 0; i < m->nnodes; i++) {
+        Node *n = m->nodes[i];
+        if (n->shard.ranks && n->dims[n->shard.axis] == n->shard.of)
+            n->dims[n->shard.axis] /= ds->N;
+    }
+    InferCx ic = {m, ds->cx->d};
+    for (int i = 0; i < m->nnodes; i++)
+        if (!OP_IS_LEAF(m->nodes[i]->op) && op_table[m->nodes[i]->op].infer(&ic, m->nodes[i]))
+            return -1;
+    return 0;
+}
+
+int pass_distribute(Module *m, PassCtx *cx)
+{
+    if (cx->ranks <= 1)
+        return 0;
+    int n0 = m->nnodes, cap = 4 * n0 + 2 * m->noutputs + 4;
+    Dist ds = {.m = m, .cx = cx, .a = m->a, .N = cx->ranks};
+    ds.ax = arena_alloc(m->a, sizeof *ds.ax * (size_t)cap);
+    ds.uses = arena_alloc(m->a, sizeof *ds.uses * (size_t)cap);
+    ds.rep = arena_alloc(m->a, sizeof *ds.rep * (size_t)cap);
+    ds.whole = arena_alloc(m->a, sizeof *ds.whole * (size_t)cap);
+    for (int i = 0; i < n0; i++)
+        for (int j = 0; j < m->nodes[i]->nin; j++)
+            ds.uses[m->nodes[i]->in[j]->id]++;
+    for (int i = 0; i < m->noutputs; i++)
+        ds.uses[m->outputs[i]->id]++;
+    for (int i = 0; i < n0; i++)
+        node(&ds, m->nodes[i]);
+    for (int i = 0; i < m->noutputs; i++) {
+        Node *o = m->outputs[i];
+        if (ds.rep[o->id])
+            o = ds.rep[o->id];
+        if (ds.ax[o->id] >= 0) {
+            Node *w = whole(&ds, o);
+            w->name = o->name;
+            o->name = arena_printf(m->a, "%s.part", o->name);
+            o = w;
+        }
+        m->outputs[i] = o;
+    }
+    if (ds.nrefused) {
+        const char *ok = advice(&ds);
+        for (int i = 0; i < ds.nrefused; i++) {
+            const Refusal *r = &ds.refused[i];
+            diag(cx->d, r->at->where, "%s: %s%s; --ranks that split every sharded dimension: %s",
+                 name_of(&ds, r->at), r->what,
+                 r->more ? arena_printf(m->a, " (and %d more places)", r->more) : "", ok);
+        }
+        return -1;
+    }
+    m->nodes = ds.out;
+    m->nnodes = ds.nout;
+    m->capnodes = ds.cap;
+    ir_module_renumber(m);
+    if (reshape_parts(&ds) != 0)
+        return -1;
+    note_distribution(&ds);
+    return 1;
+}

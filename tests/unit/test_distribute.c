@@ -1,0 +1,333 @@
+/* tests/unit/test_distribute.c: the distribute pass. Each model type the
+ * test tools write (tests/import/ckpt.c) is imported, split over 2 ranks
+ * and run by the reference simulating them (ref_run_ranks), each rank on
+ * its part of the folder's weights, cut as Node.shard says: the logits of
+ * several decode steps and of a prefill chunk equal the one-rank graph's.
+ * The Megatron layout of a Llama is pinned, and refusals name the
+ * dimension and the rank counts that work (mistral's one KV head among
+ * them). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "frontend/frontend.h"
+#include "tests/unit/import_run.h"
+#include "tests/unit/testlib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NR 2                  /* ranks */
+
+/* The imported decoder at T tokens a call, through simplify and, with
+ * ranks > 1, distribute; NULL when distribute refused (its lines in err). */
+static Module *load(Arena *a, const char *text, int ranks, char *err, size_t errlen)
+{
+    Diags d;
+    diag_init(&d, a, "imported");
+    Module *m = fe_parse(a, "imported", text, strlen(text), &d);
+    if (!m) {
+        diag_print(&d, stderr);
+        fail_msg("the imported graph does not load");
+    }
+    PassCtx cx = {.d = &d, .verify = 1, .ranks = ranks};
+    assert_int_equal(pass_simplify(m, &cx) >= 0, 1);
+    if (pass_distribute(m, &cx) < 0) {
+        size_t at = 0;
+        for (int i = 0; i < d.n && at < errlen; i++)
+            at += (size_t)snprintf(err + at, errlen - at, "%s\n", d.lines[i]);
+        return NULL;
+    }
+    ir_verify_graph(m);
+    return m;
+}
+
+/* Weight w's data in the folder's safetensors file (f32). */
+static const float *file_weight(const rt_safetensors *st, const Node *w)
+{
+    for (int i = 0; i < st->n; i++)
+        if (strcmp(st->t[i].name, w->name) == 0) {
+            assert_int_equal(st->t[i].dtype, RT_ST_F32);
+            return (const float *)st->t[i].data;
+        }
+    fail_msg("no tensor '%s' in the weights file", w->name);
+    return NULL;
+}
+
+/* Rank r's part of whole (the weight's full data) as w's shard says. */
+static float *part(const Node *w, const float *whole, int r)
+{
+    int64_t count = node_count(w);
+    float *p = malloc((size_t)count * 4 + 4);
+    if (!w->shard.ranks) {
+        memcpy(p, whole, (size_t)count * 4);
+        return p;
+    }
+    int a = w->shard.axis;
+    int64_t len = w->dims[a], inner = shape_count(w->rank - a - 1, w->dims + a + 1);
+    int64_t outer = shape_count(a, w->dims);
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(p + o * len * inner, whole + (o * w->shard.of + r * len) * inner,
+               (size_t)(len * inner) * 4);
+    return p;
+}
+
+/* One graph with its leaves' tensors on `ranks` ranks. */
+typedef struct {
+    Module *m;
+    int ranks;
+    Tensor *w[NR][64], *st[NR][16];
+    Tensor *const *wr[NR], *const *sr[NR];
+} Run;
+
+static void run_open(Run *g, Module *m, int ranks, const rt_safetensors *st)
+{
+    g->m = m;
+    g->ranks = ranks;
+    assert_true(m->nweights <= 64 && m->nstates <= 16);
+    for (int r = 0; r < ranks; r++) {
+        for (int i = 0; i < m->nweights; i++)
+            g->w[r][i] = tensor_wrap(m->weights[i], part(m->weights[i],
+                                                         file_weight(st, m->weights[i]), r));
+        for (int i = 0; i < m->nstates; i++)
+            g->st[r][i] = tensor_new(m->states[i]);
+        g->wr[r] = g->w[r];
+        g->sr[r] = g->st[r];
+    }
+}
+
+static void run_close(Run *g)
+{
+    for (int r = 0; r < g->ranks; r++) {
+        for (int i = 0; i < g->m->nweights; i++)
+            tensor_free(g->w[r][i]);
+        for (int i = 0; i < g->m->nstates; i++)
+            tensor_free(g->st[r][i]);
+    }
+}
+
+/* One call at positions pos.. with the test sequence's tokens; the
+ * logits, malloc'd. */
+static float *run_call(Run *g, int64_t T, int pos, int64_t V)
+{
+    int32_t tok[64], p[64];
+    for (int t = 0; t < T; t++) {
+        tok[t] = ti_token_at(pos + t, (int)V);
+        p[t] = pos + t;
+    }
+    Tensor *in[2] = {tensor_wrap(g->m->inputs[0], tok), tensor_wrap(g->m->inputs[1], p)};
+    float *out = calloc((size_t)(T * V), 4);
+    Tensor *o = tensor_wrap(g->m->outputs[0], out);
+    char err[512] = "";
+    if (ref_run_ranks(g->m, g->ranks, in, g->wr, g->sr, &o, err, sizeof err) != 0)
+        fail_msg("reference on %d ranks: %s", g->ranks, err);
+    free(in[0]);
+    free(in[1]);
+    free(o);
+    return out;
+}
+
+/* type's folder, imported at T tokens a call, on 1 and on NR ranks:
+ * `calls` calls give the same logits. */
+static void agree(const char *type, int64_t T, int calls)
+{
+    CkShape s = ti_hf_shape(type);
+    CkModel *ck = ti_model(&s);
+    const char *dir = ti_write_hf(type, ck, 1, NULL);
+    ck_free(ck);
+    Arena *a = arena_new();
+    char *text = ti_hf(a, dir, T, 16), err[2000] = "";
+    Module *one = load(a, text, 1, err, sizeof err), *dist = load(a, text, NR, err, sizeof err);
+    if (!dist)
+        fail_msg("%s: distribute refused:\n%s", type, err);
+    Diags d;
+    diag_init(&d, a, "weights");
+    int io;
+    const rt_safetensors *st = imp_st_open(a, arena_printf(a, "%s/model.safetensors", dir), &d,
+                                           &io);
+    assert_non_null(st);
+    Run g1, gn;
+    run_open(&g1, one, 1, st);
+    run_open(&gn, dist, NR, st);
+    int64_t V = one->outputs[0]->dims[1];
+    for (int c = 0; c < calls; c++) {
+        float *want = run_call(&g1, T, (int)(c * T), V), *got = run_call(&gn, T, (int)(c * T), V);
+        tl_assert_close(got, want, (int)(T * V));
+        free(want);
+        free(got);
+    }
+    run_close(&g1);
+    run_close(&gn);
+    arena_free(a);
+}
+
+static void llama_decode(void **state) { (void)state; agree("llama", 1, 4); }
+static void llama_prefill(void **state) { (void)state; agree("llama", 5, 2); }
+static void qwen2_biases_tied(void **state) { (void)state; agree("qwen2", 1, 3); }
+static void qwen3_head_norms(void **state) { (void)state; agree("qwen3", 3, 2); }
+/* GPT-2's Conv1D weights are read through matmul, which the pass does
+ * not split: the graph stays whole, and agrees. */
+static void gpt2_whole(void **state) { (void)state; agree("gpt2", 2, 2); }
+/* moe blocks get their operands whole (an allgather) and stay whole. */
+static void mixtral_experts_whole(void **state) { (void)state; agree("mixtral", 1, 2); }
+
+/* count of lines of text that hold `part` */
+static int lines_with(const char *text, const char *part)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, part)); p += strlen(part))
+        n++;
+    return n;
+}
+
+/* Llama's Megatron layout: q, k, v, gate, up and the classifier by rows,
+ * o and down by columns, each followed by an allreduce, the logits
+ * gathered; the embedding and norms whole; the KV caches by heads. */
+static void llama_layout(void **state)
+{
+    (void)state;
+    CkShape s = ti_hf_shape("llama");
+    CkModel *ck = ti_model(&s);
+    const char *dir = ti_write_hf("llama", ck, 1, NULL);
+    ck_free(ck);
+    Arena *a = arena_new();
+    char err[2000] = "";
+    Module *m = load(a, ti_hf(a, dir, 1, 16), NR, err, sizeof err);
+    assert_non_null(m);
+    char *g = tl_graph_text(m);
+    tl_assert_has(g, "weight %4 \"model.layers.0.self_attn.q_proj.weight\" : f32[32,64] "
+                     "shard(axis=0, of=64, ranks=2)");
+    tl_assert_has(g, "\"model.layers.0.self_attn.k_proj.weight\" : f32[16,64] shard(axis=0, "
+                     "of=32, ranks=2)");
+    tl_assert_has(g, "\"model.layers.0.self_attn.o_proj.weight\" : f32[64,32] shard(axis=1, "
+                     "of=64, ranks=2)");
+    tl_assert_has(g, "\"model.layers.0.mlp.down_proj.weight\" : f32[64,48] shard(axis=1, "
+                     "of=96, ranks=2)");
+    tl_assert_has(g, "\"lm_head.weight\" : f32[160,64] shard(axis=0, of=320, ranks=2)");
+    tl_assert_has(g, "weight %2 \"model.embed_tokens.weight\" : f32[320,64]\n");
+    tl_assert_has(g, "\"layers.0.k_cache\" : f32[16,1,16] shard(axis=1, of=2, ranks=2)");
+    tl_assert_has(g, "\"layers.0.att_out\" = allreduce %43 {ranks=2} : f32[1,64]");
+    tl_assert_has(g, "\"logits\" = allgather %79 {axis=1, ranks=2} : f32[1,320]");
+    assert_int_equal(lines_with(g, "= allreduce"), 4);
+    assert_int_equal(lines_with(g, "= allgather"), 1);
+    assert_int_equal(lines_with(g, "shard("), 19);
+    tl_assert_has(g, "# 2 ranks: each holds 247040 weight bytes of 410880");
+    tl_assert_has(g, "# a call of 1 token(s) runs allreduce 4 times (1024 bytes of results in "
+                     "all) and allgather 1 times (1280 bytes)");
+    tl_assert_has(g, "# weight 'lm_head.weight' split by rows (320 of them): rank 0 holds "
+                     "0..159, rank 1 holds 160..319 (40960 bytes each)");
+    free(g);
+    arena_free(a);
+}
+
+/* distribute's lines on `ranks` ranks of type's folder (which it must
+ * refuse), malloc'd. */
+static char *refused(const char *type, int ranks)
+{
+    CkShape s = ti_hf_shape(type);
+    CkModel *ck = ti_model(&s);
+    const char *dir = ti_write_hf(type, ck, 1, NULL);
+    ck_free(ck);
+    Arena *a = arena_new();
+    char err[4000] = "";
+    assert_null(load(a, ti_hf(a, dir, 1, 16), ranks, err, sizeof err));
+    arena_free(a);
+    return strdup(err);
+}
+
+/* One line per problem, at its first place, naming the rank counts that
+ * split every dimension: 3 ranks split neither llama's q and k rows nor
+ * its vocabulary; 4 split the rows but not its 2 KV heads; mistral's one
+ * KV head splits over no more than 1. */
+static void refusals(void **state)
+{
+    (void)state;
+    char *err = refused("llama", 3);
+    assert_string_equal(err,
+        "imported: nodes[4]: layers.0.q: the 64 rows of its weight do not split evenly over 3 "
+        "ranks (and 3 more places); --ranks that split every sharded dimension: 1, 2\n"
+        "imported: nodes[6]: layers.0.k: the 32 rows of its weight do not split evenly over 3 "
+        "ranks (and 3 more places); --ranks that split every sharded dimension: 1, 2\n"
+        "imported: nodes[48]: logits: the 320 rows of its weight do not split evenly over 3 "
+        "ranks; --ranks that split every sharded dimension: 1, 2\n");
+    free(err);
+    err = refused("llama", 4);
+    assert_string_equal(err,
+        "imported: nodes[14]: layers.0.att: the KV heads (2 of them, for 4 query heads) do not "
+        "split evenly over 4 ranks (and 1 more places); --ranks that split every sharded "
+        "dimension: 1, 2\n");
+    free(err);
+    err = refused("mistral", 2);
+    assert_string_equal(err,
+        "imported: nodes[14]: layers.0.att: the KV heads (1 of them, for 4 query heads) do not "
+        "split evenly over 2 ranks (and 1 more places); --ranks that split every sharded "
+        "dimension: 1\n");
+    free(err);
+}
+
+/* At 1 rank the pass changes nothing. */
+static void one_rank(void **state)
+{
+    (void)state;
+    Arena *a = arena_new();
+    CkShape s = ti_hf_shape("llama");
+    CkModel *ck = ti_model(&s);
+    const char *dir = ti_write_hf("llama", ck, 1, NULL);
+    ck_free(ck);
+    char err[100];
+    Module *m = load(a, ti_hf(a, dir, 1, 16), 1, err, sizeof err);
+    char *before = tl_graph_text(m);
+    Diags d;
+    diag_init(&d, a, "imported");
+    PassCtx cx = {.d = &d, .ranks = 1};
+    assert_int_equal(pass_distribute(m, &cx), 0);
+    char *after = tl_graph_text(m);
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
+    arena_free(a);
+}
+
+/* A shard prints and parses back; one that does not fit its leaf is
+ * refused with its line. */
+static void shard_text(void **state)
+{
+    (void)state;
+    static const char good[] = "graph t\n"
+                               "  weight %0 \"w\" : f32[2,3] shard(axis=0, of=4, ranks=2)\n"
+                               "  output %0\n";
+    Arena *a = arena_new();
+    Diags d;
+    diag_init(&d, a, "t.kir");
+    Module *m = ir_parse(a, "t.kir", good, &d);
+    assert_non_null(m);
+    char *text = tl_graph_text(m);
+    assert_string_equal(text, good);
+    free(text);
+    static const char bad[] = "graph t\n"
+                              "  weight %0 \"w\" : f32[2,3] shard(axis=1, of=4, ranks=2)\n";
+    assert_null(ir_parse(a, "t.kir", bad, &d));
+    assert_string_equal(d.lines[0], "t.kir: line 2: shard(axis=1, of=4, ranks=2) does not fit "
+                                    "the weight's shape");
+    arena_free(a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(llama_layout),
+        cmocka_unit_test(refusals),
+        cmocka_unit_test(one_rank),
+        cmocka_unit_test(shard_text),
+        cmocka_unit_test(llama_decode),
+        cmocka_unit_test(llama_prefill),
+        cmocka_unit_test(qwen2_biases_tied),
+        cmocka_unit_test(qwen3_head_norms),
+        cmocka_unit_test(gpt2_whole),
+        cmocka_unit_test(mixtral_experts_whole),
+    };
+    return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
+}
