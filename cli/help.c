@@ -19,7 +19,9 @@
     "                                default: as the weights file stores it), f32, bf16, f16\n" \
     "                                (rounded at load, lossy; docs/16-bit-weights.md), q8_0,\n" \
     "                                q4_0, q4_k, q6_k, q4_k_m (GGML's blocks, quantized once\n" \
-    "                                into the weights' image; docs/quantized-weights.md)\n" \
+    "                                into the weights' image; docs/quantized-weights.md),\n" \
+    "                                f8_e4m3 (an FP8 checkpoint's bytes as stored, or\n" \
+    "                                quantized at load; docs/fp8.md)\n" \
     "  -v, --verbose                 say what is done and how long it took\n" \
     "  --tokens T  --max-seq S       a folder's, GGUF's or checkpoint's graph: T tokens a\n" \
     "                                call (default 1), a KV cache of S rows\n" \

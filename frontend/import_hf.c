@@ -207,6 +207,23 @@ static int qc_keys(Cfg *c, const char *path, json_t *o, const char *const *keys)
     return 1;
 }
 
+/* v as a message shows it: a list of integers as [a, b], else fe_got's. */
+static const char *qc_text(Cfg *c, json_t *v)
+{
+    size_t i;
+    json_t *x;
+    int ints = json_is_array(v) && json_array_size(v) <= 8;
+    json_array_foreach(v, i, x)
+        ints = ints && json_is_integer(x);
+    if (!ints)
+        return fe_got(&c->fx, v);
+    FILE *f = arena_stream(c->fx.a);
+    json_array_foreach(v, i, x)
+        fprintf(f, "%s%lld", i ? ", " : "[", (long long)json_integer_value(x));
+    fputs(json_array_size(v) ? "]" : "[]", f);
+    return arena_stream_text(c->fx.a, f);
+}
+
 /* Member key of o is absent (when may_miss) or equal to the JSON text
  * want; else one line naming it. */
 static void qc_is(Cfg *c, const char *path, json_t *o, const char *key, const char *want,
@@ -217,7 +234,7 @@ static void qc_is(Cfg *c, const char *path, json_t *o, const char *key, const ch
     json_decref(w);
     if (!ok)
         diag(c->fx.d, arena_printf(c->fx.a, "%s.%s", path, key), "%s%s (%s)",
-             v ? fe_got(&c->fx, v) : "missing", v ? " not supported" : "", why);
+             v ? qc_text(c, v) : "missing", v ? " not supported" : "", why);
 }
 
 /* A compressed-tensors config group: 8-bit float weights, symmetric,

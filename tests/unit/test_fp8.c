@@ -3,13 +3,16 @@
  * blocks quantized, widened and read an element at a time;
  * rt_gemm_f8_e4m3 bit for bit against its contract replayed here in
  * scalar C (the Makefile builds this test against the kernel's AVX-512
- * path and again its portable C, test_fp8_c) and near the f32 product. */
+ * path and again its portable C, test_fp8_c) and near the f32 product;
+ * rt_load_weights of an FP8 safetensors tensor with each kind of scale,
+ * held as f8_e4m3 (re-blocked) and as f32 (widened), and its faults. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "frontend/import.h"
 #include "runtime/kiln_rt.h"
 #include "runtime/rt_quant.h"
 #include "tests/unit/testlib.h"
@@ -163,6 +166,116 @@ static void gemm(void **state)
     }
 }
 
+/* A file of weight "w.weight" [rows, 64], byte (r, c) = codes[(r + c) % 8],
+ * with scale tensor `sname` of shape sdims and values s (f32), and the
+ * weight's declaration; loads it held as store into *out. */
+static const unsigned char codes[8] = {0x38, 0xb8, 0x40, 0x01, 0x7e, 0x00, 0x85, 0x2b};
+
+static int load_fp8(int64_t rows, const char *sname, int srank, const int64_t *sdims,
+                    const float *s, int store, void **out, rt_err *e)
+{
+    unsigned char *w = malloc((size_t)(rows * 64));
+    for (int64_t r = 0; r < rows; r++)
+        for (int c = 0; c < 64; c++)
+            w[r * 64 + c] = codes[(r + c) % 8];
+    ImpTensor t[2] = {{"w.weight", "F8_E4M3", 2, {rows, 64}, w},
+                      {sname, "F32", srank, {0}, s}};
+    memcpy(t[1].dims, sdims, sizeof *sdims * (size_t)srank);
+    char why[256];
+    const char *path = tl_tmp_path("fp8.safetensors");
+    assert_int_equal(imp_st_write(path, t, 2, why, sizeof why), 0);
+    free(w);
+    rt_tensor_info info = {.name = "w.weight", .dtype = RT_F32, .rank = 2, .dims = {rows, 64},
+                           .count = rows * 64, .store = store, .quantize = rt_quantize};
+    return rt_load_weights(path, &info, 1, out, e);
+}
+
+static void loader(void **state)
+{
+    (void)state;
+    /* [256, 64]: blocks of 128 x 128 are [2, 1]; per row [256, 1]; one [1] */
+    float sb[2] = {0.5f, 3.0f}, sr[256], st = 0.25f;
+    for (int r = 0; r < 256; r++)
+        sr[r] = (float)(r + 1) / 64;
+    struct {
+        const char *name;
+        int rank;
+        int64_t dims[2];
+        const float *s;
+    } kinds[] = {{"w.weight_scale_inv", 2, {2, 1}, sb}, {"w.weight_scale", 2, {256, 1}, sr},
+                 {"w.weight_scale", 1, {1}, &st}};
+    for (int k = 0; k < 3; k++) {
+        void *q = NULL, *f = NULL;
+        rt_err e = {0, ""};
+        assert_int_equal(load_fp8(256, kinds[k].name, kinds[k].rank, kinds[k].dims, kinds[k].s,
+                                  RT_F8_E4M3, &q, &e), 0);
+        assert_int_equal(load_fp8(256, kinds[k].name, kinds[k].rank, kinds[k].dims, kinds[k].s,
+                                  RT_F32, &f, &e), 0);
+        const unsigned char *b = q;
+        for (int r = 0; r < 256; r++) {
+            float want = k == 0 ? sb[r / 128] : k == 1 ? sr[r] : st;
+            for (int h = 0; h < 2; h++) {        /* a row's two blocks: scale, bytes */
+                const unsigned char *blk = b + (r * 2 + h) * 36;
+                float d;
+                memcpy(&d, blk, 4);
+                assert_true(d == want);
+                for (int j = 0; j < 32; j++)
+                    assert_int_equal(blk[4 + j], codes[(r + h * 32 + j) % 8]);
+            }
+            for (int c = 0; c < 64; c++) {
+                float v = ((float *)f)[r * 64 + c];
+                assert_true(v == rt_e4m3_f32(codes[(r + c) % 8]) * want);
+                assert_true(v == rt_f8_e4m3_at(q, r * 64 + c));
+            }
+        }
+        rt_free(q);
+        rt_free(f);
+    }
+    /* faults: the scale missing, of a wrong shape; a NaN byte */
+    void *q = NULL;
+    rt_err e = {0, ""};
+    assert_int_equal(load_fp8(256, "w.bias", 1, (int64_t[]){1}, &st, RT_F8_E4M3, &q, &e),
+                     RT_EINVAL);
+    assert_non_null(strstr(e.msg, "'w.bias': not a weight of the model"));
+    e = (rt_err){0, ""};
+    assert_int_equal(load_fp8(256, "w.weight_scale_inv", 2, (int64_t[]){1, 2}, sb, RT_F8_E4M3,
+                              &q, &e), RT_EINVAL);
+    assert_non_null(strstr(e.msg, "'w.weight_scale_inv': shape [1,2], for 'w.weight' [256,64] "
+                                  "kiln reads [2,1] (blocks of 128 x 128), [256,1] (per row) or [1]"));
+    e = (rt_err){0, ""};
+    float nan_scale[2] = {1, 1};
+    unsigned char *w = calloc(64, 64);
+    w[77] = 0xff;
+    ImpTensor t[2] = {{"w.weight", "F8_E4M3", 2, {64, 64}, w},
+                      {"w.weight_scale_inv", "F32", 2, {1, 1}, nan_scale}};
+    char why[256];
+    assert_int_equal(imp_st_write(tl_tmp_path("nan.safetensors"), t, 2, why, sizeof why), 0);
+    free(w);
+    rt_tensor_info info = {.name = "w.weight", .dtype = RT_F32, .rank = 2, .dims = {64, 64},
+                           .count = 64 * 64, .store = RT_F8_E4M3};
+    assert_int_equal(rt_load_weights(tl_tmp_path("nan.safetensors"), &info, 1, &q, &e), RT_EINVAL);
+    assert_non_null(strstr(e.msg, "'w.weight': element 77 is NaN (0xff)"));
+    assert_null(q);
+}
+
+/* A scale missing: the weight's own message (the file has no companion). */
+static void scale_missing(void **state)
+{
+    (void)state;
+    unsigned char w[64 * 32] = {0};
+    ImpTensor t[1] = {{"w.weight", "F8_E4M3", 2, {32, 64}, w}};
+    char why[256];
+    assert_int_equal(imp_st_write(tl_tmp_path("noscale.safetensors"), t, 1, why, sizeof why), 0);
+    rt_tensor_info info = {.name = "w.weight", .dtype = RT_F32, .rank = 2, .dims = {32, 64},
+                           .count = 32 * 64, .store = RT_F32};
+    void *q = NULL;
+    rt_err e = {0, ""};
+    assert_int_equal(rt_load_weights(tl_tmp_path("noscale.safetensors"), &info, 1, &q, &e),
+                     RT_EINVAL);
+    assert_non_null(strstr(e.msg, "'w.weight' is F8_E4M3 but its scale 'w.weight_scale_inv' "
+                                  "(or 'w.weight_scale') is not in the file"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +283,8 @@ int main(void)
         cmocka_unit_test(e4m3_encode),
         cmocka_unit_test(blocks),
         cmocka_unit_test(gemm),
+        cmocka_unit_test(loader),
+        cmocka_unit_test(scale_missing),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }
