@@ -5,7 +5,8 @@
  *   core/  this header's: errors, memory, weights (safetensors, GGUF), .npy,
  *          threads, profiles, micro-kernels, the main of every program;
  *   gen/   rt_gen.h's: tokenizers, sampling, `PROG generate` (decoders);
- *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k);
+ *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k,
+ *          f8_e4m3);
  *   jit/   rt_jit.h's: vector programs, which only JIT code calls.
  * Each part's internal header (core/rt_core.h, gen/rt_tok.h) is for its
  * own files, never for generated code.
@@ -271,7 +272,7 @@ RT_API int rt_image_save(const char *layout, const char *path, int n, void *cons
                          const size_t *bytes, double seconds);
 RT_API void rt_image_close(rt_image *im);   /* unmaps; a NULL map is nothing */
 
-/* ---- 16-bit floats (rt_half.c) ------------------------------------------ */
+/* ---- 16-bit floats and FP8 e4m3 (rt_half.c) ----------------------------- */
 /* bf16 (the top half of an f32) and IEEE half to f32, exactly: inline,
  * where generated code reads a 16-bit weight. */
 static inline float rt_bf16_f32(uint16_t h)
