@@ -63,6 +63,8 @@ $(B)/runtime/jit/rt_vec.o: KILN_CFLAGS += -O3 -mtune=native -fno-math-errno
 # -g0: with debug information gcc takes minutes over their inlined bodies
 # (3.5 min of CPU against 38 s without, here).
 $(B)/runtime/quant/rt_gemm_q.o: KILN_CFLAGS += -O3 -march=native -g0
+# FP8's kernel likewise (runtime/quant/rt_gemm_f8.c: AVX-512 or C).
+$(B)/runtime/quant/rt_gemm_f8.o: KILN_CFLAGS += -O3 -march=native -g0
 
 # The runtime's parts as C text for generated programs (cg_rt_parts,
 # codegen/codegen.h): per part its public header, and its body (its
@@ -113,6 +115,17 @@ $(QG_TESTS): $(B)/tests/test_gemm_q_%: tests/unit/test_gemm_q.c $(B)/tests/rt_ge
 	  $(B)/tests/testlib.o $(OBJS)
 	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< \
 	  $(filter-out $(B)/runtime/quant/rt_gemm_q.o,$(filter %.o,$^)) -lcmocka $(LDLIBS)
+
+# test_fp8 again against rt_gemm_f8.c built for plain x86-64 (its
+# portable C), beside the -march=native build kiln holds.
+$(B)/tests/rt_gemm_f8_c.o: runtime/quant/rt_gemm_f8.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -O3 -g0 -c -o $@ $<
+
+TESTS += $(B)/tests/test_fp8_c
+$(B)/tests/test_fp8_c: tests/unit/test_fp8.c $(B)/tests/rt_gemm_f8_c.o $(B)/tests/testlib.o $(OBJS)
+	$(CC) $(CFLAGS) $(KILN_CFLAGS) -o $@ $< \
+	  $(filter-out $(B)/runtime/quant/rt_gemm_f8.o,$(filter %.o,$^)) -lcmocka $(LDLIBS)
 
 $(B)/tests/testlib.o: tests/unit/testlib.c
 	@mkdir -p $(dir $@)

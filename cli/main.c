@@ -164,7 +164,7 @@ static int parse_opts(Opts *o, int argc, char **argv)
             o->weight_auto = strcmp(v, "auto") == 0;
             if (!o->weight_auto && !storage_parse(v, &o->weight_store))
                 return cli_usage("--weight-dtype takes auto, f32, bf16, f16, q8_0, q4_0, q4_k, "
-                                 "q6_k or q4_k_m, got '%s'", v);
+                                 "q6_k, q4_k_m or f8_e4m3, got '%s'", v);
             if (o->weight_auto)
                 o->weight_store = ST_F32;
         } else if (builds && strcmp(a, "--no-cache") == 0) {
@@ -326,7 +326,8 @@ static const Storage *auto_stores(const Module *m, const Opts *o)
     for (int i = 0; i < m->nweights; i++) {
         const rt_st_tensor *t = rt_st_find(&st, m->weights[i]->name);
         int dt = t && m->weights[i]->rank >= 2 ? t->dtype : RT_ST_F32;
-        s[i] = dt == RT_ST_BF16 ? ST_BF16 : dt == RT_ST_F16 ? ST_F16 : ST_F32;
+        s[i] = dt == RT_ST_BF16 ? ST_BF16 : dt == RT_ST_F16 ? ST_F16
+               : dt == RT_ST_F8_E4M3 ? ST_F8_E4M3 : ST_F32;
     }
     rt_st_close(&st);
     return s;
@@ -757,15 +758,27 @@ static int cmd_bisect(Module *m, const Opts *o, const CheckOpts *co)
     return EXIT_INVALID;
 }
 
-/* --tolerance, else 1e-4, or 3e-2 when weights are held quantized: the
- * kernels then round activations to int8 (qgemm), which the reference
+/* Whether a buffer of p is held in int8-activation blocks (not f8_e4m3,
+ * whose kernels keep activations in f32). */
+static int int8_blocks(const Prog *p)
+{
+    for (int i = 0; p && i < p->nbufs; i++)
+        if (storage_block(p->bufs[i]->store) && p->bufs[i]->store != ST_F8_E4M3)
+            return 1;
+    return 0;
+}
+
+/* --tolerance, else 1e-4, or 3e-2 when weights are held in GGML's blocks:
+ * the kernels then round activations to int8 (qgemm), which the reference
  * does not; about 1 % of the largest output on the examples
- * (docs/quantized-weights.md). */
+ * (docs/quantized-weights.md). f8_e4m3's kernels keep f32 activations:
+ * 1e-4 (docs/fp8.md). */
 static double tolerance(const Module *m, const Opts *o)
 {
-    int quant = storage_block(o->weight_store) || o->weight_store == ST_Q4_K_M;
+    int quant = (storage_block(o->weight_store) && o->weight_store != ST_F8_E4M3) ||
+                o->weight_store == ST_Q4_K_M;
     if (m->prog)
-        quant = cg_rt_uses(m, CG_CC) >> CG_RT_QUANT & 1;
+        quant = int8_blocks(m->prog) || int8_blocks(m->open);
     return o->tol >= 0 ? o->tol : quant ? 3e-2 : 1e-4;
 }
 

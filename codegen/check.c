@@ -44,8 +44,8 @@ struct CgCheck {
     CgInfos info;
     float **weights;
     float **weights32;       /* quantized weights: as they are (else NULL) */
-    int rounded[ST_Q4_K_M];  /* by store: weights held so rounded at load, */
-    int copied[ST_Q4_K_M];   /* and held so as the file has them */
+    int rounded[ST_F8_E4M3 + 1];  /* by store: weights held so rounded at load, */
+    int copied[ST_F8_E4M3 + 1];   /* and held so as the file has them */
     void **inputs;           /* by input index */
     const char **in_file;    /* by input index: its --input file, or NULL */
     void **ref;              /* reference outputs */
@@ -442,7 +442,7 @@ static void wfile_close(WFile *f)
  * it: nothing is rounded). */
 static int file_has(const WFile *f, const Node *w, int store)
 {
-    static const int st_store[] = {RT_F32, RT_F16, RT_BF16};    /* by RT_ST_* */
+    static const int st_store[] = {RT_F32, RT_F16, RT_BF16, RT_F8_E4M3}; /* by RT_ST_* */
     if (!f->open)
         return 0;
     if (f->gguf) {
@@ -476,7 +476,7 @@ static int load_weights(Check *c, rt_err *err)
         int st = c->info.weights[i].store;
         if (!m->prog && m->weights[i]->rank >= 2)
             st = c->o->weight_store;
-        if (st == RT_F32 || st >= ST_Q4_K_M ||
+        if (st == RT_F32 || st == ST_Q4_K_M ||
             (storage_block((Storage)st) && f32[i].count % storage_block((Storage)st)))
             continue;
         if (file_has(&file, m->weights[i], st)) {
@@ -557,24 +557,30 @@ static void teardown(Check *c)
         rt_free(c->ref32[i]);
 }
 
+/* What f8_e4m3's kernels do with activations (docs/fp8.md). */
+static const char activations_f32[] =
+    "the kernels keep activations in f32 (no FP8 activation quantization: a file's input_scale "
+    "is not applied)";
+
 static void header(FILE *f, const Check *c)
 {
     fprintf(f, "model %s: seed %llu, weights %s, tolerance %.3g (relative to max |ref|)\n",
             c->m->name, (unsigned long long)c->o->seed, c->o->weights ? c->o->weights : "from init",
             c->o->tol);
-    for (int st = ST_BF16; st < ST_Q4_K_M; st++) {
+    for (int st = ST_BF16; st <= ST_F8_E4M3; st++) {
+        const char *act = st == ST_F8_E4M3 ? activations_f32
+                          : storage_block((Storage)st) ? "the kernels on activations quantized to int8"
+                                                       : NULL;
         if (c->copied[st])
-            fprintf(f, "weights: %d of %d held as %s as the file stores them (lossless)%s\n",
-                    c->copied[st], c->m->nweights, storage_name((Storage)st),
-                    storage_block((Storage)st) ? "; the kernels on activations quantized to int8"
-                                               : "");
+            fprintf(f, "weights: %d of %d held as %s as the file stores them (lossless)%s%s\n",
+                    c->copied[st], c->m->nweights, storage_name((Storage)st), act ? "; " : "",
+                    act ? act : "");
         if (c->rounded[st])
             fprintf(f, "weights: %d of %d held as %s, %s at load (lossy, --weight-dtype); the "
-                    "reference runs on the same %s values%s\n", c->rounded[st], c->m->nweights,
+                    "reference runs on the same %s values%s%s\n", c->rounded[st], c->m->nweights,
                     storage_name((Storage)st), storage_block((Storage)st) ? "quantized" : "rounded",
-                    storage_block((Storage)st) ? "dequantized" : "rounded",
-                    storage_block((Storage)st) ? ", the kernels on activations quantized to int8"
-                                               : "");
+                    storage_block((Storage)st) ? "dequantized" : "rounded", act ? ", " : "",
+                    act ? act : "");
     }
     if (c->weights32)
         fprintf(f, "f32 rel: the %s build's error against the reference on the weights as they "

@@ -63,7 +63,7 @@ char *imp_llama2c(Arena *a, const char *bin, const ImportOpts *o, const char *we
 /* ---- import_st.c: safetensors written, and opened ------------------------ */
 typedef struct {
     const char *name;
-    const char *dtype;          /* "F32", "F16" or "BF16" */
+    const char *dtype;          /* "F32", "F16", "BF16" or "F8_E4M3" */
     int rank;
     int64_t dims[KILN_MAX_RANK];
     const void *data;           /* the bytes as they go in the file (little-endian) */

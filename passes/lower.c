@@ -5,7 +5,8 @@
  * 1. Buffers for the leaves in module order: inputs, weights, states;
  *    weights of rank >= 2 stored as --weight-dtype says (cx->weight_store,
  *    or per weight cx->weight_stores; held_store: a quantized type's
- *    fallbacks and q4_k_m's mix, each noted).
+ *    fallbacks and q4_k_m's mix, each noted; f8_e4m3's fallback is f32,
+ *    which holds an FP8 file's values exactly).
  * 2. An output buffer for each output that a computed node can write
  *    straight into (not a leaf, not a state written in place, listed once).
  * 3. Every op node lowers in node order (kernels run in that order).
@@ -90,7 +91,7 @@ Storage lower_weight_store(const Module *m, const Node *w, Storage st, Storage *
     if (storage_block(got) && row % storage_block(got))
         got = got == ST_Q4_K ? ST_Q4_0 : got == ST_Q6_K ? ST_Q8_0 : got;
     if (storage_block(got) && row % storage_block(got))
-        got = ST_F16;
+        got = got == ST_F8_E4M3 ? ST_F32 : ST_F16;      /* an FP8 file's values: exact */
     return got;
 }
 

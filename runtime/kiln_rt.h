@@ -5,7 +5,8 @@
  *   core/  this header's: errors, memory, weights (safetensors, GGUF), .npy,
  *          threads, profiles, micro-kernels, the main of every program;
  *   gen/   rt_gen.h's: tokenizers, sampling, `PROG generate` (decoders);
- *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k);
+ *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k,
+ *          f8_e4m3);
  *   jit/   rt_jit.h's: vector programs, which only JIT code calls;
  *   serve/ rt_serve.h's: `PROG serve`, an OpenAI-compatible server (slotted
  *          decoders; it links a library, libmicrohttpd, and pthreads).
@@ -49,6 +50,8 @@ enum { RT_F32 = 0, RT_I32 = 1 };                 /* equal to DT_F32, DT_I32 */
 enum { RT_BF16 = 2, RT_F16 = 3 };                /* 16-bit storage: ST_BF16, ST_F16 */
 /* Quantized storage (rt_quant.h): ST_Q8_0 ... ST_Q6_K */
 enum { RT_Q8_0 = 4, RT_Q4_0 = 5, RT_Q4_K = 6, RT_Q6_K = 7 };
+/* FP8 e4m3 blocks with an f32 scale (rt_quant.h): ST_F8_E4M3 */
+enum { RT_F8_E4M3 = 9 };
 enum { RT_INIT_NONE, RT_INIT_FILL, RT_INIT_RANDOM, RT_INIT_DATA };
 #define RT_MAX_RANK 6
 
@@ -134,7 +137,7 @@ RT_API void rt_fill_random(float *dst, int64_t n, uint64_t seed, double scale);
 RT_API void rt_seed_input(const rt_tensor_info *t, int index, uint64_t seed, void *dst);
 
 /* ---- safetensors (rt_safetensors.c) ------------------------------------ */
-enum { RT_ST_F32, RT_ST_F16, RT_ST_BF16 };
+enum { RT_ST_F32, RT_ST_F16, RT_ST_BF16, RT_ST_F8_E4M3 };
 typedef struct {
     char *name;
     int dtype;                  /* RT_ST_* */
@@ -166,7 +169,9 @@ struct rt_safetensors {
 RT_API int rt_st_open(rt_safetensors *st, const char *path, rt_err *e);
 RT_API void rt_st_close(rt_safetensors *st);
 RT_API const rt_st_tensor *rt_st_find(const rt_safetensors *st, const char *name);
-/* Widens F32/F16/BF16 exactly into f32. */
+/* Widens F32/F16/BF16 exactly into f32; F8_E4M3 gives the bytes' values
+ * unscaled (an FP8 weight's scales are another tensor: rt_load_weights
+ * applies them). */
 RT_API void rt_st_to_f32(const rt_st_tensor *t, float *dst);
 /* Loads every weight: from the file at path when given (a safetensors
  * file, an index of shards, or a GGUF file, rt_is_gguf; every tensor of
@@ -291,7 +296,7 @@ RT_API int rt_image_save(const char *layout, const char *path, int n, void *cons
                          const size_t *bytes, double seconds);
 RT_API void rt_image_close(rt_image *im);   /* unmaps; a NULL map is nothing */
 
-/* ---- 16-bit floats (rt_half.c) ------------------------------------------ */
+/* ---- 16-bit floats and FP8 e4m3 (rt_half.c) ----------------------------- */
 /* bf16 (the top half of an f32) and IEEE half to f32, exactly: inline,
  * where generated code reads a 16-bit weight. */
 static inline float rt_bf16_f32(uint16_t h)
@@ -321,6 +326,12 @@ static inline float rt_f16_f32(uint16_t h)
  * any value. */
 RT_API uint16_t rt_f32_bf16(float f);
 RT_API uint16_t rt_f32_f16(float f);
+/* An FP8 e4m3 byte's value (sign, 4 exponent bits biased by 7, 3 mantissa
+ * bits; no infinities; 0x7f and 0xff are NaN; largest 448), and f32 to
+ * the nearest e4m3 (ties to even; past 464, the tie between 448 and 512,
+ * or NaN: the NaN byte of its sign; no infinities). */
+RT_API float rt_e4m3_f32(uint8_t b);
+RT_API uint8_t rt_f32_e4m3(float f);
 /* The bytes count elements take held as store (RT_F32, RT_BF16, RT_F16,
  * RT_Q8_0 ... RT_Q6_K; a quantized count is a multiple of its block). */
 RT_API int64_t rt_store_bytes(int store, int64_t count);
@@ -547,6 +558,7 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
     X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_attn) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half) X(rt_store_bytes) \
+    X(rt_e4m3_f32) X(rt_f32_e4m3)                                            \
     X(rt_profile_add) X(rt_image_open) X(rt_image_save) X(rt_image_close)    \
     X(rt_gguf_open) X(rt_gguf_close) X(rt_gguf_find_key) X(rt_gguf_find_tensor) \
     X(rt_gguf_type_name) X(rt_gguf_u64) X(rt_gguf_i64) X(rt_gguf_f64)       \

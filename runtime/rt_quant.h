@@ -21,6 +21,10 @@
  *   q6_k  256 values in 210 bytes: 128 bytes ql (low 4 bits), 64 bytes qh
  *         (high 2 bits), 16 int8 scales, d; sub-block s (16 values) is
  *         x = d * scales[s] * (q - 32).
+ *   f8_e4m3  32 values in 36 bytes: an f32 scale d, then 32 FP8 e4m3
+ *         bytes q (kiln_rt.h's rt_e4m3_f32); x = d * e4m3(q). An FP8
+ *         checkpoint's bytes as stored, its scales spread per 32 values
+ *         (rt_load_weights; docs/fp8.md); kiln's own layout.
  * A weight so held is a sequence of blocks over its elements in row-major
  * order; its last dim (a row) is a multiple of the block, so no block
  * spans two rows (kiln holds any other weight wider, with a note). */
@@ -31,16 +35,18 @@
 
 /* ---- the types (rt_quant.c) --------------------------------------------- */
 /* The values of RT_Q8_0 ... RT_Q6_K (a weight's store) are kiln_rt.h's. */
-/* Values a block holds (32 or 256) and its bytes, by store; 0 for a store
+/* Values a block holds (32 or 256) and its bytes, by store (RT_Q8_0 ...
+ * RT_Q6_K, RT_F8_E4M3); 0 for a store
  * that is not quantized. */
 RT_API int rt_q_block(int store);
 RT_API int rt_q_block_bytes(int store);
-/* "q8_0", "q4_0", "q4_k", "q6_k"; NULL for another store. */
+/* "q8_0", "q4_0", "q4_k", "q6_k", "f8_e4m3"; NULL for another store. */
 RT_API const char *rt_q_name(int store);
 
 /* n values (a multiple of the block) of src into blocks of store at dst,
  * as GGML's reference quantizer makes them (quantize_row_*_ref): the
- * same bytes for the same floats. A NaN or infinite value makes the
+ * same bytes for the same floats (f8_e4m3: d = amax / 448 in f32, q the
+ * e4m3 nearest x / d, rt_f32_e4m3; d 0: q 0). A NaN or infinite value makes the
  * block's scale so (d, and q4_k's dmin; the rest zeros); callers check
  * their floats first. The blocks are shared among the core's threads
  * (rt_parallel_for), which changes no byte. */
@@ -59,6 +65,7 @@ RT_API float rt_q8_0_at(const void *w, int64_t i);
 RT_API float rt_q4_0_at(const void *w, int64_t i);
 RT_API float rt_q4_k_at(const void *w, int64_t i);
 RT_API float rt_q6_k_at(const void *w, int64_t i);
+RT_API float rt_f8_e4m3_at(const void *w, int64_t i);
 
 /* ---- gemm over quantized weights (rt_gemm_q.c) -------------------------- */
 /* C[m][n] += sum over kk < k of A[m][kk] * W(n, kk), row-major A and C
@@ -84,6 +91,15 @@ RT_API void rt_gemm_q4_k(int64_t m, int64_t n, int64_t k, const float *a, int64_
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 RT_API void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
+/* The same over f8_e4m3 blocks, activations kept in f32 (rt_gemm_f8.c):
+ * per element of C, 16 f32 lanes L from 0; per block of k in k order,
+ * lane l's t = w_l a_l, t = fmaf(w_{l+16}, a_{l+16}, t) (w the block's
+ * e4m3 values, exact in f32; a the row of A there), L_l = fmaf(t, d,
+ * L_l); then L_l += L_{l+h} for h = 8, 4, 2, 1, and C += L_0. The same
+ * bits on every path (AVX-512, portable C), thread count and split of
+ * rows or columns into calls; k split into calls changes the order. */
+RT_API void rt_gemm_f8_e4m3(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                            const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 /* n values (a multiple of block, 32 or 256; another block does nothing)
  * of x as the gemm kernels quantize activations, widened back into y (d *
  * q; a block whose amax is below 2^-100 gives zeros, one holding an inf
@@ -95,6 +111,7 @@ RT_API void rt_q_act_round(int block, const float *x, float *y, int64_t n);
 #define RT_QUANT_SYMBOLS(X)                                                   \
     X(rt_q_block) X(rt_q_block_bytes) X(rt_q_name) X(rt_quantize) X(rt_dequantize) \
     X(rt_q_check) X(rt_q8_0_at) X(rt_q4_0_at) X(rt_q4_k_at) X(rt_q6_k_at)      \
-    X(rt_gemm_q8_0) X(rt_gemm_q4_0) X(rt_gemm_q4_k) X(rt_gemm_q6_k) X(rt_q_act_round)
+    X(rt_gemm_q8_0) X(rt_gemm_q4_0) X(rt_gemm_q4_k) X(rt_gemm_q6_k) X(rt_q_act_round) \
+    X(rt_f8_e4m3_at) X(rt_gemm_f8_e4m3)
 
 #endif

@@ -144,7 +144,7 @@ fi
 # 5. misuse
 "$KILN" check examples/mlp.json --weight-dtype q5_1 >"$T/out" 2>&1
 rc=$?
-if [ $rc -eq 2 ] && grep -q "q8_0, q4_0, q4_k, q6_k or q4_k_m, got 'q5_1'" "$T/out"; then
+if [ $rc -eq 2 ] && grep -q "q8_0, q4_0, q4_k, q6_k, q4_k_m or f8_e4m3, got 'q5_1'" "$T/out"; then
     ok "--weight-dtype q5_1: a usage error naming the types"
 else
     bad "--weight-dtype q5_1: exit $rc"; cat "$T/out"

@@ -16,7 +16,8 @@
 #      pseudo-terminal (tests/chat.sh, with $MKCKPT and $PTYRUN), the
 #      OpenAI-compatible server with curl (tests/serve.sh, with $MKCKPT; the
 #      openai npm client when reachable), programs of several MPI ranks
-#      under mpirun (tests/mpi.sh, with $MKCKPT);
+#      under mpirun (tests/mpi.sh, with $MKCKPT), FP8 checkpoints
+#      (tests/fp8.sh, with $MKCKPT and $REFGEN);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -68,6 +69,7 @@ suite batch fails "checks: slotted decoders checked, batched decode = one sequen
 suite chat fails "checks: chat on a terminal, the KV cache kept, turns dropped, Ctrl-C, templates"
 suite serve fails "checks: the server with curl: completions = generate, streams, errors, busy, keys"
 suite mpi fails "checks: 2 ranks under mpirun = 1 rank, refusals, a failed or killed rank ends the job"
+suite fp8 fails "checks: FP8 folders checked, held as e4m3 blocks, decoded as the reference; bad scales; published configs"
 
 ls tests/models/*.json examples/*.json |
     xargs -P 2 -n 1 sh -c 'sh tests/check-one.sh "$0" "'"$log"'"' >"$log/checks" 2>&1 || failed=1

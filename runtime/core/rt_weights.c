@@ -16,17 +16,37 @@
  * asked for by --weight-dtype), or quantized by the info's quantize. A
  * weight sharded over MPI ranks (rt_tensor_info.shard_of) is its whole
  * shape in the file, and this rank (rt_ranks_now) reads its part only. On
- * error nothing stays allocated and dst[] is all NULL. Messages:
+ * error nothing stays allocated and dst[] is all NULL.
+ *
+ * FP8 (docs/fp8.md): a safetensors tensor of dtype F8_E4M3 comes with its
+ * scale, the tensor NAME_scale_inv (block-wise FP8) or NAME_scale
+ * (compressed-tensors), f32, bf16 or f16, of one of three shapes: [1] or
+ * [] (per tensor), [rows, 1] or [rows] (per row), or [ceil(rows / 128),
+ * ceil(cols / 128)] (blocks of 128 x 128); value (r, c) is e4m3(byte) x
+ * scale(r, c) (wt_scale). Held as f8_e4m3 it is re-blocked (wt_reblock):
+ * per 32 values of a row (cols a multiple of 32, so a block of 32 lies in
+ * one scale's block) the f32 scale then the 32 bytes as stored; a NaN
+ * byte (0x7f, 0xff) is refused by place. Held otherwise it is widened to
+ * those f32 values first, as any tensor. A scale and a compressed-tensors
+ * input_scale (NAME minus "weight" plus "input_scale") of an FP8 weight
+ * are companions, not extras; an input_scale is not read (kiln keeps
+ * activations in f32). Messages:
  *   W: 'w_up': shape [8960,1024] in the file, the model declares [8960,1536]
  *   W: weight 'w_up' is not in the file and has no init
  *   W: 'foo': not a weight of the model
  *   W: 'w_up' is Q8_0, which this program cannot widen (it was built without
  *      quantized weights): build it with --weights W, which holds the file's
  *      blocks as stored
- *   weight 'w_up' has no init; give --weights */
+ *   weight 'w_up' has no init; give --weights
+ *   W: 'q.weight' is F8_E4M3 but its scale 'q.weight_scale_inv' (or
+ *      'q.weight_scale') is not in the file
+ *   W: 'q.weight_scale_inv': shape [3,2], for 'q.weight' [256,128] kiln
+ *      reads [2,1] (blocks of 128 x 128), [256,1] (per row) or [1]
+ *   W: 'q.weight': element 77 is NaN (0x7f) */
 #include "runtime/core/rt_core.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,11 +63,16 @@ typedef struct {
 typedef struct {
     const char *name;
     int store;                  /* how the file holds it: RT_F32, RT_BF16,
-                                   RT_F16, RT_Q8_0 ... RT_Q6_K */
+                                   RT_F16, RT_Q8_0 ... RT_Q6_K, RT_F8_E4M3 */
     int rank;
     const int64_t *dims;
     int64_t count;
     const unsigned char *data;  /* inside the mapping, little-endian */
+    /* RT_F8_E4M3: its scale (wt_fp8_scale), element (r, c) of the tensor
+     * (r a row, c a column) scaled by scale element (r / srow) * sld + c /
+     * scol */
+    const rt_st_tensor *scale;
+    int64_t srow, scol, sld;
 } wt_tensor;
 
 static int wt_begin(wt_file *f, const char *path, rt_err *e)
@@ -76,16 +101,17 @@ static const char *wt_name(const wt_file *f, int i)
 /* Tensor `name` of f (f NULL: none) into *t: 1 when found, else 0. */
 static int wt_find(const wt_file *f, const char *name, wt_tensor *t)
 {
-    static const int st_store[] = {RT_F32, RT_F16, RT_BF16};    /* by RT_ST_* */
+    static const int st_store[] = {RT_F32, RT_F16, RT_BF16, RT_F8_E4M3}; /* by RT_ST_* */
     if (f && f->gguf) {
         const rt_gguf_tensor *g = rt_gguf_find_tensor(&f->g, name);
         if (g)
-            *t = (wt_tensor){g->name, g->store, g->rank, g->dims, g->count, g->data};
+            *t = (wt_tensor){g->name, g->store, g->rank, g->dims, g->count, g->data, NULL, 0, 0, 0};
         return g != NULL;
     }
     const rt_st_tensor *s = f ? rt_st_find(&f->st, name) : NULL;
     if (s)
-        *t = (wt_tensor){s->name, st_store[s->dtype], s->rank, s->dims, s->count, s->data};
+        *t = (wt_tensor){s->name, st_store[s->dtype], s->rank, s->dims, s->count, s->data,
+                         NULL, 0, 0, 0};
     return s != NULL;
 }
 
@@ -93,6 +119,90 @@ static int wt_by_name(const void *x, const void *y)
 {
     return strcmp(*(const char *const *)x, *(const char *const *)y);
 }
+
+/* The columns of a tensor (its last dim) and rows (the rest). */
+static int64_t wt_cols(const wt_tensor *t) { return t->rank ? t->dims[t->rank - 1] : 1; }
+static int64_t wt_rows(const wt_tensor *t) { return wt_cols(t) ? t->count / wt_cols(t) : 0; }
+
+/* The name of FP8 tensor `name`'s scale in f, or NULL. */
+static const rt_st_tensor *wt_scale_of(const wt_file *f, const char *name, char *buf, size_t size)
+{
+    const rt_st_tensor *s = NULL;
+    snprintf(buf, size, "%s_scale_inv", name);
+    if (!(s = rt_st_find(&f->st, buf))) {
+        snprintf(buf, size, "%s_scale", name);
+        s = rt_st_find(&f->st, buf);
+    }
+    return s;
+}
+
+/* FP8 tensor t's scale found and its shape read into t (see the top). */
+static int wt_fp8_scale(const wt_file *f, wt_tensor *t, rt_err *e)
+{
+    char name[512], a[160], b[160];
+    const rt_st_tensor *s = wt_scale_of(f, t->name, name, sizeof name);
+    if (!s)
+        return rt_errf(e, RT_EINVAL, "%s: '%s' is F8_E4M3 but its scale '%s_scale_inv' (or "
+                       "'%s_scale') is not in the file", f->path, t->name, t->name, t->name);
+    int64_t rows = wt_rows(t), cols = wt_cols(t), br = (rows + 127) / 128, bc = (cols + 127) / 128;
+    t->scale = s;
+    if (s->count == 1) {
+        t->srow = rows ? rows : 1, t->scol = cols ? cols : 1, t->sld = 1;
+    } else if (s->count == rows && (s->rank == 1 || (s->rank == 2 && s->dims[1] == 1))) {
+        t->srow = 1, t->scol = cols ? cols : 1, t->sld = 1;
+    } else if (s->rank == 2 && s->dims[0] == br && s->dims[1] == bc) {
+        t->srow = 128, t->scol = 128, t->sld = bc;
+    } else {
+        return rt_errf(e, RT_EINVAL, "%s: '%s': shape %s, for '%s' %s kiln reads [%lld,%lld] "
+                       "(blocks of 128 x 128), [%lld,1] (per row) or [1]", f->path, name,
+                       rt_fmt_shape(a, sizeof a, s->rank, s->dims), t->name,
+                       rt_fmt_shape(b, sizeof b, t->rank, t->dims), (long long)br, (long long)bc,
+                       (long long)rows);
+    }
+    if (s->dtype == RT_ST_F8_E4M3)
+        return rt_errf(e, RT_EINVAL, "%s: '%s': an F8_E4M3 scale (kiln reads F32, BF16 or F16 "
+                       "scales)", f->path, name);
+    return 0;
+}
+
+/* The scale of element (r, c) of FP8 tensor t. */
+static float wt_scale(const wt_tensor *t, int64_t r, int64_t c)
+{
+    const rt_st_tensor *s = t->scale;
+    int64_t i = r / t->srow * t->sld + c / t->scol;
+    const unsigned char *p = s->data + i * (s->dtype == RT_ST_F32 ? 4 : 2);
+    if (s->dtype == RT_ST_F32) {
+        uint32_t u = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        float v;
+        memcpy(&v, &u, 4);
+        return v;
+    }
+    uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+    return s->dtype == RT_ST_F16 ? rt_f16_f32(h) : rt_bf16_f32(h);
+}
+
+/* Whether `key`, no weight, is an FP8 weight's companion in f: its scale
+ * or its input_scale. */
+static int wt_companion(const wt_file *f, const char *key, const char **names, int nw)
+{
+    static const char *const ends[][2] = {{"_scale_inv", ""}, {"_scale", ""},
+                                          {"input_scale", "weight"}};
+    char base[512];
+    size_t n = strlen(key);
+    for (int i = 0; !f->gguf && i < 3; i++) {
+        size_t m = strlen(ends[i][0]);
+        if (n <= m || strcmp(key + n - m, ends[i][0]) ||
+            (size_t)snprintf(base, sizeof base, "%.*s%s", (int)(n - m), key, ends[i][1]) >= sizeof base)
+            continue;
+        const char *b = base;
+        const rt_st_tensor *t = rt_st_find(&f->st, base);
+        if (t && t->dtype == RT_ST_F8_E4M3 &&
+            bsearch(&b, names, (size_t)nw, sizeof *names, wt_by_name))
+            return 1;
+    }
+    return 0;
+}
+
 
 /* Every tensor of the file is a declared weight: each looked up among the
  * weights' names, sorted (a MoE model has tens of thousands). */
@@ -107,7 +217,8 @@ static int wt_no_extras(const wt_file *f, const rt_tensor_info *w, int nw, rt_er
     int rc = 0;
     for (int i = 0; i < wt_count(f) && !rc; i++) {
         const char *key = wt_name(f, i);
-        if (!bsearch(&key, names, (size_t)nw, sizeof *names, wt_by_name))
+        if (!bsearch(&key, names, (size_t)nw, sizeof *names, wt_by_name) &&
+            !wt_companion(f, key, names, nw))
             rc = rt_errf(e, RT_EINVAL, "%s: '%s': not a weight of the model", f->path, key);
     }
     free(names);
@@ -126,6 +237,8 @@ static int wt_same_shape(const wt_tensor *t, const rt_tensor_info *w)
 
 static int wt_half_store(int store) { return store == RT_BF16 || store == RT_F16; }
 static int wt_quant_store(int store) { return store >= RT_Q8_0; }
+/* A GGUF's blocks, which only the quantized part widens (FP8's the core does). */
+static int wt_gguf_quant(int store) { return store >= RT_Q8_0 && store != RT_F8_E4M3; }
 
 /* Whether the file holds t as w is held: f32, w's 16-bit type, or w's
  * quantized type. */
@@ -164,6 +277,10 @@ static void wt_f32(const wt_tensor *t, const rt_tensor_info *w, float *d)
     const unsigned char *p = t ? t->data : NULL;
     if (!t)
         wt_init(w, d);
+    else if (t->store == RT_F8_E4M3)
+        for (int64_t r = 0, i = 0, cols = wt_cols(t); r < wt_rows(t); r++)
+            for (int64_t c = 0; c < cols; c++, i++)
+                d[i] = rt_e4m3_f32(p[i]) * wt_scale(t, r, c);
     else if (wt_quant_store(t->store))
         w->dequantize(t->store, p, d, t->count);
     else if (t->store == RT_F32)
@@ -177,12 +294,35 @@ static void wt_f32(const wt_tensor *t, const rt_tensor_info *w, float *d)
             d[i] = rt_bf16_f32((uint16_t)(p[0] | p[1] << 8));
 }
 
+/* FP8 tensor t into f8_e4m3 blocks at d (see the top): per 32 values of a
+ * row, the f32 scale, then the bytes; a NaN byte refused. */
+static int wt_reblock(const wt_file *f, const wt_tensor *t, unsigned char *d, rt_err *e)
+{
+    int64_t cols = wt_cols(t);
+    if (cols % 32)
+        return rt_errf(e, RT_EINTERNAL, "weight '%s': cannot hold it as f8_e4m3: rows of %lld",
+                       t->name, (long long)cols);
+    for (int64_t i = 0; i < t->count; i += 32, d += 36) {
+        float s = wt_scale(t, i / cols, i % cols);
+        memcpy(d, &s, 4);
+        memcpy(d + 4, t->data + i, 32);
+        for (int j = 0; j < 32; j++)
+            if ((d[4 + j] & 0x7f) == 0x7f)
+                return rt_errf(e, RT_EINVAL, "%s: '%s': element %lld is NaN (0x%02x)", f->path,
+                               t->name, (long long)(i + j), d[4 + j]);
+    }
+    return 0;
+}
+
 /* Fills a 16-bit or quantized weight d: a copy of t when it is of the
- * store's type, else made as f32 in a scratch buffer, then rounded or
- * quantized. */
-static int wt_small(const wt_tensor *t, const rt_tensor_info *w, void *d, rt_err *e)
+ * store's type (an FP8 tensor re-blocked), else made as f32 in a scratch
+ * buffer, then rounded or quantized. */
+static int wt_small(const wt_file *f, const wt_tensor *t, const rt_tensor_info *w, void *d,
+                    rt_err *e)
 {
     int quant = wt_quant_store(w->store);
+    if (t && wt_as_held(t, w) && w->store == RT_F8_E4M3)
+        return wt_reblock(f, t, d, e);
     if (t && wt_as_held(t, w) && quant) {
         memcpy(d, t->data, (size_t)rt_store_bytes(w->store, w->count));
         return 0;
@@ -198,16 +338,16 @@ static int wt_small(const wt_tensor *t, const rt_tensor_info *w, void *d, rt_err
     if (quant && (!w->quantize || row % 32))
         return rt_errf(e, RT_EINTERNAL, "weight '%s': cannot hold it quantized (store %d)",
                        w->name, w->store);
-    float *f = rt_alloc((size_t)w->count * sizeof *f);
-    if (!f)
+    float *x = rt_alloc((size_t)w->count * sizeof *x);
+    if (!x)
         return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
                        (long long)w->count * 4);
-    wt_f32(t, w, f);
+    wt_f32(t, w, x);
     if (quant)
-        w->quantize(w->store, f, d, w->count);
+        w->quantize(w->store, x, d, w->count);
     else
-        rt_round_half(d, f, w->count, w->store);
-    rt_free(f);
+        rt_round_half(d, x, w->count, w->store);
+    rt_free(x);
     return 0;
 }
 
@@ -286,7 +426,12 @@ static int wt_source(const wt_file *f, const rt_tensor_info *w, wt_tensor *t, in
     if (!*found && w->shard_of)
         return rt_errf(e, RT_EINVAL, "%s: weight '%s' is split over ranks and must come from the "
                        "weights file", f ? f->path : "no weights file", w->name);
-    if (*found && wt_quant_store(t->store) && !wt_as_held(t, w) && !w->dequantize)
+    if (*found && t->store == RT_F8_E4M3) {
+        int rc = wt_fp8_scale(f, t, e);
+        if (rc)
+            return rc;
+    }
+    if (*found && wt_gguf_quant(t->store) && !wt_as_held(t, w) && !w->dequantize)
         return rt_errf(e, RT_EINVAL, "%s: '%s' is %s, which this program cannot widen (it "
                        "was built without quantized weights): build it with --weights %s, which "
                        "holds the file's blocks as stored", f->path, w->name,
@@ -318,9 +463,10 @@ int rt_check_weights(const char *path, const rt_tensor_info *w, int nw, rt_err *
     return rc;
 }
 
-/* One weight from src (the file's tensor, as w is shaped; NULL: its
- * init): allocates and fills it. */
-static int wt_make(const wt_tensor *src, const rt_tensor_info *w, void **out, rt_err *e)
+/* One weight from src (the file's tensor f holds, as w is shaped; NULL:
+ * its init): allocates and fills it. */
+static int wt_make(const wt_file *f, const wt_tensor *src, const rt_tensor_info *w, void **out,
+                   rt_err *e)
 {
     int rc = 0;
     if (w->count < 0 || (uint64_t)w->count > SIZE_MAX / sizeof(float))
@@ -342,7 +488,7 @@ static int wt_make(const wt_tensor *src, const rt_tensor_info *w, void **out, rt
     if (w->panel && from_file)
         wt_pack_file(src, w, d);
     else if (small)
-        rc = wt_small(src, w, d, e);
+        rc = wt_small(f, src, w, d, e);
     else
         wt_f32(src, w, d);
     if (!rc && w->panel && !from_file)           /* made another way: packed after */
@@ -400,10 +546,13 @@ static int wt_one(const wt_file *f, const rt_tensor_info *w, void **out, rt_err 
     wt_tensor t;
     void *owned = NULL;
     int found, rc = wt_source(f, w, &t, &found, e);
+    if (!rc && found && w->shard_of && t.store == RT_F8_E4M3)
+        rc = rt_errf(e, RT_EINVAL, "%s: weight '%s' is FP8, which kiln does not split over ranks "
+                     "yet (build with --weight-dtype bf16)", f->path, w->name);
     if (!rc && found && w->shard_of)
         rc = wt_part(&t, w, &owned, e);
     if (!rc)
-        rc = wt_make(found ? &t : NULL, w, out, e);
+        rc = wt_make(f, found ? &t : NULL, w, out, e);
     rt_free(owned);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* runtime/quant/rt_quant.c: the quantized types' blocks (rt_quant.h):
  * sizes and names, the entry points over a weight of any of them, and
- * q8_0's and q4_0's blocks (q4_k's and q6_k's are rt_quant_k.c's).
+ * q8_0's, q4_0's and f8_e4m3's blocks (q4_k's and q6_k's are
+ * rt_quant_k.c's).
  *
  * Quantizing does the f32 operations of GGML's reference quantizers
  * (ggml-quants.c: quantize_row_q8_0_ref, quantize_row_q4_0_ref) in their
@@ -43,7 +44,9 @@
 
 int rt_q_block(int store)
 {
-    return store == RT_Q8_0 || store == RT_Q4_0 ? 32 : store == RT_Q4_K || store == RT_Q6_K ? 256 : 0;
+    return store == RT_Q8_0 || store == RT_Q4_0 || store == RT_F8_E4M3 ? 32
+           : store == RT_Q4_K || store == RT_Q6_K                     ? 256
+                                                                      : 0;
 }
 
 int rt_q_block_bytes(int store)
@@ -54,7 +57,9 @@ int rt_q_block_bytes(int store)
 const char *rt_q_name(int store)
 {
     static const char *const names[] = {"q8_0", "q4_0", "q4_k", "q6_k"};
-    return store >= RT_Q8_0 && store <= RT_Q6_K ? names[store - RT_Q8_0] : NULL;
+    return store >= RT_Q8_0 && store <= RT_Q6_K ? names[store - RT_Q8_0]
+           : store == RT_F8_E4M3                ? "f8_e4m3"
+                                                : NULL;
 }
 
 /* GGML's float-to-int8 cast of a rounded or shifted q, on x86: 0 where it
@@ -110,6 +115,26 @@ static float qb_q4_0(const unsigned char *b, int j)
     return (float)(q - 8) * rt_qk_half(b);
 }
 
+/* ---- f8_e4m3: an f32 d, then 32 e4m3 bytes --------------------------------- */
+static void qb_quantize_f8(const float *x, unsigned char *b)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax)
+            amax = fabsf(x[j]);
+    float d = amax / 448;
+    memcpy(b, &d, 4);
+    for (int j = 0; j < 32; j++)
+        b[4 + j] = d ? rt_f32_e4m3(x[j] / d) : 0;
+}
+
+static float qb_f8(const unsigned char *b, int j)
+{
+    float d;
+    memcpy(&d, b, 4);
+    return d * rt_e4m3_f32(b[4 + j]);
+}
+
 /* ---- over a weight -------------------------------------------------------- */
 /* One block of store at b from x: a NaN or inf (the first) made the
  * scale, else the type's quantizer. */
@@ -119,7 +144,10 @@ static void qb_quantize(int store, const float *x, unsigned char *b)
     for (int j = 0; j < n; j++)
         if (!isfinite(x[j])) {
             memset(b, 0, (size_t)rt_q_block_bytes(store));
-            rt_qk_put_half(b + (store == RT_Q6_K ? 208 : 0), x[j]);
+            if (store == RT_F8_E4M3)
+                memcpy(b, &x[j], 4);
+            else
+                rt_qk_put_half(b + (store == RT_Q6_K ? 208 : 0), x[j]);
             if (store == RT_Q4_K)
                 rt_qk_put_half(b + 2, x[j]);
             return;
@@ -128,6 +156,8 @@ static void qb_quantize(int store, const float *x, unsigned char *b)
         qb_quantize_q8_0(x, b);
     else if (store == RT_Q4_0)
         qb_quantize_q4_0(x, b);
+    else if (store == RT_F8_E4M3)
+        qb_quantize_f8(x, b);
     else
         rt_qk_quantize(store, x, b);
 }
@@ -164,6 +194,9 @@ void rt_dequantize(int store, const void *src, float *dst, int64_t n)
         else if (store == RT_Q4_0)
             for (int j = 0; j < 32; j++)
                 dst[j] = qb_q4_0(b, j);
+        else if (store == RT_F8_E4M3)
+            for (int j = 0; j < 32; j++)
+                dst[j] = qb_f8(b, j);
         else
             rt_qk_dequantize(store, b, dst);
     }
@@ -180,7 +213,10 @@ int64_t rt_q_check(int store, const void *src, int64_t n)
     const unsigned char *b = src;
     int bn = rt_q_block(store), bytes = rt_q_block_bytes(store);
     for (int64_t i = 0; bn && i < n / bn; i++, b += bytes) {
-        int ok = store == RT_Q6_K ? qb_finite(b + 208)
+        float d;
+        memcpy(&d, b, 4);
+        int ok = store == RT_F8_E4M3 ? isfinite(d)
+                 : store == RT_Q6_K  ? qb_finite(b + 208)
                  : store == RT_Q4_K ? qb_finite(b) && qb_finite(b + 2)
                                     : qb_finite(b);
         if (!ok)
@@ -197,6 +233,11 @@ float rt_q8_0_at(const void *w, int64_t i)
 float rt_q4_0_at(const void *w, int64_t i)
 {
     return qb_q4_0((const unsigned char *)w + i / 32 * 18, (int)(i % 32));
+}
+
+float rt_f8_e4m3_at(const void *w, int64_t i)
+{
+    return qb_f8((const unsigned char *)w + i / 32 * 36, (int)(i % 32));
 }
 
 #if defined(__clang__)

@@ -42,7 +42,7 @@ static void check_file(const rt_safetensors *st, size_t size)
     FUZZ_CHECK(st->size == size);
     for (int i = 0; i < st->n; i++) {
         const rt_st_tensor *t = &st->t[i];
-        FUZZ_CHECK(t->dtype >= RT_ST_F32 && t->dtype <= RT_ST_BF16);
+        FUZZ_CHECK(t->dtype >= RT_ST_F32 && t->dtype <= RT_ST_F8_E4M3);
         FUZZ_CHECK(t->rank >= 0 && t->rank <= RT_MAX_RANK);
         FUZZ_CHECK(t->data >= lo + 8 && t->data <= hi && t->nbytes <= (size_t)(hi - t->data));
         FUZZ_CHECK(t->nbytes == (size_t)t->count * (size_t)esize[t->dtype]);

@@ -36,24 +36,32 @@ static int fail(const char *what)
     return 1;
 }
 
-/* Every weight from the file, widened to f32. */
+/* Every weight from the file, widened to f32 as the runtime's loader
+ * widens it (an FP8 tensor times its scales). */
 static int load_weights(Module *m, const char *path, Tensor **w)
 {
-    rt_safetensors st;
     rt_err e = {0};
-    if (rt_st_open(&st, path, &e))
-        return fail(e.msg);
-    for (int i = 0; i < m->nweights; i++) {
-        const rt_st_tensor *t = rt_st_find(&st, m->weights[i]->name);
-        w[i] = tensor_new(m->weights[i]);
-        if (!t || t->count != w[i]->count) {
-            rt_st_close(&st);
-            return fail("a weight is missing or of another size");
-        }
-        rt_st_to_f32(t, w[i]->f);
+    rt_tensor_info *info = calloc((size_t)m->nweights + 1, sizeof *info);
+    void **f = calloc((size_t)m->nweights + 1, sizeof *f);
+    if (!info || !f) {
+        free(info), free(f);
+        return fail("out of memory");
     }
-    rt_st_close(&st);
-    return 0;
+    for (int i = 0; i < m->nweights; i++) {
+        const Node *n = m->weights[i];
+        info[i] = (rt_tensor_info){.name = n->name, .dtype = RT_F32, .rank = n->rank,
+                                   .count = shape_count(n->rank, n->dims), .store = RT_F32};
+        memcpy(info[i].dims, n->dims, sizeof *n->dims * (size_t)n->rank);
+    }
+    int rc = rt_load_weights(path, info, m->nweights, f, &e);
+    for (int i = 0; !rc && i < m->nweights; i++) {
+        w[i] = tensor_new(m->weights[i]);
+        memcpy(w[i]->f, f[i], sizeof(float) * (size_t)info[i].count);
+    }
+    for (int i = 0; i < m->nweights; i++)
+        rt_free(f[i]);
+    free(info), free(f);
+    return rc ? fail(e.msg) : 0;
 }
 
 /* Each weight of rank >= 2 rounded to what a program holds for --weight-dtype st. */

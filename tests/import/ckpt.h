@@ -21,6 +21,8 @@ typedef enum {
     CK_GEMMA2, CK_GEMMA3
 } CkType;
 
+enum { CK_FP8_BLOCK = 1, CK_FP8_CHANNEL, CK_FP8_TENSOR };
+
 typedef struct {
     CkType type;
     int vocab, dim, hidden, layers, heads, kv_heads;
@@ -32,6 +34,12 @@ typedef struct {
                                    the HF folder then holds wq, wk permuted
                                    as transformers' conversion script does */
     int bf16;                   /* weights rounded to bf16 (HF: stored BF16) */
+    /* HF: the linear layers' weights (NAME_proj.weight) stored as FP8
+     * e4m3 with scales (ckpt_files.c): CK_FP8_BLOCK as Qwen3's FP8 (a
+     * weight_scale_inv per 128 x 128 block), CK_FP8_CHANNEL and
+     * CK_FP8_TENSOR as compressed-tensors' (a weight_scale per row or one,
+     * bf16 with --bf16, and an input_scale); 0: none */
+    int fp8;
     int llama3_rope;            /* rope_scaling of rope_type llama3: factor 8,
                                    low_freq_factor 1, high_freq_factor 4,
                                    original_max_position_embeddings 32 */

@@ -1,13 +1,15 @@
 /* tests/import/ckpt_files.c: the files a checkpoint of ckpt.h is written
  * as, llama2.c's .bin (version 0 or 1) and a Hugging Face folder
  * (config.json as transformers writes it, model.safetensors or shards and
- * their index), from the weights ckpt.c made. */
+ * their index), from the weights ckpt.c made; FP8 folders' e4m3 bytes
+ * from the format's definition (fp8_code), not kiln's runtime. */
 #include "ckpt_model.h"
 
 #include "frontend/import.h"
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,13 +98,133 @@ typedef struct {
     void **bufs;                /* converted data, freed with the list */
     int nbufs;
     int bf16;
+    int fp8;                    /* CK_FP8_* or 0 */
 } List;
+
+/* ---- FP8 e4m3 (OCP FP8's E4M3FN) -------------------------------------------- */
+
+/* The value of byte c: sign, 4 exponent bits biased by 7, 3 mantissa
+ * bits; exponent 0 is subnormal (m/8 2^-6); no infinities; 0x7f and 0xff
+ * are NaN (not asked for here). */
+static double fp8_value(int c)
+{
+    int e = c >> 3 & 15, m = c & 7;
+    double v = e ? ldexp(1 + m / 8.0, e - 7) : ldexp(m / 8.0, -6);
+    return c & 0x80 ? -v : v;
+}
+
+/* The nearest byte to x (|x| <= 448), ties to the even code (mantissa's
+ * last bit 0), by search over the 127 non-negative finite codes. */
+static unsigned char fp8_code(double x)
+{
+    int best = 0;
+    double a = fabs(x);
+    for (int c = 1; c < 0x7f; c++) {
+        double d = fabs(fp8_value(c) - a), db = fabs(fp8_value(best) - a);
+        if (d < db || (d == db && !(c & 1)))
+            best = c;
+    }
+    return (unsigned char)(best | (x < 0 ? 0x80 : 0));
+}
+
+/* Whether tensor `name` is stored as FP8: a linear layer's weight. */
+static int fp8_wanted(const List *l, const char *name, int rank)
+{
+    size_t n = strlen(name);
+    return l->fp8 && rank == 2 && n > 12 && !strcmp(name + n - 12, "_proj.weight");
+}
+
+static float fp8_bf16(float s)                   /* s rounded to bf16, to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &s, 4);
+    u = (u + 0x7fff + (u >> 16 & 1)) & 0xffff0000u;
+    memcpy(&s, &u, 4);
+    return s;
+}
+
+/* x [d0, d1] as FP8 bytes b with its scales (see ckpt.h's fp8): a scale s
+ * = amax / 448 of its block, row or tensor (1 when amax is 0), the bytes
+ * fp8_code(x / s); returns the scales' tensor (count in *ns). */
+static float *fp8_quantize(const List *l, const float *x, int64_t d0, int64_t d1,
+                           unsigned char *b, int64_t *ns)
+{
+    int64_t br = l->fp8 == CK_FP8_BLOCK ? 128 : l->fp8 == CK_FP8_CHANNEL ? 1 : d0;
+    int64_t bc = l->fp8 == CK_FP8_BLOCK ? 128 : d1;
+    int64_t nr = (d0 + br - 1) / br, nc = (d1 + bc - 1) / bc;
+    float *s = malloc(sizeof *s * (size_t)(nr * nc));
+    *ns = nr * nc;
+    for (int64_t i = 0; s && i < nr; i++)
+        for (int64_t j = 0; j < nc; j++) {
+            double amax = 0;
+            for (int64_t r = i * br; r < d0 && r < (i + 1) * br; r++)
+                for (int64_t c = j * bc; c < d1 && c < (j + 1) * bc; c++)
+                    amax = fmax(amax, fabs(x[r * d1 + c]));
+            float sc = amax > 0 ? (float)(amax / 448) : 1.0f;
+            if (l->bf16 && l->fp8 != CK_FP8_BLOCK)
+                sc = fp8_bf16(sc);
+            s[i * nc + j] = sc;
+            for (int64_t r = i * br; r < d0 && r < (i + 1) * br; r++)
+                for (int64_t c = j * bc; c < d1 && c < (j + 1) * bc; c++) {
+                    double q = x[r * d1 + c] / (double)sc;
+                    b[r * d1 + c] = fp8_code(q > 448 ? 448 : q < -448 ? -448 : q);
+                }
+        }
+    return s;
+}
+
+static void add(List *l, const char *name, const float *x, int rank, int64_t d0, int64_t d1,
+                int64_t d2, int64_t d3);
+
+/* FP8 weight `name` [d0, d1] of x: its bytes, its scale (NAME_scale_inv,
+ * or compressed-tensors' NAME_scale and the input_scale beside it). */
+static void add_fp8(List *l, const char *name, const float *x, int64_t d0, int64_t d1)
+{
+    unsigned char *b = malloc((size_t)(d0 * d1));
+    int64_t ns;
+    float *s = b ? fp8_quantize(l, x, d0, d1, b, &ns) : NULL;
+    if (!s) {
+        free(b);
+        return;
+    }
+    ImpTensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
+    t->name = strdup(name);
+    t->rank = 2;
+    t->dims[0] = d0, t->dims[1] = d1;
+    t->dtype = "F8_E4M3";
+    t->data = b;
+    l->bufs[l->nbufs++] = b;
+    l->bufs[l->nbufs++] = (void *)t->name;
+    l->bufs[l->nbufs++] = s;
+    char sname[200];
+    int fp = l->fp8, bf = l->bf16;
+    l->fp8 = 0, l->bf16 = bf && fp != CK_FP8_BLOCK;       /* the scale as it is */
+    snprintf(sname, sizeof sname, "%s_scale%s", name, fp == CK_FP8_BLOCK ? "_inv" : "");
+    if (fp == CK_FP8_BLOCK)
+        add(l, sname, s, 2, (d0 + 127) / 128, (d1 + 127) / 128, 0, 0);
+    else if (fp == CK_FP8_CHANNEL)
+        add(l, sname, s, 2, d0, 1, 0, 0);
+    else
+        add(l, sname, s, 1, 1, 0, 0, 0);
+    if (fp != CK_FP8_BLOCK) {            /* a static activation scale, which kiln ignores */
+        static const float in_scale = 0.0125f;
+        snprintf(sname, sizeof sname, "%.*sinput_scale", (int)(strlen(name) - 6), name);
+        l->bf16 = 0;
+        add(l, sname, &in_scale, 1, 1, 0, 0, 0);
+    }
+    l->fp8 = fp, l->bf16 = bf;
+}
 
 /* A tensor of the list; its data is converted to bytes now (BF16: the
  * upper halves, exact since the weights were rounded). */
 static void add(List *l, const char *name, const float *x, int rank, int64_t d0, int64_t d1,
                 int64_t d2, int64_t d3)
 {
+    if (fp8_wanted(l, name, rank)) {
+        add_fp8(l, name, x, d0, d1);
+        return;
+    }
     ImpTensor *t = &l->t[l->n++];
     int64_t dims[4] = {d0, d1, d2, d3}, n = 1;
     memset(t, 0, sizeof *t);
@@ -439,9 +561,9 @@ static int write_index(const List *ls, const char *dir, int shards, char *why, s
 int ck_write_hf(const CkModel *m, const char *dir, int shards, const char *extra, char *why,
                 size_t whylen)
 {
-    int64_t most = 16 + (int64_t)m->s.layers * (20 + 3 * (int64_t)m->s.experts);
+    int64_t most = 3 * (16 + (int64_t)m->s.layers * (20 + 3 * (int64_t)m->s.experts));
     List ls = {calloc((size_t)most, sizeof(ImpTensor)), 0, 0,
-               calloc((size_t)(3 * most), sizeof(void *)), 0, m->s.bf16};
+               calloc((size_t)(3 * most), sizeof(void *)), 0, m->s.bf16, m->s.fp8};
     int rc = -1;
     if (!ls.t || !ls.bufs)
         snprintf(why, whylen, "out of memory");

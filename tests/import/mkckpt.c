@@ -7,6 +7,7 @@
  *          DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
  *          [--shape tiny|small|blocks|tinyllama|llama3-8b] [--stream] [--no-weights]
+ *          [--fp8 block|channel|tensor]
  *   mkckpt gguf TYPE FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k]
  *          [--bf16] [--untied] [--seed N] [--shape tiny|small|blocks]
  *          [--drop-key KEY] [--arch NAME] [--reshape TENSOR=D0,D1...]
@@ -37,7 +38,12 @@
  * head_dim: give 32 for files to compare); --llama3-rope gives llama
  * Llama 3.1's rope_scaling (a rope_freqs.weight in the GGUF). --drop-key,
  * --arch and --reshape make a bad file of the good one (ck_gguf_rewrite):
- * without KEY, with general.architecture NAME, with TENSOR of that shape. */
+ * without KEY, with general.architecture NAME, with TENSOR of that shape.
+ * --fp8 stores the linear layers' weights as FP8 e4m3 with scales
+ * (ckpt.h's fp8): block is Qwen3-FP8's layout (quant_method fp8,
+ * weight_block_size [128, 128], weight_scale_inv), channel and tensor
+ * compressed-tensors' (float-quantized, weight_scale per row or one, a
+ * static input_scale); config.json gets the quantization_config. */
 #include "ckpt.h"
 #include "gguf_write.h"
 #include "runtime/rt_gen.h"
@@ -68,7 +74,9 @@ static void put_usage(FILE *f)
             "        TinyLlama-1.1B's and Llama-3.1-8B's, their published config.json, random\n"
             "        weights (4.4 GB of f32, 16 GB of bf16) written tensor by tensor\n"
             "--stream: write a llama tensor by tensor, never holding the model (the same bytes)\n"
-            "--no-weights: config.json and tokenizer.json only; list the tensors (llama)\n");
+            "--no-weights: config.json and tokenizer.json only; list the tensors (llama)\n"
+            "--fp8 block|channel|tensor (hf): linear weights as FP8 e4m3 with scales, as\n"
+            "        Qwen3-FP8 (block) or compressed-tensors (channel, tensor) store them\n");
 }
 
 static int usage(const char *why)
@@ -82,7 +90,7 @@ typedef struct {
     const char *kind, *what, *out, *shape, *config, *type;
     CkGgufEdit edit;                /* gguf: a bad file's edits */
     int edited;
-    int version, unshared, bf16, shards, untied, tf_names, stream, list, qpas, llama3;
+    int version, unshared, bf16, shards, untied, tf_names, stream, list, qpas, llama3, fp8;
     uint64_t seed;
 } Args;
 
@@ -149,6 +157,9 @@ static int parse(Args *a, int argc, char **argv)
             a->seed = strtoull(v, NULL, 10), i++;
         else if (!strcmp(o, "--type"))
             a->type = v, i++;
+        else if (!strcmp(o, "--fp8"))
+            a->fp8 = !strcmp(v, "block") ? CK_FP8_BLOCK : !strcmp(v, "channel") ? CK_FP8_CHANNEL
+                     : !strcmp(v, "tensor") ? CK_FP8_TENSOR : -1, i++;
         else if (!strcmp(o, "--qpas"))
             a->qpas = atoi(v), i++;
         else if (!strcmp(o, "--drop-key"))
@@ -285,6 +296,34 @@ int main(int argc, char **argv)
     s.gpt2_hub = s.gpt2_hub && !a.tf_names;
     s.qpas = a.qpas;
     s.llama3_rope = s.llama3_rope || a.llama3;
+    s.fp8 = a.fp8;
+    if (a.fp8 < 0 || (a.fp8 && (strcmp(a.kind, "hf") || s.published || a.stream || a.list)))
+        return usage("--fp8 takes block, channel or tensor, for hf folders of the small shapes");
+    char *config = NULL;
+    if (a.fp8) {                        /* the quantization_config, after --config's members */
+        static const char block[] =
+            "\"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "
+            "\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128]}";
+        static const char ct[] =
+            "\"quantization_config\": {\"config_groups\": {\"group_0\": {\"input_activations\": "
+            "{\"actorder\": null, \"block_structure\": null, \"dynamic\": false, \"group_size\": "
+            "null, \"num_bits\": 8, \"observer\": \"minmax\", \"observer_kwargs\": {}, "
+            "\"strategy\": \"tensor\", \"symmetric\": true, \"type\": \"float\"}, "
+            "\"output_activations\": null, \"targets\": [\"Linear\"], \"weights\": {\"actorder\": "
+            "null, \"block_structure\": null, \"dynamic\": false, \"group_size\": null, "
+            "\"num_bits\": 8, \"observer\": \"minmax\", \"observer_kwargs\": {}, \"strategy\": "
+            "\"%s\", \"symmetric\": true, \"type\": \"float\"}}}, \"format\": "
+            "\"float-quantized\", \"global_compression_ratio\": 1.463, \"ignore\": "
+            "[\"lm_head\"], \"kv_cache_scheme\": null, \"quant_method\": "
+            "\"compressed-tensors\", \"quantization_status\": \"compressed\"}";
+        size_t n = (a.config ? strlen(a.config) : 0) + sizeof ct + 16;
+        if (!(config = malloc(n)))
+            return 4;
+        int at = a.config ? snprintf(config, n, "%s, ", a.config) : 0;
+        snprintf(config + at, n - (size_t)at, a.fp8 == CK_FP8_BLOCK ? block : ct,
+                 a.fp8 == CK_FP8_CHANNEL ? "channel" : "tensor");
+        a.config = config;
+    }
     if ((a.stream || a.list) && (strcmp(a.kind, "hf") || !ck_streams(&s)))
         return usage("--stream and --no-weights write llama folders only");
     char why[600];
@@ -293,5 +332,6 @@ int main(int argc, char **argv)
                                     : write_hf(&a, &s, why, sizeof why);
     if (rc)
         fprintf(stderr, "mkckpt: %s\n", why);
+    free(config);
     return rc;
 }

@@ -354,7 +354,15 @@ static void test_hf_refused(void **state)
             "config.json: rope_parameters.rope_type: only \"default\" and \"llama3\" are "
             "supported, got \"yarn\"");
     refused("llama", "\"quantization_config\": {\"quant_method\": \"gptq\"}",
-            "config.json: quantization_config: not supported");
+            "config.json: quantization_config.quant_method: \"gptq\" not supported (kiln reads "
+            "FP8 checkpoints: \"fp8\", \"compressed-tensors\"; or a GGUF file)");
+    refused("llama", "\"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e5m2\"}",
+            "config.json: quantization_config.fmt: \"e5m2\" not supported (kiln reads e4m3)");
+    refused("llama", "\"quantization_config\": {\"quant_method\": \"compressed-tensors\", "
+            "\"format\": \"float-quantized\", \"config_groups\": {\"g\": {\"weights\": "
+            "{\"num_bits\": 4, \"type\": \"float\", \"strategy\": \"channel\"}}}}",
+            "config.json: quantization_config.config_groups.g.weights.num_bits: 4 not supported "
+            "(kiln reads 8-bit float (e4m3) weights)");
     refused("llama", "\"num_key_value_heads\": 3",
             "config.json: num_key_value_heads: 3 does not divide num_attention_heads 4");
     refused("qwen2", "\"use_sliding_window\": true, \"layer_types\": [\"local\"]",

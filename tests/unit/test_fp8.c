@@ -1,0 +1,290 @@
+/* tests/unit/test_fp8.c: FP8 weights (docs/fp8.md): e4m3 bytes decoded
+ * and encoded on hand-computed values, every byte round trip; f8_e4m3
+ * blocks quantized, widened and read an element at a time;
+ * rt_gemm_f8_e4m3 bit for bit against its contract replayed here in
+ * scalar C (the Makefile builds this test against the kernel's AVX-512
+ * path and again its portable C, test_fp8_c) and near the f32 product;
+ * rt_load_weights of an FP8 safetensors tensor with each kind of scale,
+ * held as f8_e4m3 (re-blocked) and as f32 (widened), and its faults. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "frontend/import.h"
+#include "runtime/kiln_rt.h"
+#include "runtime/rt_quant.h"
+#include "tests/unit/testlib.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* e4m3: s eeee mmm; exponent bias 7; e = 0 subnormal (m/8 * 2^-6);
+ * no infinities; s 1111 111 (0x7f, 0xff) NaN; largest 0 1111 110 = 448. */
+static void e4m3_decode(void **state)
+{
+    (void)state;
+    assert_true(rt_e4m3_f32(0x00) == 0.0f);                     /* +0 */
+    assert_true(rt_e4m3_f32(0x80) == 0.0f && signbit(rt_e4m3_f32(0x80)));  /* -0 */
+    assert_true(rt_e4m3_f32(0x38) == 1.0f);                     /* 0 0111 000: 2^(7-7) */
+    assert_true(rt_e4m3_f32(0xb8) == -1.0f);                    /* sign set */
+    assert_true(rt_e4m3_f32(0x3c) == 1.5f);                     /* 0 0111 100: 1 + 4/8 */
+    assert_true(rt_e4m3_f32(0x40) == 2.0f);                     /* 0 1000 000: 2^1 */
+    assert_true(rt_e4m3_f32(0x7e) == 448.0f);                   /* 0 1111 110: 2^8 * 1.75 */
+    assert_true(rt_e4m3_f32(0xfe) == -448.0f);
+    assert_true(isnan(rt_e4m3_f32(0x7f)));                      /* 0 1111 111: NaN */
+    assert_true(isnan(rt_e4m3_f32(0xff)));
+    assert_true(rt_e4m3_f32(0x78) == 256.0f);                   /* 0 1111 000: no inf */
+    assert_true(rt_e4m3_f32(0x08) == 0x1p-6f);                  /* 0 0001 000: least normal */
+    assert_true(rt_e4m3_f32(0x01) == 0x1p-9f);                  /* 0 0000 001: 1/8 * 2^-6 */
+    assert_true(rt_e4m3_f32(0x07) == 7 * 0x1p-9f);              /* 0 0000 111: largest subnormal */
+    assert_true(rt_e4m3_f32(0x85) == -5 * 0x1p-9f);
+    assert_true(rt_e4m3_f32(0x2b) == 0.34375f);                 /* 0 0101 011: 2^-2 * 11/8 */
+}
+
+static void e4m3_encode(void **state)
+{
+    (void)state;
+    assert_int_equal(rt_f32_e4m3(1.0f), 0x38);
+    assert_int_equal(rt_f32_e4m3(-2.0f), 0xc0);
+    assert_int_equal(rt_f32_e4m3(448.0f), 0x7e);
+    /* 1 + 1/16 is halfway between 1 (mantissa 000, even) and 1 + 1/8: down */
+    assert_int_equal(rt_f32_e4m3(1.0625f), 0x38);
+    /* 1 + 3/16 is halfway between 1 + 1/8 (odd) and 1 + 2/8: up to 010 */
+    assert_int_equal(rt_f32_e4m3(1.1875f), 0x3a);
+    /* 464 is halfway between 448 (110, even) and 480 (the NaN code): 448 */
+    assert_int_equal(rt_f32_e4m3(464.0f), 0x7e);
+    /* past it: NaN, of the value's sign (no infinities to saturate to) */
+    assert_int_equal(rt_f32_e4m3(465.0f), 0x7f);
+    assert_int_equal(rt_f32_e4m3(-1e9f), 0xff);
+    assert_int_equal(rt_f32_e4m3(INFINITY), 0x7f);
+    assert_int_equal(rt_f32_e4m3(NAN), 0x7f);
+    /* subnormals: multiples of 2^-9; 3 * 2^-10 is a tie between 1 and 2
+     * (times 2^-9): to even, 2 */
+    assert_int_equal(rt_f32_e4m3(3 * 0x1p-10f), 0x02);
+    assert_int_equal(rt_f32_e4m3(5 * 0x1p-10f), 0x02);          /* 2.5: tie, to 2 */
+    assert_int_equal(rt_f32_e4m3(0x1p-10f), 0x00);              /* 0.5: tie, to 0 */
+    assert_int_equal(rt_f32_e4m3(0x1.2p-10f), 0x01);            /* above the tie */
+    assert_int_equal(rt_f32_e4m3(-7 * 0x1p-9f), 0x87);
+    /* 7.5 * 2^-9 rounds up into the least normal, 0 0001 000 */
+    assert_int_equal(rt_f32_e4m3(7.5f * 0x1p-9f), 0x08);
+    assert_int_equal(rt_f32_e4m3(1e-30f), 0x00);
+    assert_int_equal(rt_f32_e4m3(-0.0f), 0x80);
+    /* every byte but the NaNs round trips */
+    for (int b = 0; b < 256; b++)
+        if ((b & 0x7f) != 0x7f)
+            assert_int_equal(rt_f32_e4m3(rt_e4m3_f32((uint8_t)b)), b);
+}
+
+static void blocks(void **state)
+{
+    (void)state;
+    assert_int_equal(rt_q_block(RT_F8_E4M3), 32);
+    assert_int_equal(rt_q_block_bytes(RT_F8_E4M3), 36);
+    assert_string_equal(rt_q_name(RT_F8_E4M3), "f8_e4m3");
+    float x[64], y[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)((i * 37 % 29) - 14) * (i < 32 ? 0.25f : 3.0f);
+    x[5] = 3.5f;                         /* the first block's largest: 448 */
+    unsigned char q[72];
+    rt_quantize(RT_F8_E4M3, x, q, 64);
+    float d;
+    memcpy(&d, q, 4);
+    assert_true(d == 3.5f / 448);
+    assert_int_equal(q[4 + 5], 0x7e);
+    rt_dequantize(RT_F8_E4M3, q, y, 64);
+    for (int i = 0; i < 64; i++) {
+        assert_true(fabsf(y[i] - x[i]) <= fabsf(x[i]) / 16 + 1e-6f);
+        assert_true(rt_f8_e4m3_at(q, i) == y[i]);
+    }
+    assert_int_equal(rt_q_check(RT_F8_E4M3, q, 64), 0);
+    float inf = INFINITY;
+    memcpy(q + 36, &inf, 4);
+    assert_int_equal(rt_q_check(RT_F8_E4M3, q, 64), 2);
+}
+
+/* The kernel's contract (rt_quant.h) in scalar C. */
+static float replay(const float *a, const unsigned char *w, int64_t k, float c)
+{
+    float L[16] = {0};
+    for (int64_t b = 0; b < k / 32; b++) {
+        const unsigned char *p = w + b * 36;
+        float d;
+        memcpy(&d, p, 4);
+        for (int l = 0; l < 16; l++) {
+            float t = rt_e4m3_f32(p[4 + l]) * a[b * 32 + l];
+            t = fmaf(rt_e4m3_f32(p[20 + l]), a[b * 32 + 16 + l], t);
+            L[l] = fmaf(t, d, L[l]);
+        }
+    }
+    for (int h = 8; h; h >>= 1)
+        for (int l = 0; l < h; l++)
+            L[l] += L[l + h];
+    return c + L[0];
+}
+
+static void gemm(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {{1, 1, 32}, {1, 9, 96}, {3, 5, 64}, {5, 8, 160},
+                                        {8, 4, 32}, {7, 13, 256}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], lda = k + 3, ldc = n + 2;
+        float *a = malloc(sizeof *a * (size_t)(m * lda)), *wf = malloc(sizeof *wf * (size_t)(n * k));
+        float *c = malloc(sizeof *c * (size_t)(m * ldc)), *wd = malloc(sizeof *wd * (size_t)(n * k));
+        unsigned char *w = malloc((size_t)(n * k / 32 * 36));
+        rt_fill_random(a, m * lda, 11 + s, 2.0);
+        rt_fill_random(wf, n * k, 23 + s, 0.05);
+        wf[0] = 1e-5f;                   /* subnormal bytes in the block */
+        wf[1] = -3e-5f;
+        rt_fill_random(c, m * ldc, 5, 1.0);
+        rt_quantize(RT_F8_E4M3, wf, w, n * k);
+        rt_dequantize(RT_F8_E4M3, w, wd, n * k);
+        float *want = malloc(sizeof *want * (size_t)(m * ldc));
+        memcpy(want, c, sizeof *c * (size_t)(m * ldc));
+        rt_gemm_f8_e4m3(m, n, k, a, lda, w, 0, k, c, ldc);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                float r = replay(a + i * lda, w + j * (k / 32 * 36), k, want[i * ldc + j]);
+                double exact = want[i * ldc + j];
+                for (int64_t kk = 0; kk < k; kk++)
+                    exact += (double)a[i * lda + kk] * wd[j * k + kk];
+                assert_memory_equal(&c[i * ldc + j], &r, sizeof r);
+                assert_true(fabs(c[i * ldc + j] - exact) < 1e-4);
+            }
+        /* the second half of W's rows, from a row offset (woff) */
+        if (n > 1) {
+            float c2 = want[0];
+            int64_t j = n / 2;
+            rt_gemm_f8_e4m3(1, 1, k, a, lda, w, j * k, k, &c2, 1);
+            float r = replay(a, w + j * (k / 32 * 36), k, want[0]);
+            assert_memory_equal(&c2, &r, sizeof r);
+        }
+        free(a), free(wf), free(c), free(wd), free(w), free(want);
+    }
+}
+
+/* A file of weight "w.weight" [rows, 64], byte (r, c) = codes[(r + c) % 8],
+ * with scale tensor `sname` of shape sdims and values s (f32), and the
+ * weight's declaration; loads it held as store into *out. */
+static const unsigned char codes[8] = {0x38, 0xb8, 0x40, 0x01, 0x7e, 0x00, 0x85, 0x2b};
+
+static int load_fp8(int64_t rows, const char *sname, int srank, const int64_t *sdims,
+                    const float *s, int store, void **out, rt_err *e)
+{
+    unsigned char *w = malloc((size_t)(rows * 64));
+    for (int64_t r = 0; r < rows; r++)
+        for (int c = 0; c < 64; c++)
+            w[r * 64 + c] = codes[(r + c) % 8];
+    ImpTensor t[2] = {{"w.weight", "F8_E4M3", 2, {rows, 64}, w},
+                      {sname, "F32", srank, {0}, s}};
+    memcpy(t[1].dims, sdims, sizeof *sdims * (size_t)srank);
+    char why[256];
+    const char *path = tl_tmp_path("fp8.safetensors");
+    assert_int_equal(imp_st_write(path, t, 2, why, sizeof why), 0);
+    free(w);
+    rt_tensor_info info = {.name = "w.weight", .dtype = RT_F32, .rank = 2, .dims = {rows, 64},
+                           .count = rows * 64, .store = store, .quantize = rt_quantize};
+    return rt_load_weights(path, &info, 1, out, e);
+}
+
+static void loader(void **state)
+{
+    (void)state;
+    /* [256, 64]: blocks of 128 x 128 are [2, 1]; per row [256, 1]; one [1] */
+    float sb[2] = {0.5f, 3.0f}, sr[256], st = 0.25f;
+    for (int r = 0; r < 256; r++)
+        sr[r] = (float)(r + 1) / 64;
+    struct {
+        const char *name;
+        int rank;
+        int64_t dims[2];
+        const float *s;
+    } kinds[] = {{"w.weight_scale_inv", 2, {2, 1}, sb}, {"w.weight_scale", 2, {256, 1}, sr},
+                 {"w.weight_scale", 1, {1}, &st}};
+    for (int k = 0; k < 3; k++) {
+        void *q = NULL, *f = NULL;
+        rt_err e = {0, ""};
+        assert_int_equal(load_fp8(256, kinds[k].name, kinds[k].rank, kinds[k].dims, kinds[k].s,
+                                  RT_F8_E4M3, &q, &e), 0);
+        assert_int_equal(load_fp8(256, kinds[k].name, kinds[k].rank, kinds[k].dims, kinds[k].s,
+                                  RT_F32, &f, &e), 0);
+        const unsigned char *b = q;
+        for (int r = 0; r < 256; r++) {
+            float want = k == 0 ? sb[r / 128] : k == 1 ? sr[r] : st;
+            for (int h = 0; h < 2; h++) {        /* a row's two blocks: scale, bytes */
+                const unsigned char *blk = b + (r * 2 + h) * 36;
+                float d;
+                memcpy(&d, blk, 4);
+                assert_true(d == want);
+                for (int j = 0; j < 32; j++)
+                    assert_int_equal(blk[4 + j], codes[(r + h * 32 + j) % 8]);
+            }
+            for (int c = 0; c < 64; c++) {
+                float v = ((float *)f)[r * 64 + c];
+                assert_true(v == rt_e4m3_f32(codes[(r + c) % 8]) * want);
+                assert_true(v == rt_f8_e4m3_at(q, r * 64 + c));
+            }
+        }
+        rt_free(q);
+        rt_free(f);
+    }
+    /* faults: the scale missing, of a wrong shape; a NaN byte */
+    void *q = NULL;
+    rt_err e = {0, ""};
+    assert_int_equal(load_fp8(256, "w.bias", 1, (int64_t[]){1}, &st, RT_F8_E4M3, &q, &e),
+                     RT_EINVAL);
+    assert_non_null(strstr(e.msg, "'w.bias': not a weight of the model"));
+    e = (rt_err){0, ""};
+    assert_int_equal(load_fp8(256, "w.weight_scale_inv", 2, (int64_t[]){1, 2}, sb, RT_F8_E4M3,
+                              &q, &e), RT_EINVAL);
+    assert_non_null(strstr(e.msg, "'w.weight_scale_inv': shape [1,2], for 'w.weight' [256,64] "
+                                  "kiln reads [2,1] (blocks of 128 x 128), [256,1] (per row) or [1]"));
+    e = (rt_err){0, ""};
+    float nan_scale[2] = {1, 1};
+    unsigned char *w = calloc(64, 64);
+    w[77] = 0xff;
+    ImpTensor t[2] = {{"w.weight", "F8_E4M3", 2, {64, 64}, w},
+                      {"w.weight_scale_inv", "F32", 2, {1, 1}, nan_scale}};
+    char why[256];
+    assert_int_equal(imp_st_write(tl_tmp_path("nan.safetensors"), t, 2, why, sizeof why), 0);
+    free(w);
+    rt_tensor_info info = {.name = "w.weight", .dtype = RT_F32, .rank = 2, .dims = {64, 64},
+                           .count = 64 * 64, .store = RT_F8_E4M3};
+    assert_int_equal(rt_load_weights(tl_tmp_path("nan.safetensors"), &info, 1, &q, &e), RT_EINVAL);
+    assert_non_null(strstr(e.msg, "'w.weight': element 77 is NaN (0xff)"));
+    assert_null(q);
+}
+
+/* A scale missing: the weight's own message (the file has no companion). */
+static void scale_missing(void **state)
+{
+    (void)state;
+    unsigned char w[64 * 32] = {0};
+    ImpTensor t[1] = {{"w.weight", "F8_E4M3", 2, {32, 64}, w}};
+    char why[256];
+    assert_int_equal(imp_st_write(tl_tmp_path("noscale.safetensors"), t, 1, why, sizeof why), 0);
+    rt_tensor_info info = {.name = "w.weight", .dtype = RT_F32, .rank = 2, .dims = {32, 64},
+                           .count = 32 * 64, .store = RT_F32};
+    void *q = NULL;
+    rt_err e = {0, ""};
+    assert_int_equal(rt_load_weights(tl_tmp_path("noscale.safetensors"), &info, 1, &q, &e),
+                     RT_EINVAL);
+    assert_non_null(strstr(e.msg, "'w.weight' is F8_E4M3 but its scale 'w.weight_scale_inv' "
+                                  "(or 'w.weight_scale') is not in the file"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(e4m3_decode),
+        cmocka_unit_test(e4m3_encode),
+        cmocka_unit_test(blocks),
+        cmocka_unit_test(gemm),
+        cmocka_unit_test(loader),
+        cmocka_unit_test(scale_missing),
+    };
+    return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
+}
