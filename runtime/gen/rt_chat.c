@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 typedef struct {
@@ -456,6 +457,28 @@ static int rch_answer(rch_ctx *c)
     return rc;
 }
 
+/* On a terminal, waits for input with SIGINT blocked until pselect
+ * unblocks it: a Ctrl-C that comes between the prompt and the wait is not
+ * lost (a plain read would block on past it). -1 when Ctrl-C came. A
+ * terminal's read gives one line at a time, so nothing waits in stdin's
+ * buffer when this is called. */
+static int rch_wait(void)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    int intr = rch_stop;
+    if (!intr) {
+        fd_set in;
+        FD_ZERO(&in);
+        FD_SET(STDIN_FILENO, &in);
+        intr = pselect(STDIN_FILENO + 1, &in, NULL, NULL, NULL, &old) < 0 && errno == EINTR;
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return intr ? -1 : 0;
+}
+
 /* One line of input, less its line break, malloc'd into *line: 1 at the
  * end of input, -1 when Ctrl-C interrupted it. */
 static int rch_read(rch_ctx *c, char **line)
@@ -463,6 +486,8 @@ static int rch_read(rch_ctx *c, char **line)
     size_t cap = 0;
     if (c->tty && rch_put(c, "> "))
         return 1;
+    if (c->tty && rch_wait() < 0)
+        return -1;
     errno = 0;
     ssize_t k = getline(line, &cap, stdin);
     if (k < 0) {
