@@ -107,14 +107,22 @@ done
 stop
 
 # one slot and no queue, on a model slow enough (8 layers, 512 positions)
-# that a long request holds its slot for a while: a second request gets
+# that a long request holds its slot for a while: a second request, sent
+# once the first has streamed its first token, gets
 # 503 with Retry-After; a streamed client that goes away frees the slot
 "$MKCKPT" hf llama "$T/blk" --shape blocks >/dev/null || bad "mkckpt blocks"
 run "build blocks --slots 2" "$KILN" build "$T/blk" --slots 2 --max-seq 512 -o "$T/m"
 start --parallel 1 --queue 0
-curl -s -o /dev/null -H "$J" -d '{"prompt": "a", "max_tokens": 500}' "$URL/v1/completions" &
+# streamed, so that its first event says it holds the slot, with 499
+# tokens still to come when the second request is sent
+curl -sN -H "$J" -d '{"prompt": "a", "max_tokens": 500, "stream": true}' "$URL/v1/completions" \
+    >"$T/long" 2>/dev/null &
 long=$!
-sleep 0.2
+i=0
+while ! grep -q "^data: " "$T/long" 2>/dev/null && [ $i -lt 400 ]; do
+    sleep 0.05
+    i=$((i + 1))
+done
 code 503 "a request past the slots and the queue: 503" -D "$T/h" -H "$J" -d '{"prompt": "a"}' "$URL/v1/completions"
 grep -qi "^Retry-After: 1" "$T/h" && ok "503 with Retry-After" || bad "503 without Retry-After"
 wait "$long"
