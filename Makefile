@@ -199,11 +199,12 @@ test-import-big: $(KILN) $(B)/tests/mkckpt
 # libmicrohttpd-dev: the HTTP server of PROG serve (runtime/serve/).
 # Open MPI (libopenmpi-dev, openmpi-bin): mpicc and mpirun for programs built
 # with --ranks N > 1 and their tests; one-rank programs never use it.
+# curl, python3: tests/serve.sh's client and its JSON; iproute2: mpi-netns.sh.
 DEB_PKGS := libjansson-dev libtcc-dev tcc libcmocka-dev nettle-dev qemu-user pkgconf \
-	libmicrohttpd-dev libopenmpi-dev openmpi-bin
+	libmicrohttpd-dev libopenmpi-dev openmpi-bin curl python3 iproute2
 DEB_FILES := /usr/include/jansson.h /usr/include/libtcc.h /usr/include/cmocka.h \
 	/usr/include/nettle/sha2.h /usr/bin/qemu-x86_64 /usr/bin/pkg-config /usr/include/microhttpd.h \
-	/usr/bin/mpicc /usr/bin/mpirun \
+	/usr/bin/mpicc /usr/bin/mpirun /usr/bin/curl /usr/bin/python3 /usr/sbin/ip \
 	/usr/lib/x86_64-linux-gnu/tcc/libtcc1.a
 deps:
 	@missing=0; for f in $(DEB_FILES); do [ -e $$f ] || missing=1; done; \
