@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     diag_init(&d, a, "config.json");
     ImportOpts o = {0, 0, 0};
     if (fuzz_hash(data, size) & 1)
-        o = (ImportOpts){3, 16};
+        o = (ImportOpts){.tokens = 3, .max_seq = 16};
     int io = 0;
     char *text = imp_hf(a, in, &o, &d, &io);
     FUZZ_CHECK(text ? d.n == 0 : d.n > 0);
