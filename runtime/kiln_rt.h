@@ -38,6 +38,7 @@
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE 1       /* glibc's madvise and MADV_HUGEPAGE (rt_mem.c) */
 #endif
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,9 @@ typedef struct {
 /* Sets e (first error wins: a set error is kept) and returns code. */
 RT_API int rt_errf(rt_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* "PROG: CMD: message" on stderr (no "CMD: " when cmd is NULL), one line
+ * whatever the text holds: how a program's commands report. */
+RT_API void rt_vsay(const char *prog, const char *cmd, const char *fmt, va_list ap);
 /* Writes a shape as messages show it, "[8960,1536]" ("[]" for rank 0),
  * into buf (160 bytes hold any rank <= 6); returns buf. */
 RT_API const char *rt_fmt_shape(char *buf, size_t size, int rank, const int64_t *dims);

@@ -18,6 +18,7 @@
 #      openai npm client when reachable), programs of several MPI ranks
 #      under mpirun (tests/mpi.sh, with $MKCKPT), FP8 checkpoints
 #      (tests/fp8.sh, with $MKCKPT and $REFGEN);
+#      the suites run two at a time;
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -38,12 +39,24 @@ for t in "$@"; do
     fi
 done
 
-# suite NAME SHOW TEXT: tests/NAME.sh, a line "ok    NAME (N TEXT)"; when it
-# fails, its whole log (SHOW = all) or the lines that are not ok.
+# The suites run two at a time (they are mostly single-threaded cc and kiln
+# runs), the longest first; each leaves NAME.out and NAME.rc ("STATUS
+# SECONDS") in $log, and their lines are printed below in a fixed order.
+echo quant target batch fp8 weights16 cli bad import mpi serve gguf generate pipeline \
+     names chat image golden sample | tr ' ' '\n' |
+    xargs -P 2 -n 1 sh -c 't0=$(date +%s); sh "tests/$0.sh" >"'"$log"'/$0.out" 2>&1
+        echo "$? $(($(date +%s) - t0))" >"'"$log"'/$0.rc"'
+
+# suite NAME SHOW TEXT: tests/NAME.sh's result, a line "ok    NAME (N TEXT;
+# S s)"; when it failed, its whole log (SHOW = all) or the lines that are
+# not ok.
 suite() {
     name=$1 show=$2 text=$3
-    if sh "tests/$name.sh" >"$log/$name.out" 2>&1; then
-        echo "ok    $name ($(grep -c '^ok' "$log/$name.out") $text)"
+    if ! read -r rc secs <"$log/$name.rc" 2>/dev/null; then
+        echo "FAIL  $name: not run (missing from the list above)"; failed=1; return
+    fi
+    if [ "$rc" = 0 ]; then
+        echo "ok    $name ($(grep -c '^ok' "$log/$name.out") $text; $secs s)"
         grep '^skip' "$log/$name.out"           # what a suite could not test here, said
     else
         echo "FAIL  $name"

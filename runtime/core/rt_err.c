@@ -4,7 +4,8 @@
  * hide the cause) and always returns the code it was given, so callers
  * write `return rt_errf(e, RT_EIO, ...)`. Control characters in the text
  * (a newline in a file name, say) become '?', so a message is one line.
- * rt_fmt_shape is the one shape notation of every message. */
+ * rt_vsay prints such a line for a program's commands; rt_fmt_shape is
+ * the one shape notation of every message. */
 #include "runtime/core/rt_core.h"
 
 #include <stdarg.h>
@@ -23,6 +24,15 @@ int rt_errf(rt_err *e, int code, const char *fmt, ...)
             *p = '?';
     e->code = code;
     return code;
+}
+
+void rt_vsay(const char *prog, const char *cmd, const char *fmt, va_list ap)
+{
+    char buf[1024];
+    rt_err e = {0};
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    rt_errf(&e, RT_EINTERNAL, "%s", buf);
+    fprintf(stderr, "%s: %s%s%s\n", prog, cmd ? cmd : "", cmd ? ": " : "", e.msg);
 }
 
 const char *rt_fmt_shape(char *buf, size_t size, int rank, const int64_t *dims)

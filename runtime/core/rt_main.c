@@ -113,22 +113,12 @@ __attribute__((constructor, target("arch=x86-64"))) static void rm_cpu_check(voi
 
 /* ---- messages ------------------------------------------------------- */
 
-/* "PROG: message" on stderr, one line whatever the text holds. */
-static void rm_vsay(const rm_ctx *c, const char *fmt, va_list ap)
-{
-    char buf[1024];
-    rt_err e = {0};
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    rt_errf(&e, RT_EINTERNAL, "%s", buf);
-    fprintf(stderr, "%s: %s\n", c->prog, e.msg);
-}
-
 static void rm_note(const rm_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void rm_note(const rm_ctx *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rm_vsay(c, fmt, ap);
+    rt_vsay(c->prog, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -138,7 +128,7 @@ static int rm_fail(const rm_ctx *c, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rm_vsay(c, fmt, ap);
+    rt_vsay(c->prog, NULL, fmt, ap);
     va_end(ap);
     return code;
 }

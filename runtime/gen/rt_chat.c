@@ -76,14 +76,10 @@ static int rch_fail(const rch_ctx *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int rch_fail(const rch_ctx *c, int code, const char *fmt, ...)
 {
-    char buf[1024];
-    rt_err e = {0};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    rt_vsay(c->prog, "chat", fmt, ap);
     va_end(ap);
-    rt_errf(&e, code, "%s", buf);
-    fprintf(stderr, "%s: chat: %s\n", c->prog, e.msg);
     return code;
 }
 

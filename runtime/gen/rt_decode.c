@@ -20,7 +20,10 @@
  * (docs/benchmarks.md). With the machine's figures (rt_model.machine),
  * else this project's (485 GFLOP/s, 29.8 GB/s). At least 2, at most C.
  * Fixed per program: which variant a token goes through never depends
- * on timing. */
+ * on timing.
+ *
+ * Stop strings (rt_stop_scan), which generate and serve end text at: the
+ * first occurrence at the lowest offset, else what may begin one held. */
 #include "runtime/gen/rt_tok.h"
 
 #include <stdio.h>
@@ -129,4 +132,27 @@ void rt_dec_free(rt_dec *d)
     free(d->sl);
     free(d->scratch);
     memset(d, 0, sizeof *d);
+}
+
+int rt_stop_scan(const char *s, size_t n, const char *const *stop, int nstop, size_t *end)
+{
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < nstop; k++) {
+            size_t m = strlen(stop[k]);
+            if (m <= n - i && !memcmp(s + i, stop[k], m)) {
+                *end = i;
+                return 1;
+            }
+        }
+    size_t held = 0;
+    for (int k = 0; k < nstop; k++) {
+        size_t m = strlen(stop[k]);
+        for (size_t h = m - 1 < n ? m - 1 : n; h > held; h--)
+            if (!memcmp(s + n - h, stop[k], h)) {
+                held = h;
+                break;
+            }
+    }
+    *end = n - held;
+    return 0;
 }

@@ -99,14 +99,10 @@ static int rg_fail(const rg_ctx *g, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int rg_fail(const rg_ctx *g, int code, const char *fmt, ...)
 {
-    char buf[1024];
-    rt_err e = {0};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    rt_vsay(g->prog, "generate", fmt, ap);
     va_end(ap);
-    rt_errf(&e, code, "%s", buf);       /* one line whatever buf holds */
-    fprintf(stderr, "%s: generate: %s\n", g->prog, e.msg);
     return code;
 }
 
@@ -439,22 +435,6 @@ static int rg_put(const rg_ctx *g, const char *s)
     return 0;
 }
 
-/* The length of the longest end of s[0, n) that begins a stop string
- * (shorter than it): what must be held back. */
-static size_t rg_held(const rg_ctx *g, const char *s, size_t n)
-{
-    size_t best = 0;
-    for (int k = 0; k < g->nstop; k++) {
-        size_t m = strlen(g->stop[k]);
-        for (size_t h = m - 1 < n ? m - 1 : n; h > best; h--)
-            if (!memcmp(s + n - h, g->stop[k], h)) {
-                best = h;
-                break;
-            }
-    }
-    return best;
-}
-
 /* Drawn text s, through the stop strings: printed up to the first stop
  * string (then g->finish is "stop"), less what may begin one. */
 static int rg_emit(rg_ctx *g, const char *s)
@@ -468,18 +448,13 @@ static int rg_emit(rg_ctx *g, const char *s)
     g->pend = p;
     memcpy(p + g->npend, s, k + 1);
     g->npend += k;
-    const char *first = NULL;
-    for (int i = 0; i < g->nstop; i++) {
-        const char *at = strstr(p, g->stop[i]);
-        if (at && (!first || at < first))
-            first = at;
-    }
-    size_t out = first ? (size_t)(first - p) : g->npend - rg_held(g, p, g->npend);
+    size_t out;
+    int hit = rt_stop_scan(p, g->npend, g->stop, g->nstop, &out);
     char keep = p[out];
     p[out] = 0;
     int rc = rg_put(g, p);
     p[out] = keep;
-    if (first)
+    if (hit)
         g->finish = "stop";
     memmove(p, p + out, g->npend - out + 1);
     g->npend -= out;

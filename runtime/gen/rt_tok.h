@@ -207,5 +207,11 @@ RT_API int rt_dec_prefill(rt_dec *d, const int32_t *ids, int64_t pos, int64_t n,
 RT_API int64_t rt_dec_chunk_min(const rt_model *md, int64_t C);
 /* Closes the model (when open) and frees the buffers. */
 RT_API void rt_dec_free(rt_dec *d);
+/* Text s[0, n) against the non-empty stop strings stop[0, nstop): 1 with
+ * *end the offset of the first that occurs; else 0 with *end = n less the
+ * longest end of s that begins one (text to hold back: it may still
+ * become a stop string). generate's --stop and serve's "stop". */
+RT_API int rt_stop_scan(const char *s, size_t n, const char *const *stop, int nstop,
+                        size_t *end);
 
 #endif

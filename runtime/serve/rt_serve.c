@@ -11,7 +11,8 @@
  * Scheduling (continuous batching): B = --parallel slots (at most the
  * program's batch rows). A request is refused with 503 and Retry-After
  * when B jobs run and Q (--queue) wait. Each turn the scheduler
- *   1. retires jobs whose client has gone (their slot is free at once);
+ *   1. retires jobs whose client has gone (their slot is free at once)
+ *      and drops such jobs from the queue;
  *   2. admits waiting jobs into free slots: encodes the prompt with the
  *      slot's own tokenizer (decoding keeps per-text state), refuses one
  *      that leaves no room in the context (400), prefills it in its slot
@@ -23,9 +24,11 @@
  *      every job still running, rows past them repeating the last, and
  *      keeps each row's logits for its slot.
  * A streamed response (server-sent events) sends each piece as the
- * scheduler adds it; a client that disconnects is seen when a write
- * fails, and its job retired. A response that is not streamed waits for
- * the whole text. Bodies past SV_MAX_BODY bytes get 413, max_tokens past
+ * scheduler adds it; a response that is not streamed waits for the whole
+ * text. A client that disconnects is seen when a write fails (streamed)
+ * or, while its request waits in the queue or for its whole text, by
+ * looking at its socket every SV_POLL_MS; its job leaves the queue or is
+ * retired, so its slot is free for the next. Bodies past SV_MAX_BODY bytes get 413, max_tokens past
  * --max-tokens 400, malformed requests 400 (rt_serve_req.c), unknown
  * paths 404, a missing or wrong bearer key 401 (with --api-key; /health
  * is open). Errors are OpenAI's object: {"error": {"message", "type",
@@ -34,16 +37,20 @@
 #include "runtime/gen/rt_tok.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #define SV_MAX_BODY (1 << 20)           /* bytes of a request's body */
+#define SV_POLL_MS 100                  /* how often a waiting request looks at its client */
 
 enum { SV_QUEUED, SV_RUNNING, SV_DONE, SV_FAILED };
 
@@ -56,6 +63,9 @@ struct sv_job {
     uint64_t rng;
     char *text;                         /* what was generated: len bytes */
     size_t len, cap, sent;
+    size_t safe;                        /* text past it may begin a stop string: held back */
+    int32_t *ids;                       /* the prompt and the tokens drawn (penalties) */
+    int64_t nids;
     const char *finish;                 /* "stop" or "length" */
     int status;                         /* a failed job's HTTP status */
     char err[512];
@@ -270,6 +280,7 @@ static void sv_release(sv_job *j)
         return;
     rt_serve_req_free(&j->req);
     free(j->text);
+    free(j->ids);
     free(j);
 }
 
@@ -288,6 +299,27 @@ static void sv_append(sv_job *j, const char *s)
     j->len += n;
 }
 
+/* Appends drawn text through the job's stop strings: 1 when one occurred
+ * (the text then ends before it), else 0 (j->safe moved on). */
+static int sv_add(sv_job *j, const char *s)
+{
+    sv_append(j, s);
+    if (!j->text)
+        return 0;
+    size_t end = j->len - j->safe;
+    int hit = rt_stop_scan(j->text + j->safe, j->len - j->safe, j->req.stop, j->req.nstop, &end);
+    j->safe += end;
+    if (hit)
+        j->text[j->len = j->safe] = 0;
+    return hit;
+}
+
+/* The bytes of the text a stream may send: all once the job has ended. */
+static size_t sv_ready(const sv_job *j)
+{
+    return j->state == SV_RUNNING ? j->safe : j->len;
+}
+
 /* Streams a job: each call waits for text not yet sent, or the end. */
 static ssize_t sv_stream(void *cls, uint64_t at, char *buf, size_t max)
 {
@@ -295,12 +327,12 @@ static ssize_t sv_stream(void *cls, uint64_t at, char *buf, size_t max)
     sv_server *s = j->srv;
     (void)at;
     pthread_mutex_lock(&s->mu);
-    while (j->sent == j->len && j->state == SV_RUNNING && !sv_stop)
+    while (j->sent == sv_ready(j) && j->state == SV_RUNNING && !sv_stop)
         pthread_cond_wait(&s->progress, &s->mu);
     sv_buf b = {0};
     ssize_t n = 0;
-    if (j->sent < j->len) {
-        size_t take = j->len - j->sent, room = max > 1200 ? (max - 1000) / 6 : 1;
+    if (j->sent < sv_ready(j)) {
+        size_t take = sv_ready(j) - j->sent, room = max > 1200 ? (max - 1000) / 6 : 1;
         if (take > room) {
             take = room;
             while (take > 1 && ((unsigned char)j->text[j->sent + take] & 0xC0) == 0x80)
@@ -355,6 +387,44 @@ static int sv_authorized(const sv_server *s, struct MHD_Connection *c)
     return h && !strncmp(h, "Bearer ", 7) && !strcmp(h + 7, s->api_key);
 }
 
+/* Whether connection c's client has closed its end: the socket hangs up,
+ * or a read would see the end of the stream (bytes of a next request do
+ * not count). */
+static int sv_client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return 0;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN};
+    char byte;
+    return poll(&p, 1, 0) == 1 &&
+           ((p.revents & (POLLHUP | POLLERR)) ||
+            recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+}
+
+/* Waits (mu held) while job j is queued, or runs and is not streamed;
+ * 0, or -1 when the client has gone (the job marked so, this
+ * connection's reference dropped). */
+static int sv_wait(sv_server *s, struct MHD_Connection *c, sv_job *j)
+{
+    while ((j->state == SV_QUEUED || (!j->req.stream && j->state == SV_RUNNING)) && !sv_stop) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += SV_POLL_MS * 1000000L;
+        if (t.tv_nsec >= 1000000000)
+            t.tv_sec++, t.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&s->progress, &s->mu, &t);
+        if (sv_client_gone(c)) {
+            j->gone = 1;
+            sv_release(j);
+            pthread_cond_broadcast(&s->work);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static enum MHD_Result sv_completion(sv_server *s, struct MHD_Connection *c, sv_conn *rc,
                                      int chat)
 {
@@ -403,10 +473,10 @@ static enum MHD_Result sv_completion(sv_server *s, struct MHD_Connection *c, sv_
     s->tail = j;
     s->nqueued++;
     pthread_cond_broadcast(&s->work);
-    while (j->state == SV_QUEUED && !sv_stop)
-        pthread_cond_wait(&s->progress, &s->mu);
-    while (!j->req.stream && j->state == SV_RUNNING && !sv_stop)
-        pthread_cond_wait(&s->progress, &s->mu);
+    if (sv_wait(s, c, j)) {
+        pthread_mutex_unlock(&s->mu);
+        return MHD_NO;                  /* nobody to answer */
+    }
     if (j->state == SV_FAILED || sv_stop) {
         char msg[512];
         unsigned status = sv_stop ? 503 : (unsigned)j->status;
@@ -565,14 +635,22 @@ static int sv_admit(sv_server *s, sv_job *j)
     s->d.slot = j->slot;
     if (!rc)
         rc = rt_dec_prefill(&s->d, ids, 0, n, &e);
+    int32_t *all = rc ? NULL : realloc(ids, sizeof *ids * (size_t)(s->d.S + 1));
+    if (all)
+        ids = all;
+    else if (!rc)
+        rc = rt_errf(&e, RT_EINTERNAL, "out of memory");
     if (!rc) {
         memcpy(s->lg + j->slot * s->d.V, s->d.logits, sizeof *s->lg * (size_t)s->d.V);
         j->prev = ids[n - 1];
         j->pos = n;
         j->n_prompt = n;
         j->rng = j->req.seed;
+        j->ids = ids;                   /* the penalties' text, drawn tokens to come */
+        j->nids = n;
+    } else {
+        free(ids);
     }
-    free(ids);
     if (rc) {
         sv_fail(s, j, rc == RT_EINVAL ? 400 : 500, e.msg);
         return -1;
@@ -589,15 +667,27 @@ static int sv_draw(sv_server *s, sv_job *j, int *next)
         j->finish = "length";
         return 0;
     }
-    int id = rt_sample(s->lg + j->slot * s->d.V, (int)s->d.V, j->req.temperature,
-                       j->req.top_p >= 1 ? 0 : j->req.top_p, &j->rng, s->d.scratch);
+    float *lg = s->lg + j->slot * s->d.V;
+    for (int i = 0; j->req.ignore_eos && i <= tok->nends; i++) {
+        int end = i < tok->nends ? tok->ends[i] : tok->bos;
+        if (end >= 0 && end < s->d.V)
+            lg[end] = -INFINITY;        /* never drawn */
+    }
+    int id = rt_sampler_draw(lg, (int)s->d.V, &j->req.samp, j->ids, (int)j->nids, &j->rng,
+                             s->d.scratch);
     if (rt_tok_is_end(tok, id) || id == rt_tok_bos(tok)) {
         j->finish = "stop";
         return 0;
     }
-    sv_append(j, rt_tok_decode_piece(tok, j->prev, id));
+    const char *piece = rt_tok_decode_piece(tok, j->prev, id);
+    j->ids[j->nids++] = id;
     j->prev = id;
     j->n_gen++;
+    if (sv_add(j, piece)) {
+        rt_tok_decode_flush(tok);       /* what it held is past the stop string */
+        j->finish = "stop";
+        return 0;
+    }
     *next = id;
     return 1;
 }
@@ -623,6 +713,18 @@ static int sv_schedule(sv_server *s)
         for (int k = 0; k < s->B; k++)          /* 1: clients gone */
             if (s->slot[k] && s->slot[k]->gone)
                 sv_retire(s, s->slot[k]);
+        s->tail = NULL;
+        for (sv_job **p = &s->head; *p;) {
+            sv_job *j = *p;
+            if (j->gone) {
+                *p = j->next;
+                s->nqueued--;
+                sv_release(j);
+            } else {
+                s->tail = j;
+                p = &j->next;
+            }
+        }
         sv_job *admit[4096];
         int na = 0;
         for (int k = 0; k < s->B && s->head; k++) {     /* 2: waiting jobs into free slots */
@@ -659,7 +761,8 @@ static int sv_schedule(sv_server *s)
             if (!j || j->state != SV_RUNNING)
                 continue;
             if (j->gone || !sv_draw(s, j, &next)) {
-                sv_append(j, rt_tok_decode_flush(s->tok[k]));
+                if (sv_add(j, rt_tok_decode_flush(s->tok[k])))
+                    j->finish = "stop";
                 sv_retire(s, j);
                 continue;
             }

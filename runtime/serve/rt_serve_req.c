@@ -1,10 +1,17 @@
 /* runtime/serve/rt_serve_req.c: a request's JSON body, read strictly
  * (rt_json.c) into rt_serve_req: an object whose known fields must have
- * their types (prompt: string; messages: array of {role, content}
- * strings; max_tokens or max_completion_tokens: integer; temperature,
- * top_p: number; seed: integer; stream: boolean; null leaves a default),
- * the others skipped. The message names the field: "request: 'top_p'
- * must be a number in (0, 1]". */
+ * their types, the others skipped; null leaves a default. The message
+ * names the field: "request: 'top_p' must be a number in (0, 1]".
+ *   prompt (completions): a string; messages (chat): an array of {role,
+ *   content} strings; stream: a boolean; seed: an integer >= 0;
+ *   ignore_eos (llama-server's): a boolean, the end tokens never drawn;
+ *   max_tokens or max_completion_tokens: an integer >= 0;
+ *   stop: a string or an array of at most 4, each of 1 to 256 bytes;
+ *   the samplers (rt_sample.c): temperature in [0, 2], top_p in (0, 1],
+ *   presence_penalty and frequency_penalty in [-2, 2] (OpenAI's), and
+ *   llama-server's top_k (an integer >= 0), min_p in [0, 1],
+ *   repeat_penalty in (0, 10], repeat_last_n (an integer >= -1; default
+ *   64). */
 #include "runtime/serve/rt_srv.h"
 #include "runtime/core/rt_core.h"
 
@@ -41,11 +48,70 @@ static int sq_number(rt_json *J, const char *key, double *v)
     return 0;
 }
 
+/* A number in [lo, hi] (lo excluded when open) into *v. */
+static int sq_range(rt_json *J, const char *key, double lo, int open, double hi, double *v,
+                    const char *what)
+{
+    double x;
+    if (sq_number(J, key, &x))
+        return J->e->code;
+    if (!(open ? x > lo : x >= lo) || !(x <= hi))
+        return sq_bad(J, key, what);
+    *v = x;
+    return 0;
+}
+
+/* An integer in [lo, 2^30] into *v. */
+static int sq_int(rt_json *J, const char *key, int lo, int *v, const char *what)
+{
+    double x;
+    if (sq_number(J, key, &x))
+        return J->e->code;
+    if (x != (double)(int64_t)x || x < lo || x > (1 << 30))
+        return sq_bad(J, key, what);
+    *v = (int)x;
+    return 0;
+}
+
 static int sq_string(rt_json *J, const char *key, char **out)
 {
     if (sq_peek(J) != '"')
         return sq_bad(J, key, "a string");
     return rt_json_string(J, out);
+}
+
+static int sq_bool(rt_json *J, const char *key, int *v)
+{
+    if (!rt_json_literal(J, "true"))
+        *v = 1;
+    else if (!rt_json_literal(J, "false"))
+        *v = 0;
+    else
+        return sq_bad(J, key, "a boolean");
+    return 0;
+}
+
+/* stop: "text" or ["text", ...] */
+static int sq_stop(rt_json *J, rt_serve_req *r)
+{
+    static const char what[] = "a string or an array of at most 4, each of 1 to 256 bytes";
+    int array = sq_peek(J) == '[';
+    if (r->nstop || (array && rt_json_eat(J, '[')))
+        return sq_bad(J, "stop", r->nstop ? "given once" : what);
+    for (int first = 1, more = 1; more; first = 0) {
+        if (array && (more = rt_json_next(J, ']', first)) <= 0)
+            return more < 0 ? J->e->code : 0;
+        char *s = NULL;
+        if (sq_peek(J) != '"' || r->nstop == RT_SERVE_MAX_STOP)
+            return sq_bad(J, "stop", what);
+        if (rt_json_string(J, &s))
+            return J->e->code;
+        r->stop[r->nstop++] = s;
+        if (!*s || strlen(s) > 256)
+            return sq_bad(J, "stop", what);
+        more = array;
+    }
+    return 0;
 }
 
 /* messages: [{"role": "...", "content": "..."}, ...] */
@@ -107,16 +173,25 @@ static int sq_field(rt_json *J, const char *key, int chat, rt_serve_req *r)
             return sq_bad(J, key, "a non-negative integer");
         return rt_json_uint(J, key, &r->max_tokens);
     }
-    if (!strcmp(key, "temperature")) {
-        if (sq_number(J, key, &r->temperature))
-            return J->e->code;
-        return r->temperature >= 0 && r->temperature <= 2 ? 0 : sq_bad(J, key, "in [0, 2]");
-    }
-    if (!strcmp(key, "top_p")) {
-        if (sq_number(J, key, &r->top_p))
-            return J->e->code;
-        return r->top_p > 0 && r->top_p <= 1 ? 0 : sq_bad(J, key, "a number in (0, 1]");
-    }
+    rt_sampler *sp = &r->samp;
+    if (!strcmp(key, "temperature"))
+        return sq_range(J, key, 0, 0, 2, &sp->temperature, "a number in [0, 2]");
+    if (!strcmp(key, "top_p"))
+        return sq_range(J, key, 0, 1, 1, &sp->top_p, "a number in (0, 1]");
+    if (!strcmp(key, "min_p"))
+        return sq_range(J, key, 0, 0, 1, &sp->min_p, "a number in [0, 1]");
+    if (!strcmp(key, "presence_penalty"))
+        return sq_range(J, key, -2, 0, 2, &sp->presence_penalty, "a number in [-2, 2]");
+    if (!strcmp(key, "frequency_penalty"))
+        return sq_range(J, key, -2, 0, 2, &sp->frequency_penalty, "a number in [-2, 2]");
+    if (!strcmp(key, "repeat_penalty"))
+        return sq_range(J, key, 0, 1, 10, &sp->repeat_penalty, "a number in (0, 10]");
+    if (!strcmp(key, "top_k"))
+        return sq_int(J, key, 0, &sp->top_k, "an integer >= 0");
+    if (!strcmp(key, "repeat_last_n"))
+        return sq_int(J, key, -1, &sp->repeat_last_n, "an integer >= -1");
+    if (!strcmp(key, "stop"))
+        return sq_stop(J, r);
     if (!strcmp(key, "seed")) {
         int64_t s;
         if (sq_peek(J) == '-' || sq_peek(J) < '0' || sq_peek(J) > '9')
@@ -126,15 +201,10 @@ static int sq_field(rt_json *J, const char *key, int chat, rt_serve_req *r)
         r->seed = (uint64_t)s;
         return 0;
     }
-    if (!strcmp(key, "stream")) {
-        if (!rt_json_literal(J, "true"))
-            r->stream = 1;
-        else if (!rt_json_literal(J, "false"))
-            r->stream = 0;
-        else
-            return sq_bad(J, key, "a boolean");
-        return 0;
-    }
+    if (!strcmp(key, "stream"))
+        return sq_bool(J, key, &r->stream);
+    if (!strcmp(key, "ignore_eos"))
+        return sq_bool(J, key, &r->ignore_eos);
     return rt_json_skip(J);
 }
 
@@ -142,8 +212,8 @@ int rt_serve_parse(const char *body, size_t len, int chat, rt_serve_req *r, rt_e
 {
     memset(r, 0, sizeof *r);
     r->max_tokens = -1;
-    r->temperature = 1;
-    r->top_p = 1;
+    rt_sampler_init(&r->samp);
+    r->samp.top_p = 1;                  /* OpenAI's default, not generate's 0.9 */
     r->seed = 1;
     const unsigned char *s = (const unsigned char *)body;
     rt_json J = {s, s, s + len, "request", NULL, e};
@@ -181,5 +251,7 @@ void rt_serve_req_free(rt_serve_req *r)
         free((char *)r->msgs[i].content);
     }
     free(r->msgs);
+    for (int i = 0; i < r->nstop; i++)
+        free((char *)r->stop[i]);
     memset(r, 0, sizeof *r);
 }
