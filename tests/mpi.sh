@@ -64,6 +64,25 @@ if ldd "$T/llama-1" | grep -q libmpi; then bad "the 1-rank program links MPI"; e
 ldd "$T/llama-2" | grep -q libmpi && ok "the 2-rank program links Open MPI" ||
     bad "the 2-rank program links Open MPI"
 
+# ---- kiln check --ranks 2: the reference simulating the ranks, the cc build under mpirun ----
+for type in llama qwen2; do
+    "$KILN" check "$T/$type" --ranks 2 >"$T/check" 2>"$T/err"
+    st=$?
+    if [ "$st" = 0 ] && grep -q "^ok: every output within tolerance" "$T/check" &&
+        grep -q "^logits  .* -          - " "$T/check" &&
+        grep -q "^logits: the greedy token of the 2-rank cc build is the one-rank graph's in 1 of 1 row" "$T/check"
+    then ok "$type: kiln check --ranks 2: $(grep "^logits  " "$T/check" | tr -s ' ')"
+    else bad "$type: kiln check --ranks 2 (exit $st)"; sed 's/^/      /' "$T/check" "$T/err"; fi
+done
+PATH=/nonexistent "$KILN" check "$T/llama" --ranks 2 >"$T/out" 2>"$T/err"
+st=$?
+if [ "$st" = 3 ] && [ "$(wc -l <"$T/err")" = 1 ] &&
+    grep -q "^kiln: a program of 2 ranks is checked under mpirun, which is not on PATH" "$T/err"
+then ok "kiln check --ranks 2 without mpirun: one line, exit 3"
+else bad "kiln check --ranks 2 without mpirun (exit $st)"; sed 's/^/      /' "$T/err"; fi
+refuse 2 "kiln check --ranks 2 --bisect is refused" "runs one rank: drop --ranks" \
+    "$KILN" check "$T/llama" --ranks 2 --bisect
+
 # ---- refusals ---------------------------------------------------------------------
 # shellcheck disable=SC2086
 $MPIRUN -np 1 "$T/llama-2" $GEN >"$T/out" 2>"$T/err"
