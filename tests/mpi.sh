@@ -4,7 +4,8 @@
 # settings; more ranks than cores: --oversubscribe). $MKCKPT's llama and
 # qwen2 (biases, a tied classifier) folders built with --ranks 2 give the
 # one-rank program's greedy
-# tokens and text; the one-rank program links no MPI; a program run on
+# tokens and text (the prompt given on rank 0's standard input too), and
+# `kiln check --ranks 2` agrees; the one-rank program links no MPI; a program run on
 # the wrong number of ranks, a model whose dimensions do not split, and a
 # JIT run of several ranks are refused in one line; a rank that cannot
 # read its weights, and a rank killed while the other waits for it, end
@@ -56,6 +57,11 @@ done
 $MPIRUN -np 2 "$T/llama-2" generate --prompt "the cat sat on the mat" -n 16 --temperature 0 \
     >"$T/text-2" 2>"$T/err"
 same "llama: 2 ranks' text, printed by rank 0 alone" "$T/text-2" "$T/text-1"
+printf 'the cat sat on the mat\n' | timeout 60 $MPIRUN -np 2 "$T/llama-2" generate --prompt-file - -n 16 \
+    --temperature 0 >"$T/text-stdin" 2>"$T/err"
+same "llama: 2 ranks, the prompt on rank 0's standard input (broadcast)" "$T/text-stdin" "$T/text-1"
+$MPIRUN -np 2 "$T/llama-2" generate --prompt "the cat sat on the mat" -n 16 --temperature 0 \
+    >"$T/text-2" 2>"$T/err"
 grep -q "rank 0: prefill:" "$T/err" && [ "$(grep -c "prefill:" "$T/err")" = 1 ] &&
     ok "  rank 0 alone reports the rates" || { bad "  rank 0 alone reports the rates"; cat "$T/err"; }
 
