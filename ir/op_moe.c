@@ -22,7 +22,7 @@
 const AttrSpec moe_attrs[] = {
     {"top_k", AT_INT, 1, 0, 0, NULL, 0, 0},
     {"norm_topk_prob", AT_BOOL, 0, 1, 0, NULL, 0, 0},
-    {"ranks", AT_INT, 0, 1, 0, NULL, 0, 0},
+    {"ranks", AT_INT, 0, 1, 0, NULL, 0, 1},     /* quiet: dumped when > 1 */
     {0},
 };
 
