@@ -785,9 +785,12 @@ static double tolerance(const Module *m, const Opts *o)
 static int cmd_check(Module *m, const Opts *o)
 {
     CheckOpts co = {o->weights, o->given_names, o->given_files, o->ngiven, o->seed,
-                    tolerance(m, o), o->no_cc, o->no_jit, 0, (int)o->weight_store};
+                    tolerance(m, o), o->no_cc, o->no_jit, 0, (int)o->weight_store, NULL};
+    if (o->bisect && o->ranks > 1)
+        return cli_usage("check --bisect runs the JIT, which runs one rank: %s", "drop --ranks");
     if (o->bisect)
         return cmd_bisect(m, o, &co);
+    co.whole = o->ranks > 1 ? ir_clone(m->a, m) : NULL;
     int rc = pipeline(m, o, 1);
     if (rc)
         return rc;

@@ -27,7 +27,19 @@
  *    softmax to the build's, and the rows whose argmax agrees (top-1), as
  *    llama.cpp's perplexity --kl-divergence reports a quantized model.
  * A session (cg_check_begin) keeps 1-3 so that `kiln check --bisect` can
- * JIT the program after every loop-level pass and compare each stage. */
+ * JIT the program after every loop-level pass and compare each stage.
+ *
+ * A program of N > 1 MPI ranks (cg_ranks; docs/distributed.md): weights
+ * are f32 (the check of several ranks refuses --weight-dtype), loaded once
+ * per rank (rt_ranks_set r of N: each rank's parts); the reference
+ * simulates the N ranks (ref_run_ranks); the cc build runs under `mpirun
+ * -np N --oversubscribe` (--allow-run-as-root as root), rank 0 writing the
+ * outputs; the JIT, which runs no ranks, is skipped. With the one-rank
+ * graph (CheckOpts.whole), the reference runs it too on the whole weights,
+ * and the table adds the split graph's reference and the cc build against
+ * it (checked within the tolerance), and for an output named logits the
+ * rows whose greedy token (the argmax, ties to the lower index) the cc
+ * build shares with the one-rank graph (every row must). */
 #include "codegen.h"
 
 #include <errno.h>
@@ -50,6 +62,12 @@ struct CgCheck {
     const char **in_file;    /* by input index: its --input file, or NULL */
     void **ref;              /* reference outputs */
     void **ref32;            /* on weights32 (quantized weights only) */
+    int nranks;              /* cg_ranks(m) */
+    const char *mpirun;      /* of several ranks, for the cc build: its path */
+    float ***rweights;       /* by rank: its parts (rweights[0] is weights) */
+    CgInfos winfo;           /* the one-rank graph's (o->whole), */
+    float **wweights;        /* its whole weights */
+    void **wref;             /* and its reference outputs */
     char dir[4096];          /* scratch for the cc build's files */
     char **files;            /* made in dir, removed at the end */
     int nfiles, capfiles;
@@ -124,32 +142,92 @@ static void free_all(Tensor **t, int n)
     free(t);
 }
 
-/* The reference's outputs into ref, on weights w. */
+/* The one-rank graph's whole weights (f32) and its reference outputs. */
+static int run_whole(Check *c, rt_err *err)
+{
+    const Module *w = c->o->whole, *m = c->m;
+    cg_infos(w, &c->winfo);
+    if (w->ninputs != m->ninputs || w->noutputs != m->noutputs)
+        return rt_errf(err, RT_EINTERNAL, "the one-rank graph has other inputs or outputs");
+    for (int i = 0; i < m->ninputs; i++)
+        if (c->winfo.inputs[i].count != c->info.inputs[i].count)
+            return rt_errf(err, RT_EINTERNAL, "input '%s' differs in the one-rank graph",
+                           c->info.inputs[i].name);
+    rt_tensor_info *f32 = arena_alloc(m->a, sizeof *f32 * (size_t)(w->nweights + 1));
+    for (int i = 0; i < w->nweights; i++) {
+        f32[i] = c->winfo.weights[i];
+        f32[i].store = RT_F32;
+        f32[i].panel = 0;
+    }
+    c->wweights = arena_alloc(m->a, sizeof *c->wweights * (size_t)(w->nweights + 1));
+    c->wref = arena_alloc(m->a, sizeof *c->wref * (size_t)(w->noutputs + 1));
+    if (rt_load_weights(c->o->weights, f32, w->nweights, (void **)c->wweights, err))
+        return err->code;
+    void **states = calloc((size_t)w->nstates + 1, sizeof *states);
+    int rc = states ? 0 : rt_errf(err, RT_EINTERNAL, "out of memory");
+    for (int i = 0; !rc && i < w->nstates; i++)
+        if (!(states[i] = alloc_tensor(&c->winfo.states[i])))
+            rc = rt_errf(err, RT_EINTERNAL, "out of memory");
+    for (int i = 0; !rc && i < w->noutputs; i++)
+        if (!(c->wref[i] = alloc_tensor(&c->winfo.outputs[i])))
+            rc = rt_errf(err, RT_EINTERNAL, "out of memory");
+    Tensor **ti = wrap_all(w->inputs, w->ninputs, c->inputs);
+    Tensor **tw = wrap_all(w->weights, w->nweights, (void *const *)c->wweights);
+    Tensor **ts = wrap_all(w->states, w->nstates, states);
+    Tensor **to = wrap_all(w->outputs, w->noutputs, c->wref);
+    char msg[512];
+    if (!rc && (!ti || !tw || !ts || !to))
+        rc = rt_errf(err, RT_EINTERNAL, "out of memory");
+    if (!rc && ref_run((Module *)w, ti, tw, ts, to, msg, sizeof msg) != 0)
+        rc = rt_errf(err, RT_EINVAL, "reference of the one-rank graph: %s", msg);
+    free_all(ti, w->ninputs);
+    free_all(tw, w->nweights);
+    free_all(ts, w->nstates);
+    free_all(to, w->noutputs);
+    for (int i = 0; states && i < w->nstates; i++)
+        rt_free(states[i]);
+    free(states);
+    return rc;
+}
+
+/* The reference's outputs into ref, on weights w (of several ranks:
+ * each rank on its own, rweights). */
 static int run_reference_on(Check *c, float *const *w, void **ref, rt_err *err)
 {
     const Module *m = c->m;
-    void **states = calloc((size_t)m->nstates + 1, sizeof *states);
-    int rc = states ? 0 : rt_errf(err, RT_EINTERNAL, "out of memory");
-    for (int i = 0; !rc && i < m->nstates; i++)
-        if (!(states[i] = alloc_tensor(&c->info.states[i])))
+    int N = c->nranks > 1 ? c->nranks : 1;
+    void **states = calloc((size_t)N * (size_t)m->nstates + 1, sizeof *states);
+    Tensor ***tw = calloc((size_t)N, sizeof *tw), ***ts = calloc((size_t)N, sizeof *ts);
+    int rc = states && tw && ts ? 0 : rt_errf(err, RT_EINTERNAL, "out of memory");
+    for (int i = 0; !rc && i < N * m->nstates; i++)
+        if (!(states[i] = alloc_tensor(&c->info.states[i % m->nstates])))
             rc = rt_errf(err, RT_EINTERNAL, "out of memory");
     for (int i = 0; !rc && i < m->noutputs; i++)
         if (!(ref[i] = alloc_tensor(&c->info.outputs[i])))
             rc = rt_errf(err, RT_EINTERNAL, "out of memory");
     Tensor **ti = wrap_all(m->inputs, m->ninputs, c->inputs);
-    Tensor **tw = wrap_all(m->weights, m->nweights, (void *const *)w);
-    Tensor **ts = wrap_all(m->states, m->nstates, states);
     Tensor **to = wrap_all(m->outputs, m->noutputs, ref);
+    for (int r = 0; !rc && r < N; r++) {
+        tw[r] = wrap_all(m->weights, m->nweights, (void *const *)(N > 1 ? c->rweights[r] : w));
+        ts[r] = wrap_all(m->states, m->nstates, states + (size_t)r * (size_t)m->nstates);
+        if (!tw[r] || !ts[r])
+            rc = rt_errf(err, RT_EINTERNAL, "out of memory");
+    }
     char msg[512];
-    if (!rc && (!ti || !tw || !ts || !to))
+    if (!rc && (!ti || !to))
         rc = rt_errf(err, RT_EINTERNAL, "out of memory");
-    if (!rc && ref_run((Module *)m, ti, tw, ts, to, msg, sizeof msg) != 0)
+    if (!rc && ref_run_ranks((Module *)m, N, ti, (Tensor *const *const *)tw,
+                             (Tensor *const *const *)ts, to, msg, sizeof msg) != 0)
         rc = rt_errf(err, RT_EINVAL, "reference: %s", msg);
     free_all(ti, m->ninputs);
-    free_all(tw, m->nweights);
-    free_all(ts, m->nstates);
     free_all(to, m->noutputs);
-    for (int i = 0; states && i < m->nstates; i++)
+    for (int r = 0; tw && ts && r < N; r++) {
+        free_all(tw[r], m->nweights);
+        free_all(ts[r], m->nstates);
+    }
+    free(tw);
+    free(ts);
+    for (int i = 0; states && i < N * m->nstates; i++)
         rt_free(states[i]);
     free(states);
     return rc;
@@ -160,6 +238,8 @@ static int run_reference(Check *c, rt_err *err)
     int rc = run_reference_on(c, c->weights, c->ref, err);
     if (!rc && c->weights32)
         rc = run_reference_on(c, c->weights32, c->ref32, err);
+    if (!rc && c->nranks > 1 && c->o->whole)
+        rc = run_whole(c, err);
     return rc;
 }
 
@@ -230,11 +310,19 @@ static int run_cc(Check *c, void **out, rt_err *err)
     char *exe = arena_printf(a, "%s/model", c->dir), *log = arena_printf(a, "%s/run.log", c->dir);
     keep_file(c, exe);
     keep_file(c, log);
-    if (cg_build_exe(m, exe, &(CgBuild){.quiet = 1}, err))
-        return err->code;
-    char **argv = arena_alloc(a, sizeof *argv * (size_t)(4 + 2 * (m->ninputs + m->noutputs) + 2));
+    char **argv = arena_alloc(a, sizeof *argv * (size_t)(10 + 2 * (m->ninputs + m->noutputs)));
     char **outf = arena_alloc(a, sizeof *outf * (size_t)(m->noutputs + 1));
     int n = 0;
+    if (cg_build_exe(m, exe, &(CgBuild){.quiet = 1}, err))
+        return err->code;
+    if (c->mpirun) {        /* -np N, more ranks than cores allowed, as root too */
+        argv[n++] = (char *)c->mpirun;
+        argv[n++] = "-np";
+        argv[n++] = arena_printf(a, "%d", c->nranks);
+        argv[n++] = "--oversubscribe";
+        if (geteuid() == 0)
+            argv[n++] = "--allow-run-as-root";
+    }
     argv[n++] = exe;
     if (c->o->weights) {
         argv[n++] = "--weights";
@@ -360,6 +448,15 @@ static void row(FILE *f, const Check *c, int i, void *const *cc, void *const *ji
     void *const *q = cc ? cc : jit;
     if (c->weights32 && q)
         fprintf(f, " %10.3g", compare(t, c->ref32[i], q[i], c->o->tol).rel);
+    if (c->wref) {                /* the split graph's reference vs the one-rank graph's */
+        Diff d = compare(t, c->wref[i], c->ref[i], c->o->tol);
+        fprintf(f, " %10.3g%s", d.rel, d.ok ? "" : "!");
+        if (!d.ok && !*bad)
+            fprintf(stderr, "kiln: check: output '%s' of the %d-rank graph differs from the "
+                    "one-rank graph's: element %lld, relative error %.3g > %.3g\n", t->name,
+                    c->nranks, (long long)d.worst, d.rel, c->o->tol);
+        *bad |= !d.ok;
+    }
     fputc('\n', f);
 }
 
@@ -394,6 +491,36 @@ static void logits_line(FILE *f, const Check *c, int i, void *const *got)
     fprintf(f, "%s against the f32 weights: mean KL divergence %.3g over %lld row%s, top-1 "
             "agrees in %lld of %lld\n", t->name, rows ? kl / (double)rows : 0, (long long)rows,
             rows == 1 ? "" : "s", (long long)agree, (long long)rows);
+}
+
+/* Of several ranks: the rows of logits whose greedy token (argmax, ties
+ * to the lower index) the build shares with the one-rank graph; every row
+ * must. */
+static void greedy_line(FILE *f, const Check *c, int i, void *const *got, int *bad)
+{
+    const rt_tensor_info *t = &c->info.outputs[i];
+    if (!c->wref || !got || t->dtype != RT_F32 || t->rank < 1 || strcmp(t->name, "logits"))
+        return;
+    int64_t v = t->dims[t->rank - 1], rows = v ? t->count / v : 0, agree = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *p = (const float *)c->wref[i] + r * v, *x = (const float *)got[i] + r * v;
+        int64_t ap = 0, ax = 0;
+        for (int64_t j = 1; j < v; j++) {
+            ap = p[j] > p[ap] ? j : ap;
+            ax = x[j] > x[ax] ? j : ax;
+        }
+        agree += ap == ax;
+    }
+    fprintf(f, "%s: the greedy token of the %d-rank cc build is the one-rank graph's in %lld of "
+            "%lld row%s\n", t->name, c->nranks, (long long)agree, (long long)rows,
+            rows == 1 ? "" : "s");
+    if (agree != rows) {
+        if (!*bad)
+            fprintf(stderr, "kiln: check: the %d-rank program's greedy tokens differ from the "
+                    "one-rank graph's in %lld of %lld rows of '%s'\n", c->nranks,
+                    (long long)(rows - agree), (long long)rows, t->name);
+        *bad = 1;
+    }
 }
 
 static void **alloc_outputs(Check *c)
@@ -453,6 +580,30 @@ static int file_has(const WFile *f, const Node *w, int store)
     return t && st_store[t->dtype] == store;
 }
 
+/* Of several ranks: rank r's parts of the f32 weights into rweights[r],
+ * loaded as rank r of N loads them; refused when the program holds a
+ * weight in another store. */
+static int load_rank_weights(Check *c, const rt_tensor_info *f32, rt_err *err)
+{
+    const Module *m = c->m;
+    for (int i = 0; i < m->nweights; i++)
+        if (c->info.weights[i].store != RT_F32)
+            return rt_errf(err, RT_EUSAGE, "a program of %d ranks is checked in f32; weight '%s' "
+                           "is held as %s (drop --weight-dtype)", c->nranks, f32[i].name,
+                           storage_name((Storage)c->info.weights[i].store));
+    c->rweights = arena_alloc(m->a, sizeof *c->rweights * (size_t)c->nranks);
+    c->rweights[0] = c->weights;
+    int rc = 0;
+    for (int r = 0; r < c->nranks && !rc; r++) {
+        if (r)
+            c->rweights[r] = arena_alloc(m->a, sizeof **c->rweights * (size_t)(m->nweights + 1));
+        rt_ranks_set(&(rt_ranks){r, c->nranks, NULL});
+        rc = rt_load_weights(c->o->weights, f32, m->nweights, (void **)c->rweights[r], err);
+    }
+    rt_ranks_set(&(rt_ranks){0, 1, NULL});
+    return rc ? err->code : 0;
+}
+
 /* The weights as f32, each then rounded to what the program holds: its
  * buffer's store, or (no program yet: --bisect) the option's for every
  * weight of rank >= 2, as lower gives it. A weight the file holds as the
@@ -467,6 +618,10 @@ static int load_weights(Check *c, rt_err *err)
         f32[i] = c->info.weights[i];
         f32[i].store = RT_F32;               /* the reference reads f32, as the graph */
         f32[i].panel = 0;                    /* lays it out */
+    }
+    if (c->nranks > 1) {
+        wfile_close(&file);
+        return load_rank_weights(c, f32, err);
     }
     if (rt_load_weights(c->o->weights, f32, m->nweights, (void **)c->weights, err)) {
         wfile_close(&file);
@@ -513,10 +668,29 @@ static int load_weights(Check *c, rt_err *err)
     return 0;
 }
 
+/* Where $PATH has mpirun; NULL when nowhere. */
+static const char *find_mpirun(Arena *a)
+{
+    const char *path = getenv("PATH");
+    for (const char *d = path ? path : ""; *d;) {
+        size_t len = strcspn(d, ":");
+        const char *p = arena_printf(a, "%.*s/mpirun", (int)len, len ? d : ".");
+        if (!access(p, X_OK))
+            return p;
+        d += len + (d[len] == ':');
+    }
+    return NULL;
+}
+
 static int setup(Check *c, rt_err *err)
 {
     const Module *m = c->m;
     cg_infos(m, &c->info);
+    c->nranks = cg_ranks(m);
+    if (c->nranks > 1 && !c->o->skip_cc && !(c->mpirun = find_mpirun(m->a)))
+        return rt_errf(err, RT_EIO, "a program of %d ranks is checked under mpirun, which is not "
+                       "on PATH (make deps installs Open MPI's openmpi-bin; --no-cc skips the "
+                       "build)", c->nranks);
     c->weights = arena_alloc(m->a, sizeof *c->weights * (size_t)(m->nweights + 1));
     c->inputs = arena_alloc(m->a, sizeof *c->inputs * (size_t)(m->ninputs + 1));
     c->ref = arena_alloc(m->a, sizeof *c->ref * (size_t)(m->noutputs + 1));
@@ -549,6 +723,13 @@ static void teardown(Check *c)
             rt_free(c->weights32[i]);
     for (int i = 0; c->weights && i < m->nweights; i++)
         rt_free(c->weights[i]);
+    for (int r = 1; c->rweights && r < c->nranks; r++)
+        for (int i = 0; c->rweights[r] && i < m->nweights; i++)
+            rt_free(c->rweights[r][i]);
+    for (int i = 0; c->wweights && i < c->o->whole->nweights; i++)
+        rt_free(c->wweights[i]);
+    for (int i = 0; c->wref && i < c->o->whole->noutputs; i++)
+        rt_free(c->wref[i]);
     for (int i = 0; c->inputs && i < m->ninputs; i++)
         rt_free(c->inputs[i]);
     for (int i = 0; c->ref && i < m->noutputs; i++)
@@ -585,8 +766,13 @@ static void header(FILE *f, const Check *c)
     if (c->weights32)
         fprintf(f, "f32 rel: the %s build's error against the reference on the weights as they "
                 "are, unquantized (information, not checked)\n", c->o->skip_cc ? "JIT" : "cc");
-    fprintf(f, "%-24s %-18s %10s %10s %10s %10s%s\n", "output", "shape", "cc abs", "cc rel",
-            "jit abs", "jit rel", c->weights32 ? "    f32 rel" : "");
+    if (c->nranks > 1)
+        fprintf(f, "%d ranks: the reference simulates them, each on its part of the weights; the "
+                "cc build runs under mpirun -np %d; no JIT%s\n", c->nranks, c->nranks,
+                c->wref ? "; 1-rank rel: the reference of the split graph against the one-rank "
+                "graph's (checked)" : "");
+    fprintf(f, "%-24s %-18s %10s %10s %10s %10s%s%s\n", "output", "shape", "cc abs", "cc rel",
+            "jit abs", "jit rel", c->weights32 ? "    f32 rel" : "", c->wref ? " 1-rank rel" : "");
 }
 
 int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err)
@@ -605,11 +791,12 @@ int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err)
             fprintf(stderr, "kiln: check: building with %s...\n", cg_cc());
         rc = (cc = alloc_outputs(&c)) ? run_cc(&c, cc, err) : rt_errf(err, RT_EINTERNAL, "out of memory");
     }
-    if (!rc && !o->skip_jit)
+    int skip_jit = o->skip_jit || c.nranks > 1;
+    if (!rc && !skip_jit)
         rc = (jit = alloc_outputs(&c)) ? run_jit(&c, jit, err) : rt_errf(err, RT_EINTERNAL, "out of memory");
     if (!rc && !o->quiet && !o->skip_cc)
         fprintf(stderr, "kiln: check: cc run %.3f s\n", c.cc_run);
-    if (!rc && !o->quiet && !o->skip_jit)
+    if (!rc && !o->quiet && !skip_jit)
         fprintf(stderr, "kiln: check: jit compile %.3f s, run %.3f s\n", c.jit_compile, c.jit_run);
     int bad = 0;
     if (!rc) {
@@ -618,6 +805,8 @@ int cg_check(const Module *m, const CheckOpts *o, FILE *out, rt_err *err)
             row(out, &c, i, cc, jit, &bad);
         for (int i = 0; i < m->noutputs; i++)
             logits_line(out, &c, i, cc ? cc : jit);
+        for (int i = 0; i < m->noutputs; i++)
+            greedy_line(out, &c, i, cc, &bad);
         if (bad)
             rc = rt_errf(err, RT_EINVAL, "outputs differ from the reference beyond tolerance");
     }

@@ -271,6 +271,8 @@ typedef struct {
     int quiet;                         /* no progress on stderr */
     int weight_store;                  /* --weight-dtype (RT_F32, RT_BF16, RT_F16):
                                           for a module not lowered yet (--bisect) */
+    const Module *whole;               /* a program of several ranks: the graph
+                                          before distribute (NULL: not compared) */
 } CheckOpts;
 /* Prints a table of errors per output to out. Returns 0 when every output
  * is within tolerance, 1 when one is not (err says which), else the RT_*

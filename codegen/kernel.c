@@ -187,6 +187,11 @@ static void call(CgCx *cx, const Stmt *s, int depth)
         collective(cx, s);
         return;
     }
+    if (s->call == CALL_RANK) {               /* rank(Y): the core's rt_ranks_now */
+        cg_access(cx, s->tiles[0].buf, s->tiles[0].idx);
+        fputs(" = rt_ranks_now()->rank;\n", cx->f);
+        return;
+    }
     ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
     ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
     Storage st = cg_store(s->tiles[2].buf);

@@ -517,9 +517,11 @@ typedef struct {
  *                  rank's X, added in rank order (runtime/rt_mpi.h); whole
  *                  dense buffers of one shape, f32.
  *   allgather(Y, X) Y = the ranks' X one after another along the one axis
- *                  where Y is N times X (N ranks); whole dense buffers. */
+ *                  where Y is N times X (N ranks); whole dense buffers.
+ *   rank(Y)        Y = this program's MPI rank (0 of one rank); a whole
+ *                  dense i32 buffer of one element. */
 typedef enum {
-    CALL_GEMM, CALL_QGEMM, CALL_ATTN, CALL_ALLREDUCE, CALL_ALLGATHER, CALL_COUNT
+    CALL_GEMM, CALL_QGEMM, CALL_ATTN, CALL_ALLREDUCE, CALL_ALLGATHER, CALL_RANK, CALL_COUNT
 } CallKind;
 typedef struct {
     const char *name;             /* in .kir, and the runtime's rt_NAME */

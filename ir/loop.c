@@ -259,6 +259,7 @@ const CallDesc call_table[CALL_COUNT] = {
     [CALL_ATTN] = {"attn", 4, 5, 0},
     [CALL_ALLREDUCE] = {"allreduce", 2, 0, 0},
     [CALL_ALLGATHER] = {"allgather", 2, 0, 0},
+    [CALL_RANK] = {"rank", 1, 0, 0},
 };
 
 Stmt *s_call_args(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles,
@@ -403,6 +404,18 @@ static const char *collective_refusal(Arena *a, const Stmt *s)
     return NULL;
 }
 
+/* rank(Y): Y one i32, whole and dense, in storage a program may write (a
+ * derived weight too: hoist-weights makes it one at open, per rank). */
+static const char *rank_refusal(Arena *a, const Stmt *s)
+{
+    const Buf *y = s->tiles[0].buf, *w = ir_storage(s->tiles[0].buf);
+    if (!whole_dense(&s->tiles[0]) || y->dtype != DT_I32 || shape_count(y->rank, y->dims) != 1)
+        return arena_printf(a, "rank writes b%d, which is not one whole i32", y->id);
+    if (w->kind == BK_INPUT || w->kind == BK_WEIGHT)
+        return arena_printf(a, "rank writes b%d, %s storage", y->id, bufkind_name(w->kind));
+    return NULL;
+}
+
 const char *ir_call_refusal(Arena *a, const Stmt *s)
 {
     const CallDesc *d = &call_table[s->call];
@@ -412,6 +425,8 @@ const char *ir_call_refusal(Arena *a, const Stmt *s)
         return arena_printf(a, "%s takes %d arguments, not %d", d->name, d->nargs, s->nargs);
     if (s->call == CALL_ALLREDUCE || s->call == CALL_ALLGATHER)
         return collective_refusal(a, s);
+    if (s->call == CALL_RANK)
+        return rank_refusal(a, s);
     for (int i = 0; i < s->ntiles; i++) {
         const Tile *t = &s->tiles[i];
         if (t->buf->dtype != DT_F32)
@@ -440,7 +455,7 @@ double ir_call_flops(const Stmt *s)
     if (s->call == CALL_ATTN)     /* every row against every key: an upper bound */
         return 4.0 * (double)s->tiles[1].ext[0] * (double)s->tiles[1].ext[1] *
                (double)s->tiles[2].ext[0] * (double)s->tiles[1].ext[2];
-    if (s->call == CALL_ALLREDUCE || s->call == CALL_ALLGATHER)
+    if (s->call == CALL_ALLREDUCE || s->call == CALL_ALLGATHER || s->call == CALL_RANK)
         return 0;                 /* communication: the other ranks' adds are theirs */
     if (!ir_tile_matrix(&s->tiles[1], &m, &k, &ld) || !ir_tile_matrix(&s->tiles[0], &m, &n, &ld))
         return 0;

@@ -7,7 +7,13 @@
  *
  * Selection by rank, the same in the reference and the lowering: expert
  * e's rank is #{e' : p[e'] > p[e] or (p[e'] == p[e] and e' < e)}; ranks
- * are a permutation of 0..E-1 and e is kept when its rank < top_k. */
+ * are a permutation of 0..E-1 and e is kept when its rank < top_k.
+ *
+ * Expert parallel (`ranks` N > 1, made by the distribute pass): the
+ * router is whole ([E, Hd]), gate, up and down hold this MPI rank's E/N
+ * experts, r·E/N .. (r+1)·E/N − 1 on rank r; routing is over all E, and y
+ * sums the kept experts that this rank holds (an allreduce after it adds
+ * the ranks' parts). The lowering reads r by `call rank`. */
 #include "ops.h"
 
 #include <math.h>
@@ -16,6 +22,7 @@
 const AttrSpec moe_attrs[] = {
     {"top_k", AT_INT, 1, 0, 0, NULL, 0, 0},
     {"norm_topk_prob", AT_BOOL, 0, 1, 0, NULL, 0, 0},
+    {"ranks", AT_INT, 0, 1, 0, NULL, 0, 1},     /* quiet: dumped when > 1 */
     {0},
 };
 
@@ -44,14 +51,19 @@ int infer_moe(InferCx *cx, Node *n)
     if (bad)
         return -1;
     Node *x = n->in[0], *router = n->in[1], *gate = n->in[2];
-    int64_t Hd = x->dims[1], E = router->dims[0], I = gate->dims[1];
+    int64_t Hd = x->dims[1], E = router->dims[0], I = gate->dims[1], N = attr_i(n, "ranks");
+    if (N < 1 || N > 1 << 20 || E % N) {
+        diag(cx->d, attr_where(cx, n, "ranks"), "moe: ranks %lld does not split the %lld experts "
+             "evenly (ranks in [1, %d])", (long long)N, (long long)E, 1 << 20);
+        return -1;
+    }
     const char *xs = arena_printf(cx->m->a, "x %s", shp(cx, x));
     const char *rs = arena_printf(cx->m->a, "router %s and x %s", shp(cx, router), shp(cx, x));
     const char *gs = arena_printf(cx->m->a, "gate %s", shp(cx, gate));
     if (need_dims(cx, n, 1, "router", 2, router->dims[0], Hd, 0, xs) ||
-        need_dims(cx, n, 2, "gate", 3, E, I, Hd, rs) ||
-        need_dims(cx, n, 3, "up", 3, E, I, Hd, gs) ||
-        need_dims(cx, n, 4, "down", 3, E, Hd, I, gs))
+        need_dims(cx, n, 2, "gate", 3, E / N, I, Hd, rs) ||
+        need_dims(cx, n, 3, "up", 3, E / N, I, Hd, gs) ||
+        need_dims(cx, n, 4, "down", 3, E / N, Hd, I, gs))
         return -1;
     int64_t top_k = attr_i(n, "top_k");
     if (top_k < 1 || top_k > E) {
@@ -133,7 +145,10 @@ int ref_moe(RefCx *cx, Node *n)
 {
     Tensor *x = ref_in(cx, n, 0), *router = ref_in(cx, n, 1), *gate = ref_in(cx, n, 2);
     Tensor *up = ref_in(cx, n, 3), *down = ref_in(cx, n, 4), *o = ref_out(cx, n);
-    int64_t T = x->dims[0], Hd = x->dims[1], E = gate->dims[0], I = gate->dims[1];
+    int64_t T = x->dims[0], Hd = x->dims[1], E = ref_in(cx, n, 1)->dims[0], I = gate->dims[1];
+    int64_t El = gate->dims[0], N = attr_i(n, "ranks"), lo = N > 1 ? cx->rank * El : 0;
+    if (N > 1 && N != cx->nranks)
+        return ref_fail(cx, n, "moe over %lld ranks, run on %d", (long long)N, cx->nranks);
     double *w = malloc(sizeof(double) * (size_t)(E + I + Hd));
     int *kept = malloc(sizeof(int) * (size_t)E);
     if (!w || !kept) {
@@ -148,10 +163,10 @@ int ref_moe(RefCx *cx, Node *n)
                   kept);
         for (int64_t d = 0; d < Hd; d++)
             y[d] = 0;
-        for (int64_t e = 0; e < E; e++)
+        for (int64_t e = lo; e < lo + El; e++)       /* this rank's experts */
             if (kept[e])
-                moe_expert(xt, gate->f + e * I * Hd, up->f + e * I * Hd, down->f + e * Hd * I,
-                           I, Hd, w[e], h, y);
+                moe_expert(xt, gate->f + (e - lo) * I * Hd, up->f + (e - lo) * I * Hd,
+                           down->f + (e - lo) * Hd * I, I, Hd, w[e], h, y);
         for (int64_t d = 0; d < Hd; d++)
             o->f[t * Hd + d] = (float)y[d];
     }
@@ -165,11 +180,14 @@ int ref_moe(RefCx *cx, Node *n)
  *            = the kept experts by rank and their (renormalised) p
  *   experts: out[t] = sum over r < K of wt[t, r] * MLP of expert sel[t, r],
  *            h[T, I] holding silu(gate x) * (up x)
- * sel and wt are written by the first kernel and read by the second. */
+ * sel and wt are written by the first kernel and read by the second.
+ * Expert parallel: a kernel first has `call rank(rk)`, and the experts
+ * kernel skips a slot whose expert e is not this rank's:
+ *   l = e - rk[0] * El; if 0 <= l < El: the MLP of local expert l. */
 
 typedef struct {
-    int64_t T, Hd, E, I, K;
-    Buf *pr, *sel, *wt, *h;
+    int64_t T, Hd, E, I, K, El;     /* El: the experts this rank holds */
+    Buf *pr, *sel, *wt, *h, *rk;    /* rk: this rank (expert parallel), else NULL */
 } MoeLw;
 
 static Stmt *loop(LowerCx *cx, Kernel *k, Block *blk, int64_t len, int marks)
@@ -269,7 +287,8 @@ static void lower_router(LowerCx *cx, Node *n, MoeLw *s)
         router_renorm(cx, k, &lt->body, s, t);
 }
 
-/* for t: out[t] = 0; for r < K: e = sel[t, r];
+/* for t: out[t] = 0; for r < K: e = sel[t, r] (less this rank's first
+ * expert; only this rank's, expert parallel);
  *   h[t, i] = silu(gate[e, i] . x[t]) * (up[e, i] . x[t]);
  *   out[t, d] += wt[t, r] * down[e, d] . h[t]. */
 static void lower_experts(LowerCx *cx, Node *n, MoeLw *s)
@@ -286,8 +305,15 @@ static void lower_experts(LowerCx *cx, Node *n, MoeLw *s)
 
     Stmt *lr = loop(cx, k, &lt->body, s->K, MARK_REDUCE);
     Expr **ri = lw_idx(cx, 2, t, e_var(a, lr->v));
-    Expr *e = e_var(a, s_let(a, k, &lr->body, T_I64, e_load(a, s->sel, ri))->v);
-    Stmt *li = loop(cx, k, &lr->body, s->I, 0);
+    Block *slot = &lr->body;
+    Expr *e = e_var(a, s_let(a, k, slot, T_I64, e_load(a, s->sel, ri))->v);
+    if (s->rk) {
+        Expr *first = e_mul(a, e_load(a, s->rk, lw_idx(cx, 1, e_int(a, 0))), e_int(a, s->El));
+        e = e_var(a, s_let(a, k, slot, T_I64, e_bin(a, B_SUB, e, first))->v);
+        slot = &s_if(a, slot, e_bin(a, B_AND, e_bin(a, B_GE, e, e_int(a, 0)),
+                                    e_bin(a, B_LT, e, e_int(a, s->El))))->body;
+    }
+    Stmt *li = loop(cx, k, slot, s->I, 0);
     Expr *i = e_var(a, li->v), **ei = lw_idx(cx, 3, e, i, SUMMED), **xt = lw_idx(cx, 2, t, SUMMED);
     Buf *x = lw_buf(cx, n->in[0]);
     Expr *g = dot_loop(cx, k, &li->body, s->Hd, lw_buf(cx, n->in[2]), ei, x, xt);
@@ -295,8 +321,8 @@ static void lower_experts(LowerCx *cx, Node *n, MoeLw *s)
     s_store(a, &li->body, s->h, lw_idx(cx, 2, t, i), A_SET,
             e_mul(a, e_mul(a, g, e_un(a, U_SIGMOID, g)), u));
 
-    Expr *w = e_var(a, s_let(a, k, &lr->body, T_F32, e_load(a, s->wt, ri))->v);
-    Stmt *ld = loop(cx, k, &lr->body, s->Hd, 0);
+    Expr *w = e_var(a, s_let(a, k, slot, T_F32, e_load(a, s->wt, ri))->v);
+    Stmt *ld = loop(cx, k, slot, s->Hd, 0);
     Expr *d = e_var(a, ld->v);
     Expr *y = dot_loop(cx, k, &ld->body, s->I, lw_buf(cx, n->in[4]), lw_idx(cx, 3, e, d, SUMMED),
                        s->h, lw_idx(cx, 2, t, SUMMED));
@@ -305,13 +331,19 @@ static void lower_experts(LowerCx *cx, Node *n, MoeLw *s)
 
 void lower_moe(LowerCx *cx, Node *n)
 {
-    MoeLw s = {n->dims[0], n->dims[1], n->in[2]->dims[0], n->in[2]->dims[1],
-               attr_i(n, "top_k"), NULL, NULL, NULL, NULL};
-    int64_t te[2] = {s.T, s.E}, tk[2] = {s.T, s.K}, ti[2] = {s.T, s.I};
+    MoeLw s = {n->dims[0], n->dims[1], n->in[1]->dims[0], n->in[2]->dims[1],
+               attr_i(n, "top_k"), n->in[2]->dims[0], NULL, NULL, NULL, NULL, NULL};
+    int64_t te[2] = {s.T, s.E}, tk[2] = {s.T, s.K}, ti[2] = {s.T, s.I}, one = 1;
     s.pr = lw_temp(cx, DT_F32, 2, te);
     s.sel = lw_temp(cx, DT_I32, 2, tk);
     s.wt = lw_temp(cx, DT_F32, 2, tk);
     s.h = lw_temp(cx, DT_F32, 2, ti);
+    if (attr_i(n, "ranks") > 1) {
+        s.rk = lw_temp(cx, DT_I32, 1, &one);
+        Kernel *k = lw_kernel(cx, n, "moe_rank");
+        Tile t = {s.rk, lw_idx(cx, 1, e_int(cx->a, 0)), {1}};
+        s_call(cx->a, &k->body, CALL_RANK, &t, 1);
+    }
     lower_router(cx, n, &s);
     lower_experts(cx, n, &s);
 }

@@ -29,6 +29,12 @@
  *    whole KV-head groups per rank (N must divide the KV heads); a
  *    cache_write of a split value into a state only it writes shards the
  *    state (each rank caches its own heads).
+ * 4b. moe(x, router, gate, up, down) whose stacked experts (gate, up,
+ *    down: weights only it reads, experts along axis 0) N divides: expert
+ *    parallel, the three split by experts, the router and x whole, `ranks`
+ *    set; each rank's result sums its experts' part, completed by an
+ *    allreduce (as a row-parallel linear's). Experts that are a concat of
+ *    one weight per expert (a Hugging Face folder's) stay whole.
  * 5. Anything else needing a split operand gets it whole first (an
  *    allgather, made once per value); outputs are gathered too (the
  *    logits, split by vocabulary rows, are whole where sampling reads
@@ -280,6 +286,31 @@ static void cache_write(Dist *ds, Node *n)
     push(ds, n);
 }
 
+/* ---- 4b. moe: expert parallel ---------------------------------------------- */
+
+static void moe(Dist *ds, Node *n)
+{
+    Node *g = n->in[2], *u = n->in[3], *dn = n->in[4];
+    if (!own_weight(ds, g) || !own_weight(ds, u) || !own_weight(ds, dn) ||
+        !splits(ds, n, g->dims[0], "experts")) {
+        gather_operands(ds, n);
+        push(ds, n);
+        return;
+    }
+    n->in[0] = whole(ds, n->in[0]);
+    n->in[1] = whole(ds, n->in[1]);
+    shard(ds, g, 0);
+    shard(ds, u, 0);
+    shard(ds, dn, 0);
+    ((AttrVal *)attr_v(n, "ranks"))->i = ds->N;
+    ((AttrVal *)attr_v(n, "ranks"))->given = 1;
+    const char *name = name_of(ds, n);
+    n->name = arena_printf(ds->a, "%s.part", name);
+    ds->ax[n->id] = -1;
+    push(ds, n);
+    ds->rep[n->id] = collective(ds, OP_ALLREDUCE, n, 0, name);
+}
+
 static void node(Dist *ds, Node *n)
 {
     int a;
@@ -296,6 +327,7 @@ static void node(Dist *ds, Node *n)
     case OP_RESHAPE: reshape(ds, n); return;
     case OP_ATTENTION: attention(ds, n); return;
     case OP_CACHE_WRITE: cache_write(ds, n); return;
+    case OP_MOE: moe(ds, n); return;
     case OP_ROPE:
     case OP_RMSNORM:
     case OP_LAYERNORM:
@@ -357,9 +389,9 @@ static const char *advice(Dist *ds)
 static void note_weight(Dist *ds, const Node *w)
 {
     static const char *const what[] = {"rows", "columns"};
-    const char *axis = w->shard.axis < 2 && w->rank <= 2
-                           ? what[w->shard.axis]
-                           : arena_printf(ds->a, "axis %d", w->shard.axis);
+    const char *axis = w->shard.axis < 2 && w->rank <= 2 ? what[w->shard.axis]
+                       : w->rank == 3 && w->shard.axis == 0 ? "experts"   /* moe's stacks */
+                                                            : arena_printf(ds->a, "axis %d", w->shard.axis);
     int64_t len = w->dims[w->shard.axis];
     const char *parts = "";
     for (int r = 0; r < ds->N && ds->N <= 8; r++)

@@ -4,7 +4,9 @@
 # settings; more ranks than cores: --oversubscribe). $MKCKPT's llama and
 # qwen2 (biases, a tied classifier) folders built with --ranks 2 give the
 # one-rank program's greedy
-# tokens and text; the one-rank program links no MPI; a program run on
+# tokens and text (the prompt given on rank 0's standard input too), as
+# does a Qwen3-MoE GGUF whose experts are split over the ranks (4 experts
+# refused on 3 ranks), and `kiln check --ranks 2` agrees on the three; the one-rank program links no MPI; a program run on
 # the wrong number of ranks, a model whose dimensions do not split, and a
 # JIT run of several ranks are refused in one line; a rank that cannot
 # read its weights, and a rank killed while the other waits for it, end
@@ -56,6 +58,11 @@ done
 $MPIRUN -np 2 "$T/llama-2" generate --prompt "the cat sat on the mat" -n 16 --temperature 0 \
     >"$T/text-2" 2>"$T/err"
 same "llama: 2 ranks' text, printed by rank 0 alone" "$T/text-2" "$T/text-1"
+printf 'the cat sat on the mat\n' | timeout 60 $MPIRUN -np 2 "$T/llama-2" generate --prompt-file - -n 16 \
+    --temperature 0 >"$T/text-stdin" 2>"$T/err"
+same "llama: 2 ranks, the prompt on rank 0's standard input (broadcast)" "$T/text-stdin" "$T/text-1"
+$MPIRUN -np 2 "$T/llama-2" generate --prompt "the cat sat on the mat" -n 16 --temperature 0 \
+    >"$T/text-2" 2>"$T/err"
 grep -q "rank 0: prefill:" "$T/err" && [ "$(grep -c "prefill:" "$T/err")" = 1 ] &&
     ok "  rank 0 alone reports the rates" || { bad "  rank 0 alone reports the rates"; cat "$T/err"; }
 
@@ -63,6 +70,46 @@ if ldd "$T/llama-1" | grep -q libmpi; then bad "the 1-rank program links MPI"; e
     ok "the 1-rank program links no MPI"; fi
 ldd "$T/llama-2" | grep -q libmpi && ok "the 2-rank program links Open MPI" ||
     bad "the 2-rank program links Open MPI"
+
+# ---- expert parallel: a Qwen3-MoE GGUF's stacked experts split over the ranks ----
+"$MKCKPT" gguf qwen3_moe "$T/moe.gguf" >/dev/null || bad "mkckpt gguf qwen3_moe"
+"$KILN" print "$T/moe.gguf" --ranks 2 --stop-after distribute >"$T/moe.ir" 2>"$T/err"
+if [ "$(grep -c "split by experts (4 of them): rank 0 holds 0..1, rank 1 holds 2..3" "$T/moe.ir")" = 6 ] &&
+    [ "$(grep -c "= moe .*ranks=2}" "$T/moe.ir")" = 2 ] && grep -q "^  # 2 ranks: each holds" "$T/moe.ir"
+then ok "qwen3_moe: 2 moe layers expert parallel, each rank holding 2 of 4 experts: $(grep "# 2 ranks" "$T/moe.ir" | sed 's/^ *# //')"
+else bad "qwen3_moe: experts split in the distribution dump"; sed 's/^/      /' "$T/err"; fi
+run "qwen3_moe: kiln build --ranks 2" "$KILN" build "$T/moe.gguf" --ranks 2 -o "$T/moe-2"
+run "qwen3_moe: kiln build (1 rank)" "$KILN" build "$T/moe.gguf" -o "$T/moe-1"
+# shellcheck disable=SC2086
+"$T/moe-1" $GEN >"$T/moe-1.tok" 2>"$T/err"
+# shellcheck disable=SC2086
+timeout 60 $MPIRUN -np 2 "$T/moe-2" $GEN >"$T/moe-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
+same "qwen3_moe: 2 ranks' greedy tokens (experts split) are 1 rank's" "$T/moe-2.tok" "$T/moe-1.tok"
+"$KILN" build "$T/moe.gguf" --ranks 3 -o "$T/never" >"$T/out" 2>"$T/err"
+st=$?
+if [ "$st" = 1 ] && grep -q "ffn_out: the 4 experts do not split evenly over 3 ranks .*--ranks that split every sharded dimension: 1, 2" "$T/err" &&
+    [ ! -e "$T/never" ]; then ok "qwen3_moe: --ranks 3 of 4 experts is refused, naming the experts and the rank counts that work"
+else bad "qwen3_moe: --ranks 3 refused (exit $st)"; sed 's/^/      /' "$T/err"; fi
+
+# ---- kiln check --ranks 2: the reference simulating the ranks, the cc build under mpirun ----
+for type in llama qwen2 moe.gguf; do
+    "$KILN" check "$T/$type" --ranks 2 >"$T/check" 2>"$T/err"
+    st=$?
+    if [ "$st" = 0 ] && grep -q "^ok: every output within tolerance" "$T/check" &&
+        grep -q "^logits  .* -          - " "$T/check" &&
+        grep -q "^logits: the greedy token of the 2-rank cc build is the one-rank graph's in 1 of 1 row" "$T/check" &&
+        grep -q "^2 ranks: the reference simulates them" "$T/check"
+    then ok "$type: kiln check --ranks 2: $(grep "^logits  " "$T/check" | tr -s ' ')"
+    else bad "$type: kiln check --ranks 2 (exit $st)"; sed 's/^/      /' "$T/check" "$T/err"; fi
+done
+PATH=/nonexistent "$KILN" check "$T/llama" --ranks 2 >"$T/out" 2>"$T/err"
+st=$?
+if [ "$st" = 3 ] && [ "$(wc -l <"$T/err")" = 1 ] &&
+    grep -q "^kiln: a program of 2 ranks is checked under mpirun, which is not on PATH" "$T/err"
+then ok "kiln check --ranks 2 without mpirun: one line, exit 3"
+else bad "kiln check --ranks 2 without mpirun (exit $st)"; sed 's/^/      /' "$T/err"; fi
+refuse 2 "kiln check --ranks 2 --bisect is refused" "runs one rank: drop --ranks" \
+    "$KILN" check "$T/llama" --ranks 2 --bisect
 
 # ---- refusals ---------------------------------------------------------------------
 # shellcheck disable=SC2086

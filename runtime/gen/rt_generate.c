@@ -48,7 +48,8 @@
  * 4. Of several MPI ranks (rt_ranks_now), every rank runs the same calls;
  *    each drawn token is rank 0's (broadcast), and rank 0 alone prints
  *    (the MPI part sends the others' stdout to /dev/null) and reports the
- *    rates. Each rank reads the prompt from its own arguments or file.
+ *    rates. Each rank reads the prompt from its own arguments or file;
+ *    standard input (--prompt-file -) is rank 0's, its bytes broadcast.
  * Output: --tokens prints the drawn ids on one line, space-separated;
  * --tokenizer prints the prompt's text, then each token's text. Last, on
  * stderr: prefill and decode tokens per second. Every write to stdout is
@@ -330,23 +331,51 @@ static char *rg_slurp(FILE *f, size_t *n, int *oom)
     return buf;
 }
 
+/* Of several ranks, standard input (which mpirun gives rank 0 alone):
+ * rank 0's text, n bytes (its length first), into every rank's g->text. */
+static int rg_share_prompt(rg_ctx *g, size_t *n)
+{
+    const rt_ranks *rk = rt_ranks_now();
+    int64_t len = (int64_t)*n;
+    if (rk->bcast(&len, sizeof len))
+        return rg_fail(g, RT_EIO, "cannot share the prompt between ranks");
+    if (len > INT32_MAX)
+        return rg_fail(g, RT_EINVAL, "%s: %lld bytes: a prompt shared between ranks is under "
+                       "2 GiB", g->src, (long long)len);
+    if (rk->rank != 0 && !(g->text = malloc((size_t)len + 1)))
+        return rg_fail(g, RT_EINTERNAL, "%s: out of memory", g->src);
+    if (rk->bcast(g->text, len))
+        return rg_fail(g, RT_EIO, "cannot share the prompt between ranks");
+    g->text[len] = 0;
+    *n = (size_t)len;
+    return 0;
+}
+
 /* --prompt-file: the whole file (stdin for "-") is the prompt, less one
- * final line break ("\n" or "\r\n"); a NUL byte is refused. */
+ * final line break ("\n" or "\r\n"); a NUL byte is refused. Of several
+ * ranks, standard input is rank 0's, shared (rg_share_prompt). */
 static int rg_read_prompt(rg_ctx *g)
 {
+    const rt_ranks *rk = rt_ranks_now();
     int in = !strcmp(g->prompt_file, "-"), oom = 0;
+    int shared = in && rk->bcast && rk->size > 1;
     g->src = in ? "standard input" : g->prompt_file;
-    FILE *f = in ? stdin : fopen(g->prompt_file, "rb");
-    if (!f)
-        return rg_fail(g, RT_EIO, "%s: cannot open: %s", g->src, strerror(errno));
-    size_t n;
-    g->text = rg_slurp(f, &n, &oom);
-    int err = errno;
-    if (!in)
-        fclose(f);
-    if (!g->text)
-        return oom ? rg_fail(g, RT_EINTERNAL, "%s: out of memory", g->src)
-                   : rg_fail(g, RT_EIO, "%s: cannot read: %s", g->src, strerror(err));
+    size_t n = 0;
+    if (!shared || rk->rank == 0) {
+        FILE *f = in ? stdin : fopen(g->prompt_file, "rb");
+        if (!f)
+            return rg_fail(g, RT_EIO, "%s: cannot open: %s", g->src, strerror(errno));
+        g->text = rg_slurp(f, &n, &oom);
+        int err = errno;
+        if (!in)
+            fclose(f);
+        if (!g->text)
+            return oom ? rg_fail(g, RT_EINTERNAL, "%s: out of memory", g->src)
+                       : rg_fail(g, RT_EIO, "%s: cannot read: %s", g->src, strerror(err));
+    }
+    int rc = shared ? rg_share_prompt(g, &n) : 0;
+    if (rc)
+        return rc;
     const char *nul = memchr(g->text, 0, n);
     if (nul)
         return rg_fail(g, RT_EINVAL, "%s: byte %zu is NUL: a prompt is text", g->src,

@@ -1,7 +1,10 @@
 /* tests/unit/test_ops_moe.c: the Qwen3-MoE block: shape inference (every
  * refusal word for word), routing and expert MLPs against values worked
  * out by hand, key lines of the lowered loop IR, and the lowered program
- * compiled by libtcc against the reference (tl_check). */
+ * compiled by libtcc against the reference (tl_check). Expert parallel
+ * (`ranks` 2): each simulated rank on its half of the experts, summed by
+ * an allreduce, gives the one-rank block's values; the lowering reads the
+ * rank (`call rank`) and skips the other rank's experts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -226,6 +229,72 @@ static void moe_lowers(void **state)
     tl_free(m);
 }
 
+/* ---- expert parallel ------------------------------------------------------- */
+
+static void moe_expert_parallel(void **state)
+{
+    (void)state;
+    enum { T = 3, Hd = 4, E = 4, I = 5, K = 2, N = 2, El = E / N };
+    Module *one = tl_module();
+    Node *n1 = moe_node(one, T, Hd, E, I, K);
+    assert_int_equal(tl_infer(one, n1, NULL, 0), 0);
+    tl_outputs(one, 1, n1);
+    float *x = tl_random(T * Hd, 1), *w[4] = {tl_random(E * Hd, 2), tl_random(E * I * Hd, 3),
+                                              tl_random(E * I * Hd, 4), tl_random(E * Hd * I, 5)};
+    float got[T * Hd];
+    void *ref[1];                      /* the one-rank block's values (allocated) */
+    tl_ref_ok(one, (void *[]){x}, (void **)w, NULL, ref);
+
+    Module *m = tl_module();
+    Node *xi = tl_input(m, "x", DT_F32, TL_DIMS(T, Hd));
+    Node *wn[4] = {tl_weight(m, "router", TL_DIMS(E, Hd)), tl_weight(m, "gate", TL_DIMS(El, I, Hd)),
+                   tl_weight(m, "up", TL_DIMS(El, I, Hd)), tl_weight(m, "down", TL_DIMS(El, Hd, I))};
+    Node *n = tl_op(m, OP_MOE, "moe", 5, xi, wn[0], wn[1], wn[2], wn[3]);
+    tl_attr_i(n, "top_k", K);
+    tl_attr_i(n, "ranks", N);
+    assert_int_equal(tl_infer(m, n, NULL, 0), 0);
+    Node *sum = tl_op(m, OP_ALLREDUCE, "sum", 1, n);
+    tl_attr_i(sum, "ranks", N);
+    assert_int_equal(tl_infer(m, sum, NULL, 0), 0);
+    tl_outputs(m, 1, sum);
+    Tensor *tw[N][4], *const *wr[N], *none[1] = {NULL}, *const *sr[N] = {none, none};
+    for (int r = 0; r < N; r++) {      /* rank r: the router, its experts' slices */
+        tw[r][0] = tensor_wrap(wn[0], w[0]);
+        for (int i = 1; i < 4; i++)
+            tw[r][i] = tensor_wrap(wn[i], w[i] + (int64_t)r * El * I * Hd);
+        wr[r] = tw[r];
+    }
+    Tensor *in = tensor_wrap(xi, x), *out = tensor_wrap(sum, got);
+    char err[256] = "";
+    if (ref_run_ranks(m, N, &in, wr, sr, &out, err, sizeof err) != 0)
+        fail_msg("reference on %d ranks: %s", N, err);
+    tl_assert_close(got, ref[0], T * Hd);
+    free(ref[0]);
+
+    char *ir = tl_lowered(m, n);
+    tl_assert_has(ir, "call rank(");
+    tl_assert_has(ir, "if ");
+    free(ir);
+
+    char msg[256] = "";
+    Node *bad = tl_op(m, OP_MOE, "bad", 5, xi, wn[0], wn[1], wn[2], wn[3]);
+    tl_attr_i(bad, "top_k", K);
+    tl_attr_i(bad, "ranks", 3);
+    assert_int_equal(tl_infer(m, bad, msg, sizeof msg), 1);
+    tl_assert_has(msg, "moe: ranks 3 does not split the 4 experts evenly");
+
+    free(in);
+    free(out);
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < 4; i++)
+            free(tw[r][i]);
+    free(x);
+    for (int i = 0; i < 4; i++)
+        free(w[i]);
+    tl_free(m);
+    tl_free(one);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +304,7 @@ int main(void)
         cmocka_unit_test(moe_expert_mlp_by_hand),
         cmocka_unit_test(moe_random),
         cmocka_unit_test(moe_lowers),
+        cmocka_unit_test(moe_expert_parallel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
