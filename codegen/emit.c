@@ -535,7 +535,9 @@ unsigned cg_rt_uses(const Module *m, CgFlavour fl)
             uses |= 1u << CG_RT_QUANT;
     size_t n = m->folder_weights ? strlen(m->folder_weights) : 0;
     if (fl == CG_JIT || (n >= 5 && !strcmp(m->folder_weights + n - 5, ".gguf")))
-        uses |= 1u << CG_RT_QUANT;
+        uses |= 1u << CG_RT_QUANT | 1u << CG_RT_GGUF;
+    if (uses >> CG_RT_GEN & 1)
+        uses |= 1u << CG_RT_GGUF;
     if (fl == CG_JIT)
         uses |= 1u << CG_RT_JIT;
     return uses;
