@@ -3,9 +3,10 @@
  *
  * The runtime is in parts, a folder each (docs/design.md, "The runtime"):
  *   core/  this header's: errors, memory, weights (safetensors; GGUF through
- *          the gguf part), .npy, threads, profiles, micro-kernels, the main
- *          of every program;
+ *          the gguf part), .npy, threads, profiles, gemm micro-kernels,
+ *          the main of every program;
  *   gguf/  rt_gguf.h's: GGUF files (decoders, programs built from a GGUF);
+ *   attn/  rt_attn.h's: attention's kernel (programs that call it);
  *   gen/   rt_gen.h's: tokenizers, sampling, `PROG generate` (decoders);
  *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k,
  *          f8_e4m3);
@@ -171,10 +172,6 @@ struct rt_safetensors {
 RT_API int rt_st_open(rt_safetensors *st, const char *path, rt_err *e);
 RT_API void rt_st_close(rt_safetensors *st);
 RT_API const rt_st_tensor *rt_st_find(const rt_safetensors *st, const char *name);
-/* Widens F32/F16/BF16 exactly into f32; F8_E4M3 gives the bytes' values
- * unscaled (an FP8 weight's scales are another tensor: rt_load_weights
- * applies them). */
-RT_API void rt_st_to_f32(const rt_st_tensor *t, float *dst);
 /* Loads every weight: from the file at path when given (a safetensors
  * file, an index of shards, or a GGUF file, rt_is_gguf; every tensor of
  * the file must be a declared weight and every declared weight without an
@@ -364,19 +361,6 @@ RT_API int rt_profile_write(const rt_profile *p, const rt_machine *mc, int threa
  * and m * n <= 256. What `call gemm(...)` statements print as. */
 RT_API void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float *c, int64_t ldc);
-/* attn(O, Q, K, V; p0, hi, window, scale, softcap) of the loop IR (ir/ir.h):
- * for the nt query rows of nh heads of d (head r of row i at q + i * ldq
- * + r * d, its output at o + i * ldo + r * d) against keys j at k + j *
- * ldk, values at v + j * ldv: row i, at position p0 + i, sees keys lo_i
- * .. hi_i - 1, hi_i = hi (p0 + i + 1 when hi is 0: causal), lo_i = 0 or,
- * with window > 0, max(0, p0 + i - window + 1); a score is scale q.k,
- * then softcap tanh(score / softcap) when softcap > 0. Online softmax
- * over blocks of 64 keys; every sum's order depends on these arguments
- * only. */
-RT_API void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq,
-                    const float *k, int64_t ldk, const float *v, int64_t ldv, float *o,
-                    int64_t ldo, int64_t p0, int64_t hi, int64_t window, float scale,
-                    float softcap);
 /* Packs a weight of [batch][n][k] into panels [batch][n/nr][k][nr] (nr
  * divides n), elements of esize bytes (4, or 2 held 16-bit): *w is
  * replaced by a new rt_alloc'd buffer and the old one freed; on failure
@@ -511,9 +495,9 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
 #define RT_CORE_SYMBOLS(X)                                                  \
     X(rt_errf) X(rt_alloc) X(rt_free) X(rt_splitmix64) X(rt_fill_random)    \
     X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
-    X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
+    X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
-    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_attn) \
+    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half) X(rt_store_bytes) \
     X(rt_e4m3_f32) X(rt_f32_e4m3)                                            \
     X(rt_profile_add) X(rt_image_open) X(rt_image_save) X(rt_image_close)    \
