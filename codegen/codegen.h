@@ -29,6 +29,10 @@ typedef struct {
                                     the JIT's, which kiln holds */
 } CgRtPart;
 extern const CgRtPart cg_rt_parts[CG_RT_NPARTS];
+/* runtime/core/rt_core.h, which every part's body uses: pasted once, in
+ * the core's body (every program has the core); prepended to another
+ * part's text for its cached object (cc.c). */
+extern const char cg_rt_core_h[];
 
 /* ---- emit.c: the whole C file --------------------------------------- */
 /* The runtime parts a module's program uses, a bit (1 << CG_RT_*) each:
