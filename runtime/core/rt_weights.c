@@ -57,20 +57,20 @@
 /* ---- GGUF, through the GGUF part ------------------------------------------ */
 
 /* The GGUF part's opener (rt_gguf_use); NULL in a program without it. */
-static int (*wt_gguf_open)(const char *path, rt_gguf_file *f, rt_err *e);
+static int (*wt_gguf_reader)(const char *path, rt_gguf_file *f, rt_err *e);
 
 void rt_gguf_use(int (*open)(const char *path, rt_gguf_file *f, rt_err *e))
 {
-    wt_gguf_open = open;
+    wt_gguf_reader = open;
 }
 
 int rt_gguf_weights(const char *path, rt_gguf_file *f, rt_err *e)
 {
-    if (!wt_gguf_open)
+    if (!wt_gguf_reader)
         return rt_errf(e, RT_EUSAGE, "%s: a GGUF file, which this program cannot read (it has "
                        "no GGUF part): rebuild it from a GGUF (kiln build FILE.gguf) or pass "
                        "safetensors weights", path);
-    return wt_gguf_open(path, f, e);
+    return wt_gguf_reader(path, f, e);
 }
 
 int rt_is_gguf(const char *path)

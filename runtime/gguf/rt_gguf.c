@@ -637,7 +637,7 @@ static const rt_gguf_tensor *gg_find(const void *g, const char *name)
     return rt_gguf_find_tensor(g, name);
 }
 
-static void gg_close(void *g)
+static void gg_release(void *g)
 {
     rt_gguf_close(g);
     free(g);
@@ -653,7 +653,7 @@ static int gg_weights(const char *path, rt_gguf_file *f, rt_err *e)
         free(g);
         return rc;
     }
-    *f = (rt_gguf_file){g, g->nt, g->t, g->data_start, gg_find, gg_close};
+    *f = (rt_gguf_file){g, g->nt, g->t, g->data_start, gg_find, gg_release};
     return 0;
 }
 
