@@ -57,6 +57,7 @@ $(B)/%.o: %.c
 # SSE2 loops at load (target_clones), so kiln runs under valgrind, which
 # has no AVX-512; tuned for this CPU.
 $(B)/runtime/core/rt_kernels.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
+$(B)/runtime/attn/rt_attn.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
 $(B)/runtime/jit/rt_vec.o: KILN_CFLAGS += -O3 -mtune=native -fno-math-errno
 # The quantized gemm kernels pick AVX-512 VNNI, AVX2 or C where they are
 # compiled (runtime/quant/rt_gemm_q.c): for this CPU, as generated programs.
@@ -68,19 +69,23 @@ $(B)/runtime/quant/rt_gemm_f8.o: KILN_CFLAGS += -O3 -march=native -g0
 
 # The runtime's parts as C text for generated programs (cg_rt_parts,
 # codegen/codegen.h): per part its public header, and its body (its
-# internal headers, then its .c files), each without its local includes.
+# internal headers, then its .c files), each without its local includes;
+# and the core's internal header alone (cg_rt_core_h), which the other
+# parts' bodies use: the core's body has it once in a pasted file.
 # The JIT part has a header only: kiln holds its code.
 RT_QUOTE = sed -e '/^\#include "/d' -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'
 RT_PART_core := runtime/kiln_rt.h | runtime/core/rt_core.h $(sort $(wildcard runtime/core/*.c))
-RT_PART_gen := runtime/rt_gen.h | runtime/core/rt_core.h runtime/gen/rt_tok.h \
+RT_PART_attn := runtime/rt_attn.h | $(sort $(wildcard runtime/attn/*.c))
+RT_PART_gguf := runtime/rt_gguf.h | $(sort $(wildcard runtime/gguf/*.c))
+RT_PART_gen := runtime/rt_gen.h | runtime/gen/rt_tok.h \
 	$(sort $(wildcard runtime/gen/*.c))
-RT_PART_quant := runtime/rt_quant.h | runtime/core/rt_core.h runtime/quant/rt_qk.h \
+RT_PART_quant := runtime/rt_quant.h | runtime/quant/rt_qk.h \
 	$(sort $(wildcard runtime/quant/*.c))
 RT_PART_jit := runtime/rt_jit.h |
-RT_PART_serve := runtime/rt_serve.h | runtime/core/rt_core.h runtime/rt_gen.h runtime/gen/rt_tok.h \
+RT_PART_serve := runtime/rt_serve.h | runtime/rt_gen.h runtime/gen/rt_tok.h \
 	runtime/serve/rt_srv.h $(sort $(wildcard runtime/serve/*.c))
 RT_PART_mpi := runtime/rt_mpi.h | $(sort $(wildcard runtime/mpi/*.c))
-RT_PARTS := core gen quant jit serve mpi
+RT_PARTS := core gguf attn gen quant jit serve mpi
 $(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: $(RT_SRCS) Makefile
 	@mkdir -p $(@D)
 	@{ echo '/* generated from runtime/ by the Makefile */'; \
@@ -89,7 +94,7 @@ $(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: $(RT_SRCS) Makefile
 	  $(foreach p,$(RT_PARTS),echo '{"$(p)",'; \
 	    $(RT_QUOTE) $(firstword $(RT_PART_$(p))); echo ','; \
 	    for f in $(wordlist 3,999,$(RT_PART_$(p))); do $(RT_QUOTE) $$f; done; echo '""},';) \
-	  echo '};'; } > $@.tmp
+	  echo '};'; echo 'const char cg_rt_core_h[] ='; $(RT_QUOTE) runtime/core/rt_core.h; echo ';'; } > $@.tmp
 	mv $@.tmp $@
 
 $(B)/rt_text.o: $(B)/rt_text.c

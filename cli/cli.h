@@ -6,6 +6,7 @@
 
 #include "frontend/import.h"
 #include "runtime/kiln_rt.h"
+#include "runtime/rt_gguf.h"
 
 /* Exit statuses (kiln --help). */
 enum { EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_IO = 3, EXIT_INTERNAL = 4 };

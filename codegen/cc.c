@@ -373,12 +373,15 @@ static void keep(Arena *a, const Slot *s, const CgBuild *b, int n, const char *c
 /* ---- the runtime's parts, built once --------------------------------------- */
 
 /* What a part's object is compiled from: the headers it needs (the
- * core's, then its own), then its body; RT_API empty, so its functions
- * are the object's to export. */
+ * core's public and internal ones, the other parts' it calls, which
+ * cg_rt_uses gives every program that carries it, then its own), then its
+ * body; RT_API empty, so its functions are the object's to export. */
 static const char *part_text(Arena *a, int p)
 {
-    return arena_printf(a, "#define RT_API\n%s%s%s",
-                        p == CG_RT_CORE ? "" : cg_rt_parts[CG_RT_CORE].header,
+    int core = p == CG_RT_CORE;
+    return arena_printf(a, "#define RT_API\n%s%s%s%s%s", core ? "" : cg_rt_parts[CG_RT_CORE].header,
+                        core ? "" : cg_rt_core_h,
+                        p == CG_RT_GEN ? cg_rt_parts[CG_RT_GGUF].header : "",
                         cg_rt_parts[p].header, cg_rt_parts[p].body);
 }
 

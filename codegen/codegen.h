@@ -6,6 +6,8 @@
 #include "ir/ir.h"
 #include "runtime/kiln_rt.h"
 #include "runtime/rt_gen.h"
+#include "runtime/rt_gguf.h"
+#include "runtime/rt_attn.h"
 #include "runtime/rt_quant.h"
 #include "runtime/rt_jit.h"
 
@@ -19,7 +21,7 @@ typedef enum { CG_CC, CG_JIT } CgFlavour;
 
 /* ---- the runtime's parts as C text (rt_text.c, which the Makefile
  * makes from runtime/; runtime/kiln_rt.h says what each part holds) ---- */
-enum { CG_RT_CORE, CG_RT_GEN, CG_RT_QUANT, CG_RT_JIT, CG_RT_SERVE, CG_RT_MPI, CG_RT_NPARTS };
+enum { CG_RT_CORE, CG_RT_GGUF, CG_RT_ATTN, CG_RT_GEN, CG_RT_QUANT, CG_RT_JIT, CG_RT_SERVE, CG_RT_MPI, CG_RT_NPARTS };
 typedef struct {
     const char *name;            /* its folder under runtime/: "core" */
     const char *header;          /* its public header, as C text */
@@ -27,11 +29,18 @@ typedef struct {
                                     the JIT's, which kiln holds */
 } CgRtPart;
 extern const CgRtPart cg_rt_parts[CG_RT_NPARTS];
+/* runtime/core/rt_core.h, which every part's body uses: pasted once, in
+ * the core's body (every program has the core); prepended to another
+ * part's text for its cached object (cc.c). */
+extern const char cg_rt_core_h[];
 
 /* ---- emit.c: the whole C file --------------------------------------- */
 /* The runtime parts a module's program uses, a bit (1 << CG_RT_*) each:
  * the core always; generation for a decoder of one token a call
- * (ir_decoder); the quantized part when it holds a weight so, or when
+ * (ir_decoder); GGUF's reader for such a decoder (its weights or its
+ * tokenizer may be a GGUF), a program whose weights are a GGUF's, and
+ * the JIT flavour; attention's when a kernel calls it (`call attn`), and in
+ * the JIT flavour; the quantized part when it holds a weight so, or when
  * its weights are a GGUF's (m->folder_weights: their blocks may need
  * widening, rt_dequantize), and always in the JIT flavour (kiln's own
  * symbols); the JIT's in the JIT flavour; serving for a slotted decoder of

@@ -516,6 +516,22 @@ int cg_ranks(const Module *m)
     return n;
 }
 
+/* A `call attn` statement: *(int *)ctx set. */
+static void attn_stmt(Stmt *s, void *ctx)
+{
+    if (s->kind == S_CALL && s->call == CALL_ATTN)
+        *(int *)ctx = 1;
+}
+
+/* Whether a kernel of p calls attention's kernel (rt_attn). */
+static int calls_attn(const Prog *p)
+{
+    int found = 0;
+    for (int i = 0; p && i < p->nkernels && !found; i++)
+        ir_block_walk(&p->kernels[i]->body, attn_stmt, &found);
+    return found;
+}
+
 unsigned cg_rt_uses(const Module *m, CgFlavour fl)
 {
     IrDecoder dec;
@@ -535,7 +551,14 @@ unsigned cg_rt_uses(const Module *m, CgFlavour fl)
             uses |= 1u << CG_RT_QUANT;
     size_t n = m->folder_weights ? strlen(m->folder_weights) : 0;
     if (fl == CG_JIT || (n >= 5 && !strcmp(m->folder_weights + n - 5, ".gguf")))
-        uses |= 1u << CG_RT_QUANT;
+        uses |= 1u << CG_RT_QUANT | 1u << CG_RT_GGUF;
+    if (uses >> CG_RT_GEN & 1)
+        uses |= 1u << CG_RT_GGUF;
+    int attn = fl == CG_JIT || calls_attn(m->prog) || calls_attn(m->open);
+    for (int i = 0; i < m->nvariants; i++)
+        attn = attn || calls_attn(m->variants[i]->prog);
+    if (attn)
+        uses |= 1u << CG_RT_ATTN;
     if (fl == CG_JIT)
         uses |= 1u << CG_RT_JIT;
     return uses;

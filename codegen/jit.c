@@ -24,6 +24,8 @@ static void add_runtime(TCCState *s)
 {
 #define X(name) tcc_add_symbol(s, #name, (const void *)name);
     RT_CORE_SYMBOLS(X)
+    RT_GGUF_SYMBOLS(X)
+    RT_ATTN_SYMBOLS(X)
     RT_GEN_SYMBOLS(X)
     RT_QUANT_SYMBOLS(X)
     RT_JIT_SYMBOLS(X)

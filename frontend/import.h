@@ -17,6 +17,7 @@
 
 #include "ir/ir.h"
 #include "runtime/kiln_rt.h"
+#include "runtime/rt_gguf.h"
 
 typedef struct {
     int64_t tokens;             /* T: tokens per call; 0: 1 (a decode step) */

@@ -492,8 +492,8 @@ typedef struct {
     int64_t ext[KILN_MAX_RANK];
 } Tile;
 
-/* The micro-kernels of S_CALL (runtime/core/rt_kernels.c: rt_NAME), and the
- * meaning of their tiles (loop.c: call_table):
+/* The micro-kernels of S_CALL (rt_NAME: runtime/core/rt_kernels.c; attn's
+ * runtime/attn/rt_attn.c), and the meaning of their tiles (loop.c: call_table):
  *   gemm(C, A, B)  C[m,n] += A[m,k] B[k,n]: each element of C adds its k
  *                  products to itself in k order (fused multiply-adds),
  *                  so calls over consecutive k ranges continue one sum.
@@ -510,7 +510,7 @@ typedef struct {
  *                  keys below hi (hi 0: causal, below p0 + i + 1) and,
  *                  with a window W > 0, none before p0 + i - W + 1. Online
  *                  softmax over blocks of keys in an order fixed by the
- *                  arguments alone (rt_attn, runtime/kiln_rt.h). Args: p0
+ *                  arguments alone (rt_attn, runtime/rt_attn.h). Args: p0
  *                  and hi integers, window an INT, scale and softcap FLTs
  *                  (softcap 0: none).
  *   allreduce(Y, X) Y = the sum over the program's MPI ranks of each

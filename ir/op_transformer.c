@@ -604,7 +604,7 @@ static const char *attn_name(LowerCx *cx, const Node *n)
  * outermost loop, the one parallelize picks: every head's work is the
  * same, where blocks of rows under a causal mask are not. */
 
-#define ATT_QVECS 64                  /* query vectors a call: rt_attn's KR_QVECS */
+#define ATT_QVECS 64                  /* query vectors a call: rt_attn's AT_QVECS */
 
 typedef struct {
     LowerCx *cx;

@@ -2,8 +2,11 @@
  * calls, a table of contents.
  *
  * The runtime is in parts, a folder each (docs/design.md, "The runtime"):
- *   core/  this header's: errors, memory, weights (safetensors, GGUF), .npy,
- *          threads, profiles, micro-kernels, the main of every program;
+ *   core/  this header's: errors, memory, weights (safetensors; GGUF through
+ *          the gguf part), .npy, threads, profiles, gemm micro-kernels,
+ *          the main of every program;
+ *   gguf/  rt_gguf.h's: GGUF files (decoders, programs built from a GGUF);
+ *   attn/  rt_attn.h's: attention's kernel (programs that call it);
  *   gen/   rt_gen.h's: tokenizers, sampling, `PROG generate` (decoders);
  *   quant/ rt_quant.h's: weights held in quantized blocks (q8_0 ... q6_k,
  *          f8_e4m3);
@@ -173,10 +176,6 @@ struct rt_safetensors {
 RT_API int rt_st_open(rt_safetensors *st, const char *path, rt_err *e);
 RT_API void rt_st_close(rt_safetensors *st);
 RT_API const rt_st_tensor *rt_st_find(const rt_safetensors *st, const char *name);
-/* Widens F32/F16/BF16 exactly into f32; F8_E4M3 gives the bytes' values
- * unscaled (an FP8 weight's scales are another tensor: rt_load_weights
- * applies them). */
-RT_API void rt_st_to_f32(const rt_st_tensor *t, float *dst);
 /* Loads every weight: from the file at path when given (a safetensors
  * file, an index of shards, or a GGUF file, rt_is_gguf; every tensor of
  * the file must be a declared weight and every declared weight without an
@@ -196,24 +195,8 @@ RT_API int rt_load_weights(const char *path, const rt_tensor_info *w, int nw,
  * 0, or the status with the message a load would give. */
 RT_API int rt_check_weights(const char *path, const rt_tensor_info *w, int nw, rt_err *e);
 
-/* ---- GGUF, llama.cpp's model files (rt_gguf.c) -------------------------- */
-/* A metadata value's type, as the file numbers it (gguf.h's gguf_type). */
-enum {
-    RT_GGUF_U8, RT_GGUF_I8, RT_GGUF_U16, RT_GGUF_I16, RT_GGUF_U32, RT_GGUF_I32, RT_GGUF_F32,
-    RT_GGUF_BOOL, RT_GGUF_STR, RT_GGUF_ARR, RT_GGUF_U64, RT_GGUF_I64, RT_GGUF_F64
-};
-typedef struct {
-    const char *key;
-    int type;                   /* RT_GGUF_*; RT_GGUF_ARR: an array */
-    int etype;                  /* its elements' type, never an array (a
-                                   scalar: type itself) */
-    uint64_t n;                 /* elements (a scalar: 1) */
-    const unsigned char *raw;   /* numbers, bools: the n values as the
-                                   file holds them, little-endian */
-    const char *const *str;     /* strings: n + 1 pointers; element i is
-                                   str[i], NUL-terminated, of str[i + 1] -
-                                   str[i] - 1 bytes (a NUL may be inside) */
-} rt_gguf_kv;
+/* ---- GGUF weights, read by the GGUF part (rt_weights.c) ----------------- */
+/* A tensor of a GGUF file (the GGUF part reads the file, rt_gguf.h). */
 typedef struct {
     const char *name;
     int type;                   /* GGML's type number: 0 F32, 1 F16, 2 Q4_0,
@@ -227,56 +210,27 @@ typedef struct {
                                    alignment from its (page-aligned) start */
     size_t nbytes;              /* rt_store_bytes(store, count) */
 } rt_gguf_tensor;
+/* A GGUF file open for the weights loader: the GGUF part's reader,
+ * which a program carrying that part installs before main (rt_gguf_use);
+ * the loader and the weights' image (rt_image.c) read GGUF only so. */
 typedef struct {
-    void *map;
-    size_t size;
-    const char *path;
-    uint32_t version;           /* 2 or 3 */
-    uint32_t alignment;         /* general.alignment, or 32 */
-    uint64_t data_start;        /* the data section's first byte */
-    int nkv, nt;
-    rt_gguf_kv *kv;             /* in the file's order */
-    rt_gguf_tensor *t;          /* in the file's order */
-    /* rt_gguf.c's: sorted for the finds; the strings' one block */
-    const rt_gguf_kv **kv_by_key;
-    const rt_gguf_tensor **t_by_name;
-    char *strs;
-    const char **strp;
-} rt_gguf;
-/* Maps and checks the whole file (rt_gguf.c's top comment lists every
- * check): versions 2 and 3, little-endian; metadata of every type, nested
- * arrays refused; keys and tensor names unique; tensors of F32, F16,
- * BF16, Q8_0, Q4_0, Q4_K and Q6_K inside the data section, aligned, not
- * overlapping (any other type refused by its GGML name, with what to do).
- * Messages "PATH: at byte N: what", "PATH: key 'KEY': what" or "PATH:
- * tensor 'NAME': what"; on error nothing stays allocated or mapped.
- * g->path is the caller's string, which must outlive g. */
-RT_API int rt_gguf_open(rt_gguf *g, const char *path, rt_err *e);
-RT_API void rt_gguf_close(rt_gguf *g);
-/* NULL when there is none. */
-RT_API const rt_gguf_kv *rt_gguf_find_key(const rt_gguf *g, const char *key);
-RT_API const rt_gguf_tensor *rt_gguf_find_tensor(const rt_gguf *g, const char *name);
+    void *g;                    /* the part's open file */
+    int nt;
+    const rt_gguf_tensor *t;    /* its tensors, in the file's order */
+    uint64_t data_start;        /* its data section's first byte */
+    const rt_gguf_tensor *(*find)(const void *g, const char *name);  /* NULL: none */
+    void (*close)(void *g);
+} rt_gguf_file;
 /* 1 when the file at path begins with GGUF's magic (then weights are read
  * from it as a GGUF, whatever its name), else 0 (also when unreadable). */
 RT_API int rt_is_gguf(const char *path);
-/* GGML's name of a type number ("Q4_K"), NULL when it has none. */
-RT_API const char *rt_gguf_type_name(int type);
-/* A scalar's value: 0, or -1 (nothing written) when kv is NULL, an array,
- * or not of the kind asked: u64 takes any integer type whose value is >=
- * 0, i64 any whose value fits; f64 takes f32 and f64; bool and str only
- * themselves (*len, when len is not NULL: the string's bytes). */
-RT_API int rt_gguf_u64(const rt_gguf_kv *kv, uint64_t *v);
-RT_API int rt_gguf_i64(const rt_gguf_kv *kv, int64_t *v);
-RT_API int rt_gguf_f64(const rt_gguf_kv *kv, double *v);
-RT_API int rt_gguf_bool(const rt_gguf_kv *kv, int *v);
-RT_API const char *rt_gguf_str(const rt_gguf_kv *kv, size_t *len);
-/* Element i of an array, as the scalars' (-1 or NULL also when kv is not
- * an array or i >= kv->n). */
-RT_API int rt_gguf_arr_u64(const rt_gguf_kv *kv, uint64_t i, uint64_t *v);
-RT_API int rt_gguf_arr_i64(const rt_gguf_kv *kv, uint64_t i, int64_t *v);
-RT_API int rt_gguf_arr_f64(const rt_gguf_kv *kv, uint64_t i, double *v);
-RT_API int rt_gguf_arr_bool(const rt_gguf_kv *kv, uint64_t i, int *v);
-RT_API const char *rt_gguf_arr_str(const rt_gguf_kv *kv, uint64_t i, size_t *len);
+/* Installs the GGUF part's opener (its constructor calls this). */
+RT_API void rt_gguf_use(int (*open)(const char *path, rt_gguf_file *f, rt_err *e));
+/* Opens the GGUF file at path through the installed opener; without one
+ * (a program without the GGUF part): "PATH: a GGUF file, which this
+ * program cannot read (it has no GGUF part): rebuild it from a GGUF
+ * (kiln build FILE.gguf) or pass safetensors weights", RT_EUSAGE. */
+RT_API int rt_gguf_weights(const char *path, rt_gguf_file *f, rt_err *e);
 
 /* ---- prepared weights, mapped (rt_image.c) ------------------------------ */
 /* A program's held weights (m->w) as its kernels read them, prepared at
@@ -411,19 +365,6 @@ RT_API int rt_profile_write(const rt_profile *p, const rt_machine *mc, int threa
  * and m * n <= 256. What `call gemm(...)` statements print as. */
 RT_API void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float *c, int64_t ldc);
-/* attn(O, Q, K, V; p0, hi, window, scale, softcap) of the loop IR (ir/ir.h):
- * for the nt query rows of nh heads of d (head r of row i at q + i * ldq
- * + r * d, its output at o + i * ldo + r * d) against keys j at k + j *
- * ldk, values at v + j * ldv: row i, at position p0 + i, sees keys lo_i
- * .. hi_i - 1, hi_i = hi (p0 + i + 1 when hi is 0: causal), lo_i = 0 or,
- * with window > 0, max(0, p0 + i - window + 1); a score is scale q.k,
- * then softcap tanh(score / softcap) when softcap > 0. Online softmax
- * over blocks of 64 keys; every sum's order depends on these arguments
- * only. */
-RT_API void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq,
-                    const float *k, int64_t ldk, const float *v, int64_t ldv, float *o,
-                    int64_t ldo, int64_t p0, int64_t hi, int64_t window, float scale,
-                    float softcap);
 /* Packs a weight of [batch][n][k] into panels [batch][n/nr][k][nr] (nr
  * divides n), elements of esize bytes (4, or 2 held 16-bit): *w is
  * replaced by a new rt_alloc'd buffer and the old one freed; on failure
@@ -558,15 +499,12 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
 #define RT_CORE_SYMBOLS(X)                                                  \
     X(rt_errf) X(rt_alloc) X(rt_free) X(rt_splitmix64) X(rt_fill_random)    \
     X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
-    X(rt_st_to_f32) X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
+    X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
-    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) X(rt_attn) \
+    X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half) X(rt_store_bytes) \
     X(rt_e4m3_f32) X(rt_f32_e4m3)                                            \
     X(rt_profile_add) X(rt_image_open) X(rt_image_save) X(rt_image_close)    \
-    X(rt_gguf_open) X(rt_gguf_close) X(rt_gguf_find_key) X(rt_gguf_find_tensor) \
-    X(rt_gguf_type_name) X(rt_gguf_u64) X(rt_gguf_i64) X(rt_gguf_f64)       \
-    X(rt_gguf_bool) X(rt_gguf_str) X(rt_gguf_arr_u64) X(rt_gguf_arr_i64)    \
-    X(rt_gguf_arr_f64) X(rt_gguf_arr_bool) X(rt_gguf_arr_str) X(rt_is_gguf)
+    X(rt_is_gguf) X(rt_gguf_weights)
 
 #endif

@@ -49,11 +49,14 @@ run "emit-c --chunk 100 (past the cache)" "$KILN" emit-c "$T/m.json" -o "$T/c100
 grep -q "chunk 100 is more than the KV cache's 64 rows: prefill chunks of 64" "$T/err" &&
     ok "  said: chunks of the cache's 64 rows" || bad "  said: chunks of the cache's 64 rows"
 run "build the folder (default chunk 64)" "$KILN" build "$T/hf" -o "$T/c64"
-# A decoder's program carries the generation part; a block's does not.
-grep -q "Runtime parts: core gen\." "$T/c100.c" && grep -q "^RT_API int rt_generate(" "$T/c100.c" &&
-    ok "emit-c of a decoder: the runtime's core and gen parts" || bad "emit-c of a decoder: core and gen parts"
+# A decoder's program carries the generation, GGUF and attention parts;
+# an MLP block's carries none of them.
+grep -q "Runtime parts: core gguf attn gen\." "$T/c100.c" && grep -q "^RT_API int rt_generate(" "$T/c100.c" &&
+    ok "emit-c of a decoder: the runtime's core, gguf, attn and gen parts" ||
+    bad "emit-c of a decoder: core, gguf, attn and gen parts"
 "$KILN" emit-c examples/mlp.json -o "$T/mlp.c"
-grep -q "Runtime parts: core\." "$T/mlp.c" && ! grep -q "^RT_API int rt_generate(\|rt_tok_open(" "$T/mlp.c" &&
+grep -q "Runtime parts: core\." "$T/mlp.c" &&
+    ! grep -q "^RT_API int rt_generate(\|rt_tok_open(\|rt_gguf_open(\|rt_attn(" "$T/mlp.c" &&
     ok "emit-c of a block: the core part alone" || bad "emit-c of a block: the core part alone"
 
 # prompt NAME LENGTH N: the reference's greedy tokens, then every build's.

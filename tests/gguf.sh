@@ -86,7 +86,7 @@ run "  print" "$KILN" print "$T/q8.gguf"
 n=$(grep -c "^  buf b[0-9]* weight [0-9]* %[0-9]* : f32\[[0-9,]*\] q8_0$" "$T/out")
 [ "$n" = 16 ] && ok "  ...its 16 matrices are q8_0 buffers" || bad "  ...q8_0 buffers: $n, not 16"
 run "  emit-c" "$KILN" emit-c "$T/q8.gguf" -o "$T/q8.c"
-grep -q "Runtime parts: core gen quant\." "$T/q8.c" && grep -q "rt_gemm_q8_0(1, " "$T/q8.c" &&
+grep -q "Runtime parts: core gguf attn gen quant\." "$T/q8.c" && grep -q "rt_gemm_q8_0(1, " "$T/q8.c" &&
     ok "  ...the quant part, rt_gemm_q8_0 calls" || bad "  ...the quant part, rt_gemm_q8_0 calls"
 run "  check" "$KILN" check "$T/q8.gguf" --no-cc
 grep -q "held as q8_0 as the file stores them (lossless)" "$T/out" &&
@@ -121,6 +121,12 @@ refuse 1 "a tensor of the wrong shape" \
            '$KILN' import gguf '$T/b3.gguf' -o '$T/never.json'"
 refuse 1 "  ...and given as --weights" "'blk.1.ffn_down.weight': shape [64,48] in the file" \
     "$KILN" run "$T/llama.gguf" --weights "$T/b3.gguf"
+
+# A program without the GGUF part (a block's) handed a GGUF: one line, exit 2.
+run "a block's program (no GGUF part)" "$KILN" build examples/mlp.json -o "$T/mlp"
+refuse 2 "  ...given a GGUF as --weights" \
+    "llama.gguf: a GGUF file, which this program cannot read (it has no GGUF part)" \
+    "$T/mlp" --weights "$T/llama.gguf"
 
 [ "$fails" = 0 ] && echo "gguf: ok" || echo "gguf: $fails failed"
 [ "$fails" = 0 ]

@@ -138,13 +138,13 @@ static char *im_key(const char *layout, const char *path)
         snprintf(rank, sizeof rank, "rank %d of %d\n", rt_ranks_now()->rank, rt_ranks_now()->size);
     int bad = im_cat(&s, &len, layout) || im_cat(&s, &len, "\n") || im_cat(&s, &len, rank);
     if (rt_is_gguf(path)) {                     /* its metadata and tensor infos */
-        rt_gguf g;
-        if (rt_gguf_open(&g, path, &e)) {
+        rt_gguf_file g = {0};
+        if (rt_gguf_weights(path, &g, &e)) {
             free(s);
             return NULL;
         }
         bad = bad || im_file_id(path, g.data_start, &s, &len);
-        rt_gguf_close(&g);
+        g.close(g.g);
         if (bad)
             free(s);
         return bad ? NULL : s;

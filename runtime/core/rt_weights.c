@@ -1,7 +1,9 @@
 /* runtime/core/rt_weights.c: rt_load_weights, a model's weights into memory.
  *
  * Contract (kiln_rt.h): the file is a safetensors file, an index of
- * shards, or a GGUF file (rt_is_gguf: by its magic, whatever its name);
+ * shards, or a GGUF file (rt_is_gguf: by its magic, whatever its name;
+ * read through the GGUF part's opener, rt_gguf_use, and refused by a
+ * program without that part, RT_EUSAGE);
  * the loader sees either as named tensors of a shape, each held in the
  * file as f32, 16 bits or quantized blocks (wt_file, wt_tensor). With a
  * file, every tensor in it must be a declared weight (checked first,
@@ -45,10 +47,41 @@
  *   W: 'q.weight': element 77 is NaN (0x7f) */
 #include "runtime/core/rt_core.h"
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* ---- GGUF, through the GGUF part ------------------------------------------ */
+
+/* The GGUF part's opener (rt_gguf_use); NULL in a program without it. */
+static int (*wt_gguf_reader)(const char *path, rt_gguf_file *f, rt_err *e);
+
+void rt_gguf_use(int (*open)(const char *path, rt_gguf_file *f, rt_err *e))
+{
+    wt_gguf_reader = open;
+}
+
+int rt_gguf_weights(const char *path, rt_gguf_file *f, rt_err *e)
+{
+    if (!wt_gguf_reader)
+        return rt_errf(e, RT_EUSAGE, "%s: a GGUF file, which this program cannot read (it has "
+                       "no GGUF part): rebuild it from a GGUF (kiln build FILE.gguf) or pass "
+                       "safetensors weights", path);
+    return wt_gguf_reader(path, f, e);
+}
+
+int rt_is_gguf(const char *path)
+{
+    unsigned char b[4];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, b, 4) : -1;
+    if (fd >= 0)
+        close(fd);
+    return n == 4 && !memcmp(b, "GGUF", 4);
+}
 
 /* ---- the file, whichever kind ------------------------------------------- */
 
@@ -56,7 +89,7 @@ typedef struct {
     const char *path;
     int gguf;                   /* 1: g is open, else st */
     rt_safetensors st;
-    rt_gguf g;
+    rt_gguf_file g;
 } wt_file;
 
 /* A tensor of the file as the loader sees it. */
@@ -80,13 +113,13 @@ static int wt_begin(wt_file *f, const char *path, rt_err *e)
     memset(f, 0, sizeof *f);
     f->path = path;
     f->gguf = rt_is_gguf(path);
-    return f->gguf ? rt_gguf_open(&f->g, path, e) : rt_st_open(&f->st, path, e);
+    return f->gguf ? rt_gguf_weights(path, &f->g, e) : rt_st_open(&f->st, path, e);
 }
 
 static void wt_end(wt_file *f)
 {
     if (f->gguf)
-        rt_gguf_close(&f->g);
+        f->g.close(f->g.g);
     else
         rt_st_close(&f->st);
 }
@@ -103,7 +136,7 @@ static int wt_find(const wt_file *f, const char *name, wt_tensor *t)
 {
     static const int st_store[] = {RT_F32, RT_F16, RT_BF16, RT_F8_E4M3}; /* by RT_ST_* */
     if (f && f->gguf) {
-        const rt_gguf_tensor *g = rt_gguf_find_tensor(&f->g, name);
+        const rt_gguf_tensor *g = f->g.find(f->g.g, name);
         if (g)
             *t = (wt_tensor){g->name, g->store, g->rank, g->dims, g->count, g->data, NULL, 0, 0, 0};
         return g != NULL;

@@ -72,6 +72,7 @@
  * (rt_tokenizer_bpe.c); a merge whose parts or result are no tokens, and
  * an id past the vocabulary, are refused where llama.cpp goes on. */
 #include "runtime/gen/rt_tok.h"
+#include "runtime/rt_gguf.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -19,6 +19,7 @@
 
 #include "fuzz.h"
 #include "runtime/kiln_rt.h"
+#include "runtime/rt_gguf.h"
 #include "runtime/rt_quant.h"
 
 static int is_unsigned(int t)

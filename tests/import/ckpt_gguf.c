@@ -22,6 +22,7 @@
 #include "ckpt_model.h"
 #include "gguf_write.h"
 
+#include "runtime/rt_gguf.h"
 #include "runtime/rt_quant.h"
 
 #include <errno.h>

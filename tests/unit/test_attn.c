@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "runtime/kiln_rt.h"
+#include "runtime/rt_attn.h"
 
 #include <math.h>
 #include <stdlib.h>

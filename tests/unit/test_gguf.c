@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "runtime/kiln_rt.h"
+#include "runtime/rt_gguf.h"
 #include "runtime/rt_quant.h"
 #include "tests/import/gguf_write.h"
 #include "tests/unit/testlib.h"

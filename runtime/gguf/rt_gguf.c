@@ -1,6 +1,6 @@
-/* runtime/core/rt_gguf.c: reading GGUF files, llama.cpp's model format.
+/* runtime/gguf/rt_gguf.c: reading GGUF files, llama.cpp's model format.
  *
- * Contract (kiln_rt.h): rt_gguf_open maps a file read-only and trusts
+ * Contract (rt_gguf.h): rt_gguf_open maps a file read-only and trusts
  * nothing in it; every check below is made before it returns, so callers
  * use what they find without checking again. The layout (gguf.h, version
  * 3; version 2 is the same, little-endian only), all little-endian:
@@ -36,18 +36,19 @@
  * KV or tensor being read), "PATH: key 'KEY': what", "PATH: tensor
  * 'NAME': what"; RT_EINVAL for a bad file, RT_EIO when it cannot be opened
  * or mapped, RT_EINTERNAL out of memory. The mapping stays valid until
- * rt_gguf_close; a file truncated meanwhile faults, as with any mmap. */
+ * rt_gguf_close; a file truncated meanwhile faults, as with any mmap.
+ * The core's weights loader opens a GGUF through gg_weights, which
+ * gg_install hands it (rt_gguf_use) before main. */
 #include "runtime/core/rt_core.h"
+#include "runtime/rt_gguf.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #define GG_MAX_KEY 65535
 #define GG_MAX_NAME 64
@@ -629,6 +630,35 @@ void rt_gguf_close(rt_gguf *g)
     memset(g, 0, sizeof *g);
 }
 
+/* ---- the weights loader's reader (kiln_rt.h's rt_gguf_file) -------------- */
+
+static const rt_gguf_tensor *gg_find(const void *g, const char *name)
+{
+    return rt_gguf_find_tensor(g, name);
+}
+
+static void gg_release(void *g)
+{
+    rt_gguf_close(g);
+    free(g);
+}
+
+static int gg_weights(const char *path, rt_gguf_file *f, rt_err *e)
+{
+    rt_gguf *g = malloc(sizeof *g);
+    if (!g)
+        return rt_errf(e, RT_EINTERNAL, "out of memory");
+    int rc = rt_gguf_open(g, path, e);
+    if (rc) {
+        free(g);
+        return rc;
+    }
+    *f = (rt_gguf_file){g, g->nt, g->t, g->data_start, gg_find, gg_release};
+    return 0;
+}
+
+__attribute__((constructor)) static void gg_install(void) { rt_gguf_use(gg_weights); }
+
 const rt_gguf_kv *rt_gguf_find_key(const rt_gguf *g, const char *key)
 {
     int lo = 0, hi = g->nkv;
@@ -657,16 +687,6 @@ const rt_gguf_tensor *rt_gguf_find_tensor(const rt_gguf *g, const char *name)
             lo = mid + 1;
     }
     return NULL;
-}
-
-int rt_is_gguf(const char *path)
-{
-    unsigned char b[4];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, b, 4) : -1;
-    if (fd >= 0)
-        close(fd);
-    return n == 4 && !memcmp(b, "GGUF", 4);
 }
 
 const char *rt_gguf_type_name(int type)

@@ -1,0 +1,204 @@
+/* runtime/attn/rt_attn.c: rt_attn, the kernel of `call attn` statements
+ * (rt_attn.h): attention of a block of query rows of one kv head's query
+ * heads: groups of up to 64 query vectors go over
+ * blocks of 64 keys (their k and v rows stay in L1 across the group),
+ * each vector with a running max and sum (online softmax) and its output
+ * row as accumulator; a block a vector cannot see is skipped. Scores are
+ * 16-lane dot products summed by halving; the weighted values are added
+ * four keys a pass over the output row, each element's terms in key
+ * order. k rows AT_AHEAD keys ahead and the block's v rows are
+ * prefetched (a decode step reads the whole cache once). Every order
+ * depends on the arguments only.
+ *
+ * Compiled into kiln with -O3 -march=native -ffp-contract=fast, as
+ * rt_kernels.c (the Makefile), where JIT code calls it; pasted into the
+ * generated files of programs that call it, which cc builds with the same
+ * flags. Portable C: GCC vector extensions of 16 floats. */
+#include "runtime/kiln_rt.h"
+#include "runtime/rt_attn.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef float at_vec __attribute__((vector_size(64), aligned(4)));  /* any address */
+typedef float at_acc __attribute__((vector_size(64)));
+enum { AT_LANES = 16 };
+
+/* rt_attn: per group of query vectors (rows x heads, at most AT_QVECS),
+ * over blocks of AT_KEYS keys from the group's first key: each vector
+ * whose keys meet the block takes its scores (16-lane dot products, the
+ * lanes summed by halving), their max, weights and sum, rescales its
+ * output row and adds the weighted values into it, four keys a pass
+ * over the row (one sum per element, in key order). The block's k and v
+ * rows stay in L1 across the group's vectors. Rows wholly masked for a
+ * block skip it. The output rows hold the accumulators; the end divides
+ * them by the sums. */
+/* keys a block; query vectors a group; rows ahead a prefetch; vectors
+ * from which a group's scores come from the block's k transposed (kt),
+ * for a head dim of at most AT_TDIM (kt: 32 kB) */
+enum { AT_KEYS = 64, AT_QVECS = 64, AT_AHEAD = 8, AT_TILED = 16, AT_TDIM = 128 };
+
+typedef float at_v8 __attribute__((vector_size(32)));
+typedef float at_v4 __attribute__((vector_size(16)));
+
+/* a . b over n: 16 lanes (fused multiply-adds, in order), summed by
+ * halving, then the last n % 16 products one by one. */
+static inline float at_dot(const float *a, const float *b, int64_t n)
+{
+    at_acc acc = {0};
+    int64_t c = 0;
+    for (; c + AT_LANES <= n; c += AT_LANES)
+        acc += *(const at_vec *)(a + c) * *(const at_vec *)(b + c);
+    at_v8 h8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
+    at_v4 h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) +
+               __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
+    float s = (h4[0] + h4[2]) + (h4[1] + h4[3]);
+    for (; c < n; c++)
+        s += a[c] * b[c];
+    return s;
+}
+
+/* o[:n] = o[:n] * alpha + w[0] v0 + w[1] v1 + ... (nk <= 4 rows of v,
+ * ldv apart), each element's terms added in that order. */
+static inline void at_axpy(float *o, int64_t n, float alpha, const float *w, int nk,
+                                const float *v, int64_t ldv)
+{
+    int64_t c = 0;
+    for (; c + AT_LANES <= n; c += AT_LANES) {
+        at_acc t = *(at_vec *)(o + c) * alpha;
+        for (int j = 0; j < nk; j++)
+            t += w[j] * *(const at_vec *)(v + j * ldv + c);
+        *(at_vec *)(o + c) = t;
+    }
+    for (; c < n; c++) {
+        float t = o[c] * alpha;
+        for (int j = 0; j < nk; j++)
+            t += w[j] * v[j * ldv + c];
+        o[c] = t;
+    }
+}
+
+static inline float at_cap(float x, float cap) { return cap > 0 ? cap * tanhf(x * (1 / cap)) : x; }
+
+/* One vector's update (output ov, state *mx, *sum) by its scores sc[0 ..
+ * n) of keys a .. a + n - 1: the max, the weights (into sc) and their sum;
+ * ov = ov * exp(old max - max) + the weighted values. */
+static void at_update(float *sc, int64_t n, float *ov, float *mx, float *sum, int64_t d,
+                           const float *v, int64_t ldv, int64_t a)
+{
+    float m = *mx, s = 0;
+    for (int64_t j = 0; j < n; j++)
+        m = sc[j] > m ? sc[j] : m;
+    float alpha = expf(*mx - m);       /* 0 on the first block: *mx = -inf */
+    for (int64_t j = 0; j < n; j++) {
+        sc[j] = expf(sc[j] - m);
+        s += sc[j];
+    }
+    *sum = *sum * alpha + s;
+    *mx = m;
+    for (int64_t j = 0; j < n; j += 4) {
+        int nk = n - j < 4 ? (int)(n - j) : 4;
+        at_axpy(ov, d, j ? 1.0f : alpha, sc + j, nk, v + (a + j) * ldv, ldv);
+    }
+}
+
+/* One vector (query qv) against keys a .. b - 1: 16-lane dot products. */
+static void at_block(const float *qv, float *ov, float *mx, float *sum, int64_t d,
+                          const float *k, int64_t ldk, const float *v, int64_t ldv, int64_t a,
+                          int64_t b, float scale, float cap)
+{
+    float sc[AT_KEYS];
+    for (int64_t j = 0; j < b - a; j++) {
+        for (int64_t c = 0; c < d; c += AT_LANES) {   /* rows apart: no stream to follow */
+            __builtin_prefetch(k + (a + j + AT_AHEAD) * ldk + c, 0, 1);
+            __builtin_prefetch(v + (a + j) * ldv + c, 0, 1);
+        }
+        sc[j] = at_cap(at_dot(qv, k + (a + j) * ldk, d) * scale, cap);
+    }
+    at_update(sc, b - a, ov, mx, sum, d, v, ldv, a);
+}
+
+/* The scores of 4 vectors (queries qp[]) against the block's keys, kt
+ * their transpose [d][AT_KEYS]: sc[x][j] = the products summed in d
+ * order, 16 accumulators (4 vectors x 64 keys). */
+static void at_tile(const float *const *qp, const float *kt, int64_t d,
+                         float sc[4][AT_KEYS])
+{
+    at_acc acc[4][AT_KEYS / AT_LANES];
+    for (int x = 0; x < 4; x++)
+        for (int u = 0; u < AT_KEYS / AT_LANES; u++)
+            acc[x][u] = (at_acc){0};
+    for (int64_t c = 0; c < d; c++) {
+        const at_acc *kr = (const at_acc *)(kt + c * AT_KEYS);
+        for (int x = 0; x < 4; x++) {
+            float qc = qp[x][c];
+            for (int u = 0; u < AT_KEYS / AT_LANES; u++)
+                acc[x][u] += qc * kr[u];
+        }
+    }
+    for (int x = 0; x < 4; x++)
+        for (int u = 0; u < AT_KEYS / AT_LANES; u++)
+            *(at_vec *)(sc[x] + u * AT_LANES) = acc[x][u];
+}
+
+void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, const float *k,
+             int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, int64_t p0,
+             int64_t hi, int64_t window, float scale, float softcap)
+{
+    int64_t hs = nh < AT_QVECS ? nh : AT_QVECS, rs = AT_QVECS / hs;
+    float mx[AT_QVECS], sum[AT_QVECS];
+    int64_t lo[AT_QVECS], up[AT_QVECS];
+    _Alignas(64) float kt[AT_TDIM * AT_KEYS], sc[4][AT_KEYS];
+    for (int64_t i0 = 0; i0 < nt; i0 += rs)
+        for (int64_t h0 = 0; h0 < nh; h0 += hs) {
+            int64_t ni = nt - i0 < rs ? nt - i0 : rs, nr = nh - h0 < hs ? nh - h0 : hs;
+            int64_t nv = ni * nr;
+            int tiled = nv >= AT_TILED && d <= AT_TDIM;
+            for (int64_t x = 0; x < nv; x++) {
+                int64_t p = p0 + i0 + x / nr;
+                mx[x] = -INFINITY;
+                sum[x] = 0;
+                lo[x] = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+                up[x] = hi > 0 ? hi : p + 1;
+                memset(o + (i0 + x / nr) * ldo + (h0 + x % nr) * d, 0, sizeof *o * (size_t)d);
+            }
+            for (int64_t j0 = lo[0]; j0 < up[nv - 1]; j0 += AT_KEYS) {
+                int64_t nb = up[nv - 1] - j0 < AT_KEYS ? up[nv - 1] - j0 : AT_KEYS;
+                if (tiled)            /* k's rows of the block as columns, zeros past nb */
+                    for (int64_t j = 0; j < AT_KEYS; j++)
+                        for (int64_t c = 0; c < d; c++)
+                            kt[c * AT_KEYS + j] = j < nb ? k[(j0 + j) * ldk + c] : 0;
+                for (int64_t x0 = 0; x0 < nv; x0 += tiled ? 4 : 1) {
+                    const float *qp[4];
+                    for (int u = 0; u < 4; u++) {
+                        int64_t x = x0 + u < nv ? x0 + u : nv - 1;
+                        qp[u] = q + (i0 + x / nr) * ldq + (h0 + x % nr) * d;
+                    }
+                    if (tiled)
+                        at_tile(qp, kt, d, sc);
+                    for (int64_t x = x0; x < nv && x < x0 + (tiled ? 4 : 1); x++) {
+                        int64_t a = lo[x] > j0 ? lo[x] : j0;
+                        int64_t b = up[x] < j0 + nb ? up[x] : j0 + nb;
+                        float *ov = o + (i0 + x / nr) * ldo + (h0 + x % nr) * d;
+                        if (a >= b)   /* the block wholly masked for this vector */
+                            continue;
+                        if (!tiled) {
+                            at_block(qp[0], ov, &mx[x], &sum[x], d, k, ldk, v, ldv, a, b,
+                                          scale, softcap);
+                            continue;
+                        }
+                        float *sx = sc[x - x0] + (a - j0);
+                        for (int64_t j = 0; j < b - a; j++)
+                            sx[j] = at_cap(sx[j] * scale, softcap);
+                        at_update(sx, b - a, ov, &mx[x], &sum[x], d, v, ldv, a);
+                    }
+                }
+            }
+            for (int64_t x = 0; x < nv; x++) {
+                float *ov = o + (i0 + x / nr) * ldo + (h0 + x % nr) * d;
+                for (int64_t c = 0; c < d; c++)
+                    ov[c] /= sum[x];
+            }
+        }
+}
