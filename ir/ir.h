@@ -21,7 +21,7 @@
 
 #define KILN_VERSION "0.1.0"
 #define KILN_MAX_RANK 6
-#define KILN_MAX_ATTRS 10         /* attributes of one op (test_ir checks each) */
+#define KILN_MAX_ATTRS 12         /* attributes of one op (test_ir checks each) */
 #define KILN_MAX_NAME 128          /* bytes in a tensor or node name */
 #define KILN_MAX_ELEMS (INT64_C(1) << 40) /* elements in one tensor */
 

@@ -1,5 +1,6 @@
 /* ir/op_transformer.c: embedding, rope, attention (grouped-query, causal,
- * at a run-time position) and cache_write (in place into a state).
+ * at a run-time position, with learned sinks) and cache_write (in place
+ * into a state).
  *
  * Run-time errors: an id outside the table, a position that does not fit
  * the rows of k/v or of the cache. The reference returns ref_fail(); the
@@ -15,12 +16,17 @@ const AttrSpec rope_attrs[] = {
     {"theta", AT_FLOAT, 0, 0, 10000.0, NULL, 0, 0},
     {"style", AT_ENUM, 0, 0, 0, "half|interleaved", 0, 0},
     {"rotary_dim", AT_INT, 0, 0, 0, NULL, 0, 0},      /* 0: D */
-    /* Llama 3.1's frequency scaling (rope_freq); dumps show it when set */
-    {"scaling", AT_ENUM, 0, 0, 0, "none|llama3", 0, 1},
+    /* Llama 3.1's and YaRN's frequency scaling (rope_freq, rope_mscale);
+     * dumps show it when set */
+    {"scaling", AT_ENUM, 0, 0, 0, "none|llama3|yarn", 0, 1},
     {"factor", AT_FLOAT, 0, 0, 8.0, NULL, 0, 1},
     {"low_freq_factor", AT_FLOAT, 0, 0, 1.0, NULL, 0, 1},
     {"high_freq_factor", AT_FLOAT, 0, 0, 4.0, NULL, 0, 1},
     {"original_max_position_embeddings", AT_INT, 0, 8192, 0, NULL, 0, 1},
+    {"beta_fast", AT_FLOAT, 0, 0, 32.0, NULL, 0, 1},
+    {"beta_slow", AT_FLOAT, 0, 0, 1.0, NULL, 0, 1},
+    {"truncate", AT_BOOL, 0, 1, 0, NULL, 0, 1},
+    {"attention_factor", AT_FLOAT, 0, 0, 0.0, NULL, 0, 1},   /* 0: 0.1 ln(factor) + 1 */
     {0},
 };
 const AttrSpec attention_attrs[] = {
@@ -146,10 +152,11 @@ void lower_embedding(LowerCx *cx, Node *n)
 
 /* ---- rope ------------------------------------------------------------------
  * Pair i (0 <= i < rd/2) turns by angle pos * f_i, f_i = theta^(-2i/rd)
- * (scaled with `scaling` "llama3": rope_freq). The pair is
+ * (scaled with `scaling` "llama3" or "yarn": rope_freq). The pair is
  * (i, i + rd/2) for style "half" (rotate_half, Hugging Face Llama/Qwen) and
  * (2i, 2i + 1) for "interleaved" (Meta Llama, llama2.c):
- *   out[a] = x[a] cos - x[b] sin,  out[b] = x[b] cos + x[a] sin.
+ *   out[a] = x[a] cos - x[b] sin,  out[b] = x[b] cos + x[a] sin,
+ * cos and sin times YaRN's attention factor (rope_mscale; 1 otherwise).
  * Dims from rd on pass through. */
 
 static int64_t rope_dim(const Node *n)
@@ -160,14 +167,50 @@ static int64_t rope_dim(const Node *n)
 
 static int rope_interleaved(const Node *n) { return attr_i(n, "style") == 1; }
 
+/* YaRN's blend of pair i (transformers' _compute_yarn_parameters): the
+ * dimension where a pair turns r times over the original context L is
+ * d(r) = rd ln(L / (2pi r)) / (2 ln theta); lo = d(beta_fast), hi =
+ * d(beta_slow) (floor and ceil when truncate), clamped to [0, rd - 1]
+ * (hi = lo + 0.001 when equal); the ramp clamp((i - lo) / (hi - lo), 0,
+ * 1) is the share of f / factor, the rest f. */
+static double yarn_freq(const Node *n, int64_t i, double f)
+{
+    double rd = (double)rope_dim(n), lt = 2.0 * log(attr_f(n, "theta"));
+    double L = (double)attr_i(n, "original_max_position_embeddings");
+    double lo = rd * log(L / (2.0 * M_PI * attr_f(n, "beta_fast"))) / lt;
+    double hi = rd * log(L / (2.0 * M_PI * attr_f(n, "beta_slow"))) / lt;
+    if (attr_i(n, "truncate"))
+        lo = floor(lo), hi = ceil(hi);
+    lo = lo > 0 ? lo : 0;
+    hi = hi < rd - 1 ? hi : rd - 1;
+    if (lo == hi)
+        hi += 0.001;
+    double ramp = ((double)i - lo) / (hi - lo);
+    ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+    return f / attr_f(n, "factor") * ramp + f * (1.0 - ramp);
+}
+
+/* YaRN's attention factor, which scales cos and sin: attention_factor
+ * when given, else 0.1 ln(factor) + 1 (1 for factor <= 1); 1 without
+ * YaRN. */
+static double rope_mscale(const Node *n)
+{
+    if (attr_i(n, "scaling") != 2)
+        return 1.0;
+    double given = attr_f(n, "attention_factor"), factor = attr_f(n, "factor");
+    return given > 0 ? given : factor <= 1 ? 1.0 : 0.1 * log(factor) + 1.0;
+}
+
 /* f_i, radians a position. With "llama3" (Llama 3.1, transformers'
  * _compute_llama3_parameters), from wavelength w = 2pi / f and the
  * original context L: w < L / high_freq_factor keeps f; w > L /
  * low_freq_factor is f / factor; between, with s = (L / w - low) / (high -
- * low), (1 - s) f / factor + s f. */
+ * low), (1 - s) f / factor + s f. With "yarn", yarn_freq. */
 static double rope_freq(const Node *n, int64_t i)
 {
     double f = pow(attr_f(n, "theta"), -2.0 * (double)i / (double)rope_dim(n));
+    if (attr_i(n, "scaling") == 2)
+        return yarn_freq(n, i, f);
     if (attr_i(n, "scaling") != 1)
         return f;
     double factor = attr_f(n, "factor"), lo = attr_f(n, "low_freq_factor"),
@@ -211,15 +254,29 @@ int infer_rope(InferCx *cx, Node *n)
              (long long)D, shp(cx, x), (long long)rd);
         bad = -1;
     }
-    if (attr_i(n, "scaling") == 1) {
+    if (attr_i(n, "scaling")) {
         double factor = attr_f(n, "factor"), lo = attr_f(n, "low_freq_factor"),
                hi = attr_f(n, "high_freq_factor");
+        int yarn = attr_i(n, "scaling") == 2;
+        if (yarn) {
+            lo = attr_f(n, "beta_slow"), hi = attr_f(n, "beta_fast");
+            double af = attr_f(n, "attention_factor");
+            if (!(af >= 0) || isinf(af)) {
+                diag(cx->d, attr_where(cx, n, "attention_factor"),
+                     "rope: attention_factor must be >= 0 (0: 0.1 ln(factor) + 1), got %g", af);
+                bad = -1;
+            }
+        }
         if (!(factor >= 1) || isinf(factor)) {
             diag(cx->d, attr_where(cx, n, "factor"),
                  "rope: factor must be a number >= 1, got %g", factor);
             bad = -1;
         }
-        if (!(lo > 0) || !(hi > lo) || isinf(hi)) {
+        if (yarn && (!(lo > 0) || !(hi > lo) || isinf(hi))) {
+            diag(cx->d, attr_where(cx, n, "beta_fast"),
+                 "rope: beta_slow %g and beta_fast %g must be 0 < beta_slow < beta_fast", lo, hi);
+            bad = -1;
+        } else if (!yarn && (!(lo > 0) || !(hi > lo) || isinf(hi))) {
             diag(cx->d, attr_where(cx, n, "high_freq_factor"),
                  "rope: low_freq_factor %g and high_freq_factor %g must be 0 < low < high", lo,
                  hi);
@@ -241,6 +298,7 @@ int ref_rope(RefCx *cx, Node *n)
     Tensor *x = ref_in(cx, n, 0), *pos = ref_in(cx, n, 1), *o = ref_out(cx, n);
     int64_t T = x->dims[0], H = x->dims[1], D = x->dims[2], rd = rope_dim(n);
     int il = rope_interleaved(n);
+    double ms = rope_mscale(n);
     memcpy(o->f, x->f, sizeof(float) * (size_t)x->count);     /* dims past rd */
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < H; h++) {
@@ -249,8 +307,9 @@ int ref_rope(RefCx *cx, Node *n)
             for (int64_t i = 0; i < rd / 2; i++) {
                 double ang = pos->i[t] * rope_freq(n, i);
                 int64_t ia = il ? 2 * i : i, ib = il ? 2 * i + 1 : i + rd / 2;
-                orow[ia] = (float)(xr[ia] * cos(ang) - xr[ib] * sin(ang));
-                orow[ib] = (float)(xr[ib] * cos(ang) + xr[ia] * sin(ang));
+                double c = ms * cos(ang), s = ms * sin(ang);
+                orow[ia] = (float)(xr[ia] * c - xr[ib] * s);
+                orow[ib] = (float)(xr[ib] * c + xr[ia] * s);
             }
         }
     return 0;
@@ -305,8 +364,12 @@ void lower_rope(LowerCx *cx, Node *n)
     Expr *q = e_bin(a, B_MOD, e_mul(a, p, e_load(a, turns, &i)), e_int(a, ROPE_ONE_TURN));
     Expr *rad = e_mul(a, e_un(a, U_TOF32, q), e_flt(a, 2.0 * M_PI / (double)ROPE_ONE_TURN));
     Expr *ang = e_var(a, s_let(a, k, b, T_F32, rad)->v);
-    Expr *c = e_var(a, s_let(a, k, b, T_F32, e_un(a, U_COS, ang))->v);
-    Expr *s = e_var(a, s_let(a, k, b, T_F32, e_un(a, U_SIN, ang))->v);
+    Expr *cs = e_un(a, U_COS, ang), *sn = e_un(a, U_SIN, ang);
+    double ms = rope_mscale(n);
+    if (ms != 1.0)                  /* YaRN's attention factor */
+        cs = e_mul(a, cs, e_flt(a, ms)), sn = e_mul(a, sn, e_flt(a, ms));
+    Expr *c = e_var(a, s_let(a, k, b, T_F32, cs)->v);
+    Expr *s = e_var(a, s_let(a, k, b, T_F32, sn)->v);
     int il = rope_interleaved(n);
     Expr **ia = lw_idx(cx, 3, t, h, il ? e_mul(a, e_int(a, 2), i) : i);
     Expr **ib = lw_idx(cx, 3, t, h, e_add(a, il ? e_mul(a, e_int(a, 2), i) : i,
@@ -327,7 +390,9 @@ void lower_rope(LowerCx *cx, Node *n)
  * keys j that query t sees: 0 .. pos + t when causal, 0 .. pos + T - 1
  * otherwise, and with a window W none before pos + t - W + 1; g = h / (Hq /
  * Hkv) is the kv head of query head h; cap(s) is s, or softcap * tanh(s /
- * softcap) with a soft cap (Gemma 2). */
+ * softcap) with a soft cap (Gemma 2). With sinks (gpt-oss), head h's
+ * sink logit sinks[h] joins the softmax's denominator and nothing else:
+ * weights exp(s_j) / (sum_j exp(s_j) + exp(sinks[h])). */
 
 static double attn_scale(const Node *n)
 {
@@ -383,8 +448,17 @@ int infer_attention(InferCx *cx, Node *n)
     int bad = 0;
     for (int i = 0; i < 3; i++)
         bad |= need_dtype(cx, n, i, DT_F32) | need_rank(cx, n, i, 3);
-    if (n->nin == 4)
+    if (n->nin >= 4)
         bad |= need_i32_scalar(cx, n, 3);
+    if (n->nin == 5) {
+        Node *q = n->in[0], *sk = n->in[4];
+        bad |= need_dtype(cx, n, 4, DT_F32);
+        if (!bad && (sk->rank != 1 || sk->dims[0] != q->dims[1])) {
+            diag(cx->d, in_where(cx, n, 4), "attention: sinks must be [%lld] (one a query "
+                 "head) to match q %s, got %s", (long long)q->dims[1], shp(cx, q), shp(cx, sk));
+            bad = -1;
+        }
+    }
     const AttrVal *scale = attr_v(n, "scale"), *cap = attr_v(n, "softcap");
     if (scale->given && (!(scale->f > 0) || isinf(scale->f))) {
         diag(cx->d, attr_where(cx, n, "scale"), "attention: scale must be > 0, got %g", scale->f);
@@ -407,19 +481,22 @@ int infer_attention(InferCx *cx, Node *n)
 }
 
 /* One query row: o[d] = sum_j softmax(cap(scale * q . k_j)) v_j[d] over
- * keys first..last; k and v point at kv head g of row 0, rows `stride`
- * apart; w holds last + 1 doubles. */
+ * keys first..last, the sink's logit *sink (NULL: none) in the softmax's
+ * denominator; k and v point at kv head g of row 0, rows `stride` apart;
+ * w holds last + 1 doubles. */
 static void attend_row(const float *q, const float *k, const float *v, int64_t stride,
                        int64_t D, int64_t first, int64_t last, double scale, double cap,
-                       double *w, float *o)
+                       const float *sink, double *w, float *o)
 {
-    double mx = -INFINITY, sum = 0;
+    double mx = sink ? *sink : -INFINITY, sum = sink ? 1 : 0;
     for (int64_t j = first; j <= last; j++) {
         w[j] = scale * dot(q, k + j * stride, D);
         if (cap > 0)
             w[j] = cap * tanh(w[j] / cap);
         mx = w[j] > mx ? w[j] : mx;
     }
+    if (sink)                       /* exp(sink - mx), not 1, now that mx is known */
+        sum = exp(*sink - mx);
     for (int64_t j = first; j <= last; j++) {
         w[j] = exp(w[j] - mx);
         sum += w[j];
@@ -437,7 +514,8 @@ int ref_attention(RefCx *cx, Node *n)
     Tensor *q = ref_in(cx, n, 0), *k = ref_in(cx, n, 1), *v = ref_in(cx, n, 2);
     Tensor *o = ref_out(cx, n);
     int64_t T = q->dims[0], Hq = q->dims[1], D = q->dims[2], S = k->dims[0], Hkv = k->dims[1];
-    int64_t pos = n->nin == 4 ? ref_in(cx, n, 3)->i[0] : 0;
+    int64_t pos = n->nin >= 4 ? ref_in(cx, n, 3)->i[0] : 0;
+    const float *sinks = n->nin == 5 ? ref_in(cx, n, 4)->f : NULL;
     if (pos < 0 || pos + T > S)
         return ref_fail(cx, n, "attention: pos %lld %s", (long long)pos,
                         pos_range(cx->m->a, n, T, S));
@@ -449,8 +527,8 @@ int ref_attention(RefCx *cx, Node *n)
         for (int64_t h = 0; h < Hq; h++) {
             int64_t g = h / (Hq / Hkv), last = causal ? pos + t : pos + T - 1;
             attend_row(q->f + (t * Hq + h) * D, k->f + g * D, v->f + g * D, Hkv * D, D,
-                       attn_first(n, pos, t), last, attn_scale(n), attn_softcap(n), w,
-                       o->f + (t * Hq + h) * D);
+                       attn_first(n, pos, t), last, attn_scale(n), attn_softcap(n),
+                       sinks ? sinks + h : NULL, w, o->f + (t * Hq + h) * D);
         }
     free(w);
     return 0;
@@ -477,7 +555,8 @@ static const char *attn_name(LowerCx *cx, const Node *n)
  *   sc[r, j] = exp(sc[r, j] - m);  a = exp(mx[r] - m)    (0 for the first block)
  *   sum[r]   = a sum[r] + sum_j sc[r, j];  acc[r] = a acc[r];  mx[r] = m
  *   acc[r]  += sum_j sc[r, j] v[j0 + j, g]
- * then out[t, gG + r] = acc[r] / sum[r]. Each k and v row a block reads
+ * then out[t, gG + r] = acc[r] / sum[r] (with sinks, mx[r] starts at the
+ * head's sink and sum[r] at 1: a key of value 0). Each k and v row a block reads
  * serves the G heads at once (decode reads the cache once per kv head).
  * No row past hi - 1 is read; with a window W, none before lo = max(0, p +
  * t - W + 1): blocks before it are skipped, the first starts at lo. The loop over blocks spans every key a row
@@ -592,14 +671,18 @@ static void acc_set(Att *at, Block *blk, Expr *r, Expr *d, AsgOp op, Expr *e)
     s_store(at->cx->a, blk, acc_buf(at), acc_idx(at, r, d), op, e);
 }
 
-/* mx = -inf, sum = 0, acc = 0 for each head. */
+/* mx = -inf, sum = 0, acc = 0 for each head; with sinks, mx = sinks[h0 +
+ * r] and sum = 1: the sink is a key of weight exp(sink - mx) and value 0,
+ * rescaled with the others. */
 static void att_init(Att *at, Block *row)
 {
     Arena *a = at->cx->a;
     Expr *r;
     Block *b = att_span(at, row, at->H, 0, &r);
-    s_store(a, b, at->mx, ix1(at, r), A_SET, e_flt(a, -INFINITY));
-    s_store(a, b, at->sum, ix1(at, r), A_SET, e_flt(a, 0));
+    Node *sinks = at->n->nin == 5 ? at->n->in[4] : NULL;
+    s_store(a, b, at->mx, ix1(at, r), A_SET,
+            sinks ? lw_load(at->cx, sinks, ix1(at, e_add(a, at->h0, r))) : e_flt(a, -INFINITY));
+    s_store(a, b, at->sum, ix1(at, r), A_SET, e_flt(a, sinks ? 1 : 0));
     Stmt *ld = loop(at->cx, at->k, b, at->D, 0);
     acc_set(at, &ld->body, r, e_var(a, ld->v), A_SET, e_flt(a, 0));
 }
@@ -710,14 +793,14 @@ void lower_attention(LowerCx *cx, Node *n)
     Arena *a = cx->a;
     Node *q = n->in[0];
     int64_t T = q->dims[0], Hkv = n->in[1]->dims[1], S = n->in[1]->dims[0];
-    int64_t G = q->dims[1] / Hkv, D = q->dims[2], seen = n->nin == 4 ? S : T;
+    int64_t G = q->dims[1] / Hkv, D = q->dims[2], seen = n->nin >= 4 ? S : T;
     int64_t B = seen < ATT_KEYS ? seen : ATT_KEYS, nb = (seen + B - 1) / B;
     int local = B + 2 + D <= ATT_STATE;       /* acc in a local array, else in out */
     Att at = {.cx = cx, .n = n, .H = heads_per_pass(G, B + 2 + (local ? D : 0)), .D = D,
               .L = dot_lanes(D)};
     at.k = lw_kernel(cx, n, attn_name(cx, n));
     att_note(&at, B, G, local);
-    Expr *p = n->nin == 4 ? pos_checked(cx, at.k, n, n->in[3], T, S) : e_int(a, 0), *pass;
+    Expr *p = n->nin >= 4 ? pos_checked(cx, at.k, n, n->in[3], T, S) : e_int(a, 0), *pass;
     Block *heads = att_span(&at, att_span(&at, &at.k->body, Hkv, 0, &at.g), G / at.H, 0, &pass);
     at.h0 = e_add(a, e_mul(a, at.g, e_int(a, G)), e_mul(a, pass, e_int(a, at.H)));
     Block *row = att_span(&at, heads, T, 0, &at.t);
