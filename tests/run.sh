@@ -9,7 +9,8 @@
 #      16-bit weights (tests/weights16.sh, with $MKCKPT), the prepared
 #      weights' image (tests/image.sh, with $MKCKPT), quantized weights
 #      (tests/quant.sh, with $MKCKPT and $REFGEN), GGUF files as models
-#      (tests/gguf.sh, with $MKCKPT);
+#      (tests/gguf.sh, with $MKCKPT), gpt-oss (tests/gptoss.sh, with
+#      $MKCKPT and $REFGEN);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -54,6 +55,7 @@ suite weights16 fails "checks: --weight-dtype bf16/f16 checked, held 16-bit, BF1
 suite image fails "checks: weights prepared once, kept in an image, mapped; its faults"
 suite quant fails "checks: --weight-dtype q8_0 ... q4_k_m checked, held as blocks, decoded as the reference"
 suite gguf fails "checks: GGUF files checked, decoded as their folders, blocks held as stored; bad files"
+suite gptoss fails "checks: gpt-oss folders checked, greedy = reference, bad input, published configs"
 
 ls tests/models/*.json examples/*.json |
     xargs -P 2 -n 1 sh -c 'sh tests/check-one.sh "$0" "'"$log"'"' >"$log/checks" 2>&1 || failed=1
