@@ -18,7 +18,7 @@
     "  --weight-dtype TYPE           hold every weight of rank >= 2 so in memory: auto (the\n" \
     "                                default: as the weights file stores it), f32, bf16, f16\n" \
     "                                (rounded at load, lossy; docs/16-bit-weights.md), q8_0,\n" \
-    "                                q4_0, q4_k, q6_k, q4_k_m (GGML's blocks, quantized once\n" \
+    "                                q4_0, q4_k, q6_k, q4_k_m, mxfp4 (GGML's blocks, quantized once\n" \
     "                                into the weights' image; docs/quantized-weights.md)\n" \
     "  -v, --verbose                 say what is done and how long it took\n" \
     "  --tokens T  --max-seq S       a folder's, GGUF's or checkpoint's graph: T tokens a\n" \

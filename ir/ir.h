@@ -119,12 +119,12 @@ const char *dtype_name(DType t);                 /* "f32", "i32" */
  * 16 bits (to nearest, ties to even) and widened exactly where read, or
  * quantized in GGML's blocks (runtime/rt_quant.h: a row, the last dim, a
  * multiple of the block) and read through the runtime's element reads
- * and gemm kernels. Values equal RT_F32, RT_BF16, ... RT_Q6_K (kiln_rt.h).
+ * and gemm kernels. Values equal RT_F32, RT_BF16, ... RT_Q6_K, RT_MXFP4 (kiln_rt.h).
  * ST_Q4_K_M is no storage but --weight-dtype's mix of q4_k and q6_k, which
  * lower resolves per weight (passes/lower.c). */
 typedef enum {
     ST_F32, ST_BF16 = 2, ST_F16 = 3, ST_Q8_0 = 4, ST_Q4_0 = 5, ST_Q4_K = 6, ST_Q6_K = 7,
-    ST_Q4_K_M = 8
+    ST_Q4_K_M = 8, ST_MXFP4 = 9
 } Storage;
 const char *storage_name(Storage s);             /* "f32", "bf16", "f16", "q8_0", ... */
 int storage_parse(const char *name, Storage *s); /* 1 when name is one */

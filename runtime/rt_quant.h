@@ -1,6 +1,6 @@
 /* runtime/rt_quant.h: the runtime's quantized part (quant/), for programs
  * that hold a weight in blocks of int8 or 4- or 6-bit values with their
- * scales (--weight-dtype q8_0, q4_0, q4_k, q6_k, q4_k_m): the block
+ * scales (--weight-dtype q8_0, q4_0, q4_k, q6_k, q4_k_m, mxfp4): the block
  * layouts, quantizing and widening them, reading one element, and the
  * gemm kernels over them. A generated program carries it only when it
  * holds such a weight (codegen's cg_rt_uses); the core's loader calls
@@ -21,6 +21,17 @@
  *   q6_k  256 values in 210 bytes: 128 bytes ql (low 4 bits), 64 bytes qh
  *         (high 2 bits), 16 int8 scales, d; sub-block s (16 values) is
  *         x = d * scales[s] * (q - 32).
+ *   mxfp4 32 values in 17 bytes (OCP Microscaling's MXFP4, GGML's
+ *         block_mxfp4, GGUF type 39): e, an E8M0 scale (8 exponent bits,
+ *         2^(e - 127); e = 255 is NaN, as the OCP format has it), then 16
+ *         bytes of E2M1 nibbles in q4_0's order (value j < 16 the low
+ *         nibble of byte j, j + 16 its high one); a nibble is 1 sign bit
+ *         (bit 3), 2 exponent bits and 1 mantissa bit: 0, 0.5, 1, 1.5, 2,
+ *         3, 4, 6, negated with the sign; x = v * 2^(e - 127). Quantizing
+ *         (kiln's own; not claimed to be llama-quantize's bytes) takes e =
+ *         floor(log2(amax)) - 2 + 127, clamped to [0, 254] (0 for a block of
+ *         zeros), and each value's nearest E2M1 times 2^(e - 127), a tie to
+ *         the smaller magnitude, above 6 times it 6.
  * A weight so held is a sequence of blocks over its elements in row-major
  * order; its last dim (a row) is a multiple of the block, so no block
  * spans two rows (kiln holds any other weight wider, with a note). */
@@ -35,7 +46,7 @@
  * that is not quantized. */
 RT_API int rt_q_block(int store);
 RT_API int rt_q_block_bytes(int store);
-/* "q8_0", "q4_0", "q4_k", "q6_k"; NULL for another store. */
+/* "q8_0", "q4_0", "q4_k", "q6_k", "mxfp4"; NULL for another store. */
 RT_API const char *rt_q_name(int store);
 
 /* n values (a multiple of the block) of src into blocks of store at dst,
@@ -59,6 +70,10 @@ RT_API float rt_q8_0_at(const void *w, int64_t i);
 RT_API float rt_q4_0_at(const void *w, int64_t i);
 RT_API float rt_q4_k_at(const void *w, int64_t i);
 RT_API float rt_q6_k_at(const void *w, int64_t i);
+RT_API float rt_mxfp4_at(const void *w, int64_t i);
+/* An E8M0 byte's 2^(e - 128) (half the block's scale, as the kernels
+ * take it: their E2M1 integers are 2v), or NaN for 255. */
+RT_API float rt_e8m0_half(int e);
 
 /* ---- gemm over quantized weights (rt_gemm_q.c) -------------------------- */
 /* C[m][n] += sum over kk < k of A[m][kk] * W(n, kk), row-major A and C
@@ -84,6 +99,8 @@ RT_API void rt_gemm_q4_k(int64_t m, int64_t n, int64_t k, const float *a, int64_
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 RT_API void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
+RT_API void rt_gemm_mxfp4(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 /* n values (a multiple of block, 32 or 256; another block does nothing)
  * of x as the gemm kernels quantize activations, widened back into y (d *
  * q; a block whose amax is below 2^-100 gives zeros, one holding an inf
@@ -95,6 +112,7 @@ RT_API void rt_q_act_round(int block, const float *x, float *y, int64_t n);
 #define RT_QUANT_SYMBOLS(X)                                                   \
     X(rt_q_block) X(rt_q_block_bytes) X(rt_q_name) X(rt_quantize) X(rt_dequantize) \
     X(rt_q_check) X(rt_q8_0_at) X(rt_q4_0_at) X(rt_q4_k_at) X(rt_q6_k_at)      \
-    X(rt_gemm_q8_0) X(rt_gemm_q4_0) X(rt_gemm_q4_k) X(rt_gemm_q6_k) X(rt_q_act_round)
+    X(rt_mxfp4_at) X(rt_e8m0_half) X(rt_gemm_q8_0) X(rt_gemm_q4_0) X(rt_gemm_q4_k)  \
+    X(rt_gemm_q6_k) X(rt_gemm_mxfp4) X(rt_q_act_round)
 
 #endif
