@@ -48,10 +48,13 @@
 enum { RT_OK = 0, RT_EINVAL = 1, RT_EUSAGE = 2, RT_EIO = 3, RT_EINTERNAL = 4 };
 enum { RT_F32 = 0, RT_I32 = 1 };                 /* equal to DT_F32, DT_I32 */
 enum { RT_BF16 = 2, RT_F16 = 3 };                /* 16-bit storage: ST_BF16, ST_F16 */
-/* Quantized storage (rt_quant.h): ST_Q8_0 ... ST_Q6_K */
+/* Quantized storage (rt_quant.h): ST_Q8_0 ... ST_Q6_K (8 is ST_Q4_K_M, a
+ * mix of q4_k and q6_k, no storage) */
 enum { RT_Q8_0 = 4, RT_Q4_0 = 5, RT_Q4_K = 6, RT_Q6_K = 7 };
 /* FP8 e4m3 blocks with an f32 scale (rt_quant.h): ST_F8_E4M3 */
 enum { RT_F8_E4M3 = 9 };
+/* OCP MXFP4 blocks, E2M1 values with an E8M0 scale (rt_quant.h): ST_MXFP4 */
+enum { RT_MXFP4 = 10 };
 enum { RT_INIT_NONE, RT_INIT_FILL, RT_INIT_RANDOM, RT_INIT_DATA };
 #define RT_MAX_RANK 6
 
@@ -333,7 +336,7 @@ RT_API uint16_t rt_f32_f16(float f);
 RT_API float rt_e4m3_f32(uint8_t b);
 RT_API uint8_t rt_f32_e4m3(float f);
 /* The bytes count elements take held as store (RT_F32, RT_BF16, RT_F16,
- * RT_Q8_0 ... RT_Q6_K; a quantized count is a multiple of its block). */
+ * RT_Q8_0 ... RT_Q6_K, RT_MXFP4; a quantized count is a multiple of its block). */
 RT_API int64_t rt_store_bytes(int store, int64_t count);
 /* n floats rounded into 16-bit store (RT_BF16, RT_F16). */
 RT_API void rt_round_half(uint16_t *dst, const float *src, int64_t n, int store);
@@ -407,19 +410,21 @@ RT_API int rt_profile_write(const rt_profile *p, const rt_machine *mc, int threa
  * and m * n <= 256. What `call gemm(...)` statements print as. */
 RT_API void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float *c, int64_t ldc);
-/* attn(O, Q, K, V; p0, hi, window, scale, softcap) of the loop IR (ir/ir.h):
- * for the nt query rows of nh heads of d (head r of row i at q + i * ldq
- * + r * d, its output at o + i * ldo + r * d) against keys j at k + j *
- * ldk, values at v + j * ldv: row i, at position p0 + i, sees keys lo_i
- * .. hi_i - 1, hi_i = hi (p0 + i + 1 when hi is 0: causal), lo_i = 0 or,
- * with window > 0, max(0, p0 + i - window + 1); a score is scale q.k,
- * then softcap tanh(score / softcap) when softcap > 0. Online softmax
- * over blocks of 64 keys; every sum's order depends on these arguments
- * only. */
+/* attn(O, Q, K, V[, SK]; p0, hi, window, scale, softcap) of the loop IR
+ * (ir/ir.h): for the nt query rows of nh heads of d (head r of row i at q
+ * + i * ldq + r * d, its output at o + i * ldo + r * d) against keys j at
+ * k + j * ldk, values at v + j * ldv: row i, at position p0 + i, sees
+ * keys lo_i .. hi_i - 1, hi_i = hi (p0 + i + 1 when hi is 0: causal), lo_i
+ * = 0 or, with window > 0, max(0, p0 + i - window + 1); a score is scale
+ * q.k, then softcap tanh(score / softcap) when softcap > 0. With sinks
+ * (not NULL; gpt-oss), head r's softmax has sinks[r] as one more logit in
+ * its denominator only: exp(s_j - m) / (sum_j exp(s_j - m) + exp(sinks[r]
+ * - m)), m the max over the scores and the sink. Online softmax over
+ * blocks of 64 keys; every sum's order depends on these arguments only. */
 RT_API void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq,
                     const float *k, int64_t ldk, const float *v, int64_t ldv, float *o,
-                    int64_t ldo, int64_t p0, int64_t hi, int64_t window, float scale,
-                    float softcap);
+                    int64_t ldo, const float *sinks, int64_t p0, int64_t hi, int64_t window,
+                    float scale, float softcap);
 /* Packs a weight of [batch][n][k] into panels [batch][n/nr][k][nr] (nr
  * divides n), elements of esize bytes (4, or 2 held 16-bit): *w is
  * replaced by a new rt_alloc'd buffer and the old one freed; on failure

@@ -17,7 +17,8 @@
 #      OpenAI-compatible server with curl (tests/serve.sh, with $MKCKPT; the
 #      openai npm client when reachable), programs of several MPI ranks
 #      under mpirun (tests/mpi.sh, with $MKCKPT), FP8 checkpoints
-#      (tests/fp8.sh, with $MKCKPT and $REFGEN);
+#      (tests/fp8.sh, with $MKCKPT and $REFGEN), gpt-oss (tests/gptoss.sh,
+#      with $MKCKPT and $REFGEN);
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
 set -u
@@ -70,6 +71,7 @@ suite chat fails "checks: chat on a terminal, the KV cache kept, turns dropped, 
 suite serve fails "checks: the server with curl: completions = generate, streams, errors, busy, keys"
 suite mpi fails "checks: 2 ranks under mpirun = 1 rank, refusals, a failed or killed rank ends the job"
 suite fp8 fails "checks: FP8 folders checked, held as e4m3 blocks, decoded as the reference; bad scales; published configs"
+suite gptoss fails "checks: gpt-oss folders checked, greedy = reference, bad input, published configs"
 
 ls tests/models/*.json examples/*.json |
     xargs -P 2 -n 1 sh -c 'sh tests/check-one.sh "$0" "'"$log"'"' >"$log/checks" 2>&1 || failed=1

@@ -1,4 +1,5 @@
-/* tests/unit/test_ops_moe.c: the Qwen3-MoE block: shape inference (every
+/* tests/unit/test_ops_moe.c: the Qwen3-MoE block, and gpt-oss's (biases,
+ * the clamped SwiGLU): shape inference (every
  * refusal word for word), routing and expert MLPs against values worked
  * out by hand, key lines of the lowered loop IR, and the lowered program
  * compiled by libtcc against the reference (tl_check). */
@@ -184,6 +185,95 @@ static void moe_random(void **state)
         }
 }
 
+/* gpt-oss's block: biases on the router and experts, the clamped SwiGLU
+ * (alpha 1.702, limit 7). E = 3, top 2 renormalised, Hd = I = 1, x = 1.
+ * Router weights 0, biases [ln3, 0, -5]: p ~ 3, 1, e^-5; experts 0 and 1
+ * kept with weights 3/4, 1/4.
+ *   expert 0: g = 10 -> min(g, 7) = 7; u = -10 -> clamp -7; h = 7
+ *             sigmoid(1.702 * 7) (-7 + 1) = -41.99971877; down 1, bias
+ *             0.5: -41.49971877
+ *   expert 1: g = 1 + 0 = 1; u = 0 + 2 = 2; h = sigmoid(1.702) (2 + 1) =
+ *             2.53738730; down 2, bias -1: 4.07477460
+ *   y = 3/4 (-41.49971877) + 1/4 4.07477460 = -30.10609543.
+ * Expert 2 is all 100s and must not show. */
+static void moe_gptoss_by_hand(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(1, 1));
+    Node *in[9] = {x, tl_weight(m, "router", TL_DIMS(3, 1)),
+                   tl_weight(m, "gate", TL_DIMS(3, 1, 1)), tl_weight(m, "up", TL_DIMS(3, 1, 1)),
+                   tl_weight(m, "down", TL_DIMS(3, 1, 1)), tl_weight(m, "rb", TL_DIMS(3)),
+                   tl_weight(m, "gb", TL_DIMS(3, 1)), tl_weight(m, "ub", TL_DIMS(3, 1)),
+                   tl_weight(m, "db", TL_DIMS(3, 1))};
+    Node *n = tl_op(m, OP_MOE, "moe", 9, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7],
+                    in[8]);
+    tl_attr_i(n, "top_k", 2);
+    tl_attr_i(n, "activation", 1);
+    assert_int_equal(tl_infer(m, n, NULL, 0), 0);
+    tl_outputs(m, 1, n);
+    float xd[1] = {1}, router[3] = {0, 0, 0}, gate[3] = {10, 1, 100}, up[3] = {-10, 0, 100};
+    float down[3] = {1, 2, 100}, rb[3] = {1.0986122886681098f, 0, -5}, gb[3] = {0, 0, 100};
+    float ub[3] = {0, 2, 100}, db[3] = {0.5f, -1, 100};
+    void *ins[] = {xd}, *w[] = {router, gate, up, down, rb, gb, ub, db}, *out[1];
+    tl_ref_ok(m, ins, w, NULL, out);
+    float want[1] = {-30.10609543f};
+    tl_assert_close(out[0], want, 1);
+    free(out[0]);
+    tl_check(m, ins, w, 1e-5);
+    char *ir = tl_lowered(m, n);
+    tl_assert_has(ir, "min(");                  /* the clamps */
+    tl_assert_has(ir, "* 1.70200002");
+    free(ir);
+    tl_free(m);
+}
+
+/* With biases and the clamped SwiGLU on pseudo-random data, the gates
+ * and ups scaled by 8 so that the clamps bite: 5 tokens, 6 experts, I =
+ * 12, Hd = 16, top 2. Then refusals: a bias of the wrong shape, 6 inputs,
+ * a limit of 0. */
+static void moe_gptoss_random(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(5, 16));
+    Node *w[8] = {tl_weight(m, "router", TL_DIMS(6, 16)), tl_weight(m, "gate", TL_DIMS(6, 12, 16)),
+                  tl_weight(m, "up", TL_DIMS(6, 12, 16)), tl_weight(m, "down", TL_DIMS(6, 16, 12)),
+                  tl_weight(m, "rb", TL_DIMS(6)), tl_weight(m, "gb", TL_DIMS(6, 12)),
+                  tl_weight(m, "ub", TL_DIMS(6, 12)), tl_weight(m, "db", TL_DIMS(6, 16))};
+    Node *n = tl_op(m, OP_MOE, "moe", 9, x, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+    tl_attr_i(n, "top_k", 2);
+    tl_attr_i(n, "activation", 1);
+    assert_int_equal(tl_infer(m, n, NULL, 0), 0);
+    tl_outputs(m, 1, n);
+    void *in[1], *wd[8];
+    in[0] = tl_random(5 * 16, 1);
+    for (int i = 0; i < 8; i++) {
+        int64_t c = node_count(w[i]);
+        wd[i] = tl_random(c, (uint64_t)i + 2);
+        for (int64_t j = 0; (i == 1 || i == 2) && j < c; j++)
+            ((float *)wd[i])[j] *= 8;
+    }
+    tl_check(m, in, wd, 1e-5);
+    free(in[0]);
+    for (int i = 0; i < 8; i++)
+        free(wd[i]);
+    n = tl_op(m, OP_MOE, "moe", 9, x, w[0], w[1], w[2], w[3], w[6], w[5], w[6], w[7]);
+    tl_attr_i(n, "top_k", 2);
+    tl_infer_err(m, n, 1, "nodes[10].inputs[5]: moe: router_bias must be [6] to match gate "
+                          "f32[6,12,16], got f32[6,12]");
+    n = tl_op(m, OP_MOE, "moe", 6, x, w[0], w[1], w[2], w[3], w[4]);
+    tl_attr_i(n, "top_k", 2);
+    tl_infer_err(m, n, 1, "nodes[11]: moe: takes 5 inputs, or 9 with the biases of the router, "
+                          "gate, up and down; got 6");
+    n = tl_op(m, OP_MOE, "moe", 5, x, w[0], w[1], w[2], w[3]);
+    tl_attr_i(n, "top_k", 2);
+    tl_attr_f(n, "limit", 0);
+    tl_infer_err(m, n, 1, "nodes[12].attrs.limit: moe: alpha must be a number and limit > 0, "
+                          "got alpha 1.702, limit 0");
+    tl_free(m);
+}
+
 /* ---- lowering --------------------------------------------------------------- */
 
 static void moe_lowers(void **state)
@@ -234,6 +324,8 @@ int main(void)
         cmocka_unit_test(moe_routing_by_hand),
         cmocka_unit_test(moe_expert_mlp_by_hand),
         cmocka_unit_test(moe_random),
+        cmocka_unit_test(moe_gptoss_by_hand),
+        cmocka_unit_test(moe_gptoss_random),
         cmocka_unit_test(moe_lowers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
