@@ -714,17 +714,14 @@ void lower_attention(LowerCx *cx, Node *n)
     for (int64_t t0 = 0; t0 < T; t0 += R * (T / R)) {   /* the whole blocks, then the rest */
         int64_t rows = t0 ? T - t0 : R, nblk = t0 ? 1 : T / R;
         Block *blk = body;
-        Expr *row = e_int(a, t0), *p0, *s = NULL;
+        Expr *row = e_int(a, t0);
         if (nblk > 1) {
             Stmt *lb = loop(cx, k, blk, nblk, 0);
             blk = &lb->body;
             row = e_mul(a, e_var(a, lb->v), e_int(a, R));
         }
-        p0 = e_add(a, p, row);
-        if (slots) {
-            p0 = row_checked(cx, k, blk, n, 3, row, S);
-            s = row_checked(cx, k, blk, n, 4, row, n->in[1]->dims[0]);
-        }
+        Expr *p0 = slots ? row_checked(cx, k, blk, n, 3, row, S) : e_add(a, p, row);
+        Expr *s = slots ? row_checked(cx, k, blk, n, 4, row, n->in[1]->dims[0]) : NULL;
         Tile t[5] = {{lw_buf(cx, n), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}},
                      {lw_buf(cx, q), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}}};
         for (int i = 0; i < 2; i++)

@@ -73,7 +73,7 @@ fi
 
 if "$KILN" emit-c examples/llama2-step.json --weight-dtype mxfp4 -o "$T/m.c" 2>"$T/err" &&
    grep -q "rt_gemm_mxfp4(1, " "$T/m.c" && grep -q "rt_mxfp4_at(b[0-9]*, " "$T/m.c" &&
-   grep -q "RT_MXFP4, rt_quantize, 0, rt_dequantize}," "$T/m.c"; then
+   grep -q "RT_MXFP4, rt_quantize, 0, rt_dequantize, 0, 0}," "$T/m.c"; then
     ok "emit-c --weight-dtype mxfp4: rt_gemm_mxfp4 calls, element reads, RT_MXFP4 weights"
 else
     bad "emit-c --weight-dtype mxfp4: rt_gemm_mxfp4 calls, element reads, RT_MXFP4 weights"
