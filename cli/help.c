@@ -19,8 +19,8 @@
     "  --weight-dtype TYPE           hold every weight of rank >= 2 so in memory: auto (the\n" \
     "                                default: as the weights file stores it), f32, bf16, f16\n" \
     "                                (rounded at load, lossy; docs/16-bit-weights.md), q8_0,\n" \
-    "                                q4_0, q4_k, q6_k, q4_k_m (GGML's blocks, quantized once\n" \
-    "                                into the weights' image; docs/quantized-weights.md),\n" \
+    "                                q4_0, q4_k, q6_k, q4_k_m, mxfp4 (GGML's blocks, quantized\n" \
+    "                                once into the weights' image; docs/quantized-weights.md),\n" \
     "                                f8_e4m3 (an FP8 checkpoint's bytes as stored, or\n" \
     "                                quantized at load; docs/fp8.md)\n" \
     "  --ranks N                     split the model over N MPI ranks (distribute,\n" \

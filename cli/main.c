@@ -164,7 +164,7 @@ static int parse_opts(Opts *o, int argc, char **argv)
             o->weight_auto = strcmp(v, "auto") == 0;
             if (!o->weight_auto && !storage_parse(v, &o->weight_store))
                 return cli_usage("--weight-dtype takes auto, f32, bf16, f16, q8_0, q4_0, q4_k, "
-                                 "q6_k, q4_k_m or f8_e4m3, got '%s'", v);
+                                 "q6_k, q4_k_m, f8_e4m3 or mxfp4, got '%s'", v);
             if (o->weight_auto)
                 o->weight_store = ST_F32;
         } else if (builds && strcmp(a, "--no-cache") == 0) {

@@ -56,8 +56,8 @@ struct CgCheck {
     CgInfos info;
     float **weights;
     float **weights32;       /* quantized weights: as they are (else NULL) */
-    int rounded[ST_F8_E4M3 + 1];  /* by store: weights held so rounded at load, */
-    int copied[ST_F8_E4M3 + 1];   /* and held so as the file has them */
+    int rounded[ST_MXFP4 + 1];  /* by store: weights held so rounded at load, */
+    int copied[ST_MXFP4 + 1];   /* and held so as the file has them */
     void **inputs;           /* by input index */
     const char **in_file;    /* by input index: its --input file, or NULL */
     void **ref;              /* reference outputs */
@@ -631,7 +631,7 @@ static int load_weights(Check *c, rt_err *err)
         int st = c->info.weights[i].store;
         if (!m->prog && m->weights[i]->rank >= 2)
             st = c->o->weight_store;
-        if (st == RT_F32 || st == ST_Q4_K_M ||
+        if (st == RT_F32 || st == ST_Q4_K_M || st > ST_MXFP4 ||
             (storage_block((Storage)st) && f32[i].count % storage_block((Storage)st)))
             continue;
         if (file_has(&file, m->weights[i], st)) {
@@ -748,7 +748,7 @@ static void header(FILE *f, const Check *c)
     fprintf(f, "model %s: seed %llu, weights %s, tolerance %.3g (relative to max |ref|)\n",
             c->m->name, (unsigned long long)c->o->seed, c->o->weights ? c->o->weights : "from init",
             c->o->tol);
-    for (int st = ST_BF16; st <= ST_F8_E4M3; st++) {
+    for (int st = ST_BF16; st <= ST_MXFP4; st++) {     /* ST_Q4_K_M: none held so */
         const char *act = st == ST_F8_E4M3 ? activations_f32
                           : storage_block((Storage)st) ? "the kernels on activations quantized to int8"
                                                        : NULL;

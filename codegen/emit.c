@@ -35,9 +35,9 @@ static void info_row(FILE *f, const rt_tensor_info *t, const char *data, int qua
             (long long)t->count, t->init, t->fill, (unsigned long long)t->seed, t->scale,
             data ? data : "NULL", (long long)t->hi);
     /* how it is held: 16-bit or quantized for a weight of --weight-dtype */
-    static const char *const stores[] = {"RT_F32", "RT_F32", "RT_BF16", "RT_F16", "RT_Q8_0",
-                                         "RT_Q4_0", "RT_Q4_K", "RT_Q6_K", "RT_F32",
-                                         "RT_F8_E4M3"};
+    static const char *const stores[] = {"RT_F32",     "RT_F32",  "RT_BF16", "RT_F16",
+                                         "RT_Q8_0",    "RT_Q4_0", "RT_Q4_K", "RT_Q6_K",
+                                         "RT_F32",     "RT_F8_E4M3", "RT_MXFP4"};
     fprintf(f, ", %s, %s, %lld, %s, %d, %lld},\n", stores[t->store],
             storage_block((Storage)t->store) ? "rt_quantize" : "NULL", (long long)t->panel,
             quant ? "rt_dequantize" : "NULL", t->shard_axis, (long long)t->shard_of);

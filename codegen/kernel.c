@@ -124,8 +124,8 @@ static void qgemm(CgCx *cx, const Stmt *s)
 }
 
 /* attn: rt_attn(nt, nh, d, &Q[...], ldq, &K[...], ldk, &V[...], ldv,
- * &O[...], ldo, p0, hi, window, scale, softcap), the row strides the
- * buffers' (kiln_rt.h). */
+ * &O[...], ldo, &SK[...] or NULL, p0, hi, window, scale, softcap), the
+ * row strides the buffers' (kiln_rt.h). */
 static void attn(CgCx *cx, const Stmt *s)
 {
     static const int order[4] = {1, 2, 3, 0};
@@ -136,7 +136,13 @@ static void attn(CgCx *cx, const Stmt *s)
         const Tile *t = &s->tiles[order[i]];
         fputs(", &", cx->f);
         cg_access(cx, t->buf, t->idx);
-        fprintf(cx->f, ", %lld", (long long)t->buf->strides[0]);
+        fprintf(cx->f, ", %lld", (long long)t->buf->strides[t->buf->rank - 3]);
+    }
+    if (s->ntiles == 5) {
+        fputs(", &", cx->f);
+        cg_access(cx, s->tiles[4].buf, s->tiles[4].idx);
+    } else {
+        fputs(", NULL", cx->f);
     }
     for (int i = 0; i < s->nargs; i++) {
         fputs(", ", cx->f);

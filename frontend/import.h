@@ -31,7 +31,7 @@ typedef struct {
 
 /* ---- import_hf.c: a Hugging Face folder -------------------------------- */
 /* The graph for DIR/config.json (model_type llama, mistral, mixtral, qwen2, qwen3,
- * qwen3_moe, gpt2).
+ * qwen3_moe, gemma, gemma2, gemma3_text, phi3, gpt_oss, gpt2).
  * NULL when refused (problems in d, which the caller set to name
  * DIR/config.json; *io = 1 when a file could not be read). */
 char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io);
@@ -112,7 +112,7 @@ char *ig_text(ImpGraph *g, const char *output);
 
 /* ---- import_decoder.c: the decoder graphs -------------------------------- */
 /* A llama-family decoder (llama2.c, llama, gemma, gemma2, gemma3_text, mistral, mixtral,
- * phi3, qwen2, qwen3, qwen3_moe, and GGUF's of these):
+ * phi3, qwen2, qwen3, qwen3_moe, gpt_oss, and GGUF's of these):
  * pre-norm
  * blocks of rmsnorm, rotary attention with a KV cache, SwiGLU or a
  * mixture of experts, and the weight names of its checkpoint. */
@@ -126,6 +126,10 @@ typedef struct {
     int rope_llama3;            /* Llama 3.1's scaling of the frequencies, */
     double rope_factor, rope_low, rope_high;    /* with its factor, low and */
     int64_t rope_original;      /* high_freq_factor, original_max_position_embeddings */
+    int rope_yarn;              /* YaRN's scaling (gpt-oss): rope_factor and
+                                   rope_original, with */
+    double rope_beta_fast, rope_beta_slow, rope_mscale; /* (0: 0.1 ln(factor) + 1) */
+    int rope_truncate;
     int hf_names;               /* model.layers.L.self_attn.q_proj.weight (2:
                                    with Mixtral's block_sparse_moe experts; 3:
                                    Phi-3's fused qkv_proj and gate_up_proj; 4:
@@ -134,8 +138,13 @@ typedef struct {
                                    llama.cpp's blk.L.attn_q.weight (IMP_GGUF,
                                    experts stacked; IMP_GGUF_PHI3: fused
                                    attn_qkv and ffn_up; IMP_GGUF_GEMMA2: norms
-                                   after attention and the MLP), else
-                                   llama2.c's layers.L.attention.wq.weight */
+                                   after attention and the MLP), or
+                                   IMP_HF_GPTOSS's (gpt-oss: biases on q, k,
+                                   v, o, the router and the experts, sinks,
+                                   the experts stacked, gate and up
+                                   interleaved in gate_up_proj [E, dim,
+                                   2 moe_hidden]), else llama2.c's
+                                   layers.L.attention.wq.weight */
     int tied;                   /* logits use the embedding table */
     int qkv_bias;               /* q, k, v projections have biases (qwen2) */
     int qk_norm;                /* rmsnorm of each q and k head (qwen3, qwen3_moe) */
@@ -160,8 +169,9 @@ typedef struct {
     int64_t rope_freqs;         /* GGUF: rope_freqs.weight [this], declared
                                    and unused (its factors are rope's llama3
                                    attributes); 0: none */
+    double swiglu_limit;        /* gpt-oss's experts: the clamped SwiGLU's limit */
 } ImpLlama;
-enum { IMP_GGUF = 6, IMP_GGUF_PHI3, IMP_GGUF_GEMMA2 };   /* ImpLlama.hf_names */
+enum { IMP_GGUF = 6, IMP_GGUF_PHI3, IMP_GGUF_GEMMA2, IMP_HF_GPTOSS };   /* ImpLlama.hf_names */
 char *imp_llama_graph(Arena *a, const ImpLlama *c);
 
 /* GPT-2: learned positions, pre-layernorm blocks, Conv1D weights ([in,

@@ -87,14 +87,18 @@ static const char *cache(Dec *x, const char *kv, const char *in, int64_t S, int6
                    x->pos);
 }
 
-/* attention(q, k_all, v_all) at pos (and slots). */
+/* attention(q, k_all, v_all) at pos (and slots), with sinks [Hq] when
+ * not NULL. */
 static const char *attend(Dec *x, const char *attrs, const char *q, const char *k_all,
-                          const char *v_all)
+                          const char *v_all, const char *sinks)
 {
+    const char *in[6] = {q, k_all, v_all, x->pos};
+    int nin = 4;
     if (x->N)
-        return ig_node(x->g, nd(x, "att"), "attention", attrs, 5, q, k_all, v_all, x->pos,
-                       x->slots);
-    return ig_node(x->g, nd(x, "att"), "attention", attrs, 4, q, k_all, v_all, x->pos);
+        in[nin++] = x->slots;
+    if (sinks)
+        in[nin++] = sinks;
+    return ig_nodev(x->g, nd(x, "att"), "attention", attrs, nin, in);
 }
 
 /* ---- the llama family ---------------------------------------------------- */
@@ -111,13 +115,14 @@ typedef struct {
     const char *qkv, *gate_up;  /* fused projections, or NULL */
     const char *post_attn, *post_ffn;   /* norms of attention's and the MLP's
                                    outputs, or NULL */
+    const char *sinks;          /* attention's sinks (gpt-oss), or NULL */
 } LlamaNames;
 
 static const LlamaNames llama2c_names = {
     "tok_embeddings.weight", "norm.weight", "output.weight", "layers.%d.",
     "attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
     NULL, NULL, "ffn_norm", "feed_forward.w1", "feed_forward.w3", "feed_forward.w2",
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 static const LlamaNames hf_names = {
@@ -125,7 +130,7 @@ static const LlamaNames hf_names = {
     "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
     "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "post_attention_layernorm",
     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate", "mlp.experts.%d.",
-    "gate_proj", "up_proj", "down_proj", NULL, NULL, NULL, NULL,
+    "gate_proj", "up_proj", "down_proj", NULL, NULL, NULL, NULL, NULL,
 };
 
 /* Gemma 3's: Gemma 2's with q and k norms. */
@@ -134,7 +139,7 @@ static const LlamaNames gemma3_names = {
     "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
     "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "pre_feedforward_layernorm",
     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    "post_attention_layernorm", "post_feedforward_layernorm",
+    "post_attention_layernorm", "post_feedforward_layernorm", NULL,
 };
 
 /* Gemma 2's: Hugging Face's, where post_attention_layernorm norms
@@ -144,7 +149,7 @@ static const LlamaNames gemma2_names = {
     "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
     "self_attn.o_proj", NULL, NULL, "pre_feedforward_layernorm",
     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    "post_attention_layernorm", "post_feedforward_layernorm",
+    "post_attention_layernorm", "post_feedforward_layernorm", NULL,
 };
 
 /* Phi-3's: Hugging Face's, with q, k, v rows in one projection, and
@@ -153,7 +158,7 @@ static const LlamaNames phi3_names = {
     "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.%d.",
     "input_layernorm", NULL, NULL, NULL, "self_attn.o_proj", NULL, NULL,
     "post_attention_layernorm", NULL, NULL, "mlp.down_proj", NULL, NULL, NULL, NULL, NULL,
-    "self_attn.qkv_proj", "mlp.gate_up_proj", NULL, NULL,
+    "self_attn.qkv_proj", "mlp.gate_up_proj", NULL, NULL, NULL,
 };
 
 /* llama.cpp's (GGUF: llama, qwen2, qwen3, qwen3moe, gemma), its experts
@@ -162,14 +167,14 @@ static const LlamaNames gguf_names = {
     "token_embd.weight", "output_norm.weight", "output.weight", "blk.%d.",
     "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
     "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_inp", NULL, "ffn_gate_exps",
-    "ffn_up_exps", "ffn_down_exps", NULL, NULL, NULL, NULL,
+    "ffn_up_exps", "ffn_down_exps", NULL, NULL, NULL, NULL, NULL,
 };
 
 /* llama.cpp's Phi-3: q, k, v rows in attn_qkv; gate's and up's in ffn_up. */
 static const LlamaNames gguf_phi3_names = {
     "token_embd.weight", "output_norm.weight", "output.weight", "blk.%d.",
     "attn_norm", NULL, NULL, NULL, "attn_output", NULL, NULL, "ffn_norm", NULL, NULL,
-    "ffn_down", NULL, NULL, NULL, NULL, NULL, "attn_qkv", "ffn_up", NULL, NULL,
+    "ffn_down", NULL, NULL, NULL, NULL, NULL, "attn_qkv", "ffn_up", NULL, NULL, NULL,
 };
 
 /* llama.cpp's Gemma 2 and 3: ffn_norm before the MLP, and norms after
@@ -178,7 +183,19 @@ static const LlamaNames gguf_gemma2_names = {
     "token_embd.weight", "output_norm.weight", "output.weight", "blk.%d.",
     "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
     "ffn_norm", "ffn_gate", "ffn_up", "ffn_down", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    "post_attention_norm", "post_ffw_norm",
+    "post_attention_norm", "post_ffw_norm", NULL,
+};
+
+/* gpt-oss's: Hugging Face's with biases (".bias"; the experts' "_bias"),
+ * sinks, the router mlp.router, and the experts stacked without
+ * ".weight": egate is gate_up_proj [E, dim, 2 I] (gate and up
+ * interleaved), edown down_proj [E, I, dim]. */
+static const LlamaNames gptoss_names = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.%d.",
+    "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+    "self_attn.o_proj", NULL, NULL, "post_attention_layernorm",
+    NULL, NULL, NULL, "mlp.router", NULL, "mlp.experts.gate_up_proj", NULL,
+    "mlp.experts.down_proj", NULL, NULL, NULL, NULL, "self_attn.sinks",
 };
 
 /* Mixtral's: Hugging Face's, but for its experts (w1 gate, w3 up, w2 down). */
@@ -187,7 +204,7 @@ static const LlamaNames mixtral_names = {
     "input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
     "self_attn.o_proj", NULL, NULL, "post_attention_layernorm",
     NULL, NULL, NULL, "block_sparse_moe.gate", "block_sparse_moe.experts.%d.",
-    "w1", "w3", "w2", NULL, NULL, NULL, NULL,
+    "w1", "w3", "w2", NULL, NULL, NULL, NULL, NULL,
 };
 
 typedef struct {
@@ -255,6 +272,13 @@ static const char *rope(Llama *L, const char *name, const char *in)
                 "\"high_freq_factor\": %s, \"original_max_position_embeddings\": %lld",
                 ig_num(L->x.g, c->rope_factor), ig_num(L->x.g, c->rope_low),
                 ig_num(L->x.g, c->rope_high), (long long)c->rope_original);
+    if (c->rope_yarn)
+        fprintf(f, ", \"scaling\": \"yarn\", \"factor\": %s, "
+                "\"original_max_position_embeddings\": %lld, \"beta_fast\": %s, "
+                "\"beta_slow\": %s, \"truncate\": %s, \"attention_factor\": %s",
+                ig_num(L->x.g, c->rope_factor), (long long)c->rope_original,
+                ig_num(L->x.g, c->rope_beta_fast), ig_num(L->x.g, c->rope_beta_slow),
+                c->rope_truncate ? "true" : "false", ig_num(L->x.g, c->rope_mscale));
     fputc('}', f);
     return ig_node(L->x.g, name, "rope", arena_stream_text(L->x.a, f), 2, in, L->x.positions);
 }
@@ -309,10 +333,13 @@ static const char *llama_attention(Llama *L, const char *in)
     k = rope(L, nd(x, "k_rot"), k);
     const char *k_all = cache(x, "k", k, S, c->kv_heads, D);
     const char *v_all = cache(x, "v", v, S, c->kv_heads, D);
-    const char *att = attend(x, attention_attrs(L), q, k_all, v_all);
+    const char *att = attend(x, attention_attrs(L), q, k_all, v_all,
+                             n->sinks ? lw(x, n->sinks, "", IG_DIMS(c->heads)) : NULL);
     att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(-1, c->heads * D));
-    const char *o = ig_node(x->g, nd(x, "att_out"), "linear", NULL, 2, att,
-                            lw(x, n->o, ".weight", IG_DIMS(c->dim, c->heads * D)));
+    const char *wo = lw(x, n->o, ".weight", IG_DIMS(c->dim, c->heads * D));
+    const char *o = n->sinks ? ig_node(x->g, nd(x, "att_out"), "linear", NULL, 3, att, wo,
+                                       lw(x, n->o, ".bias", IG_DIMS(c->dim)))
+                             : ig_node(x->g, nd(x, "att_out"), "linear", NULL, 2, att, wo);
     if (n->post_attn)
         o = rmsnorm(L, nd(x, "att_normed"), o, lw(x, n->post_attn, ".weight", IG_DIMS(c->dim)));
     return ig_node(x->g, nd(x, "x_att"), "add", NULL, 2, in, o);
@@ -390,13 +417,64 @@ static const char *experts(Llama *L, const char *h)
     return ig_node(x->g, nd(x, "ffn_out"), "moe", at, 5, h, router, gate, up, down);
 }
 
+/* in's last two axes swapped: [E, a, b] to [E, b, a]. */
+static const char *swap_last(Dec *x, const char *name, const char *in)
+{
+    return ig_node(x->g, name, "transpose", "{\"perm\": [0, 2, 1]}", 1, in);
+}
+
+/* Entry `which` (0 or 1) of axis 2 of in [E, I, 2, ...], reshaped to
+ * dims: gate's (0) or up's (1) share of an interleaved projection. */
+static const char *every_other(Dec *x, const char *name, const char *in, int which, int rank,
+                               const int64_t *dims)
+{
+    const char *at = arena_printf(x->a, "{\"axis\": 2, \"start\": %d, \"end\": %d}", which,
+                                  which + 1);
+    const char *s = ig_node(x->g, arena_printf(x->a, "%s_slice", name), "slice", at, 1, in);
+    return reshape(x, name, s, rank, dims);
+}
+
+/* gpt-oss's experts (transformers' GptOssMLP): the router with its bias;
+ * gate_up_proj [E, dim, 2I] turned to [E, 2I, dim], whose rows alternate
+ * gate's and up's (gate = [..., ::2], up = [..., 1::2] of the columns
+ * before), split by a reshape to [E, I, 2, dim]; its bias [E, 2I] alike;
+ * down_proj [E, I, dim] turned to [E, dim, I]. Nodes of weights alone:
+ * computed once, when the program opens. moe with the biases and the
+ * clamped SwiGLU at swiglu_limit. */
+static const char *experts_gptoss(Llama *L, const char *h)
+{
+    Dec *x = &L->x;
+    const ImpLlama *c = L->c;
+    int64_t E = c->experts, I = c->moe_hidden, D = c->dim;
+    const char *in[9] = {h, lw(x, L->n->router, ".weight", IG_DIMS(E, D))};
+    const char *gu = lw(x, L->n->egate, "", IG_DIMS(E, D, 2 * I));
+    const char *rows = reshape(x, nd(x, "experts.gate_up_pairs"),
+                               swap_last(x, nd(x, "experts.gate_up_t"), gu), IG_DIMS(E, I, 2, D));
+    in[2] = every_other(x, nd(x, "experts.gate"), rows, 0, IG_DIMS(E, I, D));
+    in[3] = every_other(x, nd(x, "experts.up"), rows, 1, IG_DIMS(E, I, D));
+    in[4] = swap_last(x, nd(x, "experts.down"), lw(x, L->n->edown, "", IG_DIMS(E, I, D)));
+    in[5] = lw(x, L->n->router, ".bias", IG_DIMS(E));
+    const char *gub = reshape(x, nd(x, "experts.gate_up_bias_pairs"),
+                              lw(x, L->n->egate, "_bias", IG_DIMS(E, 2 * I)), IG_DIMS(E, I, 2));
+    in[6] = every_other(x, nd(x, "experts.gate_bias"), gub, 0, IG_DIMS(E, I));
+    in[7] = every_other(x, nd(x, "experts.up_bias"), gub, 1, IG_DIMS(E, I));
+    in[8] = lw(x, L->n->edown, "_bias", IG_DIMS(E, D));
+    const char *at = arena_printf(x->a, "{\"top_k\": %lld, \"norm_topk_prob\": true, "
+                                  "\"activation\": \"clamped_swiglu\", \"alpha\": 1.702, "
+                                  "\"limit\": %s}", (long long)c->top_k,
+                                  ig_num(x->g, c->swiglu_limit));
+    return ig_nodev(x->g, nd(x, "ffn_out"), "moe", at, 9, in);
+}
+
 static const char *llama_layer(Llama *L, const char *in)
 {
     Dec *x = &L->x;
     const char *x_att = llama_attention(L, in);
     const char *h2 = rmsnorm(L, nd(x, "h2"), x_att,
                              lw(x, L->n->ffn_norm, ".weight", IG_DIMS(L->c->dim)));
-    const char *y = L->c->moe && L->c->moe[x->l] ? experts(L, h2) : swiglu(L, h2);
+    const char *y = L->n->sinks                     ? experts_gptoss(L, h2)
+                    : L->c->moe && L->c->moe[x->l] ? experts(L, h2)
+                                                   : swiglu(L, h2);
     if (L->n->post_ffn)
         y = rmsnorm(L, nd(x, "ffn_normed"), y,
                     lw(x, L->n->post_ffn, ".weight", IG_DIMS(L->c->dim)));
@@ -407,7 +485,8 @@ char *imp_llama_graph(Arena *a, const ImpLlama *c)
 {
     Llama L = {.x = {.a = a, .g = ig_new(a, c->model_name), .T = c->tokens,
                        .N = c->slots}, .c = c,
-               .n = c->hf_names == IMP_GGUF_GEMMA2 ? &gguf_gemma2_names
+               .n = c->hf_names == IMP_HF_GPTOSS    ? &gptoss_names
+                    : c->hf_names == IMP_GGUF_GEMMA2 ? &gguf_gemma2_names
                     : c->hf_names == IMP_GGUF_PHI3 ? &gguf_phi3_names
                     : c->hf_names == IMP_GGUF      ? &gguf_names
                     : c->hf_names == 5             ? &gemma3_names
@@ -487,7 +566,7 @@ static const char *gpt2_layer(Gpt2 *G, const char *in)
     const char *q = qkv_part(G, "q", qkv, 0);
     const char *k_all = cache(x, "k", qkv_part(G, "k", qkv, 1), S, H, D / H);
     const char *v_all = cache(x, "v", qkv_part(G, "v", qkv, 2), S, H, D / H);
-    const char *att = attend(x, NULL, q, k_all, v_all);
+    const char *att = attend(x, NULL, q, k_all, v_all, NULL);
     att = reshape(x, nd(x, "att_flat"), att, IG_DIMS(-1, D));
     const char *proj = conv1d(G, "proj", att, "attn.c_proj", D, D);
     const char *x_att = ig_node(x->g, nd(x, "x_att"), "add", NULL, 2, in, proj);

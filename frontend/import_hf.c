@@ -329,17 +329,22 @@ static void common(Cfg *c)
 
 /* ---- the llama family ---------------------------------------------------------- */
 
+static void rope_yarn(Cfg *c, const char *name, const double *v, int truncate, ImpLlama *L);
+
 /* The rope of transformers' RoPE parameters: rope_scaling (transformers
  * 4) or rope_parameters (5: rope_theta inside). rope_type (or its old
  * name type) "default" is plain; "llama3" (Llama 3.1, 3.2) needs its four
- * numbers, which become the rope op's attributes; any other type (linear,
- * dynamic, yarn, ...) and any other key are refused by name. */
+ * numbers, which become the rope op's attributes; "yarn" (gpt-oss) its
+ * factor, and beta_fast, beta_slow, truncate, attention_factor and
+ * original_max_position_embeddings when given (rope_yarn); any other
+ * type (linear, dynamic, ...) and any other key are refused by name. */
 static void rope_object(Cfg *c, const char *name, json_t *o, ImpLlama *L)
 {
     static const char *const nums[] = {"factor", "low_freq_factor", "high_freq_factor",
-                                       "original_max_position_embeddings"};
-    double v[4] = {0};
-    int llama3 = 0;
+                                       "original_max_position_embeddings", "beta_fast",
+                                       "beta_slow", "attention_factor"};
+    double v[7] = {0};
+    int llama3 = 0, yarn = 0, truncate = 1;
     const char *key;
     json_t *j;
     if (o && !json_is_object(o))
@@ -347,14 +352,21 @@ static void rope_object(Cfg *c, const char *name, json_t *o, ImpLlama *L)
     json_object_foreach(o, key, j) {
         const char *at = arena_printf(c->fx.a, "%s.%s", name, fe_quote(&c->fx, key));
         int num = -1;
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 7; i++)
             num = strcmp(key, nums[i]) ? num : i;
         if (!strcmp(key, "rope_type") || !strcmp(key, "type")) {
             const char *t = json_string_value(j);
             if (t && !strcmp(t, "llama3"))
                 llama3 = 1;
+            else if (t && !strcmp(t, "yarn"))
+                yarn = 1;
             else if (!t || strcmp(t, "default"))
-                bad(c, at, j, "only \"default\" and \"llama3\" are supported");
+                bad(c, at, j, "only \"default\", \"llama3\" and \"yarn\" are supported");
+        } else if (!strcmp(key, "truncate")) {
+            if (json_is_boolean(j))
+                truncate = json_is_true(j);
+            else
+                bad(c, at, j, "must be true or false");
         } else if (!strcmp(key, "rope_theta") && !strcmp(name, "rope_parameters")) {
             if (json_is_number(j) && json_number_value(j) > 0 && isfinite(json_number_value(j)))
                 L->theta = json_number_value(j);
@@ -369,6 +381,14 @@ static void rope_object(Cfg *c, const char *name, json_t *o, ImpLlama *L)
             diag(c->fx.d, at, "not supported");
         }
     }
+    if (yarn) {
+        rope_yarn(c, name, v, truncate, L);
+        return;
+    }
+    for (int i = 4; i < 7; i++)
+        if (v[i])
+            diag(c->fx.d, arena_printf(c->fx.a, "%s.%s", name, nums[i]),
+                 "not supported without rope_type \"yarn\"");
     if (!llama3)
         return;
     for (int i = 0; i < 4; i++)
@@ -386,6 +406,39 @@ static void rope_object(Cfg *c, const char *name, json_t *o, ImpLlama *L)
     L->rope_llama3 = 1;
     L->rope_factor = v[0], L->rope_low = v[1], L->rope_high = v[2];
     L->rope_original = (int64_t)v[3];
+}
+
+/* YaRN (transformers' _compute_yarn_parameters) from the numbers of
+ * rope_object (v: factor, -, -, original_max_position_embeddings,
+ * beta_fast, beta_slow, attention_factor; 0 when absent): the original
+ * context defaults to max_position_embeddings (L->max_seq, read before);
+ * given, transformers takes factor as max_position_embeddings over it,
+ * so a factor that says otherwise is refused. mscale and mscale_all_dim
+ * (DeepSeek's) are refused as unknown keys. */
+static void rope_yarn(Cfg *c, const char *name, const double *v, int truncate, ImpLlama *L)
+{
+    const char *at = arena_printf(c->fx.a, "%s.factor", name);
+    if (!v[0])
+        diag(c->fx.d, at, "missing (rope_type \"yarn\" needs it)");
+    else if (v[0] < 1)
+        diag(c->fx.d, at, "%g is below 1", v[0]);
+    double orig = v[3] ? v[3] : (double)L->max_seq;
+    if (orig != floor(orig) || orig > INT32_MAX)
+        diag(c->fx.d, arena_printf(c->fx.a, "%s.original_max_position_embeddings", name),
+             "%g is not a whole number of positions below 2^31", orig);
+    else if (v[3] && v[0] && v[0] != (double)L->max_seq / orig)
+        diag(c->fx.d, at, "%g is not max_position_embeddings / original_max_position_embeddings "
+             "(%g), which transformers uses", v[0], (double)L->max_seq / orig);
+    double fast = v[4] ? v[4] : 32, slow = v[5] ? v[5] : 1;
+    if (!(slow < fast))
+        diag(c->fx.d, arena_printf(c->fx.a, "%s.beta_fast", name),
+             "%g is not above beta_slow %g", fast, slow);
+    L->rope_yarn = 1;
+    L->rope_factor = v[0] >= 1 ? v[0] : 1;
+    L->rope_original = (int64_t)orig;
+    L->rope_beta_fast = fast, L->rope_beta_slow = slow;
+    L->rope_truncate = truncate;
+    L->rope_mscale = v[6];
 }
 
 /* rope_theta, and rope_scaling or rope_parameters (rope_object). */
@@ -706,6 +759,41 @@ static void read_qwen3_moe(Cfg *c, ImpLlama *L)
     L->hidden = get_int(c, "intermediate_size", 0, 1);   /* dense layers' */
 }
 
+/* gpt-oss (20b, 120b; transformers' modeling_gpt_oss): llama's layers
+ * with biases on q, k, v and o (attention_bias, true), a learned sink
+ * per head, YaRN's rope, the layers in layer_types' "sliding_attention"
+ * (default every other from 0) attending in a window of sliding_window
+ * (128) rows; in every layer a moe of num_local_experts experts of
+ * intermediate_size with biases, the top num_experts_per_tok of the
+ * router's logits softmaxed (moe's norm_topk_prob), and the clamped
+ * SwiGLU at swiglu_limit (7). experts_per_token is the reference code's
+ * name of num_experts_per_tok and must agree; initial_context_length
+ * is the reference code's (transformers reads rope_scaling's). MXFP4
+ * experts (quantization_config) are refused by common(). */
+static void read_gpt_oss(Cfg *c, ImpLlama *L)
+{
+    static const char *const unused[] = {"output_router_logits", "router_aux_loss_coef",
+                                         "initial_context_length", NULL};
+    llama_common(c, L, 131072);
+    only_bool(c, "attention_bias", 1);
+    ignore(c, unused);
+    moe_sizes(c, L, "num_local_experts", 1);
+    int64_t per = get_int(c, "experts_per_token", L->top_k, 1);
+    if (per != L->top_k)
+        diag(c->fx.d, "experts_per_token", "%lld is not num_experts_per_tok %lld",
+             (long long)per, (long long)L->top_k);
+    L->moe_hidden = need(c, "intermediate_size");
+    L->swiglu_limit = get_num(c, "swiglu_limit", 7.0);
+    L->window = get_int(c, "sliding_window", 128, 1);
+    window_layers(c, L, 2);
+    L->qkv_bias = 1;
+    L->norm_topk = 1;
+    unsigned char *moe = arena_alloc(c->fx.a, (size_t)L->layers);
+    memset(moe, 1, (size_t)L->layers);
+    L->moe = moe;
+    L->hf_names = IMP_HF_GPTOSS;
+}
+
 /* Shapes that must fit together; head_dim defaults to hidden/heads. */
 static void llama_shapes(Cfg *c, ImpLlama *L)
 {
@@ -847,11 +935,11 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
 {
     static const char *const types[] = {"llama",   "qwen2",   "gpt2", "qwen3", "qwen3_moe",
                                         "mistral", "mixtral", "phi3", "gemma", "gemma2",
-                                        "gemma3_text", NULL};
+                                        "gemma3_text", "gpt_oss", NULL};
     static void (*const read[])(Cfg *, ImpLlama *) = {
         read_llama,   read_qwen2,   NULL,      read_qwen3, read_qwen3_moe,
         read_mistral, read_mixtral, read_phi3, read_gemma, read_gemma2,
-        read_gemma3_text};
+        read_gemma3_text, read_gpt_oss};
     int before = d->n;
     *io = 0;
     json_t *root = load_config(a, arena_printf(a, "%s/config.json", dir), d, io);
@@ -870,10 +958,11 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
         if (type)
             bad(&c, "model_type", type,
                 "kiln imports llama, gemma, gemma2, gemma3_text, mistral, mixtral, phi3, qwen2, "
-                "qwen3, qwen3_moe and gpt2");
+                "qwen3, qwen3_moe, gpt_oss and gpt2");
         else
             diag(d, "model_type", "missing (kiln imports llama, gemma, gemma2, gemma3_text, "
-                                  "mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe and gpt2)");
+                                  "mistral, mixtral, phi3, qwen2, qwen3, qwen3_moe, gpt_oss "
+                                  "and gpt2)");
         arena_release(a, root);
         return NULL;
     }

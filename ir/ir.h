@@ -21,7 +21,7 @@
 
 #define KILN_VERSION "0.1.0"
 #define KILN_MAX_RANK 6
-#define KILN_MAX_ATTRS 10         /* attributes of one op (test_ir checks each) */
+#define KILN_MAX_ATTRS 12         /* attributes of one op (test_ir checks each) */
 #define KILN_MAX_NAME 128          /* bytes in a tensor or node name */
 #define KILN_MAX_ELEMS (INT64_C(1) << 40) /* elements in one tensor */
 
@@ -120,13 +120,14 @@ const char *dtype_name(DType t);                 /* "f32", "i32" */
  * quantized in GGML's blocks (runtime/rt_quant.h: a row, the last dim, a
  * multiple of the block) and read through the runtime's element reads
  * and gemm kernels; ST_F8_E4M3, an FP8 checkpoint's e4m3 bytes in blocks
- * of 32 with an f32 scale each (docs/fp8.md), likewise. Values equal
- * RT_F32, RT_BF16, ... RT_Q6_K, RT_F8_E4M3 (kiln_rt.h).
+ * of 32 with an f32 scale each (docs/fp8.md), likewise; ST_MXFP4, OCP
+ * MXFP4 blocks (32 E2M1 values sharing an E8M0 scale), likewise. Values
+ * equal RT_F32, RT_BF16, ... RT_Q6_K, RT_F8_E4M3, RT_MXFP4 (kiln_rt.h).
  * ST_Q4_K_M is no storage but --weight-dtype's mix of q4_k and q6_k, which
  * lower resolves per weight (passes/lower.c). */
 typedef enum {
     ST_F32, ST_BF16 = 2, ST_F16 = 3, ST_Q8_0 = 4, ST_Q4_0 = 5, ST_Q4_K = 6, ST_Q6_K = 7,
-    ST_Q4_K_M = 8, ST_F8_E4M3 = 9
+    ST_Q4_K_M = 8, ST_F8_E4M3 = 9, ST_MXFP4 = 10
 } Storage;
 const char *storage_name(Storage s);             /* "f32", "bf16", "f16", "q8_0", ... */
 int storage_parse(const char *name, Storage *s); /* 1 when name is one */
@@ -503,16 +504,18 @@ typedef struct {
  *                  exact, scaled and added in block order (runtime/
  *                  rt_quant.h: rt_gemm_q8_0 ...): the dequantized weight's
  *                  products up to that rounding of A, for any blocking.
- *   attn(O, Q, K, V; p0, hi, window, scale, softcap)
+ *   attn(O, Q, K, V[, SK]; p0, hi, window, scale, softcap)
  *                  attention of nt query rows of H heads (O, Q [nt, H, D]
  *                  from row t0, head h0) against the rows of one kv head
- *                  (K, V [S, 1, D]); row i, at position p0 + i, sees the
- *                  keys below hi (hi 0: causal, below p0 + i + 1) and,
- *                  with a window W > 0, none before p0 + i - W + 1. Online
- *                  softmax over blocks of keys in an order fixed by the
- *                  arguments alone (rt_attn, runtime/rt_attn.h). Args: p0
- *                  and hi integers, window an INT, scale and softcap FLTs
- *                  (softcap 0: none).
+ *                  (K, V [S, 1, D], or [1, S, 1, D]: one slot of a slotted
+ *                  cache); row i, at position p0 + i, sees the keys below
+ *                  hi (hi 0: causal, below p0 + i + 1) and, with a window
+ *                  W > 0, none before p0 + i - W + 1. With SK [H] (f32),
+ *                  head r's sink logit SK[r] joins its softmax's
+ *                  denominator. Online softmax over blocks of keys in an
+ *                  order fixed by the arguments alone (rt_attn,
+ *                  runtime/rt_attn.h). Args: p0 and hi integers, window an
+ *                  INT, scale and softcap FLTs (softcap 0: none).
  *   allreduce(Y, X) Y = the sum over the program's MPI ranks of each
  *                  rank's X, added in rank order (runtime/rt_mpi.h); whole
  *                  dense buffers of one shape, f32.
@@ -525,7 +528,8 @@ typedef enum {
 } CallKind;
 typedef struct {
     const char *name;             /* in .kir, and the runtime's rt_NAME */
-    int ntiles;
+    int ntiles;                   /* at most; the last `optional` may be left off */
+    int optional;
     int nargs;                    /* scalar arguments after the tiles */
     int written;                  /* the tile it updates (also read) */
 } CallDesc;
@@ -552,7 +556,7 @@ struct Stmt {
     Expr **args;                  /* CHECK: printed; CALL: call_table[call].nargs */
     int nargs;
     CallKind call;                /* CALL */
-    Tile *tiles;                  /* CALL: call_table[call].ntiles */
+    Tile *tiles;                  /* CALL: call_table[call].ntiles (or fewer) */
     int ntiles;
 };
 

@@ -254,12 +254,12 @@ void ir_note(Arena *a, Notes *ns, const char *fmt, ...)
 /* ---- calls ------------------------------------------------------------ */
 
 const CallDesc call_table[CALL_COUNT] = {
-    [CALL_GEMM] = {"gemm", 3, 0, 0},
-    [CALL_QGEMM] = {"qgemm", 3, 0, 0},
-    [CALL_ATTN] = {"attn", 4, 5, 0},
-    [CALL_ALLREDUCE] = {"allreduce", 2, 0, 0},
-    [CALL_ALLGATHER] = {"allgather", 2, 0, 0},
-    [CALL_RANK] = {"rank", 1, 0, 0},
+    [CALL_GEMM] = {"gemm", 3, 0, 0, 0},
+    [CALL_QGEMM] = {"qgemm", 3, 0, 0, 0},
+    [CALL_ATTN] = {"attn", 5, 1, 5, 0},
+    [CALL_ALLREDUCE] = {"allreduce", 2, 0, 0, 0},
+    [CALL_ALLGATHER] = {"allgather", 2, 0, 0, 0},
+    [CALL_RANK] = {"rank", 1, 0, 0, 0},
 };
 
 Stmt *s_call_args(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles,
@@ -336,26 +336,35 @@ static const char *qgemm_refusal(Arena *a, const Tile *t)
     return NULL;
 }
 
-/* attn(O, Q, K, V; p0, hi, window, scale, softcap): O and Q [nt, H, D]
- * with heads of D contiguous, K and V [S, 1, D] with D contiguous; every
- * tile whole along D, f32 storage; p0 and hi integers, window an INT >= 0,
- * scale a FLT > 0, softcap a FLT >= 0. */
-static const char *attn_refusal(Arena *a, const Tile *t, Expr **args)
+/* attn(O, Q, K, V[, SK]; p0, hi, window, scale, softcap): O and Q [nt, H,
+ * D] with heads of D contiguous, K and V [S, 1, D] (or one slot, [1, S,
+ * 1, D]) with D contiguous; every tile whole along D, f32 storage; SK [H]
+ * contiguous f32; p0 and hi integers, window an INT >= 0, scale a FLT >
+ * 0, softcap a FLT >= 0. */
+static const char *attn_refusal(Arena *a, const Tile *t, int ntiles, Expr **args)
 {
     for (int i = 0; i < 4; i++) {
         Buf *b = t[i].buf;
-        if (b->rank != 3 || b->strides[2] != 1 || t[i].ext[2] != b->dims[2] ||
-            t[i].ext[2] != t[0].ext[2] || (i < 2 && b->strides[1] != b->dims[2]) ||
-            (i >= 2 && t[i].ext[1] != 1) || ir_storage(b)->store != ST_F32)
+        int o = b->rank - 3;           /* K and V: 1 for one slot */
+        if (o < 0 || o > (i >= 2) || b->rank != t[i & 2].buf->rank || (o && t[i].ext[0] != 1) ||
+            b->strides[o + 2] != 1 || t[i].ext[o + 2] != b->dims[o + 2] ||
+            t[i].ext[o + 2] != t[0].ext[2] || (i < 2 && b->strides[1] != b->dims[2]) ||
+            (i >= 2 && t[i].ext[o + 1] != 1) || ir_storage(b)->store != ST_F32)
             return arena_printf(a, "tile %d of attn (b%d) is not [rows, heads, D] with whole "
                                 "contiguous heads of f32 (D %lld)", i, b->id,
                                 (long long)t[0].ext[2]);
     }
-    if (t[1].ext[0] != t[0].ext[0] || t[1].ext[1] != t[0].ext[1] || t[3].ext[0] != t[2].ext[0])
+    int o = t[2].buf->rank - 3;
+    if (t[1].ext[0] != t[0].ext[0] || t[1].ext[1] != t[0].ext[1] ||
+        t[3].ext[o] != t[2].ext[o])
         return arena_printf(a, "attn: O [%lld, %lld] and Q [%lld, %lld], or K [%lld] and V "
                             "[%lld] rows: the shapes do not agree", (long long)t[0].ext[0],
                             (long long)t[0].ext[1], (long long)t[1].ext[0],
-                            (long long)t[1].ext[1], (long long)t[2].ext[0], (long long)t[3].ext[0]);
+                            (long long)t[1].ext[1], (long long)t[2].ext[o], (long long)t[3].ext[o]);
+    if (ntiles == 5 && (t[4].buf->rank != 1 || t[4].buf->strides[0] != 1 ||
+                        t[4].ext[0] != t[0].ext[1] || ir_storage(t[4].buf)->store != ST_F32))
+        return arena_printf(a, "tile 4 of attn (b%d), the sinks, is not [heads] of contiguous "
+                            "f32 (heads %lld)", t[4].buf->id, (long long)t[0].ext[1]);
     if (args[0]->type == T_F32 || args[1]->type == T_F32 || args[2]->kind != E_INT ||
         args[2]->i < 0 || args[3]->kind != E_FLT || !(args[3]->f > 0) ||
         args[4]->kind != E_FLT || !(args[4]->f >= 0))
@@ -419,8 +428,11 @@ static const char *rank_refusal(Arena *a, const Stmt *s)
 const char *ir_call_refusal(Arena *a, const Stmt *s)
 {
     const CallDesc *d = &call_table[s->call];
-    if (s->ntiles != d->ntiles)
-        return arena_printf(a, "%s takes %d tiles, not %d", d->name, d->ntiles, s->ntiles);
+    if (s->ntiles > d->ntiles || s->ntiles < d->ntiles - d->optional)
+        return d->optional ? arena_printf(a, "%s takes %d to %d tiles, not %d", d->name,
+                                          d->ntiles - d->optional, d->ntiles, s->ntiles)
+                           : arena_printf(a, "%s takes %d tiles, not %d", d->name, d->ntiles,
+                                          s->ntiles);
     if (s->nargs != d->nargs)
         return arena_printf(a, "%s takes %d arguments, not %d", d->name, d->nargs, s->nargs);
     if (s->call == CALL_ALLREDUCE || s->call == CALL_ALLGATHER)
@@ -445,7 +457,7 @@ const char *ir_call_refusal(Arena *a, const Stmt *s)
             return arena_printf(a, "%s writes b%d, which tile %d reads", d->name,
                                 s->tiles[d->written].buf->id, i);
     return s->call == CALL_QGEMM   ? qgemm_refusal(a, s->tiles)
-           : s->call == CALL_ATTN  ? attn_refusal(a, s->tiles, s->args)
+           : s->call == CALL_ATTN  ? attn_refusal(a, s->tiles, s->ntiles, s->args)
                                    : gemm_refusal(a, s->tiles);
 }
 
@@ -454,7 +466,7 @@ double ir_call_flops(const Stmt *s)
     int64_t m, n, k, ld;
     if (s->call == CALL_ATTN)     /* every row against every key: an upper bound */
         return 4.0 * (double)s->tiles[1].ext[0] * (double)s->tiles[1].ext[1] *
-               (double)s->tiles[2].ext[0] * (double)s->tiles[1].ext[2];
+               (double)s->tiles[2].ext[s->tiles[2].buf->rank - 3] * (double)s->tiles[1].ext[2];
     if (s->call == CALL_ALLREDUCE || s->call == CALL_ALLGATHER || s->call == CALL_RANK)
         return 0;                 /* communication: the other ranks' adds are theirs */
     if (!ir_tile_matrix(&s->tiles[1], &m, &k, &ld) || !ir_tile_matrix(&s->tiles[0], &m, &n, &ld))

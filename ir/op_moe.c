@@ -1,9 +1,16 @@
-/* ir/op_moe.c: the Qwen3-MoE sparse block (HF Qwen3MoeSparseMoeBlock).
+/* ir/op_moe.c: the Qwen3-MoE sparse block (HF Qwen3MoeSparseMoeBlock), and
+ * gpt-oss's (GptOssMLP) with biases and the clamped SwiGLU.
  *
- * Per token x[t]: p = softmax(router @ x[t]) over the E experts; keep the
- * top_k by p, ties to the lower index; renormalise the kept p to sum 1
- * when norm_topk_prob; y[t] = sum over kept e of
- *   p_e * down[e] @ (silu(gate[e] @ x[t]) * (up[e] @ x[t])).
+ * Per token x[t]: p = softmax(router @ x[t] + rb) over the E experts; keep
+ * the top_k by p, ties to the lower index; renormalise the kept p to sum
+ * 1 when norm_topk_prob; y[t] = sum over kept e of
+ *   p_e * (down[e] @ act(gate[e] @ x[t] + gb[e], up[e] @ x[t] + ub[e]) + db[e])
+ * with act(g, u) = silu(g) u, or with activation "clamped_swiglu"
+ * (gpt-oss) g' sigmoid(alpha g') (u' + 1), g' = min(g, limit), u' =
+ * clamp(u, -limit, limit). The biases rb, gb, ub, db are the optional
+ * inputs 5..8 (all four or none; zero without). gpt-oss takes the top_k
+ * of the logits and softmaxes them alone: with norm_topk_prob the same
+ * weights, exp(l_e) / sum over kept exp(l_e').
  *
  * Selection by rank, the same in the reference and the lowering: expert
  * e's rank is #{e' : p[e'] > p[e] or (p[e'] == p[e] and e' < e)}; ranks
@@ -23,6 +30,10 @@ const AttrSpec moe_attrs[] = {
     {"top_k", AT_INT, 1, 0, 0, NULL, 0, 0},
     {"norm_topk_prob", AT_BOOL, 0, 1, 0, NULL, 0, 0},
     {"ranks", AT_INT, 0, 1, 0, NULL, 0, 1},     /* quiet: dumped when > 1 */
+    /* gpt-oss's activation (moe_act); dumps show it when set */
+    {"activation", AT_ENUM, 0, 0, 0, "silu|clamped_swiglu", 0, 1},
+    {"alpha", AT_FLOAT, 0, 0, 1.702, NULL, 0, 1},
+    {"limit", AT_FLOAT, 0, 0, 7.0, NULL, 0, 1},
     {0},
 };
 
@@ -65,6 +76,23 @@ int infer_moe(InferCx *cx, Node *n)
         need_dims(cx, n, 3, "up", 3, E / N, I, Hd, gs) ||
         need_dims(cx, n, 4, "down", 3, E / N, Hd, I, gs))
         return -1;
+    if (n->nin != 5 && n->nin != 9) {
+        diag(cx->d, n->where, "moe: takes 5 inputs, or 9 with the biases of the router, gate, "
+             "up and down; got %d", n->nin);
+        return -1;
+    }
+    for (int i = 5; i < n->nin; i++)
+        if (need_dtype(cx, n, i, DT_F32) ||
+            need_dims(cx, n, i, (const char *[]){"router_bias", "gate_bias", "up_bias",
+                                                 "down_bias"}[i - 5],
+                      i == 5 ? 1 : 2, i == 5 ? E : E / N, i == 5 ? 0 : i == 8 ? Hd : I, 0, gs))
+            return -1;
+    double alpha = attr_f(n, "alpha"), limit = attr_f(n, "limit");
+    if (!isfinite(alpha) || !(limit > 0) || isinf(limit)) {
+        diag(cx->d, attr_where(cx, n, "limit"),
+             "moe: alpha must be a number and limit > 0, got alpha %g, limit %g", alpha, limit);
+        return -1;
+    }
     int64_t top_k = attr_i(n, "top_k");
     if (top_k < 1 || top_k > E) {
         diag(cx->d, attr_where(cx, n, "top_k"),
@@ -99,12 +127,12 @@ static double dot(const float *x, const float *y, int64_t n)
 
 /* Routing of one token: w[e] = p_e (renormalised over the kept experts
  * when norm), kept[e] = 1 for the top_k experts. */
-static void moe_route(const float *x, const float *router, int64_t E, int64_t Hd,
-                      int64_t top_k, int norm, double *w, int *kept)
+static void moe_route(const float *x, const float *router, const float *rb, int64_t E,
+                      int64_t Hd, int64_t top_k, int norm, double *w, int *kept)
 {
     double mx = -INFINITY, sum = 0, ksum = 0;
     for (int64_t e = 0; e < E; e++) {
-        w[e] = dot(router + e * Hd, x, Hd);
+        w[e] = dot(router + e * Hd, x, Hd) + (rb ? rb[e] : 0);
         mx = w[e] > mx ? w[e] : mx;
     }
     for (int64_t e = 0; e < E; e++) {
@@ -124,19 +152,37 @@ static void moe_route(const float *x, const float *router, int64_t E, int64_t Hd
         w[e] /= ksum;
 }
 
-/* y[d] += w * (down @ (silu(gate @ x) * (up @ x)))[d] for one expert;
- * gate, up [I, Hd] and down [Hd, I] point at its matrices; h holds I. */
-static void moe_expert(const float *x, const float *gate, const float *up, const float *down,
-                       int64_t I, int64_t Hd, double w, double *h, double *y)
+/* One expert's matrices, gate, up [I, Hd] and down [Hd, I], and biases
+ * [I], [I], [Hd] (NULL: none). */
+typedef struct {
+    const float *gate, *up, *down, *gb, *ub, *db;
+} MoeExpert;
+
+/* act(g, u): silu(g) u, or gpt-oss's clamped SwiGLU (activation 1). */
+static double moe_act(const Node *n, double g, double u)
+{
+    if (attr_i(n, "activation") != 1)
+        return g / (1.0 + exp(-g)) * u;
+    double lim = attr_f(n, "limit");
+    g = g < lim ? g : lim;
+    u = u < -lim ? -lim : u > lim ? lim : u;
+    return g / (1.0 + exp(-attr_f(n, "alpha") * g)) * (u + 1.0);
+}
+
+/* y[d] += w * (down @ act(gate @ x + gb, up @ x + ub) + db)[d] for one
+ * expert; h holds I. */
+static void moe_expert(const Node *n, const float *x, const MoeExpert *ex, int64_t I, int64_t Hd,
+                       double w, double *h, double *y)
 {
     for (int64_t i = 0; i < I; i++) {
-        double g = dot(gate + i * Hd, x, Hd), u = dot(up + i * Hd, x, Hd);
-        h[i] = g / (1.0 + exp(-g)) * u;
+        double g = dot(ex->gate + i * Hd, x, Hd) + (ex->gb ? ex->gb[i] : 0);
+        double u = dot(ex->up + i * Hd, x, Hd) + (ex->ub ? ex->ub[i] : 0);
+        h[i] = moe_act(n, g, u);
     }
     for (int64_t d = 0; d < Hd; d++) {
-        double acc = 0;
+        double acc = ex->db ? ex->db[d] : 0;
         for (int64_t i = 0; i < I; i++)
-            acc += down[d * I + i] * h[i];
+            acc += ex->down[d * I + i] * h[i];
         y[d] += w * acc;
     }
 }
@@ -157,16 +203,23 @@ int ref_moe(RefCx *cx, Node *n)
         return ref_fail(cx, n, "out of memory");
     }
     double *h = w + E, *y = h + I;              /* w[E], h[I], y[Hd] */
+    const float *b[4] = {0};                    /* the biases, or none */
+    for (int i = 5; i < n->nin; i++)
+        b[i - 5] = ref_in(cx, n, i)->f;
     for (int64_t t = 0; t < T; t++) {
         const float *xt = x->f + t * Hd;
-        moe_route(xt, router->f, E, Hd, attr_i(n, "top_k"), (int)attr_i(n, "norm_topk_prob"), w,
-                  kept);
+        moe_route(xt, router->f, b[0], E, Hd, attr_i(n, "top_k"),
+                  (int)attr_i(n, "norm_topk_prob"), w, kept);
         for (int64_t d = 0; d < Hd; d++)
             y[d] = 0;
-        for (int64_t e = lo; e < lo + El; e++)       /* this rank's experts */
+        for (int64_t e = lo; e < lo + El; e++) {     /* this rank's experts */
+            int64_t l = e - lo;
+            MoeExpert ex = {gate->f + l * I * Hd, up->f + l * I * Hd, down->f + l * Hd * I,
+                            b[1] ? b[1] + l * I : NULL, b[2] ? b[2] + l * I : NULL,
+                            b[3] ? b[3] + l * Hd : NULL};
             if (kept[e])
-                moe_expert(xt, gate->f + (e - lo) * I * Hd, up->f + (e - lo) * I * Hd,
-                           down->f + (e - lo) * Hd * I, I, Hd, w[e], h, y);
+                moe_expert(n, xt, &ex, I, Hd, w[e], h, y);
+        }
         for (int64_t d = 0; d < Hd; d++)
             o->f[t * Hd + d] = (float)y[d];
     }
@@ -215,7 +268,8 @@ static Expr *dot_loop(LowerCx *cx, Kernel *k, Block *blk, int64_t len, Buf *x, E
     return e_var(a, acc->v);
 }
 
-/* for e: pr[t, e] = x[t] . router[e]; then softmax over e in place. */
+/* for e: pr[t, e] = x[t] . router[e] (+ rb[e]); then softmax over e in
+ * place. */
 static void router_softmax(LowerCx *cx, Kernel *k, Block *row, Node *n, MoeLw *s, Expr *t)
 {
     Arena *a = cx->a;
@@ -224,6 +278,8 @@ static void router_softmax(LowerCx *cx, Kernel *k, Block *row, Node *n, MoeLw *s
     Expr *e = e_var(a, l1->v), **pe = lw_idx(cx, 2, t, e);
     Expr *lg = dot_loop(cx, k, &l1->body, s->Hd, lw_buf(cx, n->in[0]), lw_idx(cx, 2, t, SUMMED),
                         lw_buf(cx, n->in[1]), lw_idx(cx, 2, e, SUMMED));
+    if (n->nin == 9)
+        lg = e_add(a, lg, lw_load(cx, n->in[5], lw_idx(cx, 1, e)));
     s_store(a, &l1->body, s->pr, pe, A_SET, lg);
     s_set(a, &l1->body, mx->v, A_MAX, lg);
 
@@ -287,10 +343,23 @@ static void lower_router(LowerCx *cx, Node *n, MoeLw *s)
         router_renorm(cx, k, &lt->body, s, t);
 }
 
+/* act(g, u) (moe_act) in loop IR: silu(g) u, or the clamped SwiGLU. */
+static Expr *act_expr(LowerCx *cx, Kernel *k, Block *blk, Node *n, Expr *g, Expr *u)
+{
+    Arena *a = cx->a;
+    if (attr_i(n, "activation") != 1)
+        return e_mul(a, e_mul(a, g, e_un(a, U_SIGMOID, g)), u);
+    double lim = attr_f(n, "limit");
+    g = e_var(a, s_let(a, k, blk, T_F32, e_bin(a, B_MIN, g, e_flt(a, lim)))->v);
+    u = e_bin(a, B_MAX, e_bin(a, B_MIN, u, e_flt(a, lim)), e_flt(a, -lim));
+    Expr *glu = e_mul(a, g, e_un(a, U_SIGMOID, e_mul(a, g, e_flt(a, attr_f(n, "alpha")))));
+    return e_mul(a, glu, e_add(a, u, e_flt(a, 1)));
+}
+
 /* for t: out[t] = 0; for r < K: e = sel[t, r] (less this rank's first
  * expert; only this rank's, expert parallel);
- *   h[t, i] = silu(gate[e, i] . x[t]) * (up[e, i] . x[t]);
- *   out[t, d] += wt[t, r] * down[e, d] . h[t]. */
+ *   h[t, i] = act(gate[e, i] . x[t] (+ gb[e, i]), up[e, i] . x[t] (+ ub[e, i]));
+ *   out[t, d] += wt[t, r] * (down[e, d] . h[t] (+ db[e, d])). */
 static void lower_experts(LowerCx *cx, Node *n, MoeLw *s)
 {
     Arena *a = cx->a;
@@ -318,14 +387,19 @@ static void lower_experts(LowerCx *cx, Node *n, MoeLw *s)
     Buf *x = lw_buf(cx, n->in[0]);
     Expr *g = dot_loop(cx, k, &li->body, s->Hd, lw_buf(cx, n->in[2]), ei, x, xt);
     Expr *u = dot_loop(cx, k, &li->body, s->Hd, lw_buf(cx, n->in[3]), ei, x, xt);
-    s_store(a, &li->body, s->h, lw_idx(cx, 2, t, i), A_SET,
-            e_mul(a, e_mul(a, g, e_un(a, U_SIGMOID, g)), u));
+    if (n->nin == 9) {
+        g = e_add(a, g, lw_load(cx, n->in[6], lw_idx(cx, 2, e, i)));
+        u = e_add(a, u, lw_load(cx, n->in[7], lw_idx(cx, 2, e, i)));
+    }
+    s_store(a, &li->body, s->h, lw_idx(cx, 2, t, i), A_SET, act_expr(cx, k, &li->body, n, g, u));
 
     Expr *w = e_var(a, s_let(a, k, slot, T_F32, e_load(a, s->wt, ri))->v);
     Stmt *ld = loop(cx, k, slot, s->Hd, 0);
     Expr *d = e_var(a, ld->v);
     Expr *y = dot_loop(cx, k, &ld->body, s->I, lw_buf(cx, n->in[4]), lw_idx(cx, 3, e, d, SUMMED),
                        s->h, lw_idx(cx, 2, t, SUMMED));
+    if (n->nin == 9)
+        y = e_add(a, y, lw_load(cx, n->in[8], lw_idx(cx, 2, e, d)));
     s_store(a, &ld->body, out, lw_idx(cx, 2, t, d), A_ADD, e_mul(a, w, y));
 }
 

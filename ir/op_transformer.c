@@ -1,5 +1,6 @@
 /* ir/op_transformer.c: embedding, rope, attention (grouped-query, causal,
- * at a run-time position) and cache_write (in place into a state).
+ * at a run-time position, with learned sinks) and cache_write (in place
+ * into a state).
  *
  * Both take a cache of one sequence, [S, H, D] at the scalar pos, or
  * (slotted) of N sequences, [N, S, H, D], with pos and slots i32[T]: row t
@@ -20,12 +21,17 @@ const AttrSpec rope_attrs[] = {
     {"theta", AT_FLOAT, 0, 0, 10000.0, NULL, 0, 0},
     {"style", AT_ENUM, 0, 0, 0, "half|interleaved", 0, 0},
     {"rotary_dim", AT_INT, 0, 0, 0, NULL, 0, 0},      /* 0: D */
-    /* Llama 3.1's frequency scaling (rope_freq); dumps show it when set */
-    {"scaling", AT_ENUM, 0, 0, 0, "none|llama3", 0, 1},
+    /* Llama 3.1's and YaRN's frequency scaling (rope_freq, rope_mscale);
+     * dumps show it when set */
+    {"scaling", AT_ENUM, 0, 0, 0, "none|llama3|yarn", 0, 1},
     {"factor", AT_FLOAT, 0, 0, 8.0, NULL, 0, 1},
     {"low_freq_factor", AT_FLOAT, 0, 0, 1.0, NULL, 0, 1},
     {"high_freq_factor", AT_FLOAT, 0, 0, 4.0, NULL, 0, 1},
     {"original_max_position_embeddings", AT_INT, 0, 8192, 0, NULL, 0, 1},
+    {"beta_fast", AT_FLOAT, 0, 0, 32.0, NULL, 0, 1},
+    {"beta_slow", AT_FLOAT, 0, 0, 1.0, NULL, 0, 1},
+    {"truncate", AT_BOOL, 0, 1, 0, NULL, 0, 1},
+    {"attention_factor", AT_FLOAT, 0, 0, 0.0, NULL, 0, 1},   /* 0: 0.1 ln(factor) + 1 */
     {0},
 };
 const AttrSpec attention_attrs[] = {
@@ -65,10 +71,19 @@ static int need_i32_rows(InferCx *cx, Node *n, int i, int64_t T)
     return 0;
 }
 
-/* Slotted: the cache [N, S, H, D] of N sequences, pos and slots i32[T]. */
+/* Attention's sinks (gpt-oss): its last operand when that is f32, after
+ * pos (and slots); else NULL. */
+static Node *attn_sinks(const Node *n)
+{
+    Node *l = n->in[n->nin - 1];
+    return n->op == OP_ATTENTION && n->nin >= 5 && l->dtype == DT_F32 ? l : NULL;
+}
+
+/* Slotted: the cache [N, S, H, D] of N sequences, pos and slots i32[T]
+ * (attention's operands 3 and 4, cache_write's 2 and 3). */
 static int slotted(const Node *n)
 {
-    return n->nin == (n->op == OP_ATTENTION ? 5 : 4);
+    return n->op == OP_ATTENTION ? n->nin - (attn_sinks(n) != NULL) == 5 : n->nin == 4;
 }
 
 /* A loop over [0, len) appended to blk. */
@@ -110,7 +125,8 @@ static Expr *row_checked(LowerCx *cx, Kernel *k, Block *blk, Node *n, int i, Exp
     Expr *ok = e_bin(a, B_AND, e_bin(a, B_GE, v, e_int(a, 0)), e_bin(a, B_LT, v, e_int(a, hi)));
     const char *msg = arena_printf(a, "%s %s: %s %%lld is out of range [0, %lld)",
                                    op_table[n->op].name, lw_name(cx, n),
-                                   i == n->nin - 1 ? "slot" : "pos", (long long)hi);
+                                   i == (n->op == OP_ATTENTION ? 4 : 3) ? "slot" : "pos",
+                                   (long long)hi);
     s_check(a, blk, ok, msg, &v, 1);
     return v;
 }
@@ -184,10 +200,11 @@ void lower_embedding(LowerCx *cx, Node *n)
 
 /* ---- rope ------------------------------------------------------------------
  * Pair i (0 <= i < rd/2) turns by angle pos * f_i, f_i = theta^(-2i/rd)
- * (scaled with `scaling` "llama3": rope_freq). The pair is
+ * (scaled with `scaling` "llama3" or "yarn": rope_freq). The pair is
  * (i, i + rd/2) for style "half" (rotate_half, Hugging Face Llama/Qwen) and
  * (2i, 2i + 1) for "interleaved" (Meta Llama, llama2.c):
- *   out[a] = x[a] cos - x[b] sin,  out[b] = x[b] cos + x[a] sin.
+ *   out[a] = x[a] cos - x[b] sin,  out[b] = x[b] cos + x[a] sin,
+ * cos and sin times YaRN's attention factor (rope_mscale; 1 otherwise).
  * Dims from rd on pass through. */
 
 static int64_t rope_dim(const Node *n)
@@ -198,14 +215,50 @@ static int64_t rope_dim(const Node *n)
 
 static int rope_interleaved(const Node *n) { return attr_i(n, "style") == 1; }
 
+/* YaRN's blend of pair i (transformers' _compute_yarn_parameters): the
+ * dimension where a pair turns r times over the original context L is
+ * d(r) = rd ln(L / (2pi r)) / (2 ln theta); lo = d(beta_fast), hi =
+ * d(beta_slow) (floor and ceil when truncate), clamped to [0, rd - 1]
+ * (hi = lo + 0.001 when equal); the ramp clamp((i - lo) / (hi - lo), 0,
+ * 1) is the share of f / factor, the rest f. */
+static double yarn_freq(const Node *n, int64_t i, double f)
+{
+    double rd = (double)rope_dim(n), lt = 2.0 * log(attr_f(n, "theta"));
+    double L = (double)attr_i(n, "original_max_position_embeddings");
+    double lo = rd * log(L / (2.0 * M_PI * attr_f(n, "beta_fast"))) / lt;
+    double hi = rd * log(L / (2.0 * M_PI * attr_f(n, "beta_slow"))) / lt;
+    if (attr_i(n, "truncate"))
+        lo = floor(lo), hi = ceil(hi);
+    lo = lo > 0 ? lo : 0;
+    hi = hi < rd - 1 ? hi : rd - 1;
+    if (lo == hi)
+        hi += 0.001;
+    double ramp = ((double)i - lo) / (hi - lo);
+    ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+    return f / attr_f(n, "factor") * ramp + f * (1.0 - ramp);
+}
+
+/* YaRN's attention factor, which scales cos and sin: attention_factor
+ * when given, else 0.1 ln(factor) + 1 (1 for factor <= 1); 1 without
+ * YaRN. */
+static double rope_mscale(const Node *n)
+{
+    if (attr_i(n, "scaling") != 2)
+        return 1.0;
+    double given = attr_f(n, "attention_factor"), factor = attr_f(n, "factor");
+    return given > 0 ? given : factor <= 1 ? 1.0 : 0.1 * log(factor) + 1.0;
+}
+
 /* f_i, radians a position. With "llama3" (Llama 3.1, transformers'
  * _compute_llama3_parameters), from wavelength w = 2pi / f and the
  * original context L: w < L / high_freq_factor keeps f; w > L /
  * low_freq_factor is f / factor; between, with s = (L / w - low) / (high -
- * low), (1 - s) f / factor + s f. */
+ * low), (1 - s) f / factor + s f. With "yarn", yarn_freq. */
 static double rope_freq(const Node *n, int64_t i)
 {
     double f = pow(attr_f(n, "theta"), -2.0 * (double)i / (double)rope_dim(n));
+    if (attr_i(n, "scaling") == 2)
+        return yarn_freq(n, i, f);
     if (attr_i(n, "scaling") != 1)
         return f;
     double factor = attr_f(n, "factor"), lo = attr_f(n, "low_freq_factor"),
@@ -249,15 +302,29 @@ int infer_rope(InferCx *cx, Node *n)
              (long long)D, shp(cx, x), (long long)rd);
         bad = -1;
     }
-    if (attr_i(n, "scaling") == 1) {
+    if (attr_i(n, "scaling")) {
         double factor = attr_f(n, "factor"), lo = attr_f(n, "low_freq_factor"),
                hi = attr_f(n, "high_freq_factor");
+        int yarn = attr_i(n, "scaling") == 2;
+        if (yarn) {
+            lo = attr_f(n, "beta_slow"), hi = attr_f(n, "beta_fast");
+            double af = attr_f(n, "attention_factor");
+            if (!(af >= 0) || isinf(af)) {
+                diag(cx->d, attr_where(cx, n, "attention_factor"),
+                     "rope: attention_factor must be >= 0 (0: 0.1 ln(factor) + 1), got %g", af);
+                bad = -1;
+            }
+        }
         if (!(factor >= 1) || isinf(factor)) {
             diag(cx->d, attr_where(cx, n, "factor"),
                  "rope: factor must be a number >= 1, got %g", factor);
             bad = -1;
         }
-        if (!(lo > 0) || !(hi > lo) || isinf(hi)) {
+        if (yarn && (!(lo > 0) || !(hi > lo) || isinf(hi))) {
+            diag(cx->d, attr_where(cx, n, "beta_fast"),
+                 "rope: beta_slow %g and beta_fast %g must be 0 < beta_slow < beta_fast", lo, hi);
+            bad = -1;
+        } else if (!yarn && (!(lo > 0) || !(hi > lo) || isinf(hi))) {
             diag(cx->d, attr_where(cx, n, "high_freq_factor"),
                  "rope: low_freq_factor %g and high_freq_factor %g must be 0 < low < high", lo,
                  hi);
@@ -279,6 +346,7 @@ int ref_rope(RefCx *cx, Node *n)
     Tensor *x = ref_in(cx, n, 0), *pos = ref_in(cx, n, 1), *o = ref_out(cx, n);
     int64_t T = x->dims[0], H = x->dims[1], D = x->dims[2], rd = rope_dim(n);
     int il = rope_interleaved(n);
+    double ms = rope_mscale(n);
     memcpy(o->f, x->f, sizeof(float) * (size_t)x->count);     /* dims past rd */
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < H; h++) {
@@ -287,8 +355,9 @@ int ref_rope(RefCx *cx, Node *n)
             for (int64_t i = 0; i < rd / 2; i++) {
                 double ang = pos->i[t] * rope_freq(n, i);
                 int64_t ia = il ? 2 * i : i, ib = il ? 2 * i + 1 : i + rd / 2;
-                orow[ia] = (float)(xr[ia] * cos(ang) - xr[ib] * sin(ang));
-                orow[ib] = (float)(xr[ib] * cos(ang) + xr[ia] * sin(ang));
+                double c = ms * cos(ang), s = ms * sin(ang);
+                orow[ia] = (float)(xr[ia] * c - xr[ib] * s);
+                orow[ib] = (float)(xr[ib] * c + xr[ia] * s);
             }
         }
     return 0;
@@ -343,8 +412,12 @@ void lower_rope(LowerCx *cx, Node *n)
     Expr *q = e_bin(a, B_MOD, e_mul(a, p, e_load(a, turns, &i)), e_int(a, ROPE_ONE_TURN));
     Expr *rad = e_mul(a, e_un(a, U_TOF32, q), e_flt(a, 2.0 * M_PI / (double)ROPE_ONE_TURN));
     Expr *ang = e_var(a, s_let(a, k, b, T_F32, rad)->v);
-    Expr *c = e_var(a, s_let(a, k, b, T_F32, e_un(a, U_COS, ang))->v);
-    Expr *s = e_var(a, s_let(a, k, b, T_F32, e_un(a, U_SIN, ang))->v);
+    Expr *cs = e_un(a, U_COS, ang), *sn = e_un(a, U_SIN, ang);
+    double ms = rope_mscale(n);
+    if (ms != 1.0)                  /* YaRN's attention factor */
+        cs = e_mul(a, cs, e_flt(a, ms)), sn = e_mul(a, sn, e_flt(a, ms));
+    Expr *c = e_var(a, s_let(a, k, b, T_F32, cs)->v);
+    Expr *s = e_var(a, s_let(a, k, b, T_F32, sn)->v);
     int il = rope_interleaved(n);
     Expr **ia = lw_idx(cx, 3, t, h, il ? e_mul(a, e_int(a, 2), i) : i);
     Expr **ib = lw_idx(cx, 3, t, h, e_add(a, il ? e_mul(a, e_int(a, 2), i) : i,
@@ -365,7 +438,9 @@ void lower_rope(LowerCx *cx, Node *n)
  * keys j that query t sees: 0 .. pos + t when causal, 0 .. pos + T - 1
  * otherwise, and with a window W none before pos + t - W + 1; g = h / (Hq /
  * Hkv) is the kv head of query head h; cap(s) is s, or softcap * tanh(s /
- * softcap) with a soft cap (Gemma 2). */
+ * softcap) with a soft cap (Gemma 2). With sinks (gpt-oss), head h's
+ * sink logit sinks[h] joins the softmax's denominator and nothing else:
+ * weights exp(s_j) / (sum_j exp(s_j) + exp(sinks[h])). */
 
 static double attn_scale(const Node *n)
 {
@@ -422,15 +497,23 @@ static int attn_shapes(InferCx *cx, Node *n)
 int infer_attention(InferCx *cx, Node *n)
 {
     int bad = 0, slots = slotted(n);
+    Node *q = n->in[0], *sk = attn_sinks(n);
     for (int i = 0; i < 3; i++)
         bad |= need_dtype(cx, n, i, DT_F32) | need_rank(cx, n, i, i && slots ? 4 : 3);
-    if (n->nin == 4)
+    if (n->nin >= 4 && !slots)
         bad |= need_i32_scalar(cx, n, 3);
+    if (n->nin == 6 && !sk)
+        bad |= need_dtype(cx, n, 5, DT_F32);
     if (slots && !bad)
-        bad |= need_i32_rows(cx, n, 3, n->in[0]->dims[0]) | need_i32_rows(cx, n, 4, n->in[0]->dims[0]);
+        bad |= need_i32_rows(cx, n, 3, q->dims[0]) | need_i32_rows(cx, n, 4, q->dims[0]);
     if (slots && !attr_i(n, "causal")) {
         diag(cx->d, attr_where(cx, n, "causal"), "attention: with slots (pos and slots i32[T]) "
              "attention must be causal");
+        bad = -1;
+    }
+    if (sk && !bad && (sk->rank != 1 || sk->dims[0] != q->dims[1])) {
+        diag(cx->d, in_where(cx, n, n->nin - 1), "attention: sinks must be [%lld] (one a query "
+             "head) to match q %s, got %s", (long long)q->dims[1], shp(cx, q), shp(cx, sk));
         bad = -1;
     }
     const AttrVal *scale = attr_v(n, "scale"), *cap = attr_v(n, "softcap");
@@ -455,19 +538,22 @@ int infer_attention(InferCx *cx, Node *n)
 }
 
 /* One query row: o[d] = sum_j softmax(cap(scale * q . k_j)) v_j[d] over
- * keys first..last; k and v point at kv head g of row 0, rows `stride`
- * apart; w holds last + 1 doubles. */
+ * keys first..last, the sink's logit *sink (NULL: none) in the softmax's
+ * denominator; k and v point at kv head g of row 0, rows `stride` apart;
+ * w holds last + 1 doubles. */
 static void attend_row(const float *q, const float *k, const float *v, int64_t stride,
                        int64_t D, int64_t first, int64_t last, double scale, double cap,
-                       double *w, float *o)
+                       const float *sink, double *w, float *o)
 {
-    double mx = -INFINITY, sum = 0;
+    double mx = sink ? *sink : -INFINITY, sum = 0;
     for (int64_t j = first; j <= last; j++) {
         w[j] = scale * dot(q, k + j * stride, D);
         if (cap > 0)
             w[j] = cap * tanh(w[j] / cap);
         mx = w[j] > mx ? w[j] : mx;
     }
+    if (sink)
+        sum = exp(*sink - mx);
     for (int64_t j = first; j <= last; j++) {
         w[j] = exp(w[j] - mx);
         sum += w[j];
@@ -482,7 +568,7 @@ static void attend_row(const float *q, const float *k, const float *v, int64_t s
 
 /* Slotted: row t at position pos[t] of slot slots[t] sees keys 0 .. pos[t]
  * of that slot (from pos[t] - W + 1 with a window W). */
-static int ref_attention_slots(RefCx *cx, Node *n, double *w)
+static int ref_attention_slots(RefCx *cx, Node *n, const float *sinks, double *w)
 {
     Tensor *q = ref_in(cx, n, 0), *k = ref_in(cx, n, 1), *v = ref_in(cx, n, 2);
     Tensor *pos = ref_in(cx, n, 3), *sl = ref_in(cx, n, 4), *o = ref_out(cx, n);
@@ -499,8 +585,8 @@ static int ref_attention_slots(RefCx *cx, Node *n, double *w)
         for (int64_t h = 0; h < Hq; h++) {
             int64_t g = h / (Hq / Hkv), at = (s * S * Hkv + g) * D;
             attend_row(q->f + (t * Hq + h) * D, k->f + at, v->f + at, Hkv * D, D,
-                       attn_first(n, p, 0), p, attn_scale(n), attn_softcap(n), w,
-                       o->f + (t * Hq + h) * D);
+                       attn_first(n, p, 0), p, attn_scale(n), attn_softcap(n),
+                       sinks ? sinks + h : NULL, w, o->f + (t * Hq + h) * D);
         }
     }
     return 0;
@@ -512,15 +598,16 @@ int ref_attention(RefCx *cx, Node *n)
     Tensor *o = ref_out(cx, n);
     int64_t T = q->dims[0], Hq = q->dims[1], D = q->dims[2], S = k->dims[k->rank - 3];
     int64_t Hkv = k->dims[k->rank - 2];
+    const float *sinks = attn_sinks(n) ? ref_in(cx, n, n->nin - 1)->f : NULL;
     double *w = malloc(sizeof *w * (size_t)S);
     if (!w)
         return ref_fail(cx, n, "out of memory");
     if (slotted(n)) {
-        int rc = ref_attention_slots(cx, n, w);
+        int rc = ref_attention_slots(cx, n, sinks, w);
         free(w);
         return rc;
     }
-    int64_t pos = n->nin == 4 ? ref_in(cx, n, 3)->i[0] : 0;
+    int64_t pos = n->nin >= 4 ? ref_in(cx, n, 3)->i[0] : 0;
     if (pos < 0 || pos + T > S) {
         free(w);
         return ref_fail(cx, n, "attention: pos %lld %s", (long long)pos,
@@ -531,8 +618,8 @@ int ref_attention(RefCx *cx, Node *n)
         for (int64_t h = 0; h < Hq; h++) {
             int64_t g = h / (Hq / Hkv), last = causal ? pos + t : pos + T - 1;
             attend_row(q->f + (t * Hq + h) * D, k->f + g * D, v->f + g * D, Hkv * D, D,
-                       attn_first(n, pos, t), last, attn_scale(n), attn_softcap(n), w,
-                       o->f + (t * Hq + h) * D);
+                       attn_first(n, pos, t), last, attn_scale(n), attn_softcap(n),
+                       sinks ? sinks + h : NULL, w, o->f + (t * Hq + h) * D);
         }
     free(w);
     return 0;
@@ -549,368 +636,67 @@ static const char *attn_name(LowerCx *cx, const Node *n)
                         (long long)q->dims[2]);
 }
 
-/* ---- attention, lowered: online softmax over blocks of keys ------------------
- * For each kv head g and query row t, the G = Hq / Hkv query heads of g
- * go together over the keys 0 .. hi - 1 that row t sees (hi = p + t + 1
- * when causal, p + T otherwise), ATT_KEYS keys at a time, keeping per head
- * r a running max mx[r], a running sum sum[r] and an accumulator acc[r, :D]
- * in kernel-local arrays (the online softmax of Milakov and Gimelshein, as
- * FlashAttention uses it). Per block of keys j0 .. j0 + nk - 1:
- *   sc[r, j] = scale * q[t, gG + r] . k[j0 + j, g]
- *   m        = max(mx[r], sc[r, :nk])
- *   sc[r, j] = exp(sc[r, j] - m);  a = exp(mx[r] - m)    (0 for the first block)
- *   sum[r]   = a sum[r] + sum_j sc[r, j];  acc[r] = a acc[r];  mx[r] = m
- *   acc[r]  += sum_j sc[r, j] v[j0 + j, g]
- * then out[t, gG + r] = acc[r] / sum[r]. Each k and v row a block reads
- * serves the G heads at once (decode reads the cache once per kv head).
- * No row past hi - 1 is read; with a window W, none before lo = max(0, p +
- * t - W + 1): blocks before it are skipped, the first starts at lo. The loop over blocks spans every key a row
- * may see (S with pos, T without) and skips the blocks past hi, so that
- * its extent is a constant, which the kernel's cost and parallelize's
- * work count.
- *
- * Scratch: G (D + ATT_KEYS + 2) + ATT_LANES floats per row, on the stack,
- * whatever S. Past ATT_STATE, the heads of a kv head go in passes of
- * fewer; past it for one head (D near 16k), acc lives in the output row
- * instead: slower for short rows, which gcc keeps in registers when they
- * are local arrays (llama2.c's decode: 13 us against 10).
- *
- * Dot products run in L = ATT_LANES lanes (fewer when D is no multiple of
- * it: the largest power of two dividing D), the lanes summed by halving,
- * all in vector loops. A plain dot left to tile becomes its lane split,
- * whose lanes are added one by one; measured at T = S = 512, 12 heads over
- * 2, D = 128, one thread: 23 ms against 14 (and below 2 x L = 64, tile
- * keeps the dot scalar: llama2.c's decode, D = 48, 23 us against 10). The
- * D-wide updates of acc carry nothing across d and vectorise as written.
- *
- * Slotted, row t loads its position p and slot s (each checked) and reads
- * keys [s, lo .. p] (hi = p + 1); the loop over blocks spans S.
- *
- * Kv heads are the outermost loop, the one parallelize picks: each thread
- * streams its own heads' k and v rows; rows of a causal mask, whose work
- * grows with t, would split unevenly in static chunks. */
-
 /* ---- attention, lowered: calls of attn ----------------------------------------
  * For each kv head g, the G = Hq / Hkv query heads of g go together,
- * ATT_ROWS rows of them a call (the last call the rows left):
+ * R = ATT_QVECS / G rows of them a call (the last call the rows left):
  *     call attn(out[t0 +: n, gG +: G, 0 +: D], q[t0 +: n, gG +: G, 0 +: D],
- *               k[0 +: S, g +: 1, 0 +: D], v[0 +: S, g +: 1, 0 +: D];
- *               p + t0, hi, window, scale, softcap)
- * with hi = p + T (every row sees the same keys) or 0 (causal). rt_attn
- * (runtime/core/rt_kernels.c) runs an online softmax over blocks of keys
- * held in L1 for every query of the call: each k and v row a block reads
- * serves the G heads and the call's rows at once; blocks a row cannot see
- * (past its position, before its window) are skipped. Kv heads are the
- * outermost loop, the one parallelize picks: every head's work is the
- * same, where blocks of rows under a causal mask are not. */
+ *               k[0 +: S, g +: 1, 0 +: D], v[0 +: S, g +: 1, 0 +: D]
+ *               [, sinks[gG +: G]]; p + t0, hi, window, scale, softcap)
+ * with hi = p + T (every row sees the same keys) or 0 (causal). Slotted,
+ * every row is its own sequence: one call a row t, its position p_t =
+ * pos[t] and slot s = slots[t] loaded and checked first, against its
+ * slot's cache, k[s +: 1, 0 +: S, g +: 1, 0 +: D], with p0 = p_t and hi 0.
+ * rt_attn (runtime/core/rt_kernels.c) runs an online softmax over blocks
+ * of keys held in L1 for every query of the call: each k and v row a
+ * block reads serves the G heads and the call's rows at once; blocks a
+ * row cannot see (past its position, before its window) are skipped.
+ * With sinks, each query head's running max starts at its sink's logit
+ * and its sum at 1: the sink is one more term of the denominator,
+ * rescaled with the others, and adds nothing to the values. Kv heads are
+ * the outermost loop, the one parallelize picks: every head's work is
+ * the same, where blocks of rows under a causal mask are not. */
 
 #define ATT_QVECS 64                  /* query vectors a call: rt_attn's AT_QVECS */
 
-typedef struct {
-    LowerCx *cx;
-    Kernel *k;
-    Node *n;
-    int64_t H, D, L;                  /* query heads per pass, head dim, dot lanes */
-    Expr *g, *h0, *t;                 /* kv head, the pass's first query head, query row */
-    Expr *s;                          /* slotted: row t's slot, else NULL */
-    Expr *j0, *nk;                    /* the block's first key, its number of keys */
-    Buf *mx, *sum, *acc;              /* per row: [H], [H], [H, D] (or NULL: the output's) */
-    Buf *sc;                          /* per block: scores, then weights [H, keys] */
-} Att;
 static int is_state(const Node *c);
 
 /* A KV cache (k or v a state, through its cache_writes) is held [Hkv, S,
- * D]: strides [D, S D, 1], each kv head's rows one contiguous run. Decode
- * reads a head's rows in order; D floats S rows apart (1 kB-3 kB) are no
- * stream the hardware prefetcher follows, and the whole cache is read
- * every step. Every kernel indexes the state through its strides, so the
- * layout is the program's own (both variants lower the same attention). */
+ * D] ([N, Hkv, S, D] slotted): strides [D, S D, 1], each kv head's rows
+ * of a sequence one contiguous run. Decode reads a head's rows in order;
+ * D floats S rows apart (1 kB-3 kB) are no stream the hardware prefetcher
+ * follows, and the whole cache is read every step. Every kernel indexes
+ * the state through its strides, so the layout is the program's own (both
+ * variants lower the same attention). */
 static void kv_heads_first(LowerCx *cx, Node *c)
 {
     if (!is_state(c))
         return;
     Buf *b = lw_buf(cx, c);
-    b->strides[0] = b->dims[2];
-    b->strides[1] = b->dims[0] * b->dims[2];
-    b->strides[2] = 1;
+    int o = b->rank - 3;
+    b->strides[o] = b->dims[o + 2];
+    b->strides[o + 1] = b->dims[o] * b->dims[o + 2];
+    b->strides[o + 2] = 1;
+    if (o)
+        b->strides[0] = b->dims[1] * b->dims[2] * b->dims[3];
 }
 
-#define ATT_KEYS 64                   /* keys per block */
-#define ATT_LANES 32                  /* f32 lanes of a dot product: two 64-byte vectors */
-#define ATT_STATE 16384               /* floats of state per row, at most (64 KiB of stack) */
-
-/* The largest power of two that divides D, ATT_LANES at most. */
-static int64_t dot_lanes(int64_t D)
-{
-    int64_t L = ATT_LANES;
-    while (D % L)
-        L /= 2;
-    return L;
-}
-
-/* Query heads per pass: the largest divisor of G whose state per row,
- * `each` floats a head, fits ATT_STATE. */
-static int64_t heads_per_pass(int64_t G, int64_t each)
-{
-    int64_t H = ATT_STATE / each;
-    for (H = H < G ? H : G; G % H; H--)
-        ;
-    return H;
-}
-
-/* A loop over [0, len) in blk; *v gets its variable and the loop's body
- * is returned. A span of one is no loop: *v is 0, blk returned. */
-static Block *att_span(Att *at, Block *blk, int64_t len, int marks, Expr **v)
-{
-    if (len == 1) {
-        *v = e_int(at->cx->a, 0);
-        return blk;
-    }
-    Stmt *s = loop(at->cx, at->k, blk, len, marks);
-    *v = e_var(at->cx->a, s->v);
-    return &s->body;
-}
-
-/* A loop over the block's keys, [0, nk). */
-static Stmt *att_keys(Att *at, Block *blk, int marks)
-{
-    return s_loop(at->cx->a, at->k, blk, e_int(at->cx->a, 0), at->nk, marks);
-}
-
-static Buf *att_local(Att *at, Block *blk, int rank, int64_t d0, int64_t d1)
-{
-    int64_t dims[2] = {d0, d1};
-    return s_local(at->cx->a, at->cx->p, blk, DT_F32, rank, dims)->buf;
-}
-
-static Expr **ix1(Att *at, Expr *i) { return lw_idx(at->cx, 1, i); }
-static Expr **ix2(Att *at, Expr *i, Expr *j) { return lw_idx(at->cx, 2, i, j); }
-
-/* [t, h0 + r, d]: element d of head r's row in q and in the output. */
-static Expr **att_row(Att *at, Expr *r, Expr *d)
-{
-    return lw_idx(at->cx, 3, at->t, e_add(at->cx->a, at->h0, r), d);
-}
-
-/* [j0 + j, g, d] (slotted [s, j0 + j, g, d]): element d of key j of the
- * block in k and v. */
-static Expr **att_key(Att *at, Expr *j, Expr *d)
-{
-    Expr *row = e_add(at->cx->a, at->j0, j);
-    return at->s ? lw_idx(at->cx, 4, at->s, row, at->g, d) : lw_idx(at->cx, 3, row, at->g, d);
-}
-
-/* acc[r, d]: a local array, or head r's output row. */
-static Buf *acc_buf(Att *at) { return at->acc ? at->acc : lw_buf(at->cx, at->n); }
-static Expr **acc_idx(Att *at, Expr *r, Expr *d)
-{
-    return at->acc ? ix2(at, r, d) : att_row(at, r, d);
-}
-static Expr *acc(Att *at, Expr *r, Expr *d)
-{
-    return e_load(at->cx->a, acc_buf(at), acc_idx(at, r, d));
-}
-static void acc_set(Att *at, Block *blk, Expr *r, Expr *d, AsgOp op, Expr *e)
-{
-    s_store(at->cx->a, blk, acc_buf(at), acc_idx(at, r, d), op, e);
-}
-
-/* mx = -inf, sum = 0, acc = 0 for each head. */
-static void att_init(Att *at, Block *row)
-{
-    Arena *a = at->cx->a;
-    Expr *r;
-    Block *b = att_span(at, row, at->H, 0, &r);
-    s_store(a, b, at->mx, ix1(at, r), A_SET, e_flt(a, -INFINITY));
-    s_store(a, b, at->sum, ix1(at, r), A_SET, e_flt(a, 0));
-    Stmt *ld = loop(at->cx, at->k, b, at->D, 0);
-    acc_set(at, &ld->body, r, e_var(a, ld->v), A_SET, e_flt(a, 0));
-}
-
-/* For key j, then head r: sc[r, j] = cap(scale * q[t, h0 + r] . k[j0 + j,
- * g]), the dot product in L lanes, the lanes summed by halving. */
-static void att_scores(Att *at, Block *blk)
-{
-    LowerCx *cx = at->cx;
-    Arena *a = cx->a;
-    Stmt *lj = att_keys(at, blk, 0);
-    Expr *j = e_var(a, lj->v), *r, *l, *c;
-    Block *b = att_span(at, &lj->body, at->H, 0, &r);
-    Buf *part = att_local(at, b, 1, at->L, 0);
-    s_store(a, att_span(at, b, at->L, MARK_VECTOR, &l), part, &l, A_SET, e_flt(a, 0));
-    Block *cb = att_span(at, b, at->D / at->L, MARK_REDUCE, &c);   /* chunks of L */
-    Block *lb = att_span(at, cb, at->L, MARK_VECTOR, &l);
-    Expr *d = e_add(a, e_mul(a, c, e_int(a, at->L)), l);
-    Expr *qd = lw_load(cx, at->n->in[0], att_row(at, r, d));
-    Expr *kd = lw_load(cx, at->n->in[1], att_key(at, j, d));
-    s_store(a, lb, part, &l, A_ADD, e_mul(a, qd, kd));
-    for (int64_t w = at->L / 2; w >= 2; w /= 2) {
-        Block *hb = att_span(at, b, w, MARK_VECTOR, &l);
-        s_store(a, hb, part, &l, A_ADD, e_load(a, part, ix1(at, e_add(a, l, e_int(a, w)))));
-    }
-    Expr *dot = e_load(a, part, ix1(at, e_int(a, 0)));
-    if (at->L > 1)
-        dot = e_add(a, dot, e_load(a, part, ix1(at, e_int(a, 1))));
-    Expr *score = e_mul(a, dot, e_flt(a, attn_scale(at->n)));
-    double cap = attn_softcap(at->n);
-    if (cap > 0)                    /* cap tanh(score / cap) */
-        score = e_mul(a, e_flt(a, cap), e_un(a, U_TANH, e_mul(a, score, e_flt(a, 1 / cap))));
-    s_store(a, b, at->sc, ix2(at, r, j), A_SET, score);
-}
-
-/* For head r: m = max(mx[r], the block's scores); the scores become
- * weights exp(sc - m), summed; sum and acc are rescaled by exp(mx - m),
- * which is 0 on the first block (mx = -inf) and 1 while the max holds. */
-static void att_softmax(Att *at, Block *blk)
-{
-    Arena *a = at->cx->a;
-    Kernel *k = at->k;
-    Expr *r;
-    Block *b = att_span(at, blk, at->H, 0, &r);
-    Expr *m = e_var(a, s_let(a, k, b, T_F32, e_load(a, at->mx, ix1(at, r)))->v);
-    Stmt *l1 = att_keys(at, b, MARK_REDUCE);
-    s_set(a, &l1->body, m->v, A_MAX, e_load(a, at->sc, ix2(at, r, e_var(a, l1->v))));
-    Expr *rescale = e_var(a, s_let(a, k, b, T_F32, e_un(a, U_EXP, e_bin(a, B_SUB,
-                                   e_load(a, at->mx, ix1(at, r)), m)))->v);
-    Expr *sum = e_var(a, s_let(a, k, b, T_F32, e_flt(a, 0))->v);
-    Stmt *l2 = att_keys(at, b, MARK_REDUCE);
-    Expr **sj = ix2(at, r, e_var(a, l2->v));
-    Expr *w = e_var(a, s_let(a, k, &l2->body, T_F32,
-                             e_un(a, U_EXP, e_bin(a, B_SUB, e_load(a, at->sc, sj), m)))->v);
-    s_store(a, &l2->body, at->sc, sj, A_SET, w);
-    s_set(a, &l2->body, sum->v, A_ADD, w);
-    s_store(a, b, at->sum, ix1(at, r), A_SET,
-            e_add(a, e_mul(a, e_load(a, at->sum, ix1(at, r)), rescale), sum));
-    s_store(a, b, at->mx, ix1(at, r), A_SET, m);
-    Stmt *ld = loop(at->cx, k, b, at->D, 0);
-    Expr *d = e_var(a, ld->v);
-    acc_set(at, &ld->body, r, d, A_SET, e_mul(a, acc(at, r, d), rescale));
-}
-
-/* For key j, then head r: acc[r] += sc[r, j] v[j0 + j, g]. */
-static void att_values(Att *at, Block *blk)
-{
-    Arena *a = at->cx->a;
-    Stmt *lj = att_keys(at, blk, MARK_REDUCE);
-    Expr *j = e_var(a, lj->v), *r;
-    Block *b = att_span(at, &lj->body, at->H, 0, &r);
-    Expr *w = e_var(a, s_let(a, at->k, b, T_F32, e_load(a, at->sc, ix2(at, r, j)))->v);
-    Stmt *ld = loop(at->cx, at->k, b, at->D, 0);
-    Expr *d = e_var(a, ld->v);
-    Expr *vd = lw_load(at->cx, at->n->in[2], att_key(at, j, d));
-    acc_set(at, &ld->body, r, d, A_ADD, e_mul(a, w, vd));
-}
-
-/* out[t, h0 + r] = acc[r] / sum[r]. */
-static void att_finish(Att *at, Block *row)
-{
-    Arena *a = at->cx->a;
-    Expr *r;
-    Block *b = att_span(at, row, at->H, 0, &r);
-    Stmt *ld = loop(at->cx, at->k, b, at->D, 0);
-    Expr *d = e_var(a, ld->v);
-    s_store(a, &ld->body, lw_buf(at->cx, at->n), att_row(at, r, d), A_SET,
-            e_bin(a, B_DIV, acc(at, r, d), e_load(a, at->sum, ix1(at, r))));
-}
-
-/* What the kernel keeps, for dumps. */
-static void att_note(Att *at, int64_t B, int64_t G, int local)
-{
-    Arena *a = at->cx->a;
-    ir_note(a, &at->k->notes, "online softmax over blocks of %lld keys; per query head a running "
-            "max%s%s%s", (long long)B,
-            local ? arena_printf(a, ", sum and accumulator [%lld]", (long long)at->D)
-                  : " and sum, the weighted values summed in its output row",
-            G > 1 ? arena_printf(a, "; the %lld query heads of a kv head share each k and v row "
-                                 "read", (long long)G) : "",
-            at->H < G ? arena_printf(a, " in passes of %lld", (long long)at->H) : "");
-}
-
-/* p = pos (checked first); for kv head g (and pass of heads), query row
- * t: the row's keys in blocks (see above). */
-/* Slotted attention (row t's own position and slot, a batch of
- * sequences): the online softmax above, in loops; the other forms are
- * calls of attn (below). */
-static void lower_attention_loops(LowerCx *cx, Node *n)
-{
-    Arena *a = cx->a;
-    Node *q = n->in[0];
-    int slots = slotted(n);
-    int64_t T = q->dims[0], Hkv = n->in[1]->dims[1 + slots], S = n->in[1]->dims[slots];
-    int64_t G = q->dims[1] / Hkv, D = q->dims[2], seen = n->nin >= 4 ? S : T;
-    int64_t B = seen < ATT_KEYS ? seen : ATT_KEYS, nb = (seen + B - 1) / B;
-    int local = B + 2 + D <= ATT_STATE;       /* acc in a local array, else in out */
-    Att at = {.cx = cx, .n = n, .H = heads_per_pass(G, B + 2 + (local ? D : 0)), .D = D,
-              .L = dot_lanes(D)};
-    at.k = lw_kernel(cx, n, attn_name(cx, n));
-    att_note(&at, B, G, local);
-    Expr *p = n->nin == 4 ? pos_checked(cx, at.k, n, n->in[3], T, S) : e_int(a, 0), *pass;
-    Block *heads = att_span(&at, att_span(&at, &at.k->body, Hkv, 0, &at.g), G / at.H, 0, &pass);
-    at.h0 = e_add(a, e_mul(a, at.g, e_int(a, G)), e_mul(a, pass, e_int(a, at.H)));
-    Block *row = att_span(&at, heads, T, 0, &at.t);
-    Expr *pt = e_add(a, p, at.t);             /* row t's position */
-    if (slots) {
-        pt = row_checked(cx, at.k, row, n, 3, at.t, S);
-        at.s = row_checked(cx, at.k, row, n, 4, at.t, n->in[1]->dims[0]);
-    }
-    Expr *hi = slots || attr_i(n, "causal") ? e_add(a, pt, e_int(a, 1)) : e_add(a, p, e_int(a, T));
-    if (hi->kind != E_INT)
-        hi = e_var(a, s_let(a, at.k, row, T_I64, hi)->v);
-    int64_t W = attr_i(n, "window");
-    Expr *lo = NULL;                /* with a window, the first key: max(0, p + t - W + 1) */
-    if (W > 0)
-        lo = e_var(a, s_let(a, at.k, row, T_I64,
-                            e_bin(a, B_MAX, e_int(a, 0), e_add(a, pt, e_int(a, 1 - W))))->v);
-    at.mx = att_local(&at, row, 1, at.H, 0);
-    at.sum = att_local(&at, row, 1, at.H, 0);
-    at.acc = local ? att_local(&at, row, 2, at.H, D) : NULL;
-    att_init(&at, row);
-    Block *blk = row;
-    at.j0 = lo ? lo : e_int(a, 0);
-    at.nk = lo ? e_var(a, s_let(a, at.k, row, T_I64, e_bin(a, B_SUB, hi, lo))->v) : hi;
-    if (nb > 1) {
-        Stmt *lb = loop(cx, at.k, row, nb, MARK_REDUCE);
-        Expr *b0 = e_mul(a, e_var(a, lb->v), e_int(a, B));     /* the block's first key */
-        at.j0 = b0;
-        blk = &lb->body;
-        if (hi->kind != E_INT)
-            blk = &s_if(a, blk, e_bin(a, B_LT, b0, hi))->body;
-        if (lo) {                   /* blocks before the window skipped, its first cut */
-            blk = &s_if(a, blk, e_bin(a, B_LT, lo, e_add(a, b0, e_int(a, B))))->body;
-            at.j0 = e_var(a, s_let(a, at.k, blk, T_I64, e_bin(a, B_MAX, b0, lo))->v);
-            at.nk = e_var(a, s_let(a, at.k, blk, T_I64,
-                                   e_bin(a, B_SUB, e_bin(a, B_MIN, e_add(a, b0, e_int(a, B)), hi),
-                                         at.j0))->v);
-        } else {
-            at.nk = e_var(a, s_let(a, at.k, blk, T_I64,
-                                   e_bin(a, B_MIN, e_int(a, B), e_bin(a, B_SUB, hi, at.j0)))->v);
-        }
-    }
-    at.sc = att_local(&at, blk, 2, at.H, B);
-    att_scores(&at, blk);
-    att_softmax(&at, blk);
-    att_values(&at, blk);
-    att_finish(&at, row);
-}
-
-/* p = pos (checked first); for kv head g, blocks of rows: calls of attn. */
+/* p = pos (checked first); for kv head g, blocks of rows (slotted: each
+ * row, its position and slot checked): calls of attn. */
 void lower_attention(LowerCx *cx, Node *n)
 {
-    if (slotted(n)) {
-        lower_attention_loops(cx, n);
-        return;
-    }
     Arena *a = cx->a;
-    Node *q = n->in[0];
-    int64_t T = q->dims[0], Hkv = n->in[1]->dims[1], S = n->in[1]->dims[0];
+    Node *q = n->in[0], *sk = attn_sinks(n);
+    int slots = slotted(n);
+    int64_t T = q->dims[0], Hkv = n->in[1]->dims[1 + slots], S = n->in[1]->dims[slots];
     int64_t G = q->dims[1] / Hkv, D = q->dims[2];
-    int64_t R = ATT_QVECS / G < 1 ? 1 : ATT_QVECS / G;
+    int64_t R = slots || ATT_QVECS / G < 1 ? 1 : ATT_QVECS / G;
     R = R < T ? R : T;
     Kernel *k = lw_kernel(cx, n, attn_name(cx, n));
     ir_note(a, &k->notes, "calls of attn: %lld row%s of %lld query head%s against blocks of "
-            "keys, online softmax", (long long)R, R == 1 ? "" : "s", (long long)G,
-            G == 1 ? "" : "s");
-    Expr *p = n->nin == 4 ? pos_checked(cx, k, n, n->in[3], T, S) : e_int(a, 0);
+            "keys, online softmax%s%s", (long long)R, R == 1 ? "" : "s", (long long)G,
+            G == 1 ? "" : "s", slots ? "; each row its own slot's cache" : "",
+            sk ? "; each head's sink in the denominator" : "");
+    Expr *p = n->nin >= 4 && !slots ? pos_checked(cx, k, n, n->in[3], T, S) : e_int(a, 0);
     Block *body = &k->body;           /* per kv head (no loop for one) */
     Expr *g = e_int(a, 0);
     if (Hkv > 1) {
@@ -919,12 +705,11 @@ void lower_attention(LowerCx *cx, Node *n)
         body = &lg->body;
     }
     Expr *h0 = e_mul(a, g, e_int(a, G));
-    Expr *hi = attr_i(n, "causal") ? e_int(a, 0) : e_add(a, p, e_int(a, T));
-    Tile kv[2];
+    Expr *hi = slots || attr_i(n, "causal") ? e_int(a, 0) : e_add(a, p, e_int(a, T));
+    Buf *kv[2];
     for (int i = 0; i < 2; i++) {
         kv_heads_first(cx, n->in[1 + i]);
-        kv[i] = (Tile){lw_buf(cx, n->in[1 + i]), lw_idx(cx, 3, e_int(a, 0), g, e_int(a, 0)),
-                       {S, 1, D}};
+        kv[i] = lw_buf(cx, n->in[1 + i]);
     }
     for (int64_t t0 = 0; t0 < T; t0 += R * (T / R)) {   /* the whole blocks, then the rest */
         int64_t rows = t0 ? T - t0 : R, nblk = t0 ? 1 : T / R;
@@ -935,12 +720,19 @@ void lower_attention(LowerCx *cx, Node *n)
             blk = &lb->body;
             row = e_mul(a, e_var(a, lb->v), e_int(a, R));
         }
-        Tile t[4] = {{lw_buf(cx, n), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}},
-                     {lw_buf(cx, q), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}},
-                     kv[0], kv[1]};
-        Expr *args[5] = {e_add(a, p, row), hi, e_int(a, attr_i(n, "window")),
-                         e_flt(a, attn_scale(n)), e_flt(a, attn_softcap(n))};
-        s_call_args(a, blk, CALL_ATTN, t, 4, args, 5);
+        Expr *p0 = slots ? row_checked(cx, k, blk, n, 3, row, S) : e_add(a, p, row);
+        Expr *s = slots ? row_checked(cx, k, blk, n, 4, row, n->in[1]->dims[0]) : NULL;
+        Tile t[5] = {{lw_buf(cx, n), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}},
+                     {lw_buf(cx, q), lw_idx(cx, 3, row, h0, e_int(a, 0)), {rows, G, D}}};
+        for (int i = 0; i < 2; i++)
+            t[2 + i] = slots ? (Tile){kv[i], lw_idx(cx, 4, s, e_int(a, 0), g, e_int(a, 0)),
+                                      {1, S, 1, D}}
+                             : (Tile){kv[i], lw_idx(cx, 3, e_int(a, 0), g, e_int(a, 0)), {S, 1, D}};
+        if (sk)
+            t[4] = (Tile){lw_buf(cx, sk), lw_idx(cx, 1, h0), {G}};
+        Expr *args[5] = {p0, hi, e_int(a, attr_i(n, "window")), e_flt(a, attn_scale(n)),
+                         e_flt(a, attn_softcap(n))};
+        s_call_args(a, blk, CALL_ATTN, t, sk ? 5 : 4, args, 5);
     }
 }
 

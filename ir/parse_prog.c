@@ -126,7 +126,7 @@ static Pending buf(Parser *ps, Prog *p)
     b->node = n;
     Pending v = {b, -1, ps->lineno};
     b->store = ST_F32;
-    for (Storage s = ST_BF16; s <= ST_F8_E4M3; s++)
+    for (Storage s = ST_BF16; s <= ST_MXFP4; s++)
         if (s != ST_Q4_K_M && kir_accept(ps, storage_name(s)))
             b->store = s;
     if (b->store != ST_F32 && ((kind != BK_WEIGHT && kind != BK_DERIVED) || t != DT_F32))

@@ -6,16 +6,17 @@
 const char *dtype_name(DType t) { return t == DT_I32 ? "i32" : "f32"; }
 
 static const char *const storage_names[] = {"f32", "", "bf16", "f16", "q8_0",
-                                            "q4_0", "q4_k", "q6_k", "q4_k_m", "f8_e4m3"};
+                                            "q4_0", "q4_k", "q6_k", "q4_k_m", "f8_e4m3",
+                                            "mxfp4"};
 
 const char *storage_name(Storage s)
 {
-    return s >= ST_F32 && s <= ST_F8_E4M3 && *storage_names[s] ? storage_names[s] : "f32";
+    return s >= ST_F32 && s <= ST_MXFP4 && *storage_names[s] ? storage_names[s] : "f32";
 }
 
 int storage_parse(const char *name, Storage *s)
 {
-    for (int i = 0; i <= ST_F8_E4M3; i++)
+    for (int i = 0; i <= ST_MXFP4; i++)
         if (*storage_names[i] && strcmp(name, storage_names[i]) == 0) {
             *s = (Storage)i;
             return 1;
@@ -25,7 +26,9 @@ int storage_parse(const char *name, Storage *s)
 
 int storage_block(Storage s)
 {
-    return s == ST_Q8_0 || s == ST_Q4_0 || s == ST_F8_E4M3 ? 32 : s == ST_Q4_K || s == ST_Q6_K ? 256 : 0;
+    return s == ST_Q8_0 || s == ST_Q4_0 || s == ST_F8_E4M3 || s == ST_MXFP4 ? 32
+           : s == ST_Q4_K || s == ST_Q6_K                                   ? 256
+                                                                            : 0;
 }
 
 int64_t storage_bytes(Storage s, int64_t count)
@@ -38,6 +41,7 @@ int64_t storage_bytes(Storage s, int64_t count)
     case ST_Q4_K: return count / 256 * 144;
     case ST_Q6_K: return count / 256 * 210;
     case ST_F8_E4M3: return count / 32 * 36;
+    case ST_MXFP4: return count / 32 * 17;
     default: return count * 4;
     }
 }

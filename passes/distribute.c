@@ -29,9 +29,10 @@
  *    whole KV-head groups per rank (N must divide the KV heads); a
  *    cache_write of a split value into a state only it writes shards the
  *    state (each rank caches its own heads).
- * 4b. moe(x, router, gate, up, down) whose stacked experts (gate, up,
- *    down: weights only it reads, experts along axis 0) N divides: expert
- *    parallel, the three split by experts, the router and x whole, `ranks`
+ * 4b. moe(x, router, gate, up, down[, biases]) whose stacked experts
+ *    (gate, up, down and their biases: weights only it reads, experts
+ *    along axis 0) N divides: expert parallel, those split by experts,
+ *    the router (and its bias) and x whole, `ranks`
  *    set; each rank's result sums its experts' part, completed by an
  *    allreduce (as a row-parallel linear's). Experts that are a concat of
  *    one weight per expert (a Hugging Face folder's) stay whole.
@@ -290,18 +291,21 @@ static void cache_write(Dist *ds, Node *n)
 
 static void moe(Dist *ds, Node *n)
 {
-    Node *g = n->in[2], *u = n->in[3], *dn = n->in[4];
-    if (!own_weight(ds, g) || !own_weight(ds, u) || !own_weight(ds, dn) ||
-        !splits(ds, n, g->dims[0], "experts")) {
+    int own = 1;                        /* gate, up, down and their biases: this moe's */
+    for (int i = 2; i < n->nin; i++)
+        own &= i == 5 || own_weight(ds, n->in[i]);
+    if (!own || !splits(ds, n, n->in[2]->dims[0], "experts")) {
         gather_operands(ds, n);
         push(ds, n);
         return;
     }
     n->in[0] = whole(ds, n->in[0]);
     n->in[1] = whole(ds, n->in[1]);
-    shard(ds, g, 0);
-    shard(ds, u, 0);
-    shard(ds, dn, 0);
+    for (int i = 2; i < n->nin; i++)
+        if (i == 5)
+            n->in[5] = whole(ds, n->in[5]);     /* the router's bias */
+        else
+            shard(ds, n->in[i], 0);
     ((AttrVal *)attr_v(n, "ranks"))->i = ds->N;
     ((AttrVal *)attr_v(n, "ranks"))->given = 1;
     const char *name = name_of(ds, n);

@@ -52,10 +52,13 @@
 enum { RT_OK = 0, RT_EINVAL = 1, RT_EUSAGE = 2, RT_EIO = 3, RT_EINTERNAL = 4 };
 enum { RT_F32 = 0, RT_I32 = 1 };                 /* equal to DT_F32, DT_I32 */
 enum { RT_BF16 = 2, RT_F16 = 3 };                /* 16-bit storage: ST_BF16, ST_F16 */
-/* Quantized storage (rt_quant.h): ST_Q8_0 ... ST_Q6_K */
+/* Quantized storage (rt_quant.h): ST_Q8_0 ... ST_Q6_K (8 is ST_Q4_K_M, a
+ * mix of q4_k and q6_k, no storage) */
 enum { RT_Q8_0 = 4, RT_Q4_0 = 5, RT_Q4_K = 6, RT_Q6_K = 7 };
 /* FP8 e4m3 blocks with an f32 scale (rt_quant.h): ST_F8_E4M3 */
 enum { RT_F8_E4M3 = 9 };
+/* OCP MXFP4 blocks, E2M1 values with an E8M0 scale (rt_quant.h): ST_MXFP4 */
+enum { RT_MXFP4 = 10 };
 enum { RT_INIT_NONE, RT_INIT_FILL, RT_INIT_RANDOM, RT_INIT_DATA };
 #define RT_MAX_RANK 6
 
@@ -291,7 +294,7 @@ RT_API uint16_t rt_f32_f16(float f);
 RT_API float rt_e4m3_f32(uint8_t b);
 RT_API uint8_t rt_f32_e4m3(float f);
 /* The bytes count elements take held as store (RT_F32, RT_BF16, RT_F16,
- * RT_Q8_0 ... RT_Q6_K; a quantized count is a multiple of its block). */
+ * RT_Q8_0 ... RT_Q6_K, RT_MXFP4; a quantized count is a multiple of its block). */
 RT_API int64_t rt_store_bytes(int store, int64_t count);
 /* n floats rounded into 16-bit store (RT_BF16, RT_F16). */
 RT_API void rt_round_half(uint16_t *dst, const float *src, int64_t n, int store);

@@ -1,6 +1,6 @@
 /* runtime/rt_quant.h: the runtime's quantized part (quant/), for programs
  * that hold a weight in blocks of int8 or 4- or 6-bit values with their
- * scales (--weight-dtype q8_0, q4_0, q4_k, q6_k, q4_k_m): the block
+ * scales (--weight-dtype q8_0, q4_0, q4_k, q6_k, q4_k_m, mxfp4): the block
  * layouts, quantizing and widening them, reading one element, and the
  * gemm kernels over them. A generated program carries it only when it
  * holds such a weight (codegen's cg_rt_uses); the core's loader calls
@@ -25,6 +25,17 @@
  *         bytes q (kiln_rt.h's rt_e4m3_f32); x = d * e4m3(q). An FP8
  *         checkpoint's bytes as stored, its scales spread per 32 values
  *         (rt_load_weights; docs/fp8.md); kiln's own layout.
+ *   mxfp4 32 values in 17 bytes (OCP Microscaling's MXFP4, GGML's
+ *         block_mxfp4, GGUF type 39): e, an E8M0 scale (8 exponent bits,
+ *         2^(e - 127); e = 255 is NaN, as the OCP format has it), then 16
+ *         bytes of E2M1 nibbles in q4_0's order (value j < 16 the low
+ *         nibble of byte j, j + 16 its high one); a nibble is 1 sign bit
+ *         (bit 3), 2 exponent bits and 1 mantissa bit: 0, 0.5, 1, 1.5, 2,
+ *         3, 4, 6, negated with the sign; x = v * 2^(e - 127). Quantizing
+ *         (kiln's own; not claimed to be llama-quantize's bytes) takes e =
+ *         floor(log2(amax)) - 2 + 127, clamped to [0, 254] (0 for a block of
+ *         zeros), and each value's nearest E2M1 times 2^(e - 127), a tie to
+ *         the smaller magnitude, above 6 times it 6.
  * A weight so held is a sequence of blocks over its elements in row-major
  * order; its last dim (a row) is a multiple of the block, so no block
  * spans two rows (kiln holds any other weight wider, with a note). */
@@ -36,11 +47,10 @@
 /* ---- the types (rt_quant.c) --------------------------------------------- */
 /* The values of RT_Q8_0 ... RT_Q6_K (a weight's store) are kiln_rt.h's. */
 /* Values a block holds (32 or 256) and its bytes, by store (RT_Q8_0 ...
- * RT_Q6_K, RT_F8_E4M3); 0 for a store
- * that is not quantized. */
+ * RT_Q6_K, RT_F8_E4M3, RT_MXFP4); 0 for a store that is not quantized. */
 RT_API int rt_q_block(int store);
 RT_API int rt_q_block_bytes(int store);
-/* "q8_0", "q4_0", "q4_k", "q6_k", "f8_e4m3"; NULL for another store. */
+/* "q8_0", "q4_0", "q4_k", "q6_k", "f8_e4m3", "mxfp4"; NULL for another store. */
 RT_API const char *rt_q_name(int store);
 
 /* n values (a multiple of the block) of src into blocks of store at dst,
@@ -66,6 +76,10 @@ RT_API float rt_q4_0_at(const void *w, int64_t i);
 RT_API float rt_q4_k_at(const void *w, int64_t i);
 RT_API float rt_q6_k_at(const void *w, int64_t i);
 RT_API float rt_f8_e4m3_at(const void *w, int64_t i);
+RT_API float rt_mxfp4_at(const void *w, int64_t i);
+/* An E8M0 byte's 2^(e - 128) (half the block's scale, as the kernels
+ * take it: their E2M1 integers are 2v), or NaN for 255. */
+RT_API float rt_e8m0_half(int e);
 
 /* ---- gemm over quantized weights (rt_gemm_q.c) -------------------------- */
 /* C[m][n] += sum over kk < k of A[m][kk] * W(n, kk), row-major A and C
@@ -91,6 +105,8 @@ RT_API void rt_gemm_q4_k(int64_t m, int64_t n, int64_t k, const float *a, int64_
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 RT_API void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
+RT_API void rt_gemm_mxfp4(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 /* The same over f8_e4m3 blocks, activations kept in f32 (rt_gemm_f8.c):
  * per element of C, 16 f32 lanes L from 0; per block of k in k order,
  * lane l's t = w_l a_l, t = fmaf(w_{l+16}, a_{l+16}, t) (w the block's
@@ -112,6 +128,6 @@ RT_API void rt_q_act_round(int block, const float *x, float *y, int64_t n);
     X(rt_q_block) X(rt_q_block_bytes) X(rt_q_name) X(rt_quantize) X(rt_dequantize) \
     X(rt_q_check) X(rt_q8_0_at) X(rt_q4_0_at) X(rt_q4_k_at) X(rt_q6_k_at)      \
     X(rt_gemm_q8_0) X(rt_gemm_q4_0) X(rt_gemm_q4_k) X(rt_gemm_q6_k) X(rt_q_act_round) \
-    X(rt_f8_e4m3_at) X(rt_gemm_f8_e4m3)
+    X(rt_f8_e4m3_at) X(rt_gemm_f8_e4m3) X(rt_mxfp4_at) X(rt_e8m0_half) X(rt_gemm_mxfp4)
 
 #endif

@@ -1,8 +1,9 @@
 #!/bin/sh
 # tests/batch.sh: slotted decoders (kiln import/build --slots N) and their
 # batched decode. kiln check compares the reference, the cc build and the
-# JIT of slotted llama, qwen2, gpt2 and mistral (a sliding window) folders
-# at 1 and 5 tokens a call, each row its own random slot and position. A
+# JIT of slotted llama, qwen2, gpt2, mistral (a sliding window) and
+# gpt_oss (sinks, a window) folders at 1 and 5 tokens a call, each row its
+# own random slot and position. A
 # program built with --slots 4 (prefill chunks of 6) decodes K = 2, 3, 4
 # sequences together (`generate --sequences K`, sequence k from the prompt
 # less its last k tokens, so that rows of one batch call sit at different
@@ -16,7 +17,7 @@ MKCKPT=${MKCKPT:-build/tests/mkckpt}
 . tests/lib.sh
 scratch batch
 
-for type in llama qwen2 gpt2 mistral; do
+for type in llama qwen2 gpt2 mistral gpt_oss; do
     "$MKCKPT" hf "$type" "$T/$type" >/dev/null || bad "mkckpt $type"
     for t in 1 5; do
         run "$type: kiln check --slots 3 --tokens $t" "$KILN" check "$T/$type" --slots 3 \

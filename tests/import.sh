@@ -170,9 +170,9 @@ rm -f "$T/q3big.c" "$T/q3big.json"
 
 "$MKCKPT" hf llama "$T/scaled" --config '"rope_scaling": {"type": "linear", "factor": 2.0}'
 refuse 1 "linear rope_scaling refused by name" \
-    'config.json: rope_scaling.type: only "default" and "llama3" are supported, got "linear"' \
+    'config.json: rope_scaling.type: only "default", "llama3" and "yarn" are supported, got "linear"' \
     "$KILN" import hf "$T/scaled" -o "$T/never.json"
-refuse 1 "  ...by build of the folder too" 'rope_scaling.type: only "default" and "llama3"' \
+refuse 1 "  ...by build of the folder too" 'rope_scaling.type: only "default", "llama3" and "yarn"' \
     "$KILN" build "$T/scaled" -o "$T/never"
 
 # Mistral-7B-v0.1's config.json (no weights): its sliding window of 4096

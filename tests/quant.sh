@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/quant.sh: quantized weights (--weight-dtype q8_0 ... q4_k_m,
+# tests/quant.sh: quantized weights (--weight-dtype q8_0 ... q4_k_m, mxfp4,
 # docs/quantized-weights.md), one line per check:
 #   1. kiln check on examples with each type: the cc build and the JIT
 #      against the reference run on the same dequantized weights, within
@@ -34,7 +34,7 @@ check() {
     fi
 }
 
-for t in q8_0 q4_0 q4_k q6_k; do
+for t in q8_0 q4_0 q4_k q6_k mxfp4; do
     for e in mlp llama2-step qwen3-moe-block; do
         check "check $e --weight-dtype $t (cc and JIT)" "examples/$e.json" --weight-dtype $t
     done
@@ -68,6 +68,15 @@ if "$KILN" emit-c examples/llama2-step.json --weight-dtype q8_0 -o "$T/l.c" 2>"$
     ok "emit-c: rt_gemm_q8_0 calls, element reads, RT_Q8_0 weights; the quant part only then"
 else
     bad "emit-c: rt_gemm_q8_0 calls, element reads, RT_Q8_0 weights; the quant part only then"
+    cat "$T/err"
+fi
+
+if "$KILN" emit-c examples/llama2-step.json --weight-dtype mxfp4 -o "$T/m.c" 2>"$T/err" &&
+   grep -q "rt_gemm_mxfp4(1, " "$T/m.c" && grep -q "rt_mxfp4_at(b[0-9]*, " "$T/m.c" &&
+   grep -q "RT_MXFP4, rt_quantize, 0, rt_dequantize, 0, 0}," "$T/m.c"; then
+    ok "emit-c --weight-dtype mxfp4: rt_gemm_mxfp4 calls, element reads, RT_MXFP4 weights"
+else
+    bad "emit-c --weight-dtype mxfp4: rt_gemm_mxfp4 calls, element reads, RT_MXFP4 weights"
     cat "$T/err"
 fi
 
@@ -144,7 +153,7 @@ fi
 # 5. misuse
 "$KILN" check examples/mlp.json --weight-dtype q5_1 >"$T/out" 2>&1
 rc=$?
-if [ $rc -eq 2 ] && grep -q "q8_0, q4_0, q4_k, q6_k, q4_k_m or f8_e4m3, got 'q5_1'" "$T/out"; then
+if [ $rc -eq 2 ] && grep -q "q8_0, q4_0, q4_k, q6_k, q4_k_m, f8_e4m3 or mxfp4, got 'q5_1'" "$T/out"; then
     ok "--weight-dtype q5_1: a usage error naming the types"
 else
     bad "--weight-dtype q5_1: exit $rc"; cat "$T/out"

@@ -17,7 +17,8 @@
 #      OpenAI-compatible server with curl (tests/serve.sh, with $MKCKPT; the
 #      openai npm client when reachable), programs of several MPI ranks
 #      under mpirun (tests/mpi.sh, with $MKCKPT), FP8 checkpoints
-#      (tests/fp8.sh, with $MKCKPT and $REFGEN);
+#      (tests/fp8.sh, with $MKCKPT and $REFGEN), gpt-oss (tests/gptoss.sh,
+#      with $MKCKPT and $REFGEN);
 #      the suites run two at a time;
 #   3. `kiln check` (reference vs cc build vs JIT) on every op model under
 #      tests/models and every example, two at a time.
@@ -42,7 +43,7 @@ done
 # The suites run two at a time (they are mostly single-threaded cc and kiln
 # runs), the longest first; each leaves NAME.out and NAME.rc ("STATUS
 # SECONDS") in $log, and their lines are printed below in a fixed order.
-echo quant target batch fp8 weights16 cli bad import mpi serve gguf generate pipeline \
+echo quant target batch fp8 weights16 gptoss cli bad import mpi serve gguf generate pipeline \
      names chat image golden sample | tr ' ' '\n' |
     xargs -P 2 -n 1 sh -c 't0=$(date +%s); sh "tests/$0.sh" >"'"$log"'/$0.out" 2>&1
         echo "$? $(($(date +%s) - t0))" >"'"$log"'/$0.rc"'
@@ -83,6 +84,7 @@ suite chat fails "checks: chat on a terminal, the KV cache kept, turns dropped, 
 suite serve fails "checks: the server with curl: completions = generate, streams, errors, busy, keys"
 suite mpi fails "checks: 2 ranks under mpirun = 1 rank, experts split, check --ranks 2, a prompt on stdin, refusals, a failed or killed rank ends the job"
 suite fp8 fails "checks: FP8 folders checked, held as e4m3 blocks, decoded as the reference; bad scales; published configs"
+suite gptoss fails "checks: gpt-oss folders checked, greedy = reference, bad input, published configs"
 
 ls tests/models/*.json examples/*.json |
     xargs -P 2 -n 1 sh -c 'sh tests/check-one.sh "$0" "'"$log"'"' >"$log/checks" 2>&1 || failed=1

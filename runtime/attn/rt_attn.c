@@ -6,7 +6,9 @@
  * row as accumulator; a block a vector cannot see is skipped. Scores are
  * 16-lane dot products summed by halving; the weighted values are added
  * four keys a pass over the output row, each element's terms in key
- * order. k rows AT_AHEAD keys ahead and the block's v rows are
+ * order. A sink (gpt-oss) starts its vector's running max at the sink's
+ * logit and its sum at 1, a term the rescaling carries like any other.
+ * k rows AT_AHEAD keys ahead and the block's v rows are
  * prefetched (a decode step reads the whole cache once). Every order
  * depends on the arguments only.
  *
@@ -90,7 +92,7 @@ static void at_update(float *sc, int64_t n, float *ov, float *mx, float *sum, in
     float m = *mx, s = 0;
     for (int64_t j = 0; j < n; j++)
         m = sc[j] > m ? sc[j] : m;
-    float alpha = expf(*mx - m);       /* 0 on the first block: *mx = -inf */
+    float alpha = expf(*mx - m);       /* 0 on the first block (*mx = -inf) without a sink */
     for (int64_t j = 0; j < n; j++) {
         sc[j] = expf(sc[j] - m);
         s += sc[j];
@@ -143,8 +145,8 @@ static void at_tile(const float *const *qp, const float *kt, int64_t d,
 }
 
 void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, const float *k,
-             int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, int64_t p0,
-             int64_t hi, int64_t window, float scale, float softcap)
+             int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, const float *sinks,
+             int64_t p0, int64_t hi, int64_t window, float scale, float softcap)
 {
     int64_t hs = nh < AT_QVECS ? nh : AT_QVECS, rs = AT_QVECS / hs;
     float mx[AT_QVECS], sum[AT_QVECS];
@@ -157,8 +159,8 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
             int tiled = nv >= AT_TILED && d <= AT_TDIM;
             for (int64_t x = 0; x < nv; x++) {
                 int64_t p = p0 + i0 + x / nr;
-                mx[x] = -INFINITY;
-                sum[x] = 0;
+                mx[x] = sinks ? sinks[h0 + x % nr] : -INFINITY;
+                sum[x] = mx[x] > -INFINITY ? 1 : 0;   /* the sink's exp(mx - mx) */
                 lo[x] = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
                 up[x] = hi > 0 ? hi : p + 1;
                 memset(o + (i0 + x / nr) * ldo + (h0 + x % nr) * d, 0, sizeof *o * (size_t)d);

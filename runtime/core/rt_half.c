@@ -119,6 +119,7 @@ int64_t rt_store_bytes(int store, int64_t count)
     case RT_Q4_K: return count / 256 * 144;
     case RT_Q6_K: return count / 256 * 210;
     case RT_F8_E4M3: return count / 32 * 36;
+    case RT_MXFP4: return count / 32 * 17;
     default: return count * 4;
     }
 }

@@ -281,7 +281,7 @@ static int wt_as_held(const wt_tensor *t, const rt_tensor_info *w) { return t->s
 static const char *wt_quant_name(int store)
 {
     static const char *const names[] = {"Q8_0", "Q4_0", "Q4_K", "Q6_K"};
-    return names[store - RT_Q8_0];
+    return store == RT_MXFP4 ? "MXFP4" : names[store - RT_Q8_0];
 }
 
 static void wt_init(const rt_tensor_info *w, float *d)

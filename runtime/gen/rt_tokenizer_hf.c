@@ -384,7 +384,10 @@ static const char *const hf_top_keys[] = {
 
 /* EOS: the first of these that is a token; generation ends at any of
  * them, and at the ends of a turn after them (chat models' generation
- * configs list those as EOS too). */
+ * configs list those as EOS too). gpt-oss's harmony format ends a reply
+ * at <|return|> or a tool call at <|call|>; its <|end|> ends a message
+ * (the analysis before the answer), not the reply, so with <|return|> in
+ * the vocabulary <|end|> is no end. */
 static const char *const hf_eos[] = {
     "<|endoftext|>",
     "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
@@ -395,6 +398,7 @@ static const char *const hf_eos[] = {
     "<|eot_id|>", "<|eom_id|>",     /* Llama 3's */
     "<|end|>",                      /* Phi-3's */
     "<end_of_turn>",                /* Gemma's */
+    "<|return|>", "<|call|>",       /* gpt-oss's */
 };
 enum { HF_EOS_TEXT = 5 };           /* hf_eos[0, 5): ends of a text, EOS */
 
@@ -435,8 +439,10 @@ int rt_tok_read_hf(rt_tok *t, const char *path, const char *text, size_t len, rt
         rc = hf_parts(&H, val);
     for (int i = 0; !rc && t->eos < 0 && i < HF_EOS_TEXT; i++)
         t->eos = rt_tok_find(t, hf_eos[i]);
+    int harmony = !rc && rt_tok_find(t, "<|return|>") >= 0;
     for (int i = 0, id; !rc && i < HF_N(hf_eos); i++)
-        if ((id = rt_tok_find(t, hf_eos[i])) >= 0 && t->nends < RT_TOK_ENDS)
+        if ((id = rt_tok_find(t, hf_eos[i])) >= 0 && t->nends < RT_TOK_ENDS &&
+            !(harmony && !strcmp(hf_eos[i], "<|end|>")))
             t->ends[t->nends++] = id;
     for (int i = 0; !rc && i < t->n; i++)
         if (t->len[i] > t->maxlen)

@@ -23,7 +23,7 @@
  *      a bool 0 or 1; general.alignment, when there, a u32 power of two;
  *   3. each tensor info: name of 1 to 64 bytes (the specification's
  *      limit), UTF-8 without NUL; n_dims 1 to 4; every ne >= 1, fewer than
- *      2^60 elements; type F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K (any
+ *      2^60 elements; type F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K or MXFP4 (any
  *      other refused by its GGML name, with what to do) and, quantized,
  *      ne[0] a multiple of its block;
  *   4. keys and tensor names unique (sorted, for the finds);
@@ -390,13 +390,14 @@ static int gg_store(uint32_t type)
     case 12: return RT_Q4_K;
     case 14: return RT_Q6_K;
     case 30: return RT_BF16;
+    case 39: return RT_MXFP4;
     default: return -1;
     }
 }
 
 static int gg_type(gg_parser *P, rt_gguf_tensor *t, uint32_t type)
 {
-    static const char kept[] = "kiln holds F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K: "
+    static const char kept[] = "kiln holds F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K and MXFP4: "
                                "requantize the model with llama-quantize to Q8_0 or Q4_K_M";
     const char *name = type < (uint32_t)GG_NTYPES ? gg_type_names[type] : NULL;
     int store = gg_store(type);
@@ -404,7 +405,7 @@ static int gg_type(gg_parser *P, rt_gguf_tensor *t, uint32_t type)
         return gg_bad(P, "GGML type %s is not supported (%s)", name, kept);
     if (store < 0)
         return gg_bad(P, "GGML type %u is unknown (%s)", type, kept);
-    int64_t block = store == RT_Q8_0 || store == RT_Q4_0 ? 32
+    int64_t block = store == RT_Q8_0 || store == RT_Q4_0 || store == RT_MXFP4 ? 32
                     : store == RT_Q4_K || store == RT_Q6_K ? 256 : 1;
     int64_t row = t->dims[t->rank - 1];
     if (row % block)

@@ -1,6 +1,6 @@
 /* runtime/quant/rt_gemm_q.c: the gemm kernels over quantized weights
  * (rt_quant.h): C[m][n] += A[m][k] W^T, W(j, kk) element woff + j * ldw +
- * kk of a weight held in GGML's blocks (q8_0, q4_0, q4_k, q6_k).
+ * kk of a weight held in GGML's blocks (q8_0, q4_0, q4_k, q6_k, mxfp4).
  *
  * 1. Activations. Each row of A is quantized once a call, per block of
  *    the weight's (32 or 256 values), into a per-thread scratch
@@ -15,6 +15,8 @@
  * 2. Per element of C and block of k, in k order, an exact int32 dot
  *    product of the weight's integers with the q:
  *      q8_0  i = sum q_w q          q4_0  i = sum (q_w - 8) q
+ *      mxfp4 i = sum 2 v_w q, v_w the E2M1 value (2 v_w an integer), dw
+ *            = 2^(e - 128): half the block's scale (rt_e8m0_half)
  *      q6_k  i = sum over its 16 sub-blocks of sc_s sum (q_w - 32) q
  *      q4_k  i = sum over its 8 sub-blocks of sc_s sum q_w q, and
  *            i2 = sum of mn_s (the sub-block's sum of q)
@@ -31,14 +33,16 @@
  *    lane each (one vector); then per lane the block's f32 scales, and
  *    for q4_k and q6_k each sub-block's integer scale and the mins or
  *    offset terms as int16 pairs. The 4 values of a lane are 4 consecutive
- *    bytes of a row once nibbles are split, so the rows come from a
+ *    bytes of a row once nibbles are split (mxfp4's nibbles then looked
+ *    up in a 16-byte table, qgv_lut: 2 v + 12), so the rows come from a
  *    transpose of 16-byte pieces of the NR rows (qg_t4: in each 128-bit
  *    lane the 4 x 4 transpose of 32-bit words), masks and shifts.
  * 4. Dot products (qg_step): per 4 values a panel vector, and per row of
  *    A its 4 q broadcast, u8 x s8 products summed by 4 into the lanes
  *    (vpdpbusd with AVX-512 VNNI; vpmaddubsw + vpmaddwd with AVX2; a loop
  *    in C). The u8 operand is the weight: q4 and q6 integers are unsigned
- *    and their offsets (8, 32) come off as the offset times sums of q;
+ *    and their offsets (8, 32; mxfp4's 12) come off as the offset times
+ *    sums of q;
  *    q8_0 weights are offset by 128 (their sign bit flipped) and 128 times
  *    the sum of q comes off, but for AVX2, whose 16-bit pair sums could
  *    overflow: there |w| times q with w's sign (vpsignb; |w| <= 128, |q| <=
@@ -104,6 +108,11 @@ QG_I qg_v qgv_sar16(qg_v a, int n) { return _mm512_srai_epi16(a, n); }
 QG_I qg_v qgv_dot(qg_v acc, qg_v u, qg_v s) { return _mm512_dpbusd_epi32(acc, u, s); }
 /* acc + the sum of s16(x, h) * s16(y, h) over the 2 halves */
 QG_I qg_v qgv_wdot(qg_v acc, qg_v x, qg_v y) { return _mm512_dpwssd_epi32(acc, x, y); }
+/* Each byte (0..15) of n replaced by byte n of the 16 at tab */
+QG_I qg_v qgv_lut(qg_v n, const uint8_t *tab)
+{
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)tab)), n);
+}
 QG_I qg_f qgf_int(qg_v a) { return _mm512_cvtepi32_ps(a); }
 QG_I qg_f qgf_bits(qg_v a) { return _mm512_castsi512_ps(a); }
 QG_I qg_f qgf_set(float x) { return _mm512_set1_ps(x); }
@@ -200,6 +209,11 @@ QG_I qg_v qgv_wdot(qg_v acc, qg_v x, qg_v y)
 {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(x, y));
 }
+QG_I qg_v qgv_lut(qg_v n, const uint8_t *tab)
+{
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tab)),
+                               n);
+}
 QG_I qg_f qgf_int(qg_v a) { return _mm256_cvtepi32_ps(a); }
 QG_I qg_f qgf_bits(qg_v a) { return _mm256_castsi256_ps(a); }
 QG_I qg_f qgf_set(float x) { return _mm256_set1_ps(x); }
@@ -279,6 +293,13 @@ QG_I qg_v qgv_wdot(qg_v acc, qg_v x, qg_v y)
     return (uint32_t)((int32_t)acc + (int16_t)x * (int16_t)y +
                       (int16_t)(x >> 16) * (int16_t)(y >> 16));
 }
+QG_I qg_v qgv_lut(qg_v n, const uint8_t *tab)
+{
+    qg_v r = 0;
+    for (int b = 0; b < 32; b += 8)
+        r |= (uint32_t)tab[n >> b & 15] << b;
+    return r;
+}
 QG_I qg_f qgf_int(qg_v a) { return (float)(int32_t)a; }
 QG_I qg_f qgf_bits(qg_v a) { float f; memcpy(&f, &a, 4); return f; }
 QG_I qg_f qgf_set(float x) { return x; }
@@ -325,7 +346,7 @@ QG_I qg_v qgv_dot8(qg_v acc, qg_v w, qg_v s)
 QG_I int qg_block(int t) { return t == RT_Q4_K || t == RT_Q6_K ? 256 : 32; }
 QG_I int qg_bytes(int t)
 {
-    return t == RT_Q8_0 ? 34 : t == RT_Q4_0 ? 18 : t == RT_Q4_K ? 144 : 210;
+    return t == RT_Q8_0 ? 34 : t == RT_Q4_0 ? 18 : t == RT_MXFP4 ? 17 : t == RT_Q4_K ? 144 : 210;
 }
 QG_I int qg_subs(int t) { return t == RT_Q4_K ? 8 : t == RT_Q6_K ? 16 : 1; }
 QG_I int qg_words(int t) { return t == RT_Q4_K ? 4 : t == RT_Q6_K ? 8 : 1; }
@@ -377,7 +398,7 @@ QG_I void qg_sums(int t, const int8_t *q, int32_t *word)
         s[i] = t == RT_Q6_K ? -s[i] : s[i];
     }
     if (nsub == 1) {
-        word[0] = -(t == RT_Q8_0 ? QG_Q8_OFF : 8) * s[0];
+        word[0] = -(t == RT_Q8_0 ? QG_Q8_OFF : t == RT_MXFP4 ? 12 : 8) * s[0];
         return;
     }
     for (int u = 0; u < nsub / 4; u++) {
@@ -435,11 +456,14 @@ QG_I void qg_scale(const qg_wrows *w, size_t off, int hi, qg_v *p)
 }
 #endif
 
+/* mxfp4's E2M1 nibbles as unsigned bytes: 2 v + 12 (0 .. 24). */
+static const uint8_t qg_e2m1[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
 /* A block's integer rows are made (and used, qg_step) in units that
- * hold whole sub-blocks: q8_0 2 of 4 rows (16 bytes each), q4_0 1 of 8,
+ * hold whole sub-blocks: q8_0 2 of 4 rows (16 bytes each), q4_0 and mxfp4 1 of 8,
  * q4_k 4 of 2 sub-blocks (64 bytes of nibbles), q6_k 4 of 4 sub-blocks
  * (a quarter of ql's and of qh's bytes). */
-QG_I int qg_units(int t) { return t == RT_Q8_0 ? 2 : t == RT_Q4_0 ? 1 : 4; }
+QG_I int qg_units(int t) { return t == RT_Q8_0 ? 2 : t == RT_Q4_0 || t == RT_MXFP4 ? 1 : 4; }
 QG_I int qg_unit_subs(int t) { return t == RT_Q4_K ? 2 : t == RT_Q6_K ? 4 : 1; }
 /* Sub-block x of unit u (q4_k, q6_k); for q8_0 and q4_0 its rows. */
 QG_I int qg_unit_sub(int t, int u, int x)
@@ -462,6 +486,12 @@ QG_I void qg_pack_unit(int t, const qg_wrows *w, size_t bo, int u, qg_v *P)
         for (int i = 0; i < 4; i++) {
             P[i] = qgv_and(o[i], lo);                   /* values 4i..4i+3 */
             P[4 + i] = qgv_and(qgv_shr(o[i], 4), lo);    /* 16 + 4i.. */
+        }
+    } else if (t == RT_MXFP4) {                         /* q4_0's order, looked up */
+        qg_t4(w, bo + 1, o);
+        for (int i = 0; i < 4; i++) {
+            P[i] = qgv_lut(qgv_and(o[i], lo), qg_e2m1);
+            P[4 + i] = qgv_lut(qgv_and(qgv_shr(o[i], 4), lo), qg_e2m1);
         }
     } else if (t == RT_Q4_K) {
         /* bytes 32 u + l: low nibbles values 64 u + l, high 64 u + 32 + l */
@@ -505,6 +535,11 @@ QG_I void qg_pack_scales(int t, const qg_wrows *w, size_t bo, qg_v *P)
     qg_v o[4];
     if (t == RT_Q8_0 || t == RT_Q4_0) {
         qg_scale(w, bo, 0, P + 8);
+    } else if (t == RT_MXFP4) {                         /* lane L: 2^(e - 128) of its row */
+        float f[QG_NR];
+        for (int l = 0; l < QG_NR; l++)
+            f[l] = rt_e8m0_half(w->base[bo + (size_t)l * w->rb]);
+        memcpy(P + 8, f, sizeof f);
     } else if (t == RT_Q4_K) {
         /* d and dmin, then 12 bytes q: sc[j] = q[j] & 63, mn[j] = q[j + 4] &
          * 63 (j < 4); sc[j] = q[j + 4] & 15 | (q[j - 4] >> 6) << 4, mn[j] =
@@ -866,6 +901,12 @@ void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, 
                   int64_t woff, int64_t ldw, float *c, int64_t ldc)
 {
     qg_gemm(RT_Q6_K, m, n, k, a, lda, w, woff, ldw, c, ldc);
+}
+
+void rt_gemm_mxfp4(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
+                   int64_t woff, int64_t ldw, float *c, int64_t ldc)
+{
+    qg_gemm(RT_MXFP4, m, n, k, a, lda, w, woff, ldw, c, ldc);
 }
 
 void rt_q_act_round(int block, const float *x, float *y, int64_t n)

@@ -1,6 +1,6 @@
 /* runtime/quant/rt_quant.c: the quantized types' blocks (rt_quant.h):
  * sizes and names, the entry points over a weight of any of them, and
- * q8_0's, q4_0's and f8_e4m3's blocks (q4_k's and q6_k's are
+ * q8_0's, q4_0's, f8_e4m3's and mxfp4's blocks (q4_k's and q6_k's are
  * rt_quant_k.c's).
  *
  * Quantizing does the f32 operations of GGML's reference quantizers
@@ -44,9 +44,10 @@
 
 int rt_q_block(int store)
 {
-    return store == RT_Q8_0 || store == RT_Q4_0 || store == RT_F8_E4M3 ? 32
-           : store == RT_Q4_K || store == RT_Q6_K                     ? 256
-                                                                      : 0;
+    return store == RT_Q8_0 || store == RT_Q4_0 || store == RT_F8_E4M3 || store == RT_MXFP4
+               ? 32
+           : store == RT_Q4_K || store == RT_Q6_K ? 256
+                                                  : 0;
 }
 
 int rt_q_block_bytes(int store)
@@ -59,6 +60,7 @@ const char *rt_q_name(int store)
     static const char *const names[] = {"q8_0", "q4_0", "q4_k", "q6_k"};
     return store >= RT_Q8_0 && store <= RT_Q6_K ? names[store - RT_Q8_0]
            : store == RT_F8_E4M3                ? "f8_e4m3"
+           : store == RT_MXFP4                  ? "mxfp4"
                                                 : NULL;
 }
 
@@ -135,6 +137,53 @@ static float qb_f8(const unsigned char *b, int j)
     return d * rt_e4m3_f32(b[4 + j]);
 }
 
+/* ---- mxfp4: e, then 16 bytes of E2M1 nibbles in q4_0's order ------------- */
+/* E2M1 nibble n's value times 2 (an integer): sign bit 3, exponent bits
+ * 1-2, mantissa bit 0 (exponent 0: subnormal m / 2). */
+static const int8_t qb_e2m1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+float rt_e8m0_half(int e)
+{
+    uint32_t bits = e == 255 ? 0x7fc00000u                  /* NaN */
+                    : e < 2  ? 0x00200000u << e               /* 2^-128, 2^-127: subnormal */
+                             : (uint32_t)(e - 1) << 23;       /* 2^(e - 128) */
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* x / 2^(e - 127)'s nearest E2M1 nibble: the first of 0, 0.5, 1, 1.5, 2,
+ * 3, 4, 6 at the least distance (a tie to the smaller), the sign's bit. */
+static int qb_e2m1(float x, float scale)
+{
+    static const float mag[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    float a = fabsf(x) / scale;
+    int best = 0;
+    for (int i = 1; i < 8; i++)
+        if (fabsf(a - mag[i]) < fabsf(a - mag[best]))
+            best = i;
+    return best | (x < 0 && best ? 8 : 0);
+}
+
+static void qb_quantize_mxfp4(const float *x, unsigned char *b)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+        amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    int e = amax > 0 ? (int)floorf(log2f(amax)) - 2 + 127 : 0;
+    e = e < 0 ? 0 : e > 254 ? 254 : e;
+    float scale = 2 * rt_e8m0_half(e);
+    b[0] = (unsigned char)e;
+    for (int j = 0; j < 16; j++)
+        b[1 + j] = (unsigned char)(qb_e2m1(x[j], scale) | qb_e2m1(x[j + 16], scale) << 4);
+}
+
+static float qb_mxfp4(const unsigned char *b, int j)
+{
+    int q = j < 16 ? b[1 + j] & 15 : b[1 + j - 16] >> 4;
+    return (float)qb_e2m1x2[q] * rt_e8m0_half(b[0]);
+}
+
 /* ---- over a weight -------------------------------------------------------- */
 /* One block of store at b from x: a NaN or inf (the first) made the
  * scale, else the type's quantizer. */
@@ -144,6 +193,10 @@ static void qb_quantize(int store, const float *x, unsigned char *b)
     for (int j = 0; j < n; j++)
         if (!isfinite(x[j])) {
             memset(b, 0, (size_t)rt_q_block_bytes(store));
+            if (store == RT_MXFP4) {            /* no value but NaN: e = 255 */
+                b[0] = 255;
+                return;
+            }
             if (store == RT_F8_E4M3)
                 memcpy(b, &x[j], 4);
             else
@@ -158,6 +211,8 @@ static void qb_quantize(int store, const float *x, unsigned char *b)
         qb_quantize_q4_0(x, b);
     else if (store == RT_F8_E4M3)
         qb_quantize_f8(x, b);
+    else if (store == RT_MXFP4)
+        qb_quantize_mxfp4(x, b);
     else
         rt_qk_quantize(store, x, b);
 }
@@ -197,6 +252,9 @@ void rt_dequantize(int store, const void *src, float *dst, int64_t n)
         else if (store == RT_F8_E4M3)
             for (int j = 0; j < 32; j++)
                 dst[j] = qb_f8(b, j);
+        else if (store == RT_MXFP4)
+            for (int j = 0; j < 32; j++)
+                dst[j] = qb_mxfp4(b, j);
         else
             rt_qk_dequantize(store, b, dst);
     }
@@ -217,8 +275,9 @@ int64_t rt_q_check(int store, const void *src, int64_t n)
         memcpy(&d, b, 4);
         int ok = store == RT_F8_E4M3 ? isfinite(d)
                  : store == RT_Q6_K  ? qb_finite(b + 208)
-                 : store == RT_Q4_K ? qb_finite(b) && qb_finite(b + 2)
-                                    : qb_finite(b);
+                 : store == RT_Q4_K  ? qb_finite(b) && qb_finite(b + 2)
+                 : store == RT_MXFP4 ? b[0] != 255
+                                     : qb_finite(b);
         if (!ok)
             return i + 1;
     }
@@ -238,6 +297,11 @@ float rt_q4_0_at(const void *w, int64_t i)
 float rt_f8_e4m3_at(const void *w, int64_t i)
 {
     return qb_f8((const unsigned char *)w + i / 32 * 36, (int)(i % 32));
+}
+
+float rt_mxfp4_at(const void *w, int64_t i)
+{
+    return qb_mxfp4((const unsigned char *)w + i / 32 * 17, (int)(i % 32));
 }
 
 #if defined(__clang__)

@@ -16,7 +16,7 @@
 
 const char *const ck_type_names[] = {"llama", "qwen2",   "gpt2", "qwen3_moe", "qwen3",
                                           "mistral", "mixtral", "phi3", "gemma", "gemma2",
-                                          "gemma3_text"};
+                                          "gemma3_text", "gpt_oss"};
 
 const CkShape *ck_shape(const CkModel *m) { return &m->s; }
 
@@ -55,7 +55,8 @@ static float *bias(CkModel *m, int64_t n) { return weights(m, n, 0, 0.1f); }
 
 static int is_moe(const CkModel *m, int l)
 {
-    return (m->s.type == CK_QWEN3_MOE || m->s.type == CK_MIXTRAL) && m->s.experts &&
+    return (m->s.type == CK_QWEN3_MOE || m->s.type == CK_MIXTRAL || m->s.type == CK_GPTOSS) &&
+           m->s.experts &&
            !(m->s.dense_layers >> l & 1);
 }
 
@@ -68,7 +69,7 @@ static void llama_layer(CkModel *m, CkLayer *L, int l)
     L->wk = matrix(m, m->kvd, D);
     L->wv = matrix(m, m->kvd, D);
     L->wo = matrix(m, D, m->qd);
-    if (s->type == CK_QWEN2) {
+    if (s->type == CK_QWEN2 || s->type == CK_GPTOSS) {
         L->bq = bias(m, m->qd);
         L->bk = bias(m, m->kvd);
         L->bv = bias(m, m->kvd);
@@ -82,7 +83,21 @@ static void llama_layer(CkModel *m, CkLayer *L, int l)
         L->post_attn_norm = norm(m, D);
         L->post_ffn_norm = norm(m, D);
     }
-    if (is_moe(m, l)) {
+    if (s->type == CK_GPTOSS) {
+        L->bo = bias(m, D);
+        L->sinks = weights(m, s->heads, 0, 1.0f);
+    }
+    if (is_moe(m, l) && s->type == CK_GPTOSS) {
+        /* gate and up 10x the usual scale, so that the clamps at 7 bite */
+        L->router = weights(m, E * D, 0, 1.0f);
+        L->rb = weights(m, E, 0, 1.0f);
+        L->eg = weights(m, E * I * D, 0, 10.0f / sqrtf((float)D));
+        L->eu = weights(m, E * I * D, 0, 10.0f / sqrtf((float)D));
+        L->ed = weights(m, E * D * I, 0, 0.25f / sqrtf((float)I));
+        L->egb = bias(m, E * I);
+        L->eub = bias(m, E * I);
+        L->edb = bias(m, E * D);
+    } else if (is_moe(m, l)) {
         L->router = weights(m, E * D, 0, 1.0f);   /* routing far from ties */
         L->eg = matrix(m, E * I, D);
         L->eu = matrix(m, E * I, D);
@@ -214,6 +229,9 @@ int ck_hf_shape(const char *type, CkShape *s)
          .kv_heads = 2, .head_dim = 32, .seq = 64, .tied = 1},
         {.type = CK_MIXTRAL, .vocab = 330, .dim = 64, .hidden = 48, .layers = 2, .heads = 4,
          .kv_heads = 2, .seq = 64, .experts = 4, .top_k = 2, .moe_hidden = 48, .norm_topk = 1},
+        {.type = CK_GPTOSS, .vocab = 340, .dim = 64, .hidden = 32, .layers = 2, .heads = 4,
+         .kv_heads = 2, .head_dim = 16, .seq = 64, .experts = 4, .top_k = 2, .moe_hidden = 32,
+         .norm_topk = 1, .window = 4},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (!strcmp(type, ck_type_names[shapes[i].type])) {
@@ -363,6 +381,22 @@ static void softmax(float *x, int n)
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* GptOssAttention's eager softmax: the sink's logit concatenated to the
+ * scores, the max subtracted, softmaxed, the sink's column dropped. */
+static void softmax_sink(float *x, int n, float sink)
+{
+    float mx = sink;
+    for (int i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    double sum = expf(sink - mx);
+    for (int i = 0; i < n; i++)
+        sum += (x[i] = expf(x[i] - mx));
+    for (int i = 0; i < n; i++)
+        x[i] = (float)(x[i] / sum);
+}
+
+static const float *L_sinks(const CkModel *m, int l) { return m->L[l].sinks; }
+
 /* Rotary embedding of n heads of hd at pos: pairs (2i, 2i+1) (llama2.c
  * run.c) or (i, i + hd/2) (transformers' rotate_half), frequency
  * theta^(-2i/hd). */
@@ -380,13 +414,37 @@ static double llama3_freq(double inv_freq)
     return medium ? smoothed : scaled;
 }
 
-static void rope(float *x, int n, int hd, int pos, double theta, int interleaved, int llama3)
+/* transformers' _compute_yarn_parameters for gpt_oss (truncate false):
+ * the dimensions where a pair turns beta_fast (32) and beta_slow (1)
+ * times over the original context bound a linear ramp from the plain
+ * frequency to it over the factor. */
+static double yarn_dim(double turns, int dim, double base, double orig)
 {
+    return dim * log(orig / (turns * 2 * M_PI)) / (2 * log(base));
+}
+
+static double yarn_freq(int i, int dim, double base, double orig)
+{
+    double low = fmax(yarn_dim(32, dim, base, orig), 0);
+    double high = fmin(yarn_dim(1, dim, base, orig), dim - 1);
+    if (low == high)
+        high += 0.001;
+    double ramp = fmin(fmax((i - low) / (high - low), 0), 1), extrapolation = 1 - ramp;
+    double pos_freq = pow(base, 2.0 * i / dim);
+    return 1 / (CK_OSS_FACTOR * pos_freq) * (1 - extrapolation) + 1 / pos_freq * extrapolation;
+}
+
+/* rope; yarn_orig > 0: YaRN's frequencies and cos, sin times its
+ * attention factor 0.1 ln(factor) + 1 */
+static void rope(float *x, int n, int hd, int pos, double theta, int interleaved, int llama3,
+                 int yarn_orig)
+{
+    double mscale = yarn_orig ? 0.1 * log(CK_OSS_FACTOR) + 1 : 1;
     for (int h = 0; h < n; h++)
         for (int i = 0; i < hd / 2; i++) {
-            double f = pow(theta, -2.0 * i / hd);
+            double f = yarn_orig ? yarn_freq(i, hd, theta, yarn_orig) : pow(theta, -2.0 * i / hd);
             double a = pos * (llama3 ? llama3_freq(f) : f);
-            float c = (float)cos(a), s = (float)sin(a);
+            float c = (float)(mscale * cos(a)), s = (float)(mscale * sin(a));
             float *p = x + h * hd + (interleaved ? 2 * i : i);
             float *q = interleaved ? p + 1 : p + hd / 2;
             float x0 = *p, x1 = *q;
@@ -401,7 +459,7 @@ static void rope(float *x, int n, int hd, int pos, double theta, int interleaved
 static int ck_sliding(const CkModel *m, int l)
 {
     CkType t = m->s.type;
-    return t == CK_GEMMA2 || t == CK_GEMMA3                      ? l % 2 == 0
+    return t == CK_GEMMA2 || t == CK_GEMMA3 || t == CK_GPTOSS    ? l % 2 == 0
            : t == CK_QWEN2 || t == CK_QWEN3 || t == CK_QWEN3_MOE ? l >= 1
                                                                  : 1;
 }
@@ -428,7 +486,10 @@ static void attend(CkModel *m, int l, int pos, float *out)
             double sc = dot * scale;
             m->att[t] = (float)(g2 ? CK_G2_ATTN_CAP * tanh(sc / CK_G2_ATTN_CAP) : sc);
         }
-        softmax(m->att + lo, pos + 1 - lo);
+        if (L_sinks(m, l))
+            softmax_sink(m->att + lo, pos + 1 - lo, L_sinks(m, l)[h]);
+        else
+            softmax(m->att + lo, pos + 1 - lo);
         for (int i = 0; i < hd; i++) {
             double sum = 0;
             for (int t = lo; t <= pos; t++)
@@ -483,13 +544,54 @@ static void moe(CkModel *m, const CkLayer *L, float *y, const float *x)
     }
 }
 
+/* GptOssMLP: GptOssTopKRouter (logits with the bias, their top_k, ties to
+ * the lower index, softmaxed among themselves), then GptOssExperts:
+ * gate and up with their biases, gate clamped at the limit from above,
+ * up on both sides, (up + 1) * gate * sigmoid(alpha gate), down with its
+ * bias, weighted by the router's score. */
+static void moe_oss(CkModel *m, const CkLayer *L, float *y, const float *x)
+{
+    int D = m->s.dim, E = m->s.experts, I = m->s.moe_hidden, K = m->s.top_k;
+    float logit[256], g[1024], u[1024], out[1024];
+    int used[256] = {0}, pick[64];
+    matvec(logit, L->router, x, L->rb, E, D);
+    float w[64];
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (!used[e] && (best < 0 || logit[e] > logit[best]))
+                best = e;
+        used[best] = 1;
+        pick[k] = best;
+        w[k] = logit[best];
+    }
+    softmax(w, K);
+    memset(y, 0, sizeof *y * (size_t)D);
+    for (int k = 0; k < K; k++) {
+        int64_t e = pick[k];
+        matvec(g, L->eg + e * I * D, x, L->egb + e * I, I, D);
+        matvec(u, L->eu + e * I * D, x, L->eub + e * I, I, D);
+        for (int i = 0; i < I; i++) {
+            float gc = fminf(g[i], (float)CK_OSS_LIMIT);
+            float uc = fminf(fmaxf(u[i], -(float)CK_OSS_LIMIT), (float)CK_OSS_LIMIT);
+            float glu = gc / (1.0f + expf(-(float)CK_OSS_ALPHA * gc));
+            g[i] = (uc + 1) * glu;
+        }
+        matvec(out, L->ed + e * D * I, g, L->edb + e * D, D, I);
+        for (int i = 0; i < D; i++)
+            y[i] += w[k] * out[i];
+    }
+}
+
 static void llama_step(CkModel *m, int token, int pos)
 {
     const CkShape *s = &m->s;
     int D = s->dim, hd = m->hd;
-    double eps = s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6;
+    int oss = s->type == CK_GPTOSS;
+    double eps = (s->type == CK_LLAMA && s->interleaved) || oss ? 1e-5 : 1e-6;
     double theta = s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 || s->type == CK_GEMMA3 ? 1e6
-                                                                                          : 1e4;
+                   : oss ? CK_OSS_THETA
+                         : 1e4;
     int gemma = ck_is_gemma(m);
     /* GemmaModel: the embeddings times sqrt(hidden_size) as a float32 */
     float scale = gemma ? (float)sqrt((double)D) : 1.0f;
@@ -507,19 +609,21 @@ static void llama_step(CkModel *m, int token, int pos)
             rmsnorm(m->k + h * hd, m->k + h * hd, L->k_norm, hd, eps, gemma);
         /* Gemma 3's sliding layers turn at rope_local_base_freq */
         double th = s->type == CK_GEMMA3 && ck_sliding(m, l) ? 1e4 : theta;
-        rope(m->q, s->heads, hd, pos, th, s->interleaved, s->llama3_rope);
-        rope(m->k, s->kv_heads, hd, pos, th, s->interleaved, s->llama3_rope);
+        rope(m->q, s->heads, hd, pos, th, s->interleaved, s->llama3_rope, oss ? s->seq : 0);
+        rope(m->k, s->kv_heads, hd, pos, th, s->interleaved, s->llama3_rope, oss ? s->seq : 0);
         int64_t row = ((int64_t)l * s->seq + pos) * m->kvd;
         memcpy(m->kc + row, m->k, sizeof(float) * (size_t)m->kvd);
         memcpy(m->vc + row, m->v, sizeof(float) * (size_t)m->kvd);
         attend(m, l, pos, m->xb);
-        matvec(m->xb2, L->wo, m->xb, NULL, D, m->qd);
+        matvec(m->xb2, L->wo, m->xb, L->bo, D, m->qd);
         if (L->post_attn_norm)
             rmsnorm(m->xb2, m->xb2, L->post_attn_norm, D, eps, 1);
         for (int i = 0; i < D; i++)
             m->x[i] += m->xb2[i];
         rmsnorm(m->xb, m->x, L->ffn_norm, D, eps, gemma);
-        if (L->router)
+        if (L->router && oss)
+            moe_oss(m, L, m->xb2, m->xb);
+        else if (L->router)
             moe(m, L, m->xb2, m->xb);
         else
             swiglu(m, m->xb2, m->xb, L->w1, L->w3, L->w2, s->hidden);

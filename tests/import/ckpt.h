@@ -6,7 +6,7 @@
  * and model.safetensors, or shards and their index) and run by a forward
  * pass written here by hand from the models' own definitions (llama2.c's
  * run.c; transformers' modeling_llama, _gemma, _gemma2, _gemma3, _mistral, _mixtral,
- * _phi3, _qwen2, _gpt2, _qwen3, _qwen3_moe), one
+ * _phi3, _qwen2, _gpt2, _qwen3, _qwen3_moe, _gpt_oss), one
  * token at a time with its own KV cache. That pass knows nothing of kiln's
  * graphs: it is the reference an imported model must agree with. */
 #ifndef KILN_CKPT_H
@@ -18,7 +18,7 @@
 
 typedef enum {
     CK_LLAMA, CK_QWEN2, CK_GPT2, CK_QWEN3_MOE, CK_QWEN3, CK_MISTRAL, CK_MIXTRAL, CK_PHI3, CK_GEMMA,
-    CK_GEMMA2, CK_GEMMA3
+    CK_GEMMA2, CK_GEMMA3, CK_GPTOSS
 } CkType;
 
 enum { CK_FP8_BLOCK = 1, CK_FP8_CHANNEL, CK_FP8_TENSOR };
@@ -124,7 +124,10 @@ void ck_reset(CkModel *m);
  * renormalised, layer 1 of 3 dense), qwen3 (tied, head_dim 32 as qwen3_moe,
  * its layers all dense), mistral (llama's layers, rotate_half, a sliding
  * window of 4096), mixtral (mistral's attention, 4 experts in every layer,
- * top 2 renormalised). 0, or -1 for another name. */
+ * top 2 renormalised), gpt_oss (biases on q, k, v, o, sinks, YaRN's rope
+ * of factor 32 over the 64 positions, a window of 4 rows on layer 0, 4
+ * experts with biases in every layer, top 2, the clamped SwiGLU). 0, or
+ * -1 for another name. */
 int ck_hf_shape(const char *type, CkShape *s);
 /* By name as well: "tiny" is ck_hf_shape's; "small" (qwen3_moe only) is
  * big enough to time a decode step: vocab 1024, dim 512, 4 sparse layers

@@ -278,6 +278,39 @@ static float *rows_of(List *ls, const float *const *m, const int64_t *rows, int 
     return p;
 }
 
+/* gpt_oss's experts as transformers' GptOssExperts holds them:
+ * gate_up_proj [E, D, 2I] with gate's column i at 2i and up's at 2i + 1,
+ * its bias [E, 2I] alike, down_proj [E, I, D] (eg, eu [E][I][D] and ed
+ * [E][D][I] transposed). */
+static void hf_oss_experts(const CkModel *m, const CkLayer *L, List *ls, const char *pre)
+{
+    int64_t D = m->s.dim, E = m->s.experts, I = m->s.moe_hidden;
+    char name[160];
+    float *gu = malloc(sizeof *gu * (size_t)(E * D * 2 * I)), *gub = malloc(sizeof *gub * (size_t)(E * 2 * I));
+    float *dn = malloc(sizeof *dn * (size_t)(E * I * D));
+    if (!gu || !gub || !dn)
+        abort();
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t i = 0; i < I; i++) {
+            for (int64_t d = 0; d < D; d++) {
+                gu[(e * D + d) * 2 * I + 2 * i] = L->eg[(e * I + i) * D + d];
+                gu[(e * D + d) * 2 * I + 2 * i + 1] = L->eu[(e * I + i) * D + d];
+                dn[(e * I + i) * D + d] = L->ed[(e * D + d) * I + i];
+            }
+            gub[e * 2 * I + 2 * i] = L->egb[e * I + i];
+            gub[e * 2 * I + 2 * i + 1] = L->eub[e * I + i];
+        }
+    ls->bufs[ls->nbufs++] = gu;
+    ls->bufs[ls->nbufs++] = gub;
+    ls->bufs[ls->nbufs++] = dn;
+    add(ls, NAME("%smlp.router.weight", pre), L->router, 2, E, D, 0, 0);
+    add(ls, NAME("%smlp.router.bias", pre), L->rb, 1, E, 0, 0, 0);
+    add(ls, NAME("%smlp.experts.gate_up_proj", pre), gu, 3, E, D, 2 * I, 0);
+    add(ls, NAME("%smlp.experts.gate_up_proj_bias", pre), gub, 2, E, 2 * I, 0, 0);
+    add(ls, NAME("%smlp.experts.down_proj", pre), dn, 3, E, I, D, 0);
+    add(ls, NAME("%smlp.experts.down_proj_bias", pre), L->edb, 2, E, D, 0, 0);
+}
+
 static void hf_llama(const CkModel *m, List *ls)
 {
     const CkShape *s = &m->s;
@@ -309,6 +342,10 @@ static void hf_llama(const CkModel *m, List *ls)
         add(ls, NAME("%sself_attn.o_proj.weight", pre), L->wo, 2, D, m->qd, 0, 0);
         if (s->type == CK_PHI3)
             add(ls, NAME("%smlp.down_proj.weight", pre), L->w2, 2, D, H, 0, 0);
+        if (L->bo) {
+            add(ls, NAME("%sself_attn.o_proj.bias", pre), L->bo, 1, D, 0, 0, 0);
+            add(ls, NAME("%sself_attn.sinks", pre), L->sinks, 1, s->heads, 0, 0, 0);
+        }
         if (L->bq) {
             add(ls, NAME("%sself_attn.q_proj.bias", pre), L->bq, 1, m->qd, 0, 0, 0);
             add(ls, NAME("%sself_attn.k_proj.bias", pre), L->bk, 1, m->kvd, 0, 0, 0);
@@ -325,7 +362,9 @@ static void hf_llama(const CkModel *m, List *ls)
         } else {
             add(ls, NAME("%spost_attention_layernorm.weight", pre), L->ffn_norm, 1, D, 0, 0, 0);
         }
-        if (L->router && s->type == CK_MIXTRAL) {
+        if (L->router && s->type == CK_GPTOSS) {
+            hf_oss_experts(m, L, ls, pre);
+        } else if (L->router && s->type == CK_MIXTRAL) {
             add(ls, NAME("%sblock_sparse_moe.gate.weight", pre), L->router, 2, E, D, 0, 0);
             for (int64_t e = 0; e < E; e++) {
                 add(ls, NAME("%sblock_sparse_moe.experts.%d.w1.weight", pre, (int)e), L->eg + e * I * D, 2, I, D, 0, 0);
@@ -394,7 +433,7 @@ static void config_llama(FILE *f, const CkModel *m)
                                        "Qwen3ForCausalLM",    "MistralForCausalLM",
                                        "MixtralForCausalLM",  "Phi3ForCausalLM",
                                        "GemmaForCausalLM",    "Gemma2ForCausalLM",
-                                       "Gemma3ForCausalLM"};
+                                       "Gemma3ForCausalLM",   "GptOssForCausalLM"};
     fprintf(f, "  \"architectures\": [\"%s\"],\n  \"attention_dropout\": 0.0,\n"
             "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"hidden_act\": \"%s\",\n"
             "  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n"
@@ -405,11 +444,14 @@ static void config_llama(FILE *f, const CkModel *m)
             arch[s->type], s->type == CK_GEMMA ? "gelu" : ck_is_gemma(m) ? "gelu_pytorch_tanh" : "silu",
             s->dim, s->hidden, s->seq,
             s->heads, s->layers, s->kv_heads,
-            s->type == CK_LLAMA && s->interleaved ? 1e-5 : 1e-6,
+            (s->type == CK_LLAMA && s->interleaved) || s->type == CK_GPTOSS ? 1e-5 : 1e-6,
             s->llama3_rope ? "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
                              " \"original_max_position_embeddings\": 32, \"rope_type\": \"llama3\"}"
-                           : "null",
+            : s->type == CK_GPTOSS ? "{\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"factor\": 32.0, "
+                                     "\"rope_type\": \"yarn\", \"truncate\": false}"
+                                   : "null",
             s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 || s->type == CK_GEMMA3 ? "1000000.0"
+            : s->type == CK_GPTOSS                                                ? "150000"
                                                                                  : "10000.0",
             s->tied ? "true" : "false",
             s->vocab);
@@ -430,7 +472,17 @@ static void config_llama(FILE *f, const CkModel *m)
                 "  \"num_experts_per_tok\": %d,\n  \"output_router_logits\": false,\n"
                 "  \"router_aux_loss_coef\": 0.02,\n  \"router_jitter_noise\": 0.0,\n",
                 s->window ? "" : "  \"sliding_window\": null,\n", s->experts, s->top_k);
-    else if (s->type != CK_LLAMA && s->type != CK_PHI3 && s->type != CK_GEMMA &&
+    else if (s->type == CK_GPTOSS) {    /* layers 0, 2, ... sliding */
+        fprintf(f, "  \"attention_bias\": true,\n  \"head_dim\": %d,\n  \"num_local_experts\": %d,\n"
+                "  \"num_experts_per_tok\": %d,\n  \"experts_per_token\": %d,\n"
+                "  \"output_router_logits\": false,\n  \"router_aux_loss_coef\": 0.9,\n"
+                "  \"initial_context_length\": 4096,\n  \"swiglu_limit\": %g,\n"
+                "  \"pad_token_id\": 0,\n  \"sliding_window\": %d,\n  \"layer_types\": [",
+                m->hd, s->experts, s->top_k, s->top_k, CK_OSS_LIMIT, window);
+        for (int l = 0; l < s->layers; l++)
+            fprintf(f, "%s\"%s_attention\"", l ? ", " : "", l % 2 ? "full" : "sliding");
+        fprintf(f, "],\n");
+    } else if (s->type != CK_LLAMA && s->type != CK_PHI3 && s->type != CK_GEMMA &&
              s->type != CK_GEMMA2 && s->type != CK_MISTRAL && s->type != CK_GEMMA3)
         fprintf(f, "  \"sliding_window\": %d,\n  \"max_window_layers\": %d,\n"
                 "  \"use_sliding_window\": %s,\n", s->window ? s->window : 4096,

@@ -325,8 +325,8 @@ int ck_write_gguf(const CkModel *m, const char *path, int type, char *why, size_
         [CK_PHI3] = "phi3",     [CK_GEMMA] = "gemma", [CK_GEMMA2] = "gemma2",
         [CK_GEMMA3] = "gemma3"};
     const CkShape *s = &m->s;
-    if (s->type == CK_GPT2)
-        return snprintf(why, whylen, "gpt2 has no GGUF writer here"), -1;
+    if (s->type == CK_GPT2 || s->type == CK_GPTOSS)
+        return snprintf(why, whylen, "%s has no GGUF writer here", ck_type_names[s->type]), -1;
     Gw g = {m, gw_new(3), type, archs[s->type], NULL, 0, 0};
     double theta = s->type == CK_QWEN3_MOE || s->type == CK_QWEN3 || s->type == CK_GEMMA3 ? 1e6
                                                                                           : 1e4;

@@ -15,6 +15,13 @@
 #define CK_G2_ATTN_CAP 0.5
 #define CK_G2_FINAL_CAP 3.0
 
+/* gpt_oss: rope_theta, YaRN's factor (over max_position_embeddings, the
+ * original context), swiglu_limit and the SwiGLU's alpha */
+#define CK_OSS_THETA 150000.0
+#define CK_OSS_FACTOR 32.0
+#define CK_OSS_LIMIT 7.0
+#define CK_OSS_ALPHA 1.702
+
 typedef struct {
     float *attn_norm, *ffn_norm;            /* gpt2: ln_1, ln_2 weights */
     float *wq, *wk, *wv, *wo;               /* [out, in]; gpt2: unused */
@@ -23,6 +30,9 @@ typedef struct {
     float *w1, *w2, *w3;                    /* gate [H, D], down [D, H], up [H, D] */
     float *router, *eg, *eu, *ed;           /* qwen3_moe: [E, D], [E][I, D], [E][I, D], [E][D, I] */
     float *post_attn_norm, *post_ffn_norm;  /* gemma2: of attention's and the MLP's outputs */
+    /* gpt_oss: o's bias [D], sinks [heads], the router's bias [E], the
+     * experts' biases [E][I], [E][I], [E][D] */
+    float *bo, *sinks, *rb, *egb, *eub, *edb;
     /* gpt2 (Conv1D: [in, out]) */
     float *ln1_b, *ln2_b, *c_attn, *c_attn_b, *c_proj, *c_proj_b, *fc, *fc_b, *proj, *proj_b;
 } CkLayer;

@@ -3,8 +3,8 @@
  *
  *   mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M]
  *          [--version 0|1] [--unshared] [--seed N]
- *   mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe
- *          DIR [--bf16] [--shards N]
+ *   mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe|
+ *          gpt_oss DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
  *          [--shape tiny|small|blocks|tinyllama|llama3-8b] [--stream] [--no-weights]
  *          [--fp8 block|channel|tensor]
@@ -28,7 +28,7 @@
  * tokenizer as kiln's reader takes it (exit 1 when it refuses it). Every
  * folder gets a tokenizer.json of the model's vocab too (tests/gen/hftok.h), as Hub
  * folders have: byte-level BPE for gpt2 (GPT-2's) and qwen2, qwen3 and
- * qwen3_moe (Qwen2's), llama3-8b (Llama 3's); SentencePiece-style for
+ * qwen3_moe and gpt_oss (Qwen2's), llama3-8b (Llama 3's); SentencePiece-style for
  * llama, mixtral and phi3 (Llama 2's normalizer), mistral (a Metaspace),
  * and the gemmas (Gemma's). `gguf` writes the GGUF file llama.cpp's
  * converter makes of the folder `hf` writes with the same options
@@ -60,7 +60,7 @@ static void put_usage(FILE *f)
     fprintf(f, "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
             "                      [--unshared] [--seed N]\n"
             "       mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|\n"
-            "                      qwen3_moe DIR\n"
+            "                      qwen3_moe|gpt_oss DIR\n"
             "                      [--bf16]\n"
             "                      [--shards N] [--untied]\n"
             "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"

@@ -4,8 +4,10 @@
  * grouped query heads (one call per kv head, as lowering makes them), a
  * head dim with a tail past its 16-lane chunks, a last block of keys
  * partly filled, more heads than one group of query vectors, groups
- * whose scores come from k transposed (16 vectors and more) and not. Keys no
- * query of a call may see hold NaN: reading one would show. */
+ * whose scores come from k transposed (16 vectors and more) and not,
+ * sinks (a per-head logit in the denominator) above, among and below the
+ * scores, and a hand-worked sink. Keys no query of a call may see hold
+ * NaN: reading one would show. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,8 @@ typedef struct {
     int64_t T, Hq, Hkv, D, S, pos, window;
     int causal;
     double scale, cap;
+    int sinks;                        /* 1: sinks[h] = centre + a number in [-1, 1) */
+    double centre;
 } Case;
 
 static float rnd(uint64_t *s) { return (float)((double)(rt_splitmix64(s) >> 11) * 0x1p-53 * 2 - 1); }
@@ -43,6 +47,10 @@ static void check_case(const Case *c)
     uint64_t s = 7;
     for (int64_t i = 0; i < nq; i++)
         q[i] = rnd(&s) * 2;
+    float sinks[128];
+    assert_true(c->Hq <= 128);
+    for (int64_t h = 0; h < c->Hq; h++)
+        sinks[h] = (float)(c->centre + rnd(&s));
     int64_t first, last, lo, hi;
     seen(c, 0, &first, &hi);
     seen(c, c->T - 1, &lo, &last);
@@ -54,7 +62,7 @@ static void check_case(const Case *c)
         }
     for (int64_t g = 0; g < c->Hkv; g++)
         rt_attn(c->T, G, D, q + g * G * D, c->Hq * D, k + g * D, c->Hkv * D, v + g * D,
-                c->Hkv * D, o + g * G * D, c->Hq * D, c->pos,
+                c->Hkv * D, o + g * G * D, c->Hq * D, c->sinks ? sinks + g * G : NULL, c->pos,
                 c->causal ? 0 : c->pos + c->T, c->window, (float)c->scale, (float)c->cap);
     double *w = malloc(sizeof *w * (size_t)c->S);
     assert_non_null(w);
@@ -62,7 +70,7 @@ static void check_case(const Case *c)
         for (int64_t h = 0; h < c->Hq; h++) {
             const float *qv = q + (t * c->Hq + h) * D;
             int64_t g = h / G;
-            double mx = -INFINITY, sum = 0;
+            double mx = c->sinks ? sinks[h] : -INFINITY, sum = 0;
             seen(c, t, &lo, &hi);
             for (int64_t j = lo; j < hi; j++) {
                 double x = 0;
@@ -72,6 +80,8 @@ static void check_case(const Case *c)
                 w[j] = c->cap > 0 ? c->cap * tanh(x / c->cap) : x;
                 mx = w[j] > mx ? w[j] : mx;
             }
+            if (c->sinks)
+                sum = exp(sinks[h] - mx);
             for (int64_t j = lo; j < hi; j++)
                 sum += w[j] = exp(w[j] - mx);
             for (int64_t d = 0; d < D; d++) {
@@ -144,6 +154,29 @@ static void many_heads(void **state)
     check_case(&(Case){.T = 30, .Hq = 3, .Hkv = 1, .D = 16, .S = 30, .causal = 1, .scale = 0.25});
 }
 
+/* One row, one head, D = 1, q = 1, keys 0 and ln 3 (scale 1), values 4
+ * and 8, the sink's logit ln 3: (1 * 4 + 3 * 8) / (1 + 3 + 3) = 4; with
+ * key 0 alone (causal, position 0) 4 / (1 + 3) = 1. Then random cases:
+ * the sink far above the scores (no block's max passes it), among them,
+ * far below (no effect), with a window, GQA and the transposed tiles. */
+static void sinks(void **state)
+{
+    (void)state;
+    float q = 1, k[2] = {0, logf(3)}, v[2] = {4, 8}, sink = logf(3), o;
+    rt_attn(1, 1, 1, &q, 1, k, 1, v, 1, &o, 1, &sink, 0, 2, 0, 1, 0);
+    assert_float_equal(o, 4, 1e-6);
+    rt_attn(1, 1, 1, &q, 1, k, 1, v, 1, &o, 1, &sink, 0, 0, 0, 1, 0);
+    assert_float_equal(o, 1, 1e-6);
+    check_case(&(Case){.T = 1, .Hq = 8, .Hkv = 2, .D = 64, .S = 160, .pos = 149, .causal = 1,
+                       .scale = 0.125, .sinks = 1, .centre = 30});
+    check_case(&(Case){.T = 20, .Hq = 2, .Hkv = 1, .D = 20, .S = 200, .pos = 150, .causal = 1,
+                       .scale = 0.3, .sinks = 1});
+    check_case(&(Case){.T = 12, .Hq = 4, .Hkv = 1, .D = 16, .S = 140, .pos = 100,
+                       .window = 50, .causal = 1, .scale = 0.5, .sinks = 1, .centre = 1});
+    check_case(&(Case){.T = 7, .Hq = 2, .Hkv = 1, .D = 48, .S = 200, .pos = 130,
+                       .scale = 0.4, .sinks = 1, .centre = -40});
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +185,7 @@ int main(void)
         cmocka_unit_test(tiled),
         cmocka_unit_test(window_softcap),
         cmocka_unit_test(many_heads),
+        cmocka_unit_test(sinks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

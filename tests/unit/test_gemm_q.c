@@ -10,8 +10,9 @@
  * scalings block after block) gives the very bits, so every build does;
  * splitting a call by rows, columns or k changes no bit. Extreme blocks (q8 weights of -128
  * and -127, all-max and all-zero nibbles, 6-bit 0 and 63 with scales of
- * -128, negative activations) that a wrong sign or offset convention
- * fails; rt_q_act_round on hand-computed blocks.
+ * -128, negative activations; mxfp4's nibbles 7 and 15, +6 and -6) that
+ * a wrong sign or offset convention fails; rt_q_act_round on
+ * hand-computed blocks.
  *
  * The Makefile builds this file three times, each with its own build of
  * rt_gemm_q.c: for this CPU (-march=native: AVX-512 VNNI where it has
@@ -34,8 +35,17 @@ typedef struct {
     int store, block, bytes;
 } QType;
 
-static const QType qtypes[] = {
-    {RT_Q8_0, 32, 34}, {RT_Q4_0, 32, 18}, {RT_Q4_K, 256, 144}, {RT_Q6_K, 256, 210}};
+static const QType qtypes[] = {{RT_Q8_0, 32, 34},   {RT_Q4_0, 32, 18}, {RT_Q4_K, 256, 144},
+                                {RT_Q6_K, 256, 210}, {RT_MXFP4, 32, 17}};
+enum { NQTYPES = sizeof qtypes / sizeof qtypes[0] };
+
+static const QType *qtype(int store)
+{
+    for (int i = 0; i < NQTYPES; i++)
+        if (qtypes[i].store == store)
+            return &qtypes[i];
+    return NULL;
+}
 
 static void gemm_q(int store, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                    const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)
@@ -44,6 +54,7 @@ static void gemm_q(int store, int64_t m, int64_t n, int64_t k, const float *a, i
     case RT_Q8_0: rt_gemm_q8_0(m, n, k, a, lda, w, woff, ldw, c, ldc); break;
     case RT_Q4_0: rt_gemm_q4_0(m, n, k, a, lda, w, woff, ldw, c, ldc); break;
     case RT_Q4_K: rt_gemm_q4_k(m, n, k, a, lda, w, woff, ldw, c, ldc); break;
+    case RT_MXFP4: rt_gemm_mxfp4(m, n, k, a, lda, w, woff, ldw, c, ldc); break;
     default: rt_gemm_q6_k(m, n, k, a, lda, w, woff, ldw, c, ldc); break;
     }
 }
@@ -70,10 +81,20 @@ static void q4k_scale_min(const uint8_t *s, int j, int *sc, int *mn)
     }
 }
 
+/* An E2M1 nibble's value times 2, from its bits: sign bit 3, exponent
+ * bits 1-2, mantissa bit 0; exponent 0 is m / 2, else (1 + m / 2)
+ * 2^(exponent - 1). */
+static int e2m1_x2(int nib)
+{
+    int e = nib >> 1 & 3, m = nib & 1, v2 = e ? (2 + m) << (e - 1) : m;
+    return nib & 8 ? -v2 : v2;
+}
+
 /* Value i of the block at p as integers: x = dw * sc * q - dmin * mn,
  * dw and dmin its block's halves (dmin 0 but for q4_k), sc and mn its
  * sub-block's scale and min (1 and 0 for q8_0, q4_0), q its integer
- * less the type's offset (q4_0 8, q6_k 32). */
+ * less the type's offset (q4_0 8, q6_k 32); mxfp4: q = 2 v (v its E2M1
+ * value), dw = 2^(e - 128). */
 typedef struct {
     double dw, dmin;
     int sc, mn, q;
@@ -82,7 +103,10 @@ typedef struct {
 static Ints ints(int store, const uint8_t *p, int i)
 {
     Ints v = {half_at(p), 0, 1, 0, 0};
-    if (store == RT_Q8_0) {
+    if (store == RT_MXFP4) {
+        v.dw = ldexp(1, p[0] - 128);
+        v.q = e2m1_x2(i < 16 ? p[1 + i] & 15 : p[1 + i - 16] >> 4);
+    } else if (store == RT_Q8_0) {
         v.q = (int8_t)p[2 + i];
     } else if (store == RT_Q4_0) {
         v.q = (i < 16 ? p[2 + i] & 15 : p[2 + i - 16] >> 4) - 8;
@@ -107,7 +131,7 @@ static Ints ints(int store, const uint8_t *p, int i)
 /* The block's scale dw (q6_k's at its end). */
 static double v_dw(const QType *t, const uint8_t *p)
 {
-    return half_at(t->store == RT_Q6_K ? p + 208 : p);
+    return t->store == RT_MXFP4 ? ldexp(1, p[0] - 128) : half_at(t->store == RT_Q6_K ? p + 208 : p);
 }
 
 /* Value i of the block at p, and a bound of its magnitude that its
@@ -146,6 +170,10 @@ static uint8_t *random_blocks(const QType *t, int64_t nb, uint64_t seed)
         w[i] = (uint8_t)(next(&seed) >> 24);
     for (int64_t b = 0; b < nb; b++) {
         uint8_t *p = w + b * t->bytes;
+        if (t->store == RT_MXFP4) {               /* e: 2^-15 .. 2^0 */
+            p[0] = (uint8_t)(112 + next(&seed) % 16);
+            continue;
+        }
         random_scale(t->store == RT_Q6_K ? p + 208 : p, &seed);
         if (t->store == RT_Q4_K)
             random_scale(p + 2, &seed);           /* dmin */
@@ -211,7 +239,7 @@ static void check_shape(const QType *t, int64_t m, int64_t n, int64_t k, uint64_
 static void each_shape(int store)
 {
     static const int64_t ms[] = {1, 3, 7, 14, 17, 64}, ns[] = {1, 5, 32};
-    const QType *t = &qtypes[store - RT_Q8_0];
+    const QType *t = qtype(store);
     /* one block, a few, and more than a panel's 1024 values */
     int64_t ks[] = {t->block, 3 * t->block, 1024 + t->block};
     uint64_t seed = 1;
@@ -231,13 +259,14 @@ static void gemm_q8_0(void **state) { (void)state; each_shape(RT_Q8_0); }
 static void gemm_q4_0(void **state) { (void)state; each_shape(RT_Q4_0); }
 static void gemm_q4_k(void **state) { (void)state; each_shape(RT_Q4_K); }
 static void gemm_q6_k(void **state) { (void)state; each_shape(RT_Q6_K); }
+static void gemm_mxfp4(void **state) { (void)state; each_shape(RT_MXFP4); }
 
 /* One call on the whole, and the same as calls on pieces of rows, of
  * columns and of k (at a block): the same bits. */
 static void splits(void **state)
 {
     (void)state;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NQTYPES; i++) {
         const QType *t = &qtypes[i];
         int64_t m = 9, n = 37, k = 5 * t->block, ldw = k, lda = k, ldc = n;
         uint8_t *w = random_blocks(t, n * k / t->block, 40 + (uint64_t)i);
@@ -293,7 +322,7 @@ static float replay(const QType *t, const uint8_t *w, int64_t row0, int64_t k, c
 static void exact(void **state)
 {
     (void)state;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NQTYPES; i++) {
         const QType *t = &qtypes[i];
         int64_t m = 5, n = 19, k = 3 * t->block;
         uint8_t *w = random_blocks(t, n * k / t->block, 80 + (uint64_t)i);
@@ -314,10 +343,14 @@ static void exact(void **state)
 /* ---- extremes ------------------------------------------------------------- */
 
 /* A block of type t with every integer byte `fill` and scales of 1
- * (q6_k: its int8 scales `sc`). */
+ * (q6_k: its int8 scales `sc`; mxfp4: e = 127). */
 static void fill_block(const QType *t, uint8_t *p, int fill, int sc)
 {
     memset(p, fill, (size_t)t->bytes);
+    if (t->store == RT_MXFP4) {
+        p[0] = 127;
+        return;
+    }
     int at = t->store == RT_Q6_K ? 208 : 0;
     p[at] = 0x00;                                   /* half 1.0 = 0x3c00 */
     p[at + 1] = 0x3c;
@@ -349,6 +382,7 @@ static void extremes(void **state)
      * within 2^-22 relative of i / 127 (one rounding of 1/127, one of
      * the product). A sign or offset convention gone wrong changes i. */
     const QType *q8 = &qtypes[0], *q4 = &qtypes[1], *q4k = &qtypes[2], *q6k = &qtypes[3];
+    const QType *mx = &qtypes[4];
     struct {
         const QType *t;
         int fill, sc;
@@ -370,6 +404,12 @@ static void extremes(void **state)
          * bytes 0x00: q = 0 (-32), scales 127 */
         {q6k, 0xff, -128, 256 * 128.0 * 31},
         {q6k, 0x00, 127, 256 * 127.0 * 32},
+        /* mxfp4 nibbles 7 (0111: +6) and 15 (1111: -6), scale 2^0: the
+         * kernel's i = 32 * (2 * 6) * -127 times dw = 2^-1 */
+        {mx, 0x77, 0, -32 * 6.0},
+        {mx, 0xff, 0, 32 * 6.0},
+        /* 0x21: low nibble 1 (+0.5), high 2 (+1.0) */
+        {mx, 0x21, 0, -16 * 1.5},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fill_block(cases[i].t, p, cases[i].fill, cases[i].sc);
@@ -379,7 +419,7 @@ static void extremes(void **state)
                      cases[i].fill, got, cases[i].want);
     }
     /* the same extremes in bigger shapes, against the reference */
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NQTYPES; i++) {
         const QType *t = &qtypes[i];
         int64_t m = 5, n = 19, k = 2 * t->block;
         uint8_t *w = malloc((size_t)(n * k / t->block * t->bytes));
@@ -445,7 +485,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(act_round), cmocka_unit_test(gemm_q8_0), cmocka_unit_test(gemm_q4_0),
-        cmocka_unit_test(gemm_q4_k), cmocka_unit_test(gemm_q6_k), cmocka_unit_test(splits),
+        cmocka_unit_test(gemm_q4_k), cmocka_unit_test(gemm_q6_k), cmocka_unit_test(gemm_mxfp4),
+        cmocka_unit_test(splits),
         cmocka_unit_test(exact),     cmocka_unit_test(extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -309,13 +309,13 @@ static void test_patched(void **state)
         {176, 8, UINT64_C(1) << 60, "tensor 'w': ne[0..1] hold 2^60 elements or more"},
         {176, 8, UINT64_MAX, "tensor 'w': ne[0..1] hold 2^60 elements or more"},
         {184, 4, 6, "tensor 'w': GGML type Q5_0 is not supported (kiln holds F32, F16, BF16, "
-                    "Q8_0, Q4_0, Q4_K and Q6_K: requantize the model with llama-quantize to "
+                    "Q8_0, Q4_0, Q4_K, Q6_K and MXFP4: requantize the model with llama-quantize to "
                     "Q8_0 or Q4_K_M)"},
         {184, 4, 99, "tensor 'w': GGML type 99 is unknown (kiln holds F32, F16, BF16, Q8_0, "
-                     "Q4_0, Q4_K and Q6_K: requantize the model with llama-quantize to Q8_0 or "
+                     "Q4_0, Q4_K, Q6_K and MXFP4: requantize the model with llama-quantize to Q8_0 or "
                      "Q4_K_M)"},
         {184, 4, 0xffffffff, "tensor 'w': GGML type 4294967295 is unknown (kiln holds F32, F16, "
-                             "BF16, Q8_0, Q4_0, Q4_K and Q6_K: requantize the model with "
+                             "BF16, Q8_0, Q4_0, Q4_K, Q6_K and MXFP4: requantize the model with "
                              "llama-quantize to Q8_0 or Q4_K_M)"},
         /* F16 makes 12 bytes of [2, 3]: fine; Q8_0 wants rows of 32 */
         {184, 4, 8, "tensor 'w': rows of 3 values (ne[0]) are not a multiple of Q8_0's block "
@@ -772,20 +772,20 @@ static void test_bad_tensors(void **state)
               "[0, 256))");
 }
 
-/* Every GGML type number but the seven kiln holds is refused by its name
+/* Every GGML type number but the eight kiln holds is refused by its name
  * (or, past the known ones, by its number), with what to do. */
 static void test_refused_types(void **state)
 {
     (void)state;
-    static const int held[] = {0, 1, 2, 8, 12, 14, 30};
+    static const int held[] = {0, 1, 2, 8, 12, 14, 30, 39};
     static const char *const names[] = {"Q4_1", "Q5_0", "Q5_1", "Q8_1", "Q2_K", "Q3_K", "Q5_K",
                                         "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
                                         "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32",
-                                        "I64", "F64", "IQ1_M", "TQ1_0", "TQ2_0", "MXFP4"};
+                                        "I64", "F64", "IQ1_M", "TQ1_0", "TQ2_0"};
     int named = 0;
     for (int type = 0; type < 48; type++) {
         int ok = 0;
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < 8; i++)
             ok |= held[i] == type;
         GgufWriter *w = gw_new(3);
         gw_tensor(w, "blk.0.ffn_up.weight", type, 2, (int64_t[]){2, 256}, NULL, 2048);
@@ -803,11 +803,11 @@ static void test_refused_types(void **state)
         }
         if (name)
             snprintf(want, sizeof want, "%s: tensor 'blk.0.ffn_up.weight': GGML type %s is not "
-                     "supported (kiln holds F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K: requantize "
+                     "supported (kiln holds F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K and MXFP4: requantize "
                      "the model with llama-quantize to Q8_0 or Q4_K_M)", p, name);
         else
             snprintf(want, sizeof want, "%s: tensor 'blk.0.ffn_up.weight': GGML type %d is "
-                     "unknown (kiln holds F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K: requantize "
+                     "unknown (kiln holds F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K and MXFP4: requantize "
                      "the model with llama-quantize to Q8_0 or Q4_K_M)", p, type);
         assert_int_equal(rc, RT_EINVAL);
         assert_string_equal(e.msg, want);

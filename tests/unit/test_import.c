@@ -278,6 +278,39 @@ static void test_hf_gemma3(void **state)
     hf_case(&s, 2, 3, 12);
 }
 
+static void refused(const char *type, const char *extra, const char *want);
+
+/* gpt-oss against the reference (transformers' modeling_gpt_oss by hand):
+ * sinks, YaRN's rope, layer 0 in a window of 4 rows, biased experts with
+ * the clamped SwiGLU, topk-then-softmax routing; 12 decode steps and
+ * prefill chunks of 5, f32 and BF16. Then refusals: MXFP4 experts (not
+ * held yet), attention without biases, a bad layer kind, a YaRN factor
+ * transformers would replace, experts_per_token disagreeing. */
+static void test_hf_gpt_oss(void **state)
+{
+    (void)state;
+    CkShape s = ti_hf_shape("gpt_oss");
+    hf_case(&s, 1, 1, 12);
+    s.bf16 = 1;
+    hf_case(&s, 1, 5, 12);
+    refused("gpt_oss", "\"quantization_config\": {\"quant_method\": \"mxfp4\"}",
+            "config.json: quantization_config.quant_method: \"mxfp4\" not supported (kiln reads "
+            "FP8 checkpoints: \"fp8\", \"compressed-tensors\"; or a GGUF file)");
+    refused("gpt_oss", "\"attention_bias\": false",
+            "config.json: attention_bias: false not supported");
+    refused("gpt_oss", "\"layer_types\": [\"chunked_attention\"]",
+            "config.json: layer_types[0]: must be \"full_attention\" or \"sliding_attention\", "
+            "got \"chunked_attention\"");
+    refused("gpt_oss", "\"layer_types\": [\"sliding_attention\", \"full_attention\"]",
+            "config.json: layer_types: must be a list of 1 layer kinds, got an array");
+    refused("gpt_oss", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 8.0, "
+            "\"original_max_position_embeddings\": 4}",
+            "config.json: rope_scaling.factor: 8 is not max_position_embeddings / "
+            "original_max_position_embeddings (16), which transformers uses");
+    refused("gpt_oss", "\"experts_per_token\": 3",
+            "config.json: experts_per_token: 3 is not num_experts_per_tok 2");
+}
+
 /* Mixtral: 4 experts in both layers, top 2 renormalised, with
  * block_sparse_moe's names; then BF16 in 2 shards, 3 tokens a call. */
 static void test_hf_mixtral(void **state)
@@ -351,8 +384,7 @@ static void test_hf_refused(void **state)
     refused("llama", "\"hidden_act\": \"gelu\"",
             "config.json: hidden_act: \"gelu\" not supported (kiln: silu)");
     refused("llama", "\"rope_parameters\": {\"rope_type\": \"yarn\"}",
-            "config.json: rope_parameters.rope_type: only \"default\" and \"llama3\" are "
-            "supported, got \"yarn\"");
+            "config.json: rope_parameters.factor: missing (rope_type \"yarn\" needs it)");
     refused("llama", "\"quantization_config\": {\"quant_method\": \"gptq\"}",
             "config.json: quantization_config.quant_method: \"gptq\" not supported (kiln reads "
             "FP8 checkpoints: \"fp8\", \"compressed-tensors\"; or a GGUF file)");
@@ -370,7 +402,7 @@ static void test_hf_refused(void **state)
             "got \"local\"");
     refused("qwen2", "\"model_type\": \"phi\"",
             "config.json: model_type: kiln imports llama, gemma, gemma2, gemma3_text, mistral, "
-            "mixtral, phi3, qwen2, qwen3, qwen3_moe and gpt2, got \"phi\"");
+            "mixtral, phi3, qwen2, qwen3, qwen3_moe, gpt_oss and gpt2, got \"phi\"");
     refused("phi3", "\"partial_rotary_factor\": 0.75",
             "config.json: partial_rotary_factor: 0.75 not supported");
 
@@ -397,15 +429,15 @@ static void test_hf_rope_scaling(void **state)
     hf_case(&s, 1, 1, 12);
     hf_case(&s, 1, 4, 10);
     refused("llama", "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}",
-            "config.json: rope_scaling.type: only \"default\" and \"llama3\" are supported, "
-            "got \"linear\"");
+            "config.json: rope_scaling.type: only \"default\", \"llama3\" and \"yarn\" are "
+            "supported, got \"linear\"");
     refused("llama", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"low_freq_factor\": 1, "
             "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}",
             "config.json: rope_scaling.factor: missing (rope_type \"llama3\" needs it)");
     refused("llama", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, "
             "\"low_freq_factor\": 1, \"high_freq_factor\": 4, "
             "\"original_max_position_embeddings\": 8192, \"beta_fast\": 32}",
-            "config.json: rope_scaling.beta_fast: not supported");
+            "config.json: rope_scaling.beta_fast: not supported without rope_type \"yarn\"");
 }
 
 /* The graph of an imported decoder, and the options' shapes. */
@@ -564,7 +596,7 @@ int main(void)
         cmocka_unit_test(test_hf_gpt2),        cmocka_unit_test(test_hf_mistral),
         cmocka_unit_test(test_hf_phi3),        cmocka_unit_test(test_hf_gemma),
         cmocka_unit_test(test_hf_gemma2),      cmocka_unit_test(test_hf_gemma3),
-        cmocka_unit_test(test_hf_mixtral),
+        cmocka_unit_test(test_hf_mixtral),      cmocka_unit_test(test_hf_gpt_oss),
         cmocka_unit_test(test_hf_qwen3),
         cmocka_unit_test(test_hf_qwen3_moe),
         cmocka_unit_test(test_hf_refused),     cmocka_unit_test(test_hf_rope_scaling),

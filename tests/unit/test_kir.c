@@ -557,6 +557,9 @@ static const char *const bad_progs[][2] = {
      "t.kir: line 9: expected '+:', found ','"},
     {PROG_HEAD "    call gemm(b1[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3])\n",
      "t.kir: line 9: gemm takes 3 tiles, not 2"},
+    {PROG_HEAD "    call attn(b1[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3]; 0, 0, 0, "
+               "1.0, 0.0)\n",
+     "t.kir: line 9: attn takes 4 to 5 tiles, not 3"},
     {PROG_HEAD "    call gemm(b1[0 +: 2, 0 +: 4], b0[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3])\n",
      "t.kir: line 9: extent 4 of b1 is not in 1..3"},
     {PROG_HEAD "    call gemm(b1[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3], b0[0 +: 2, 0 +: 3])\n",

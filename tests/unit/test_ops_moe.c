@@ -1,4 +1,5 @@
-/* tests/unit/test_ops_moe.c: the Qwen3-MoE block: shape inference (every
+/* tests/unit/test_ops_moe.c: the Qwen3-MoE block, and gpt-oss's (biases,
+ * the clamped SwiGLU): shape inference (every
  * refusal word for word), routing and expert MLPs against values worked
  * out by hand, key lines of the lowered loop IR, and the lowered program
  * compiled by libtcc against the reference (tl_check). Expert parallel
@@ -187,6 +188,95 @@ static void moe_random(void **state)
         }
 }
 
+/* gpt-oss's block: biases on the router and experts, the clamped SwiGLU
+ * (alpha 1.702, limit 7). E = 3, top 2 renormalised, Hd = I = 1, x = 1.
+ * Router weights 0, biases [ln3, 0, -5]: p ~ 3, 1, e^-5; experts 0 and 1
+ * kept with weights 3/4, 1/4.
+ *   expert 0: g = 10 -> min(g, 7) = 7; u = -10 -> clamp -7; h = 7
+ *             sigmoid(1.702 * 7) (-7 + 1) = -41.99971877; down 1, bias
+ *             0.5: -41.49971877
+ *   expert 1: g = 1 + 0 = 1; u = 0 + 2 = 2; h = sigmoid(1.702) (2 + 1) =
+ *             2.53738730; down 2, bias -1: 4.07477460
+ *   y = 3/4 (-41.49971877) + 1/4 4.07477460 = -30.10609543.
+ * Expert 2 is all 100s and must not show. */
+static void moe_gptoss_by_hand(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(1, 1));
+    Node *in[9] = {x, tl_weight(m, "router", TL_DIMS(3, 1)),
+                   tl_weight(m, "gate", TL_DIMS(3, 1, 1)), tl_weight(m, "up", TL_DIMS(3, 1, 1)),
+                   tl_weight(m, "down", TL_DIMS(3, 1, 1)), tl_weight(m, "rb", TL_DIMS(3)),
+                   tl_weight(m, "gb", TL_DIMS(3, 1)), tl_weight(m, "ub", TL_DIMS(3, 1)),
+                   tl_weight(m, "db", TL_DIMS(3, 1))};
+    Node *n = tl_op(m, OP_MOE, "moe", 9, in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7],
+                    in[8]);
+    tl_attr_i(n, "top_k", 2);
+    tl_attr_i(n, "activation", 1);
+    assert_int_equal(tl_infer(m, n, NULL, 0), 0);
+    tl_outputs(m, 1, n);
+    float xd[1] = {1}, router[3] = {0, 0, 0}, gate[3] = {10, 1, 100}, up[3] = {-10, 0, 100};
+    float down[3] = {1, 2, 100}, rb[3] = {1.0986122886681098f, 0, -5}, gb[3] = {0, 0, 100};
+    float ub[3] = {0, 2, 100}, db[3] = {0.5f, -1, 100};
+    void *ins[] = {xd}, *w[] = {router, gate, up, down, rb, gb, ub, db}, *out[1];
+    tl_ref_ok(m, ins, w, NULL, out);
+    float want[1] = {-30.10609543f};
+    tl_assert_close(out[0], want, 1);
+    free(out[0]);
+    tl_check(m, ins, w, 1e-5);
+    char *ir = tl_lowered(m, n);
+    tl_assert_has(ir, "min(");                  /* the clamps */
+    tl_assert_has(ir, "* 1.70200002");
+    free(ir);
+    tl_free(m);
+}
+
+/* With biases and the clamped SwiGLU on pseudo-random data, the gates
+ * and ups scaled by 8 so that the clamps bite: 5 tokens, 6 experts, I =
+ * 12, Hd = 16, top 2. Then refusals: a bias of the wrong shape, 6 inputs,
+ * a limit of 0. */
+static void moe_gptoss_random(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(5, 16));
+    Node *w[8] = {tl_weight(m, "router", TL_DIMS(6, 16)), tl_weight(m, "gate", TL_DIMS(6, 12, 16)),
+                  tl_weight(m, "up", TL_DIMS(6, 12, 16)), tl_weight(m, "down", TL_DIMS(6, 16, 12)),
+                  tl_weight(m, "rb", TL_DIMS(6)), tl_weight(m, "gb", TL_DIMS(6, 12)),
+                  tl_weight(m, "ub", TL_DIMS(6, 12)), tl_weight(m, "db", TL_DIMS(6, 16))};
+    Node *n = tl_op(m, OP_MOE, "moe", 9, x, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+    tl_attr_i(n, "top_k", 2);
+    tl_attr_i(n, "activation", 1);
+    assert_int_equal(tl_infer(m, n, NULL, 0), 0);
+    tl_outputs(m, 1, n);
+    void *in[1], *wd[8];
+    in[0] = tl_random(5 * 16, 1);
+    for (int i = 0; i < 8; i++) {
+        int64_t c = node_count(w[i]);
+        wd[i] = tl_random(c, (uint64_t)i + 2);
+        for (int64_t j = 0; (i == 1 || i == 2) && j < c; j++)
+            ((float *)wd[i])[j] *= 8;
+    }
+    tl_check(m, in, wd, 1e-5);
+    free(in[0]);
+    for (int i = 0; i < 8; i++)
+        free(wd[i]);
+    n = tl_op(m, OP_MOE, "moe", 9, x, w[0], w[1], w[2], w[3], w[6], w[5], w[6], w[7]);
+    tl_attr_i(n, "top_k", 2);
+    tl_infer_err(m, n, 1, "nodes[10].inputs[5]: moe: router_bias must be [6] to match gate "
+                          "f32[6,12,16], got f32[6,12]");
+    n = tl_op(m, OP_MOE, "moe", 6, x, w[0], w[1], w[2], w[3], w[4]);
+    tl_attr_i(n, "top_k", 2);
+    tl_infer_err(m, n, 1, "nodes[11]: moe: takes 5 inputs, or 9 with the biases of the router, "
+                          "gate, up and down; got 6");
+    n = tl_op(m, OP_MOE, "moe", 5, x, w[0], w[1], w[2], w[3]);
+    tl_attr_i(n, "top_k", 2);
+    tl_attr_f(n, "limit", 0);
+    tl_infer_err(m, n, 1, "nodes[12].attrs.limit: moe: alpha must be a number and limit > 0, "
+                          "got alpha 1.702, limit 0");
+    tl_free(m);
+}
+
 /* ---- lowering --------------------------------------------------------------- */
 
 static void moe_lowers(void **state)
@@ -231,25 +321,52 @@ static void moe_lowers(void **state)
 
 /* ---- expert parallel ------------------------------------------------------- */
 
-static void moe_expert_parallel(void **state)
+/* The block over N = 2 simulated ranks, each with its half of the
+ * experts (and of their biases, with biases), summed by an allreduce,
+ * equals the one-rank block; the lowered kernel reads its rank; ranks
+ * that do not divide the experts are refused. */
+static void expert_parallel(int biases)
 {
-    (void)state;
     enum { T = 3, Hd = 4, E = 4, I = 5, K = 2, N = 2, El = E / N };
+    int nw = biases ? 8 : 4;
+    /* each weight's elements, and an expert's (0: whole on every rank) */
+    const int64_t count[8] = {E * Hd, E * I * Hd, E * I * Hd, E * Hd * I, E, E * I, E * I, E * Hd};
+    const int64_t per[8] = {0, I * Hd, I * Hd, Hd * I, 0, I, I, Hd};
+    float *w[8];
+    for (int i = 0; i < nw; i++)
+        w[i] = tl_random(count[i], 2 + (unsigned)i);
+
     Module *one = tl_module();
     Node *n1 = moe_node(one, T, Hd, E, I, K);
     assert_int_equal(tl_infer(one, n1, NULL, 0), 0);
+    if (biases) {
+        Node *b1[4] = {tl_weight(one, "rb", TL_DIMS(E)), tl_weight(one, "gb", TL_DIMS(E, I)),
+                       tl_weight(one, "ub", TL_DIMS(E, I)), tl_weight(one, "db", TL_DIMS(E, Hd))};
+        Node *m9 = tl_op(one, OP_MOE, "moe9", 9, n1->in[0], n1->in[1], n1->in[2], n1->in[3],
+                         n1->in[4], b1[0], b1[1], b1[2], b1[3]);
+        tl_attr_i(m9, "top_k", K);
+        assert_int_equal(tl_infer(one, m9, NULL, 0), 0);
+        n1 = m9;
+    }
     tl_outputs(one, 1, n1);
-    float *x = tl_random(T * Hd, 1), *w[4] = {tl_random(E * Hd, 2), tl_random(E * I * Hd, 3),
-                                              tl_random(E * I * Hd, 4), tl_random(E * Hd * I, 5)};
+    float *x = tl_random(T * Hd, 1);
     float got[T * Hd];
     void *ref[1];                      /* the one-rank block's values (allocated) */
     tl_ref_ok(one, (void *[]){x}, (void **)w, NULL, ref);
 
     Module *m = tl_module();
     Node *xi = tl_input(m, "x", DT_F32, TL_DIMS(T, Hd));
-    Node *wn[4] = {tl_weight(m, "router", TL_DIMS(E, Hd)), tl_weight(m, "gate", TL_DIMS(El, I, Hd)),
+    Node *wn[8] = {tl_weight(m, "router", TL_DIMS(E, Hd)), tl_weight(m, "gate", TL_DIMS(El, I, Hd)),
                    tl_weight(m, "up", TL_DIMS(El, I, Hd)), tl_weight(m, "down", TL_DIMS(El, Hd, I))};
-    Node *n = tl_op(m, OP_MOE, "moe", 5, xi, wn[0], wn[1], wn[2], wn[3]);
+    if (biases) {
+        wn[4] = tl_weight(m, "rb", TL_DIMS(E));
+        wn[5] = tl_weight(m, "gb", TL_DIMS(El, I));
+        wn[6] = tl_weight(m, "ub", TL_DIMS(El, I));
+        wn[7] = tl_weight(m, "db", TL_DIMS(El, Hd));
+    }
+    Node *n = biases ? tl_op(m, OP_MOE, "moe", 9, xi, wn[0], wn[1], wn[2], wn[3], wn[4], wn[5],
+                             wn[6], wn[7])
+                     : tl_op(m, OP_MOE, "moe", 5, xi, wn[0], wn[1], wn[2], wn[3]);
     tl_attr_i(n, "top_k", K);
     tl_attr_i(n, "ranks", N);
     assert_int_equal(tl_infer(m, n, NULL, 0), 0);
@@ -257,11 +374,10 @@ static void moe_expert_parallel(void **state)
     tl_attr_i(sum, "ranks", N);
     assert_int_equal(tl_infer(m, sum, NULL, 0), 0);
     tl_outputs(m, 1, sum);
-    Tensor *tw[N][4], *const *wr[N], *none[1] = {NULL}, *const *sr[N] = {none, none};
+    Tensor *tw[N][8], *const *wr[N], *none[1] = {NULL}, *const *sr[N] = {none, none};
     for (int r = 0; r < N; r++) {      /* rank r: the router, its experts' slices */
-        tw[r][0] = tensor_wrap(wn[0], w[0]);
-        for (int i = 1; i < 4; i++)
-            tw[r][i] = tensor_wrap(wn[i], w[i] + (int64_t)r * El * I * Hd);
+        for (int i = 0; i < nw; i++)
+            tw[r][i] = tensor_wrap(wn[i], w[i] + (int64_t)r * El * per[i]);
         wr[r] = tw[r];
     }
     Tensor *in = tensor_wrap(xi, x), *out = tensor_wrap(sum, got);
@@ -286,13 +402,25 @@ static void moe_expert_parallel(void **state)
     free(in);
     free(out);
     for (int r = 0; r < N; r++)
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < nw; i++)
             free(tw[r][i]);
     free(x);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < nw; i++)
         free(w[i]);
     tl_free(m);
     tl_free(one);
+}
+
+static void moe_expert_parallel(void **state)
+{
+    (void)state;
+    expert_parallel(0);
+}
+
+static void moe_expert_parallel_biases(void **state)
+{
+    (void)state;
+    expert_parallel(1);
 }
 
 int main(void)
@@ -303,8 +431,11 @@ int main(void)
         cmocka_unit_test(moe_routing_by_hand),
         cmocka_unit_test(moe_expert_mlp_by_hand),
         cmocka_unit_test(moe_random),
+        cmocka_unit_test(moe_gptoss_by_hand),
+        cmocka_unit_test(moe_gptoss_random),
         cmocka_unit_test(moe_lowers),
         cmocka_unit_test(moe_expert_parallel),
+        cmocka_unit_test(moe_expert_parallel_biases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /* tests/unit/test_ops_rope.c: rope, plain (half and interleaved pairs,
- * partial rotary_dim) and with Llama 3.1's scaling: shape inference
+ * partial rotary_dim) and with Llama 3.1's and YaRN's scaling: shape inference
  * (every refusal word for word), the reference against values worked out
  * by hand, far positions within tolerance, key lines of the lowered loop
  * IR, and the lowered program compiled by libtcc against the reference
@@ -12,6 +12,7 @@
 
 #include "tests/unit/testlib.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 static void rope_infers(void **state)
@@ -60,6 +61,16 @@ static void rope_refusals(void **state)
     tl_attr_f(r, "high_freq_factor", 1);
     tl_infer_err(m, r, 1, "nodes[12].attrs.high_freq_factor: rope: low_freq_factor 1 and "
                           "high_freq_factor 1 must be 0 < low < high");
+    r = tl_op(m, OP_ROPE, "r", 2, x, pos);
+    tl_attr_i(r, "scaling", 2);
+    tl_attr_f(r, "beta_fast", 0.5);
+    tl_infer_err(m, r, 1, "nodes[13].attrs.beta_fast: rope: beta_slow 1 and beta_fast 0.5 "
+                          "must be 0 < beta_slow < beta_fast");
+    r = tl_op(m, OP_ROPE, "r", 2, x, pos);
+    tl_attr_i(r, "scaling", 2);
+    tl_attr_f(r, "attention_factor", -1);
+    tl_infer_err(m, r, 1, "nodes[14].attrs.attention_factor: rope: attention_factor must be >= 0 "
+                          "(0: 0.1 ln(factor) + 1), got -1");
     static const int64_t bad_dims[] = {3, 10, -2};
     for (int i = 0; i < 3; i++) {
         r = tl_op(m, OP_ROPE, "r", 2, x, pos);
@@ -167,6 +178,87 @@ static void rope_llama3_by_hand(void **state)
     tl_free(m);
 }
 
+/* YaRN (gpt-oss's rope_scaling): rd = D = 4, theta = e, factor 4, L = 64,
+ * pos 1, x = 1 in the first half. d(r) = rd ln(L / (2pi r)) / (2 ln
+ * theta) = 2 ln(64 / (2pi r)): beta_fast = 64 / 2pi gives lo = d = 0,
+ * beta_slow = 64 / (2pi e^0.75) gives hi = 1.5. Pair 0 keeps f = 1 (ramp
+ * 0); pair 1, ramp 1 / 1.5 = 2/3, is f = e^-0.5 (2/3 / 4 + 1/3) =
+ * 0.30326533; truncated, hi = ceil(1.5) = 2, ramp 1/2: e^-0.5 (1/8 + 1/2)
+ * = 0.37908166. cos and sin times 0.1 ln 4 + 1 = 1.13862944:
+ *   out = ms [cos 1, cos f1, sin 1, sin f1]. */
+static void rope_yarn_by_hand(void **state)
+{
+    (void)state;
+    float want[2][4] = {{0.61520411f, 1.08666971f, 0.95812363f, 0.34003815f},
+                        {0.61520411f, 1.05779230f, 0.95812363f, 0.42136973f}};
+    for (int trunc = 0; trunc < 2; trunc++) {
+        Module *m = tl_module();
+        Node *x = tl_input(m, "x", DT_F32, TL_DIMS(1, 1, 4));
+        Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(1));
+        Node *r = tl_op(m, OP_ROPE, "r", 2, x, pos);
+        tl_attr_f(r, "theta", M_E);
+        tl_attr_i(r, "scaling", 2);
+        tl_attr_f(r, "factor", 4);
+        tl_attr_i(r, "original_max_position_embeddings", 64);
+        tl_attr_f(r, "beta_fast", 64 / (2 * M_PI));
+        tl_attr_f(r, "beta_slow", 64 / (2 * M_PI * exp(0.75)));
+        tl_attr_i(r, "truncate", trunc);
+        assert_int_equal(tl_infer(m, r, NULL, 0), 0);
+        tl_outputs(m, 1, r);
+        float xd[4] = {1, 1, 0, 0};
+        int32_t pd[1] = {1};
+        void *in[] = {xd, pd}, *out[1];
+        tl_ref_ok(m, in, NULL, NULL, out);
+        tl_assert_close(out[0], want[trunc], 4);
+        free(out[0]);
+        tl_check(m, in, NULL, 1e-5);
+        tl_free(m);
+    }
+    /* attention_factor given replaces 0.1 ln(factor) + 1 */
+    Module *m = tl_module();
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(1, 1, 2));
+    Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(1));
+    Node *r = tl_op(m, OP_ROPE, "r", 2, x, pos);
+    tl_attr_i(r, "scaling", 2);
+    tl_attr_f(r, "attention_factor", 2);
+    assert_int_equal(tl_infer(m, r, NULL, 0), 0);
+    tl_outputs(m, 1, r);
+    float xd[2] = {1, 0}, want2[2] = {2 * 0.54030231f, 2 * 0.84147098f};
+    int32_t pd[1] = {1};
+    void *in[] = {xd, pd}, *out[1];
+    tl_ref_ok(m, in, NULL, NULL, out);          /* pair 0: f = 1 whatever the ramp */
+    tl_assert_close(out[0], want2, 2);
+    free(out[0]);
+    tl_free(m);
+}
+
+/* gpt-oss's shape on pseudo-random data: head dim 64, theta 150000,
+ * factor 32, L 4096, positions up to 3000: lowered against the
+ * reference. */
+static void rope_yarn_random(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    Node *x = tl_input(m, "x", DT_F32, TL_DIMS(16, 2, 64));
+    Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(16));
+    Node *r = tl_op(m, OP_ROPE, "r", 2, x, pos);
+    tl_attr_f(r, "theta", 150000);
+    tl_attr_i(r, "scaling", 2);
+    tl_attr_f(r, "factor", 32);
+    tl_attr_i(r, "original_max_position_embeddings", 4096);
+    tl_attr_i(r, "truncate", 0);
+    assert_int_equal(tl_infer(m, r, NULL, 0), 0);
+    tl_outputs(m, 1, r);
+    float *xd = tl_random(16 * 2 * 64, 5);
+    int32_t pd[16];
+    for (int t = 0; t < 16; t++)
+        pd[t] = 187 * t;
+    void *in[] = {xd, pd};
+    tl_check(m, in, NULL, 1e-4);
+    free(xd);
+    tl_free(m);
+}
+
 /* Far positions stay within kiln's tolerance (1e-4 of the largest output):
  * 16 tokens at positions around 2000 and 4000, head dim 128 rotated in
  * full, Llama's theta. An angle computed as f32(pos) * f32(inv_freq) is off
@@ -240,6 +332,8 @@ int main(void)
         cmocka_unit_test(rope_half_by_hand),
         cmocka_unit_test(rope_interleaved_by_hand),
         cmocka_unit_test(rope_llama3_by_hand),
+        cmocka_unit_test(rope_yarn_by_hand),
+        cmocka_unit_test(rope_yarn_random),
         cmocka_unit_test(rope_far_positions),
         cmocka_unit_test(rope_lowers),
     };

@@ -201,6 +201,18 @@ static void attention_refusals(void **state)
     tl_attr_f(a, "softcap", -1);
     tl_infer_err(m, a, 1, "nodes[20].attrs.softcap: attention: softcap must be >= 0 (0: none), "
                           "got -1");
+    /* six operands: pos, slots and the sinks, which are f32 */
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 6, q, k, k, pos, vpos, vpos), 1,
+                 "nodes[21].inputs[5]: attention needs f32 here, got i32[1]");
+    Node *s3 = tl_weight(m, "s3", TL_DIMS(3));    /* %22 */
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 5, q, k, k, pos, s3), 1,
+                 "nodes[23].inputs[4]: attention: sinks must be [4] (one a query head) to match "
+                 "q f32[2,4,8], got f32[3]");
+    Node *kn = tl_input(m, "kn", DT_F32, TL_DIMS(3, 5, 2, 8));    /* %24: 3 slots */
+    Node *rows = tl_input(m, "rows", DT_I32, TL_DIMS(2));
+    tl_infer_err(m, tl_op(m, OP_ATTENTION, "a", 6, q, kn, kn, rows, rows, s3), 1,
+                 "nodes[26].inputs[5]: attention: sinks must be [4] (one a query head) to match "
+                 "q f32[2,4,8], got f32[3]");
     tl_free(m);
 }
 
@@ -478,6 +490,136 @@ static void attention_window(void **state)
     gqa_check_window(1, 300, 8, 2, 64, 1, 299, 100);
     gqa_check_window(1, 300, 8, 2, 64, 1, 299, 70);
     gqa_check_window(300, 300, 8, 2, 64, 1, 0, 70);
+}
+
+/* gpt-oss's sinks: T = S = 2, one head, D = 1, q = 1, keys 0 and ln3,
+ * values 4 and 8, pos 0, the sink's logit ln3. The sink adds e^ln3 = 3 to
+ * the softmax's denominator and nothing to the sum of values: both keys
+ * give (4 + 3 * 8) / (1 + 3 + 3) = 4; key 0 alone (causal, row 0) 4 / (1
+ * + 3) = 1. Sink -1e30 is none: 7 and 4 as attention_two_keys. Then the
+ * lowered kernel against the reference on bigger shapes, with a window,
+ * the sink far above the scores (a block's max never passes it) and
+ * below them. */
+static void attention_sinks(void **state)
+{
+    (void)state;
+    float sink_v[2] = {LN3, -1e30f};
+    float want[2][2][2] = {{{4, 4}, {1, 4}}, {{7, 7}, {4, 7}}};
+    for (int si = 0; si < 2; si++)
+        for (int causal = 0; causal < 2; causal++) {
+            Module *m = tl_module();
+            Node *q = tl_input(m, "q", DT_F32, TL_DIMS(2, 1, 1));
+            Node *k = tl_input(m, "k", DT_F32, TL_DIMS(2, 1, 1));
+            Node *v = tl_input(m, "v", DT_F32, TL_DIMS(2, 1, 1));
+            Node *pos = tl_input(m, "pos", DT_I32, 0, NULL);
+            Node *sk = tl_weight(m, "sinks", TL_DIMS(1));
+            Node *a = tl_op(m, OP_ATTENTION, "a", 5, q, k, v, pos, sk);
+            tl_attr_i(a, "causal", causal);
+            assert_int_equal(tl_infer(m, a, NULL, 0), 0);
+            tl_outputs(m, 1, a);
+            float qd[2] = {1, 1}, kd[2] = {0, LN3}, vd[2] = {4, 8};
+            int32_t p0 = 0;
+            void *in[] = {qd, kd, vd, &p0}, *w[] = {&sink_v[si]}, *out[1];
+            tl_ref_ok(m, in, w, NULL, out);
+            tl_assert_close(out[0], want[si][causal], 2);
+            free(out[0]);
+            tl_check(m, in, w, 1e-5);
+            tl_free(m);
+        }
+    static const struct {
+        int64_t T, S, W;
+        int32_t pos;
+        float centre;
+    } big[] = {{1, 300, 100, 299, 0}, {1, 300, 0, 150, 20}, {300, 300, 70, 0, -20},
+               {5, 130, 0, 64, 0}};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        Node *a;
+        Module *m = gqa_model(big[i].T, big[i].S, 8, 2, 64, 1, big[i].W, &a);
+        Node *sk = tl_weight(m, "sinks", TL_DIMS(8));
+        Node *s = tl_op(m, OP_ATTENTION, "s", 5, a->in[0], a->in[1], a->in[2], a->in[3], sk);
+        if (big[i].W)
+            tl_attr_i(s, "window", big[i].W);
+        assert_int_equal(tl_infer(m, s, NULL, 0), 0);
+        tl_outputs(m, 1, s);
+        float *qd = tl_random(big[i].T * 8 * 64, 1), *kd = tl_random(big[i].S * 2 * 64, 2);
+        float *vd = tl_random(big[i].S * 2 * 64, 3), *sd = tl_random(8, 4);
+        for (int h = 0; h < 8; h++)
+            sd[h] += big[i].centre;
+        void *in[] = {qd, kd, vd, (void *)&big[i].pos}, *w[] = {sd};
+        tl_check(m, in, w, 1e-5);
+        free(qd);
+        free(kd);
+        free(vd);
+        free(sd);
+        tl_free(m);
+    }
+}
+
+/* Slotted attention, a call of attn per row against its slot's cache.
+ * By hand: 2 slots of 2 rows, one head, D = 1, q = 1; row 0 in slot 1 at
+ * position 1 (keys 0 and ln3, values 4 and 8), row 1 in slot 0 at
+ * position 0 (key 0, value 5). Without sinks (4 + 3 * 8) / 4 = 7 and 5;
+ * with the sink ln3, (4 + 24) / 7 = 4 and 5 / 4 = 1.25. Then the lowered
+ * kernel against the reference: 3 slots of 40 rows, 8 query heads over
+ * 2, rows at the ends of their caches and a slot twice, with and
+ * without sinks and a window; a slot out of range refused at run time. */
+static void attention_slotted(void **state)
+{
+    (void)state;
+    float want[2][2] = {{7, 5}, {4, 1.25f}}, sink = LN3;
+    for (int si = 0; si < 2; si++) {
+        Module *m = tl_module();
+        Node *q = tl_input(m, "q", DT_F32, TL_DIMS(2, 1, 1));
+        Node *k = tl_input(m, "k", DT_F32, TL_DIMS(2, 2, 1, 1));
+        Node *v = tl_input(m, "v", DT_F32, TL_DIMS(2, 2, 1, 1));
+        Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(2));
+        Node *sl = tl_input(m, "slots", DT_I32, TL_DIMS(2));
+        Node *sk = tl_weight(m, "sinks", TL_DIMS(1));
+        Node *a = si ? tl_op(m, OP_ATTENTION, "a", 6, q, k, v, pos, sl, sk)
+                     : tl_op(m, OP_ATTENTION, "a", 5, q, k, v, pos, sl);
+        assert_int_equal(tl_infer(m, a, NULL, 0), 0);
+        tl_outputs(m, 1, a);
+        float qd[2] = {1, 1}, kd[4] = {0, NAN, 0, LN3}, vd[4] = {5, NAN, 4, 8};
+        int32_t pd[2] = {1, 0}, sd[2] = {1, 0};
+        void *in[] = {qd, kd, vd, pd, sd}, *w[] = {&sink}, *out[1];
+        tl_ref_ok(m, in, w, NULL, out);
+        tl_assert_close(out[0], want[si], 2);
+        free(out[0]);
+        tl_check(m, in, w, 1e-6);
+        tl_free(m);
+    }
+    for (int c = 0; c < 3; c++) {
+        Module *m = tl_module();
+        Node *q = tl_input(m, "q", DT_F32, TL_DIMS(4, 8, 16));
+        Node *k = tl_input(m, "k", DT_F32, TL_DIMS(3, 40, 2, 16));
+        Node *v = tl_input(m, "v", DT_F32, TL_DIMS(3, 40, 2, 16));
+        Node *pos = tl_input(m, "pos", DT_I32, TL_DIMS(4));
+        Node *sl = tl_input(m, "slots", DT_I32, TL_DIMS(4));
+        Node *sk = tl_weight(m, "sinks", TL_DIMS(8));
+        Node *a = c ? tl_op(m, OP_ATTENTION, "a", 6, q, k, v, pos, sl, sk)
+                    : tl_op(m, OP_ATTENTION, "a", 5, q, k, v, pos, sl);
+        if (c == 2)
+            tl_attr_i(a, "window", 8);
+        assert_int_equal(tl_infer(m, a, NULL, 0), 0);
+        tl_outputs(m, 1, a);
+        float *qd = tl_random(4 * 8 * 16, 1), *kd = tl_random(3 * 40 * 2 * 16, 2);
+        float *vd = tl_random(3 * 40 * 2 * 16, 3), *skd = tl_random(8, 4);
+        int32_t pd[4] = {39, 0, 17, 5}, sd[4] = {2, 0, 1, 2};
+        void *in[] = {qd, kd, vd, pd, sd}, *w[] = {skd};
+        tl_check(m, in, w, 1e-5);
+        if (c == 1) {
+            TlJit jt;
+            tl_jit_open(&jt, m);
+            sd[2] = 3;
+            tl_jit_fails(&jt, in, "attention 'a': slot 3 is out of range [0, 3)");
+            tl_jit_close(&jt);
+        }
+        free(qd);
+        free(kd);
+        free(vd);
+        free(skd);
+        tl_free(m);
+    }
 }
 
 /* A long causal prefill: 300 rows over 300 keys, 5 blocks of keys (the
@@ -816,6 +958,8 @@ int main(void)
         cmocka_unit_test(attention_online_rescale),
         cmocka_unit_test(attention_softcap),
         cmocka_unit_test(attention_window),
+        cmocka_unit_test(attention_sinks),
+        cmocka_unit_test(attention_slotted),
         cmocka_unit_test(attention_state_bounds),
         cmocka_unit_test(attention_lowers),
         cmocka_unit_test(cache_write_infers),

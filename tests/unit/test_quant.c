@@ -8,7 +8,8 @@
  * change exactly the values they should, so the hand values catch them;
  * and digests of 576 rows' bytes equal to those llama.cpp's libggml-base
  * makes of them (computed outside the repository, where many more rows
- * were compared byte for byte). */
+ * were compared byte for byte). MXFP4's block by hand (E2M1 nibbles,
+ * the E8M0 scale, its subnormal and NaN ends) and its round trips. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -684,6 +685,102 @@ static void mutation_subblock(void **state)
     assert_true(miss > 100);
 }
 
+/* ---- mxfp4 ------------------------------------------------------------------- */
+
+/* MXFP4 by hand. A block is e (E8M0: the scale 2^(e - 127)), then 16
+ * bytes whose low nibbles are values 0..15 and high nibbles 16..31; a
+ * nibble is E2M1: bit 3 the sign, bits 2-1 the exponent, bit 0 the
+ * mantissa: 0000 0, 0001 0.5 (subnormal), 0010 1, 0011 1.5, 0100 2, 0101
+ * 3, 0110 4, 0111 6, and 1xxx the same negated.
+ * Quantizing: amax 3 -> e = floor(log2 3) - 2 + 127 = 126, scale 0.5;
+ * each x / 0.5 to its nearest E2M1, a tie to the smaller:
+ *   x[0] 3 -> 6: 0111 = 7        x[16] -0.25 -> -0.5: 1001 = 9
+ *   x[1] -3 -> -6: 1111 = 15     x[17] 1.5 -> 3: 0101 = 5
+ *   x[2] 0.25 -> 0.5: 1          x[3] -0.75 -> -1.5: 1011 = 11
+ *   x[4] 1 -> 2: 0100 = 4        x[5] 0.1 -> 0.2: nearer 0 than 0.5: 0
+ *   x[6] 0.5 -> 1: 2             x[7] 1.25 -> 2.5: a tie of 2 and 3: 4
+ *   x[8] 2.9 -> 5.8: 6: 7        x[9] -1.5 -> -3: 1101 = 13
+ *   x[10] 2 -> 4: 0110 = 6       x[11] 0.375 -> 0.75: a tie of 0.5 and 1: 1
+ * so bytes 0x7e, then 7 | 9 << 4 = 0x97, 15 | 5 << 4 = 0x5f, 0x01, 0x0b,
+ * 0x04, 0x00, 0x02, 0x04, 0x07, 0x0d, 0x06, 0x01, and zeros; widened:
+ * 3, -3, 0.25, -0.75, 1, 0, 0.5, 1, 3, -1.5, 2, 0.25, ..., -0.25, 1.5.
+ * Then blocks read as written: e = 130 (scale 8), byte 0xf1: value 0 is
+ * 0.5 * 8 = 4, value 16 -6 * 8 = -48; e = 0, nibble 1: 0.5 * 2^-127 =
+ * 2^-128 (an f32 subnormal, exact); e = 255 is NaN, which rt_q_check
+ * finds and a block holding an inf quantizes to; zeros are e = 0 and
+ * nibbles 0. */
+static void mxfp4_blocks(void **state)
+{
+    (void)state;
+    float x[64] = {3, -3, 0.25f, -0.75f, 1, 0.1f, 0.5f, 1.25f, 2.9f, -1.5f, 2, 0.375f};
+    x[16] = -0.25f;
+    x[17] = 1.5f;
+    static const unsigned char want[17] = {0x7e, 0x97, 0x5f, 0x01, 0x0b, 0x04, 0x00,
+                                           0x02, 0x04, 0x07, 0x0d, 0x06, 0x01};
+    float val[32] = {3, -3, 0.25f, -0.75f, 1, 0, 0.5f, 1, 3, -1.5f, 2, 0.25f};
+    val[16] = -0.25f;
+    val[17] = 1.5f;
+    unsigned char b[34];
+    float y[64];
+    assert_int_equal(rt_q_block(RT_MXFP4), 32);
+    assert_int_equal(rt_q_block_bytes(RT_MXFP4), 17);
+    assert_string_equal(rt_q_name(RT_MXFP4), "mxfp4");
+    rt_quantize(RT_MXFP4, x, b, 32);
+    assert_memory_equal(b, want, 17);
+    rt_dequantize(RT_MXFP4, b, y, 32);
+    for (int j = 0; j < 32; j++) {
+        assert_true(same(y[j], val[j]));
+        assert_true(same_bits(rt_mxfp4_at(b, j), y[j]));
+    }
+    unsigned char r[17] = {130, 0xf1};
+    rt_dequantize(RT_MXFP4, r, y, 32);
+    assert_true(y[0] == 4 && y[16] == -48 && y[1] == 0);
+    r[0] = 0;
+    r[1] = 0x01;
+    assert_true(rt_mxfp4_at(r, 0) == 0x1p-128f && rt_mxfp4_at(r, 16) == 0);
+    assert_true(rt_e8m0_half(0) == 0x1p-128f && rt_e8m0_half(1) == 0x1p-127f &&
+                rt_e8m0_half(127) == 0.5f && rt_e8m0_half(254) == 0x1p126f);
+    assert_int_equal(rt_q_check(RT_MXFP4, r, 32), 0);
+    r[0] = 255;
+    assert_true(isnan(rt_mxfp4_at(r, 0)) && isnan(rt_e8m0_half(255)));
+    memcpy(b + 17, r, 17);
+    assert_int_equal(rt_q_check(RT_MXFP4, b, 64), 2);
+    x[40] = INFINITY;                               /* block 1 */
+    rt_quantize(RT_MXFP4, x, b, 64);
+    assert_int_equal(b[17], 255);
+    assert_int_equal(rt_q_check(RT_MXFP4, b, 64), 2);
+    memset(x, 0, sizeof x);
+    rt_quantize(RT_MXFP4, x, b, 32);
+    for (int j = 0; j < 17; j++)
+        assert_int_equal(b[j], 0);
+}
+
+/* Round trips of normal values at scales 1e-3 to 1e3: each value widens
+ * to the nearest point of its block's grid (the E2M1 values times the
+ * block's scale), and a block's largest value stays within 1/3 of it (6
+ * covers amax / scale in [4, 8)). */
+static void mxfp4_round_trips(void **state)
+{
+    (void)state;
+    static const float mag[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    enum { N = 32 * 64 };
+    float x[N], y[N];
+    unsigned char b[N / 32 * 17];
+    for (int s = -3; s <= 3; s++) {
+        normal(x, N, 7 + (uint64_t)s, pow(10, s));
+        rt_quantize(RT_MXFP4, x, b, N);
+        rt_dequantize(RT_MXFP4, b, y, N);
+        for (int i = 0; i < N; i++) {
+            float scale = 2 * rt_e8m0_half(b[i / 32 * 17]), best = INFINITY;
+            for (int q = 0; q < 8; q++)
+                best = fminf(best, fabsf(fabsf(x[i]) - mag[q] * scale));
+            if (!(fabsf(x[i] - y[i]) == best) || (y[i] != 0 && (y[i] < 0) != (x[i] < 0)))
+                fail_msg("scale 1e%d: x[%d] = %g widened to %g, not its nearest point", s, i,
+                         x[i], y[i]);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -693,7 +790,8 @@ int main(void)
         cmocka_unit_test(element_reads),  cmocka_unit_test(checks),
         cmocka_unit_test(threads),        cmocka_unit_test(mutation_scale),
         cmocka_unit_test(mutation_nibbles), cmocka_unit_test(mutation_offset),
-        cmocka_unit_test(mutation_subblock),
+        cmocka_unit_test(mutation_subblock), cmocka_unit_test(mxfp4_blocks),
+        cmocka_unit_test(mxfp4_round_trips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
