@@ -302,14 +302,16 @@ static int64_t pick_nr(Tiler *t, int64_t M, int64_t N)
 }
 
 /* The panel width of a nest whose every operand is quantized: qgemm
- * quantizes its rows of A at every call, so the widest panel that still
- * leaves 4 panels a core (256 outputs cost 1/256 of the products). */
+ * quantizes its rows of A at every call, which costs about what a
+ * 64-wide panel's int8 products do, so the widest panel that still leaves
+ * 2 panels a core (4 a core: pp256 of a stories110M shape 6-8 % slower in
+ * q8_0 and q4_0; 1 a core: slower still, the cores unevenly loaded). */
 static int64_t pick_q_nr(Tiler *t, int64_t N)
 {
     int64_t best = 0;
     for (int64_t nr = 256; nr >= GRANULE; nr /= 2)
         if (N % nr == 0) {
-            if (N / nr >= 4 * t->cores)
+            if (N / nr >= 2 * t->cores)
                 return nr;
             best = nr;
         }
