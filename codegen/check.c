@@ -460,6 +460,15 @@ static void row(FILE *f, const Check *c, int i, void *const *cc, void *const *ji
     fputc('\n', f);
 }
 
+/* The index of the largest of p[0, v) (ties to the lower): a greedy token. */
+static int64_t argmax(const float *p, int64_t v)
+{
+    int64_t a = 0;
+    for (int64_t j = 1; j < v; j++)
+        a = p[j] > p[a] ? j : a;
+    return a;
+}
+
 /* Rows of logits against the f32 weights' (6): mean KL(P32 || P) of
  * their softmaxes, and the rows whose argmax agrees. */
 static void logits_line(FILE *f, const Check *c, int i, void *const *got)
@@ -471,11 +480,7 @@ static void logits_line(FILE *f, const Check *c, int i, void *const *got)
     double kl = 0;
     for (int64_t r = 0; r < rows; r++) {
         const float *p = (const float *)c->ref32[i] + r * v, *x = (const float *)got[i] + r * v;
-        int64_t ap = 0, ax = 0;
-        for (int64_t j = 1; j < v; j++) {
-            ap = p[j] > p[ap] ? j : ap;
-            ax = x[j] > x[ax] ? j : ax;
-        }
+        int64_t ap = argmax(p, v), ax = argmax(x, v);
         agree += ap == ax;
         double sp = 0, sx = 0, row = 0;
         for (int64_t j = 0; j < v; j++) {
@@ -504,12 +509,7 @@ static void greedy_line(FILE *f, const Check *c, int i, void *const *got, int *b
     int64_t v = t->dims[t->rank - 1], rows = v ? t->count / v : 0, agree = 0;
     for (int64_t r = 0; r < rows; r++) {
         const float *p = (const float *)c->wref[i] + r * v, *x = (const float *)got[i] + r * v;
-        int64_t ap = 0, ax = 0;
-        for (int64_t j = 1; j < v; j++) {
-            ap = p[j] > p[ap] ? j : ap;
-            ax = x[j] > x[ax] ? j : ax;
-        }
-        agree += ap == ax;
+        agree += argmax(p, v) == argmax(x, v);
     }
     fprintf(f, "%s: the greedy token of the %d-rank cc build is the one-rank graph's in %lld of "
             "%lld row%s\n", t->name, c->nranks, (long long)agree, (long long)rows,
