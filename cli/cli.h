@@ -27,6 +27,37 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name);
 /* Whether paths a and b name the same file (-o must not be the input). */
 int cli_same_file(const char *a, const char *b);
 
+/* ---- args.c: a model command's options ---------------------------------- */
+typedef struct {
+    const char *cmd, *model, *out, *weights;
+    const char **given_names, **given_files;
+    int ngiven;
+    const char *stop_after, *dump_after;
+    const char **disabled;
+    int ndisabled;
+    int lib, verbose, no_cc, no_jit, bisect, no_cache, jit;
+    int64_t max_memory;             /* 0: no limit */
+    Storage weight_store;           /* --weight-dtype: weights of rank >= 2 */
+    int weight_auto;                /* --weight-dtype auto (the default) */
+    int64_t chunk;                  /* a decoder's prefill variant: tokens a call */
+    int ranks;                      /* --ranks: MPI ranks (distribute); 1 by default */
+    ImportOpts import;              /* MODEL a folder or GGUF: --tokens, --max-seq, --slots */
+    const char *machine;            /* --machine SPEC; NULL: detect */
+    const char *target;             /* --target LEVEL; NULL: native */
+    uint64_t seed;
+    double tol;
+    char **rest;                    /* run, profile: options for rt_main */
+    int nrest;
+    rt_machine figures;             /* kiln machine's, for profiles; zeros: none */
+    char *dir_weights, *dir_tok;    /* MODEL a folder or GGUF: its weights, tokenizer */
+    int64_t pp, tg;                 /* bench MODEL: -p P, -n N */
+    int reps, threads;              /* bench MODEL: -r R, --threads T */
+    const char *json;               /* bench MODEL: --json FILE */
+} Opts;
+/* argv (argv[0] the command) into o (zeroed by the caller): 0, or an exit
+ * status with the problem said (a usage error names the option). */
+int cli_parse_opts(Opts *o, int argc, char **argv);
+
 /* kiln --help's overview (cmd NULL), or cmd's usage, on stdout: 0; -1
  * when cmd has none here (bench and machine print their own). help.c */
 int cli_help(const char *cmd);
