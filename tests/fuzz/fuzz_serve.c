@@ -5,8 +5,9 @@
  * hash) a chat one. rt_serve_parse must refuse it with one line (RT_EINVAL,
  * or RT_EINTERNAL when out of memory), or accept it with what the server
  * relies on: a prompt string (completions), or at least one message, each
- * with a role and content (chat); temperature in [0, 2], top_p in (0, 1],
- * max_tokens -1 (not given) or >= 0. Whatever it read is freed. */
+ * with a role and content (chat); every sampler in its range (temperature
+ * in [0, 2], top_p in (0, 1], ...), at most 4 stop strings of 1 to 256
+ * bytes, max_tokens -1 (not given) or >= 0. Whatever it read is freed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,8 +28,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(chat ? r.nmsgs >= 1 && r.msgs : r.prompt != NULL);
         for (int i = 0; i < r.nmsgs; i++)
             FUZZ_CHECK(r.msgs[i].role && r.msgs[i].content);
-        FUZZ_CHECK(r.temperature >= 0 && r.temperature <= 2);
-        FUZZ_CHECK(r.top_p > 0 && r.top_p <= 1);
+        const rt_sampler *sp = &r.samp;
+        FUZZ_CHECK(sp->temperature >= 0 && sp->temperature <= 2);
+        FUZZ_CHECK(sp->top_p > 0 && sp->top_p <= 1);
+        FUZZ_CHECK(sp->min_p >= 0 && sp->min_p <= 1 && sp->top_k >= 0);
+        FUZZ_CHECK(sp->repeat_penalty > 0 && sp->repeat_penalty <= 10);
+        FUZZ_CHECK(sp->presence_penalty >= -2 && sp->presence_penalty <= 2);
+        FUZZ_CHECK(sp->frequency_penalty >= -2 && sp->frequency_penalty <= 2);
+        FUZZ_CHECK(sp->repeat_last_n >= -1);
+        FUZZ_CHECK(r.nstop >= 0 && r.nstop <= RT_SERVE_MAX_STOP);
+        for (int i = 0; i < r.nstop; i++)
+            FUZZ_CHECK(r.stop[i][0] && strlen(r.stop[i]) <= 256);
         FUZZ_CHECK(r.max_tokens >= -1);
     }
     rt_serve_req_free(&r);
