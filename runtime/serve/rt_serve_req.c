@@ -67,8 +67,8 @@ static int sq_int(rt_json *J, const char *key, int lo, int *v, const char *what)
     double x;
     if (sq_number(J, key, &x))
         return J->e->code;
-    if (x != (double)(int64_t)x || x < lo || x > (1 << 30))
-        return sq_bad(J, key, what);
+    if (!(x >= lo && x <= (1 << 30)) || x != (double)(int64_t)x)      /* range first: */
+        return sq_bad(J, key, what);            /* then the cast is defined */
     *v = (int)x;
     return 0;
 }

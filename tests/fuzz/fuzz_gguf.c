@@ -98,7 +98,8 @@ static void check_tensors(const rt_gguf *g)
     for (int i = 0; i < g->nt; i++) {
         const rt_gguf_tensor *t = &g->t[i];
         FUZZ_CHECK(rt_gguf_find_tensor(g, t->name) == t && t->name[0]);
-        FUZZ_CHECK(t->store >= RT_F32 && t->store <= RT_Q6_K && t->store != RT_I32);
+        FUZZ_CHECK((t->store >= RT_F32 && t->store <= RT_Q6_K && t->store != RT_I32) ||
+                   t->store == RT_MXFP4);
         FUZZ_CHECK(rt_gguf_type_name(t->type) != NULL);
         FUZZ_CHECK(t->rank >= 1 && t->rank <= 4);
         int64_t count = 1;
