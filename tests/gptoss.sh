@@ -22,17 +22,6 @@ REFGEN=${REFGEN:-build/tests/refgen}
 . tests/lib.sh
 scratch gptoss
 
-same() {
-    what=$1 want=$2
-    shift 2
-    if "$@" >"$T/got" 2>"$T/err" && cmp -s "$want" "$T/got"; then
-        ok "$what"
-    else
-        bad "$what"; echo "      want: $(cat "$want")"; echo "      got:  $(cat "$T/got")"
-        tail -n 5 "$T/err" | sed 's/^/      /'
-    fi
-}
-
 mkdir "$T/hf" "$T/bf16"
 run "mkckpt hf gpt_oss" "$MKCKPT" hf gpt_oss "$T/hf"
 run "import hf" "$KILN" import hf "$T/hf" -o "$T/m.json"

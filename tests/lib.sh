@@ -22,6 +22,19 @@ run() {
     if "$@" >"$T/out" 2>"$T/err"; then ok "$what"; else bad "$what"; tail -n 20 "$T/err" | sed 's/^/      /'; fi
 }
 
+# same DESCRIPTION WANT-FILE COMMAND...: it succeeds and prints WANT-FILE
+# (gguf.sh and mpi.sh define their own: two files alike).
+same() {
+    what=$1 want=$2
+    shift 2
+    if "$@" >"$T/got" 2>"$T/err" && cmp -s "$want" "$T/got"; then
+        ok "$what"
+    else
+        bad "$what"; echo "      want: $(cat "$want")"; echo "      got:  $(cat "$T/got")"
+        tail -n 5 "$T/err" | sed 's/^/      /'
+    fi
+}
+
 refuse() {
     want=$1 what=$2 text=$3
     shift 3
