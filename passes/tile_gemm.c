@@ -39,7 +39,10 @@
  *       vector chains where a row has nothing else in flight);
  *   MR  rows per call: accs x V / NR, so that a call keeps `accs` vector
  *       accumulators in registers (16 of AVX-512's 32: 8 x 32);
- *   MB  rows per local tile: M, unless the tiles pass L1/2;
+ *   MB  rows per local tile: M, unless the tiles pass L1/2 (L2/2 for
+ *       qgemm, which packs its panel of weights once a call for all its
+ *       rows: 64 rows rather than 16 make a stories110M-shaped pp256 1.1-
+ *       1.4x faster in q8_0, q4_0 and q4_k_m);
  *   KC  reduction per call: K, unless a block of A (MB x K) and a panel
  *       slice (K x NR) pass L2/2: then the largest divisor of K that fits
  *       (K 8960 with 40 rows: 1792, 1.3x faster than K whole).
@@ -85,7 +88,7 @@ typedef struct {
     Acc acc[MAX_ACC];
     int nacc, nprefix;                  /* j's statements up to the last reduction */
     int64_t M, N, nr;
-    int ok;
+    int ok, q;                          /* q: every operand quantized (qgemm) */
 } Nest;
 
 typedef struct {
@@ -304,14 +307,15 @@ static int64_t pick_nr(Tiler *t, int64_t M, int64_t N)
 /* The panel width of a nest whose every operand is quantized: qgemm
  * quantizes its rows of A at every call, which costs about what a
  * 64-wide panel's int8 products do, so the widest panel that still leaves
- * 2 panels a core (4 a core: pp256 of a stories110M shape 6-8 % slower in
- * q8_0 and q4_0; 1 a core: slower still, the cores unevenly loaded). */
+ * a panel a core (with the block's rows whole, MB: pp256 of a stories110M
+ * shape 4-40 % faster than 2 a core in q8_0, q4_0 and q4_k_m, measured
+ * while other work ran). */
 static int64_t pick_q_nr(Tiler *t, int64_t N)
 {
     int64_t best = 0;
     for (int64_t nr = 256; nr >= GRANULE; nr /= 2)
         if (N % nr == 0) {
-            if (N / nr >= 2 * t->cores)
+            if (N / nr >= t->cores)
                 return nr;
             best = nr;
         }
@@ -340,6 +344,7 @@ static const char *match(Tiler *t, Block *blk, int at, Nest *n)
     int allq = 1;
     for (int q = 0; q < n->nacc; q++)
         allq &= n->acc[q].q;
+    n->q = allq;
     if (!(n->nr = allq ? pick_q_nr(t, n->N) : pick_nr(t, n->M, n->N)))
         return arena_printf(t->a, "%lld outputs are not a multiple of %d", (long long)n->N,
                             GRANULE);
@@ -710,11 +715,11 @@ static int64_t reduction(Rw *w, Block *blk, const Stmt *red)
     return kc;
 }
 
-/* Rows per local tile: M, unless the tiles of the accumulators pass L1/2;
- * then the largest divisor of M that fits, a multiple of MR if one is. */
+/* Rows per local tile: M, unless the tiles of the accumulators pass L1/2
+ * (qgemm's L2/2); then the largest divisor of M that fits, a multiple of MR if one is. */
 static int64_t pick_mb(Tiler *t, const Nest *n, int64_t mr)
 {
-    int64_t fit = t->l1 / 2 / (n->nr * 4 * n->nacc), best = 1;
+    int64_t fit = (n->q ? t->l2 : t->l1) / 2 / (n->nr * 4 * n->nacc), best = 1;
     if (n->M <= fit)
         return n->M;
     for (int64_t mb = fit; mb > 1; mb--) {
@@ -763,8 +768,8 @@ static void rewrite(Tiler *t, Nest *n)
     for (int q = 0; q < n->nacc; q++)
         nq += n->acc[q].q;
     const char *rows = w.mb < n->M ? arena_printf(a, ", rows in blocks of %lld (tiles within "
-                                                  "L1/2)", (long long)w.mb) : "";
-    if (nq == n->nacc)
+                                                  "L%d/2)", (long long)w.mb, n->q ? 2 : 1) : "";
+    if (n->q)
         tile_note(t, w.jo->v, NULL, NULL,
                   "gemm %lld x %lld: calls of qgemm on weights held quantized, as stored, "
                   "outputs in panels of %lld (@)%s%s; every output adds its blocks' products "
