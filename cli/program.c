@@ -24,15 +24,18 @@ typedef struct {
     int64_t T[3];
 } Fresh;
 
-/* A fresh copy of the model at T[i] tokens a call; NULL when its graph
- * does not hold at T[i]. */
+/* A fresh copy of the model at T[i] tokens a call (the prefill chunk, i
+ * = 1: its last token's logits alone); NULL when its graph does not hold
+ * at T[i]. */
 static Module *fresh(void *user, int i)
 {
     Fresh *f = user;
     Module *m = ir_clone(f->model->a, f->model);
     Diags d;
     diag_init(&d, m->a, m->file);
-    return ir_decoder_tokens(m, f->T[i], &d) == 0 ? m : NULL;
+    if (ir_decoder_tokens(m, f->T[i], &d) != 0 || (i == 1 && ir_decoder_last_row(m, &d) != 0))
+        return NULL;
+    return m;
 }
 
 int cli_program(Module **mp, PassCtx *cx, int64_t chunk, int verbose)

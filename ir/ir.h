@@ -304,8 +304,13 @@ int64_t ir_input_hi(const Module *m, const Node *in);
 typedef struct {
     int64_t tokens, vocab, max_seq;   /* T, V, S */
     int64_t slots;                    /* N sequences' caches (input slots); 0: one */
+    int last;                         /* logits f32[1, V]: the last token's alone */
 } IrDecoder;
 int ir_decoder(const Module *m, IrDecoder *dec);
+/* The decoder m (unlowered, every row's logits) cut to its last row's
+ * logits, f32[1, V] (decoder.c's top comment): 0, or -1 with the problems
+ * in d. */
+int ir_decoder_last_row(Module *m, Diags *d);
 /* The decoder m (unlowered) at T tokens a call: its inputs become
  * i32[T] and every node's shape is inferred again (a reshape that writes
  * the token axis as -1 follows). 0, or -1 with the problems in d. */

@@ -4,9 +4,10 @@
 # vocab 320, KV cache of 64 rows, untied, so greedy tokens vary) is the
 # model; $REFGEN decodes greedily through the reference interpreter, one
 # token a call, which every build must equal token for token: built with
-# prefill chunks of 6 (prompts of one padded chunk, of several with a
-# padded last one, and one whose last chunk no longer fits in the cache,
-# decoded token by token; --prefill-min 2: a chunk for 2 tokens or more),
+# prefill chunks of 6 (the chunks laid out from the prompt's end: prompts
+# of one padded chunk and a decode step, of a decode step and whole
+# chunks, of a padded chunk and whole chunks, and one that fills the cache;
+# --prefill-min 2: a chunk for 2 tokens or more before the whole chunks),
 # decode-only (--chunk 1), the default chunk
 # (64) from the folder itself, and the JIT; GPT-2, gemma, gemma2,
 # gemma3_text, mistral, mixtral, phi3, qwen3 and qwen3_moe folders under
@@ -65,9 +66,10 @@ prompt() {
         --prefill-min 2
 }
 prompt "1 token" 1 12
-prompt "5 tokens (one padded chunk)" 5 12
-prompt "19 tokens (3 chunks, the last padded)" 19 16
-prompt "62 tokens (the last chunk past the cache: decode steps; stops at 64)" 62 8
+prompt "5 tokens (a chunk of 4 padded, a decode step)" 5 12
+prompt "19 tokens (a decode step, 3 whole chunks)" 19 16
+prompt "22 tokens (a chunk of 4 padded, 3 whole chunks)" 22 8
+prompt "62 tokens (a chunk of 2 padded, 10 whole chunks; stops at 64)" 62 8
 
 # The other model types, under the JIT: 11 tokens in chunks of 4.
 for type in gpt2 gemma gemma2 gemma3_text mistral mixtral phi3 qwen3 qwen3_moe; do
@@ -272,26 +274,27 @@ grep -q '"name": "gqa_prefill[a-z0-9_]*@6", "kernels": \[[^]]*\], "calls": [1-9]
    grep -q '"name": "gqa_decode[a-z0-9_]*", "kernels": \[[^]]*\], "calls": [1-9]' "$T/gen.jsonl" &&
     ok "  prefill (@6) and decode kernels timed" || { bad "  prefill (@6) and decode kernels timed"; head -3 "$T/gen.jsonl"; }
 run "kiln profile of a decoder" "$KILN" profile "$T/hf"
-grep -q "^kiln profile: llama, cc build, generate on [0-9]* threads: 1 prefill calls (the kernels @) .* ms in the kernels, 15 decode steps" "$T/out" &&
+grep -q "^kiln profile: llama, cc build, generate on [0-9]* threads: 1 prefill calls (the kernels @) .* ms in the kernels, 16 decode steps" "$T/out" &&
    grep -q "^gqa_prefill_[a-z0-9_]*@64 " "$T/out" && grep -q "^gqa_decode_[a-z0-9_]* " "$T/out" &&
-    ok "  generate's prefill (48 ids, one chunk) and 16 tokens: both variants' kernels" ||
+    ok "  generate's prefill (48 ids: a chunk of 47, its last a decode step) and 16 tokens: both variants' kernels" ||
     { bad "  generate's prefill and decode kernels"; cat "$T/out"; }
 
-# Fewer prompt tokens than a chunk is worth (--prefill-min's default, from
-# the kernels' costs, said by --help) go through decode steps; that many
-# take a chunk.
-R=$("$T/c64" generate --help | sed -n 's/.*(default \([0-9]*\): what a chunk.*/\1/p')
+# Fewer tokens before a prompt's whole chunks than a chunk is worth
+# (--prefill-min's default, from the kernels' costs, said by --help) go
+# through decode steps; that many take a chunk. A prompt shorter than a
+# chunk has all but its last token before them.
+R=$("$T/c64" generate --help | sed -n 's/.*a padded chunk (default \([0-9]*\):$/\1/p')
 chunk_calls() { # chunk_calls LEN: prefill calls of a LEN-token prompt
     "$T/c64" generate --tokens "$(seq -s, 7 $(($1 + 6)))" -n 1 --temperature 0 --weights "$W" \
         --profile "$T/pm.jsonl" >/dev/null 2>&1 &&
         sed -n 's/.*"name": "embedding_[a-z0-9_]*@64", "kernels": \[[^]]*\], "calls": \([0-9]*\).*/\1/p' \
             "$T/pm.jsonl"
 }
-if [ -n "$R" ] && [ "$R" -ge 2 ] && [ "$R" -le 64 ] &&
-   [ "$(chunk_calls $((R - 1)))" = 0 ] && [ "$(chunk_calls "$R")" = 1 ]; then
-    ok "--prefill-min's default ($R, by the kernels' costs): $((R - 1)) tokens by decode steps, $R a chunk"
+if [ -n "$R" ] && [ "$R" -ge 2 ] && [ "$R" -le 63 ] &&
+   [ "$(chunk_calls "$R")" = 0 ] && [ "$(chunk_calls $((R + 1)))" = 1 ]; then
+    ok "--prefill-min's default ($R, by the kernels' costs): a prompt of $R tokens by decode steps, of $((R + 1)) a chunk and a step"
 else
-    bad "--prefill-min's default ('$R'): $((R - 1)) tokens made $(chunk_calls $((R - 1))) chunk calls"
+    bad "--prefill-min's default ('$R'): $R tokens made $(chunk_calls "$R") chunk calls"
 fi
 
 # kiln bench MODEL -p P -n N: llama-bench's pp and tg tests of the

@@ -2,16 +2,19 @@
  * run them (rt_tok.h "decoding"): the decoder contract checked, the
  * buffers of one call, a decode step, and a prefill from any position.
  *
- * Prefill of ids[0, n) at positions pos .. pos + n - 1: in chunks of C
- * tokens through the prefill variant (rt_model.run_chunk) while a whole
- * chunk fits in the cache, the last chunk padded: its rows past the
- * prompt repeat the last token at the next positions, and their logits
- * are ignored. The cache rows they write lie past the text's end, and
- * each is written again (by a decode step or a later prefill at its
- * position) before any attention reads it (attention reads rows 0 .. its
- * own position), so they never count. The last token, tokens where no
- * whole chunk fits, and fewer tokens than a chunk is worth (prefill_min)
- * go through the decode step one by one.
+ * Prefill of ids[0, n) at positions pos .. pos + n - 1: a chunk of C
+ * tokens through the prefill variant (rt_model.run_chunk) gives the
+ * logits of its last row alone (the classifier runs on that row only,
+ * ir/decoder.c), so the chunks are laid out from the end: the last q =
+ * n / C whole chunks end at the prompt's last token, and the h = n - q C
+ * tokens before them (n - 1 when q = 0, the last token then a decode
+ * step) go first, as one chunk padded past them when at least
+ * prefill_min of them are left and a whole chunk fits in the cache, else
+ * one by one through the decode step; their logits are not needed. A
+ * padded chunk's rows past its tokens repeat its last token at the next
+ * positions: the cache rows they write are written again (by the next
+ * chunk or decode step, at its position) before any attention reads
+ * them (attention reads rows 0 .. its own position), so they never count.
  *
  * What a chunk is worth (rt_dec_chunk_min): a chunk's cost over a decode
  * step's, rounded up, each the sum of its kernels' roofline times (the
@@ -98,28 +101,34 @@ int rt_dec_call(rt_dec *d, int chunk, rt_err *e)
     return 0;
 }
 
-int rt_dec_prefill(rt_dec *d, const int32_t *ids, int64_t pos, int64_t n, rt_err *e)
+/* ids[0, k) at pos: one chunk (padded when k < C), else k decode steps. */
+static int dec_run(rt_dec *d, const int32_t *ids, int64_t pos, int64_t k, int chunk, rt_err *e)
 {
-    int64_t end = pos + n;
-    while (pos < end) {
-        int64_t left = end - pos, k = left < d->C ? left : d->C;
-        int chunk = k >= d->prefill_min && k > 1 && pos + d->C <= d->S;
-        if (!chunk)
-            k = 1;
-        const int32_t *at = ids + (n - left);
+    for (int64_t j = 0; j < (chunk ? 1 : k); j++) {
         for (int64_t i = 0; i < (chunk ? d->C : 1); i++) {
-            d->tk[i] = at[i < k ? i : k - 1];
-            d->ps[i] = (int32_t)(pos + i);
+            d->tk[i] = ids[chunk ? (i < k ? i : k - 1) : j];
+            d->ps[i] = (int32_t)(pos + (chunk ? i : j));
             d->sl[i] = d->slot;
         }
         int rc = rt_dec_call(d, chunk, e);
         if (rc)
             return rc;
-        if (chunk && k > 1)
-            memmove(d->logits, d->logits + (k - 1) * d->V, sizeof *d->logits * (size_t)d->V);
-        pos += k;
     }
     return 0;
+}
+
+int rt_dec_prefill(rt_dec *d, const int32_t *ids, int64_t pos, int64_t n, rt_err *e)
+{
+    if (n <= 0)
+        return 0;
+    int64_t q = d->C > 1 ? n / d->C : 0, h = q ? n - q * d->C : n - 1;
+    int chunk = d->C > 1 && h >= d->prefill_min && h > 1 && pos + d->C <= d->S;
+    int rc = h ? dec_run(d, ids, pos, h, chunk, e) : 0;
+    for (int64_t i = 0; !rc && i < q; i++)
+        rc = dec_run(d, ids + h + i * d->C, pos + h + i * d->C, d->C, 1, e);
+    if (!rc && !q)
+        rc = dec_run(d, ids + h, pos + h, 1, 0, e);
+    return rc;
 }
 
 void rt_dec_free(rt_dec *d)

@@ -36,9 +36,10 @@
  * from seed S + k, and is printed whole, a line each, at the end.
  * Algorithm:
  * 1. The prompt (ids, or the tokenizer's encoding of the text with BOS)
- *    is prefilled from position 0 (rt_decode.c: in chunks of the prefill
- *    variant where a whole chunk fits and --prefill-min tokens are left,
- *    else one decode step a token).
+ *    is prefilled from position 0 (rt_decode.c: whole chunks of the
+ *    prefill variant ending at its last token, the tokens before them as
+ *    a padded chunk when there are --prefill-min of them, else one decode
+ *    step a token).
  * 2. Then N tokens are drawn (rt_sampler_draw: temperature 0 is greedy), each
  *    printed as it comes and fed back at the next position, until N, the
  *    cache's S rows (said on stderr), or (with a tokenizer) its EOS or BOS
@@ -194,9 +195,9 @@ static void rg_help(const rg_ctx *g)
            "  --profile FILE      time every kernel call of the prefill (NAME@%lld) and the\n"
            "                      decode steps; write one JSON line per kernel name to FILE\n"
            "                      (calls, times, FLOPs, bytes, rates); the team is fixed\n"
-           "  --prefill-min N     fewer prompt tokens than N left go through decode steps,\n"
-           "                      not a padded prefill chunk (default %lld: what a chunk\n"
-           "                      costs against a decode step, by the kernels' costs)\n"
+           "  --prefill-min N     fewer than N tokens before the prompt's whole chunks go\n"
+           "                      through decode steps, not a padded chunk (default %lld:\n"
+           "                      a chunk's cost against a decode step's, by the kernels')\n"
            "  -h, --help          print this and exit\n"
            "On stderr at the end: prefill and decode tokens per second. A closed stdout\n"
            "(a reader that has gone) ends generation quietly.\n",

@@ -251,6 +251,68 @@ static void test_clone_decoder_moe(void **state)
     variants(1, 1);
 }
 
+/* The decoder at T = 7 (seed-filled weights, tokens t % V at positions
+ * 0..6) on the reference: every row's logits into *out. */
+static void run_ref(Module *m, void **out)
+{
+    void *in[2], *w[64], *st[64];
+    int32_t *tok = malloc(4 * 7), *pos = malloc(4 * 7);
+    for (int t = 0; t < 7; t++)
+        tok[t] = (t * 11 + 3) % 40, pos[t] = t;
+    in[0] = tok, in[1] = pos;
+    for (int i = 0; i < m->nweights; i++)
+        w[i] = tl_random(node_count(m->weights[i]), 100 + (uint64_t)i);
+    for (int i = 0; i < m->nstates; i++)
+        st[i] = calloc((size_t)node_count(m->states[i]), 4);
+    tl_ref_ok(m, in, w, st, out);
+    free(tok);
+    free(pos);
+    for (int i = 0; i < m->nweights; i++)
+        free(w[i]);
+    for (int i = 0; i < m->nstates; i++)
+        free(st[i]);
+}
+
+/* The chunk cut to its last row: logits [1, V] equal to row T - 1 of the
+ * uncut graph's on the reference, the slice right before the final norm
+ * (the first value read twice: the last residual add). */
+static void last_row(int moe)
+{
+    Arena *a = arena_new();
+    Module *m = load_decoder(a, decoder_text(a, 7, moe)), *c = ir_clone(a, m);
+    Diags d;
+    diag_init(&d, a, "tiny.json");
+    assert_int_equal(ir_decoder_last_row(c, &d), 0);
+    IrDecoder dec;
+    assert_true(ir_decoder(c, &dec));
+    assert_true(dec.last);
+    assert_int_equal(dec.tokens, 7);
+    assert_int_equal(c->outputs[0]->dims[0], 1);
+    assert_int_equal(c->outputs[0]->dims[1], 40);
+    const Node *y = c->outputs[0], *norm = y->in[0], *s = norm->in[0];
+    assert_int_equal(y->op, OP_LINEAR);
+    assert_int_equal(norm->op, OP_RMSNORM);
+    assert_int_equal(s->op, OP_SLICE);
+    assert_int_equal(s->in[0]->op, OP_ADD);
+    assert_int_equal(s->dims[0], 1);
+    ir_verify_graph(c);
+    void *all[1], *one[1];
+    run_ref(m, all);
+    run_ref(c, one);
+    tl_assert_near(one[0], (float *)all[0] + 6 * 40, 40);
+    free(all[0]);
+    free(one[0]);
+    compiled(c);
+    arena_free(a);
+}
+
+static void test_decoder_last_row(void **state)
+{
+    (void)state;
+    last_row(0);
+    last_row(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +320,7 @@ int main(void)
         cmocka_unit_test(test_clone_empty),
         cmocka_unit_test(test_clone_shares_nothing),
         cmocka_unit_test(test_clone_decoder),
+        cmocka_unit_test(test_decoder_last_row),
         cmocka_unit_test(test_clone_decoder_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
