@@ -219,7 +219,19 @@ stop
 refuse 2 "serve on a program of one slot" "not built for serving" \
     sh -c "'$KILN' build '$T/hf' -o '$T/one' >/dev/null 2>&1 && '$T/one' serve"
 refuse 2 "--parallel past the slots" "decodes 2 at once" "$T/m" serve --parallel 3
-refuse 2 "--host not an address" "is not an IPv4 address" "$T/m" serve --host nowhere
+refuse 2 "--host not an address" "is not an IPv4 or IPv6 address" "$T/m" serve --host nowhere
+
+# IPv6's loopback, where this machine has one (else said and skipped)
+if [ -r /proc/net/if_inet6 ] && grep -q '^0\{31\}1 ' /proc/net/if_inet6; then
+    start --host ::1
+    case $URL in "http://[::1]:"[0-9]*) ok "--host ::1: listening on $URL" ;;
+        *) bad "--host ::1: listening on '$URL'"; cat "$T/serve.err" ;; esac
+    code 200 "--host ::1: GET /health over IPv6" -g "$URL/health"
+    code 200 "--host ::1: GET /v1/models over IPv6" -g "$URL/v1/models"
+    stop
+else
+    echo "skip  --host ::1: this machine has no IPv6 loopback"
+fi
 
 # the official openai client, from the npm registry into $T (not vendored)
 if command -v npm >/dev/null && command -v node >/dev/null &&

@@ -801,7 +801,8 @@ static int sv_usage_text(const char *prog)
            "       [--chat-template NAME] [--threads N]\n"
            "An OpenAI-compatible server: POST /v1/completions, /v1/chat/completions\n"
            "(\"stream\": true for server-sent events), GET /v1/models, /health.\n"
-           "  --host ADDR         the IPv4 address to listen on (default 127.0.0.1)\n"
+           "  --host ADDR         the IPv4 or IPv6 address to listen on (default\n"
+           "                      127.0.0.1; ::1 IPv6's loopback, :: every IPv6 address)\n"
            "  --port N            the port (default 8080; 0: any, said on stderr)\n"
            "  --api-key KEY       requests need Authorization: Bearer KEY (else 401)\n"
            "  --parallel B        sequences decoded together (default and at most: the\n"
@@ -935,11 +936,15 @@ int rt_serve(int argc, char **argv, const rt_model *md)
     int rc = sv_parse(prog, argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
-    struct sockaddr_in addr = {0};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)o.port);
-    if (inet_pton(AF_INET, o.host, &addr.sin_addr) != 1)
-        return sv_fail_usage(prog, "--host '%s' is not an IPv4 address", o.host);
+    struct sockaddr_in v4 = {0};
+    struct sockaddr_in6 v6 = {0};
+    v4.sin_family = AF_INET;
+    v4.sin_port = htons((uint16_t)o.port);
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = htons((uint16_t)o.port);
+    int ip6 = inet_pton(AF_INET, o.host, &v4.sin_addr) != 1;
+    if (ip6 && inet_pton(AF_INET6, o.host, &v6.sin6_addr) != 1)
+        return sv_fail_usage(prog, "--host '%s' is not an IPv4 or IPv6 address", o.host);
     sv_server s = {0};
     s.md = md;
     s.api_key = o.api_key;
@@ -956,21 +961,23 @@ int rt_serve(int argc, char **argv, const rt_model *md)
         signal(SIGINT, sv_on_signal);
         signal(SIGTERM, sv_on_signal);
         dm = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                              MHD_USE_ERROR_LOG, 0, NULL, NULL, sv_access, &s,
-                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                              MHD_USE_ERROR_LOG | (ip6 ? MHD_USE_IPv6 : 0), 0, NULL, NULL,
+                              sv_access, &s, MHD_OPTION_SOCK_ADDR,
+                              ip6 ? (struct sockaddr *)&v6 : (struct sockaddr *)&v4,
                               MHD_OPTION_NOTIFY_COMPLETED, sv_completed, NULL,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s.B + s.Q + 64),
                               MHD_OPTION_CONNECTION_TIMEOUT, 600u, MHD_OPTION_END);
         if (!dm) {
-            fprintf(stderr, "%s: serve: cannot listen on %s:%lld\n", prog, o.host,
-                    (long long)o.port);
+            fprintf(stderr, "%s: serve: cannot listen on %s%s%s:%lld\n", prog, ip6 ? "[" : "",
+                    o.host, ip6 ? "]" : "", (long long)o.port);
             rc = RT_EIO;
         }
     }
     if (!rc) {
         const union MHD_DaemonInfo *in = MHD_get_daemon_info(dm, MHD_DAEMON_INFO_BIND_PORT);
-        fprintf(stderr, "%s: serve: listening on http://%s:%u (%d slots, queue %d)\n", prog,
-                o.host, in ? in->port : (unsigned)o.port, s.B, s.Q);
+        fprintf(stderr, "%s: serve: listening on http://%s%s%s:%u (%d slots, queue %d)\n",
+                prog, ip6 ? "[" : "", o.host, ip6 ? "]" : "", in ? in->port : (unsigned)o.port,
+                s.B, s.Q);
         rc = sv_schedule(&s);
         MHD_stop_daemon(dm);
     }
