@@ -392,7 +392,9 @@ static Buf *rope_table(LowerCx *cx, Kernel *k, Node *n)
     return turns;
 }
 
-/* for t: p = positions[t]; for h: for pairs i: rotate; for d >= rd: copy. */
+/* for t: p = positions[t]; the position's cos and sin for pairs i, into
+ * locals (once, not once a head); for h: for pairs i: rotate; for d >=
+ * rd: copy. */
 void lower_rope(LowerCx *cx, Node *n)
 {
     Arena *a = cx->a;
@@ -404,20 +406,27 @@ void lower_rope(LowerCx *cx, Node *n)
     Stmt *lt = loop(cx, k, &k->body, T, 0);
     Expr *t = e_var(a, lt->v);
     Expr *p = e_var(a, s_let(a, k, &lt->body, T_I64, lw_load(cx, n->in[1], &t))->v);
-    Stmt *lh = loop(cx, k, &lt->body, H, 0);
-    Expr *h = e_var(a, lh->v);
-    Stmt *li = loop(cx, k, &lh->body, rd / 2, 0);
-    Block *b = &li->body;
-    Expr *i = e_var(a, li->v);
-    Expr *q = e_bin(a, B_MOD, e_mul(a, p, e_load(a, turns, &i)), e_int(a, ROPE_ONE_TURN));
+    int64_t half = rd / 2;                  /* a position's angles, for every head */
+    Buf *cb = s_local(a, cx->p, &lt->body, DT_F32, 1, &half)->buf;
+    Buf *sb = s_local(a, cx->p, &lt->body, DT_F32, 1, &half)->buf;
+    Stmt *lj = loop(cx, k, &lt->body, half, 0);
+    Expr *j = e_var(a, lj->v);
+    Expr *q = e_bin(a, B_MOD, e_mul(a, p, e_load(a, turns, &j)), e_int(a, ROPE_ONE_TURN));
     Expr *rad = e_mul(a, e_un(a, U_TOF32, q), e_flt(a, 2.0 * M_PI / (double)ROPE_ONE_TURN));
-    Expr *ang = e_var(a, s_let(a, k, b, T_F32, rad)->v);
+    Expr *ang = e_var(a, s_let(a, k, &lj->body, T_F32, rad)->v);
     Expr *cs = e_un(a, U_COS, ang), *sn = e_un(a, U_SIN, ang);
     double ms = rope_mscale(n);
     if (ms != 1.0)                  /* YaRN's attention factor */
         cs = e_mul(a, cs, e_flt(a, ms)), sn = e_mul(a, sn, e_flt(a, ms));
-    Expr *c = e_var(a, s_let(a, k, b, T_F32, cs)->v);
-    Expr *s = e_var(a, s_let(a, k, b, T_F32, sn)->v);
+    s_store(a, &lj->body, cb, &j, A_SET, cs);
+    s_store(a, &lj->body, sb, &j, A_SET, sn);
+    Stmt *lh = loop(cx, k, &lt->body, H, 0);
+    Expr *h = e_var(a, lh->v);
+    Stmt *li = loop(cx, k, &lh->body, half, 0);
+    Block *b = &li->body;
+    Expr *i = e_var(a, li->v);
+    Expr *c = e_var(a, s_let(a, k, b, T_F32, e_load(a, cb, &i))->v);
+    Expr *s = e_var(a, s_let(a, k, b, T_F32, e_load(a, sb, &i))->v);
     int il = rope_interleaved(n);
     Expr **ia = lw_idx(cx, 3, t, h, il ? e_mul(a, e_int(a, 2), i) : i);
     Expr **ib = lw_idx(cx, 3, t, h, e_add(a, il ? e_mul(a, e_int(a, 2), i) : i,

@@ -300,26 +300,30 @@ static void rope_lowers(void **state)
     tl_has_line(ir, "b0[0] = 341782638");
     tl_has_line(ir, "b0[1] = 34178264");
     tl_has_line(ir, "let v1: i64 = b2[i0]");
-    tl_has_line(ir, "for i3 in 0..2");
+    tl_has_line(ir, "local b3");                                   /* a position's cos */
+    tl_has_line(ir, "for i2 in 0..2");
     /* 2pi / 2^31 as f32 */
-    tl_has_line(ir, "let v4: f32 = f32(v1 * b0[i3] % 2147483648) * 2.92583624e-09");
-    tl_has_line(ir, "let v5: f32 = cos(v4)");
-    tl_has_line(ir, "let v6: f32 = sin(v4)");
-    tl_has_line(ir, "let v7: f32 = b3[i0, i2, i3]");
-    tl_has_line(ir, "let v8: f32 = b3[i0, i2, i3 + 2]");
-    tl_has_line(ir, "b1[i0, i2, i3] = v7 * v5 - v8 * v6");
-    tl_has_line(ir, "b1[i0, i2, i3 + 2] = v8 * v5 + v7 * v6");
-    tl_has_line(ir, "for i9 in 4..6");
-    tl_has_line(ir, "b1[i0, i2, i9] = b3[i0, i2, i9]");
+    tl_has_line(ir, "let v3: f32 = f32(v1 * b0[i2] % 2147483648) * 2.92583624e-09");
+    tl_has_line(ir, "b3[i2] = cos(v3)");
+    tl_has_line(ir, "b4[i2] = sin(v3)");
+    tl_has_line(ir, "for i4 in 0..1");                             /* then every head */
+    tl_has_line(ir, "let v6: f32 = b3[i5]");
+    tl_has_line(ir, "let v7: f32 = b4[i5]");
+    tl_has_line(ir, "let v8: f32 = b5[i0, i4, i5]");
+    tl_has_line(ir, "let v9: f32 = b5[i0, i4, i5 + 2]");
+    tl_has_line(ir, "b1[i0, i4, i5] = v8 * v6 - v9 * v7");
+    tl_has_line(ir, "b1[i0, i4, i5 + 2] = v9 * v6 + v8 * v7");
+    tl_has_line(ir, "for i10 in 4..6");
+    tl_has_line(ir, "b1[i0, i4, i10] = b5[i0, i4, i10]");
     free(ir);
     tl_free(m);
 
     m = rope_model(1, &r);
     ir = tl_lowered(m, r);
-    tl_has_line(ir, "let v7: f32 = b3[i0, i2, 2 * i3]");
-    tl_has_line(ir, "let v8: f32 = b3[i0, i2, 2 * i3 + 1]");
-    tl_has_line(ir, "b1[i0, i2, 2 * i3] = v7 * v5 - v8 * v6");
-    tl_has_line(ir, "b1[i0, i2, 2 * i3 + 1] = v8 * v5 + v7 * v6");
+    tl_has_line(ir, "let v8: f32 = b5[i0, i4, 2 * i5]");
+    tl_has_line(ir, "let v9: f32 = b5[i0, i4, 2 * i5 + 1]");
+    tl_has_line(ir, "b1[i0, i4, 2 * i5] = v8 * v6 - v9 * v7");
+    tl_has_line(ir, "b1[i0, i4, 2 * i5 + 1] = v9 * v6 + v8 * v7");
     free(ir);
     tl_free(m);
 }
