@@ -582,9 +582,9 @@ static void rg_comm(const rg_ctx *g, int json)
     double n = g->calls ? (double)g->calls : 1;
     if (json)
         fprintf(stderr, ", \"collectives_per_token\": {\"allreduce\": %.4g, \"allgather\": %.4g, "
-                "\"bytes\": %.10g, \"received_bytes\": %.10g, \"ms\": %.4f}", (double)c->allreduce / n,
-                (double)c->allgather / n, (double)c->bytes / n, (double)c->received / n,
-                c->seconds * 1e3 / n);
+                "\"bytes\": %.10g, \"received_bytes\": %.10g, \"ms\": %.4f}",
+                (double)c->allreduce / n, (double)c->allgather / n, (double)c->bytes / n,
+                (double)c->received / n, c->seconds * 1e3 / n);
     else
         fprintf(stderr, "%s: collectives per decode token: %.4g allreduce, %.4g allgather, %.10g "
                 "bytes of results (%.10g received from the other ranks), %.4f ms in them\n",
