@@ -597,10 +597,10 @@ static int load_rank_weights(Check *c, const rt_tensor_info *f32, rt_err *err)
     for (int r = 0; r < c->nranks && !rc; r++) {
         if (r)
             c->rweights[r] = arena_alloc(m->a, sizeof **c->rweights * (size_t)(m->nweights + 1));
-        rt_ranks_set(&(rt_ranks){r, c->nranks, NULL});
+        rt_ranks_set(&(rt_ranks){r, c->nranks, NULL, NULL});
         rc = rt_load_weights(c->o->weights, f32, m->nweights, (void **)c->rweights[r], err);
     }
-    rt_ranks_set(&(rt_ranks){0, 1, NULL});
+    rt_ranks_set(&(rt_ranks){0, 1, NULL, NULL});
     return rc ? err->code : 0;
 }
 

@@ -1,8 +1,9 @@
 /* ir/bounds.c: the range an i32 input's values must lie in, read off its
- * uses: embedding ids index a table of V rows; a pos scalar leaves room for
- * T rows in a cache of S; slotted, pos rows are < S and slots < N of a
- * cache [N, S, H, D]. Shape ops pass the bound through. Used to seed
- * i32 inputs with values a run accepts. */
+ * uses: embedding ids index a table of V rows (its part's rows times
+ * `ranks`); a pos scalar leaves room for T rows in a cache of S;
+ * slotted, pos rows are < S and slots < N of a cache [N, S, H, D].
+ * Shape ops pass the bound through. Used to seed i32 inputs with values
+ * a run accepts. */
 #include "ir.h"
 
 #define DEFAULT_HI 1024      /* positions used only by rope: any value works */
@@ -24,7 +25,7 @@ static int64_t use_bound(const Module *m, const Node *v, int depth)
             if (u->in[j] != v)
                 continue;
             if (u->op == OP_EMBEDDING && j == 1)
-                hi = min64(hi, u->in[0]->dims[0]);
+                hi = min64(hi, u->in[0]->dims[0] * attr_i(u, "ranks"));
             else if (u->op == OP_ATTENTION && u->nin == 5 && j >= 3)
                 hi = min64(hi, u->in[1]->dims[j == 3]);
             else if (u->op == OP_ATTENTION && j == 3)

@@ -112,9 +112,13 @@ static void print_attrs(FILE *f, const Node *n)
     const AttrSpec *s = op_table[n->op].attrs;
     if (!s[0].name)
         return;
-    int quiet = 1;              /* the quiet attributes all hold their defaults */
-    for (int i = 0; s[i].name; i++)
+    int quiet = 1, shown = 0;   /* the quiet attributes all hold their defaults */
+    for (int i = 0; s[i].name; i++) {
         quiet &= !s[i].quiet || (n->attrs.v[i].i == s[i].i && n->attrs.v[i].f == s[i].f);
+        shown += !s[i].quiet;
+    }
+    if (!shown && quiet)        /* only quiet ones (embedding's ranks), at their defaults */
+        return;
     fputs(" {", f);
     for (int i = 0, first = 1; s[i].name; i++) {
         const AttrVal *v = &n->attrs.v[i];

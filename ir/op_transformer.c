@@ -131,7 +131,18 @@ static Expr *row_checked(LowerCx *cx, Kernel *k, Block *blk, Node *n, int i, Exp
     return v;
 }
 
-/* ---- embedding: out[..., d] = table[ids[...], d] ---------------------------- */
+/* ---- embedding: out[..., d] = table[ids[...], d] ----------------------------
+ * Vocabulary parallel (`ranks` N > 1, made by the distribute pass): the
+ * table holds rank r's V/N rows, r·V/N .. (r+1)·V/N − 1 of the whole
+ * table's V; ids index the whole table (0 <= id < V), and the row of an
+ * id this rank does not hold is zeros (an allreduce after it gives every
+ * rank the whole rows, exactly: one rank alone adds a nonzero). The
+ * lowering reads r by `call rank`. */
+
+const AttrSpec embedding_attrs[] = {
+    {"ranks", AT_INT, 0, 1, 0, NULL, 0, 1},     /* quiet: dumped when > 1 */
+    {0},
+};
 
 int infer_embedding(InferCx *cx, Node *n)
 {
@@ -142,6 +153,12 @@ int infer_embedding(InferCx *cx, Node *n)
         diag(cx->d, in_where(cx, n, 1),
              "embedding: ids %s would give a result of rank %d, more than %d",
              shp(cx, ids), ids->rank + 1, KILN_MAX_RANK);
+        bad = -1;
+    }
+    int64_t N = attr_i(n, "ranks");
+    if (N < 1 || N > 1 << 20) {
+        diag(cx->d, attr_where(cx, n, "ranks"), "embedding: ranks %lld is not in [1, %d]",
+             (long long)N, 1 << 20);
         bad = -1;
     }
     if (bad)
@@ -156,25 +173,40 @@ int infer_embedding(InferCx *cx, Node *n)
 int ref_embedding(RefCx *cx, Node *n)
 {
     Tensor *table = ref_in(cx, n, 0), *ids = ref_in(cx, n, 1), *o = ref_out(cx, n);
-    int64_t V = table->dims[0], D = table->dims[1];
+    int64_t Vl = table->dims[0], D = table->dims[1], N = attr_i(n, "ranks"), V = Vl * N;
+    int64_t lo = N > 1 ? cx->rank * Vl : 0;
+    if (N > 1 && N != cx->nranks)
+        return ref_fail(cx, n, "embedding over %lld ranks, run on %d", (long long)N, cx->nranks);
     for (int64_t p = 0; p < ids->count; p++) {
         int64_t id = ids->i[p];
         if (id < 0 || id >= V)
             return ref_fail(cx, n, "embedding: id %lld at position %lld is out of range [0, %lld)",
                             (long long)id, (long long)p, (long long)V);
-        memcpy(o->f + p * D, table->f + id * D, sizeof(float) * (size_t)D);
+        if (id >= lo && id < lo + Vl)
+            memcpy(o->f + p * D, table->f + (id - lo) * D, sizeof(float) * (size_t)D);
+        else
+            memset(o->f + p * D, 0, sizeof(float) * (size_t)D);
     }
     return 0;
 }
 
 /* Every id is checked (0 <= id < V) before any row is read, in a loop of
  * its own: a check returns from the kernel, which it cannot do from the
- * parallel loop the gather nest may become. Then out[..., d] = table[id, d]. */
+ * parallel loop the gather nest may become. Then out[..., d] = table[id, d].
+ * Vocabulary parallel, a kernel first has `call rank(rk)`, and the row is
+ * zeroed, then l = id - rk[0] * Vl; if 0 <= l < Vl: out[..., d] = table[l, d]. */
 void lower_embedding(LowerCx *cx, Node *n)
 {
     Arena *a = cx->a;
     Node *table = n->in[0], *ids = n->in[1];
-    int64_t V = table->dims[0], D = table->dims[1];
+    int64_t Vl = table->dims[0], D = table->dims[1], N = attr_i(n, "ranks"), V = Vl * N, one = 1;
+    Buf *rk = NULL;
+    if (N > 1) {
+        rk = lw_temp(cx, DT_I32, 1, &one);
+        Kernel *k = lw_kernel(cx, n, "embedding_rank");
+        Tile t = {rk, lw_idx(cx, 1, e_int(a, 0)), {1}};
+        s_call(a, &k->body, CALL_RANK, &t, 1);
+    }
     Kernel *k = lw_kernel(cx, n, arena_printf(a, "embedding_v%lld_d%lld",
                                               (long long)V, (long long)D));
     Var *v[KILN_MAX_RANK];
@@ -192,6 +224,15 @@ void lower_embedding(LowerCx *cx, Node *n)
 
     body = lw_nest(cx, k, &k->body, ids->rank, ids->dims, v);
     id = e_var(a, s_let(a, k, body, T_I64, lw_load(cx, ids, lw_vars(cx, ids->rank, v)))->v);
+    if (rk) {
+        Stmt *lz = loop(cx, k, body, D, 0);
+        v[ids->rank] = lz->v;
+        s_store(a, &lz->body, lw_buf(cx, n), lw_vars(cx, n->rank, v), A_SET, e_flt(a, 0));
+        Expr *first = e_mul(a, e_load(a, rk, lw_idx(cx, 1, e_int(a, 0))), e_int(a, Vl));
+        id = e_var(a, s_let(a, k, body, T_I64, e_bin(a, B_SUB, id, first))->v);
+        body = &s_if(a, body, e_bin(a, B_AND, e_bin(a, B_GE, id, e_int(a, 0)),
+                                    e_bin(a, B_LT, id, e_int(a, Vl))))->body;
+    }
     Stmt *ld = loop(cx, k, body, D, 0);
     v[ids->rank] = ld->v;
     s_store(a, &ld->body, lw_buf(cx, n), lw_vars(cx, n->rank, v), A_SET,

@@ -9,7 +9,7 @@ extern const AttrSpec no_attrs[], gelu_attrs[], matmul_attrs[],
     rmsnorm_attrs[], layernorm_attrs[], batchnorm_attrs[], softmax_attrs[],
     reduce_attrs[], argmax_attrs[], topk_attrs[], reshape_attrs[],
     transpose_attrs[], concat_attrs[], slice_attrs[], rope_attrs[],
-    attention_attrs[], moe_attrs[], allreduce_attrs[], allgather_attrs[];
+    attention_attrs[], embedding_attrs[], moe_attrs[], allreduce_attrs[], allgather_attrs[];
 
 #define OP_FNS(x)                                                           \
     int infer_##x(InferCx *cx, Node *n);                                    \

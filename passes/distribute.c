@@ -13,10 +13,17 @@
  * rank counts that divide every dimension the pass splits).
  *
  * Each value is whole on every rank or split along one axis (part r of N
- * on rank r). In node order:
- * 1. linear(x, W[, b]) with x whole and W (and b) a weight only it reads:
- *    column parallel, W and b split by rows, the result split along its
- *    last axis (q, k, v, gate, up, the classifier); N must divide W's rows.
+ * on rank r). First, the vocabulary tables: a weight that embeddings read
+ * as their table and bias-less linears (a tied classifier) as their
+ * weight, and nothing else, is split by rows when N divides them (else it
+ * stays whole, noted). Then in node order:
+ * 0. embedding(table, ids) of such a table: vocabulary parallel, each
+ *    rank's rows of its own ids and zeros for the others', completed by
+ *    an allreduce (exact: one rank alone adds a nonzero).
+ * 1. linear(x, W[, b]) with x whole and W (and b) a weight only it reads,
+ *    or W a vocabulary table: column parallel, W and b split by rows, the
+ *    result split along its last axis (q, k, v, gate, up, the classifier,
+ *    tied or not); N must divide W's rows.
  * 2. linear(x, W[, b]) with x split along its last axis (the sum's) and W
  *    a weight only it reads: row parallel, W split by columns, each rank's
  *    result a partial sum completed by an allreduce (o, down); a bias is
@@ -39,7 +46,7 @@
  * 5. Anything else needing a split operand gets it whole first (an
  *    allgather, made once per value); outputs are gathered too (the
  *    logits, split by vocabulary rows, are whole where sampling reads
- *    them). Embeddings, norms' weights and rope stay whole on every rank.
+ *    them). Norms' weights and rope stay whole on every rank.
  * 6. The sharded leaves take their parts' dims, every node is inferred
  *    again, and the notes give the distribution: each sharded weight's
  *    part per rank, the collectives and their bytes per call. */
@@ -63,6 +70,7 @@ typedef struct {
     int N;
     int *ax;              /* by node id: the split axis, -1 whole */
     int *uses;            /* by node id of the input graph */
+    char *table;          /* by node id: a vocabulary table, split by rows */
     Node **rep;           /* by node id: the node later users read instead */
     Node **whole;         /* by node id: its allgather, once made */
     Node **out;           /* the new node order */
@@ -156,6 +164,18 @@ static void shard(Dist *ds, Node *w, int axis)
 static void linear(Dist *ds, Node *n)
 {
     Node *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL;
+    if (ds->table[w->id]) {                           /* a tied classifier */
+        if (ds->ax[w->id] < 0)
+            shard(ds, w, 0);
+        if (ds->ax[x->id] >= 0) {
+            gather_operands(ds, n);
+            push(ds, n);
+            return;
+        }
+        ds->ax[n->id] = n->rank - 1;
+        push(ds, n);
+        return;
+    }
     int own = own_weight(ds, w) && w->rank == 2 && (!b || own_weight(ds, b));
     if (own && ds->ax[x->id] < 0) {                   /* column parallel */
         if (!splits(ds, n, w->dims[0], "rows of its weight")) {
@@ -193,6 +213,55 @@ static void linear(Dist *ds, Node *n)
     }
     gather_operands(ds, n);
     push(ds, n);
+}
+
+/* ---- 0. embedding: vocabulary parallel ------------------------------------ */
+
+/* The weights embeddings read as their table and nothing reads otherwise
+ * than as a bias-less linear's weight; split when N divides their rows. */
+static void vocab_tables(Dist *ds, int n0)
+{
+    Module *m = ds->m;
+    int *fit = arena_alloc(ds->a, sizeof *fit * (size_t)n0);
+    char *embeds = arena_alloc(ds->a, (size_t)n0);
+    for (int i = 0; i < n0; i++) {
+        Node *n = m->nodes[i];
+        for (int j = 0; j < n->nin; j++) {
+            Node *w = n->in[j];
+            int emb = n->op == OP_EMBEDDING && j == 0;
+            if (w->op == OP_WEIGHT && (emb || (n->op == OP_LINEAR && j == 1 && n->nin == 2)))
+                fit[w->id]++;
+            embeds[w->id] |= emb;
+        }
+    }
+    for (int i = 0; i < m->nweights; i++) {
+        Node *w = m->weights[i];
+        if (w->id >= n0 || !embeds[w->id] || fit[w->id] != ds->uses[w->id] || w->rank != 2)
+            continue;
+        ds->table[w->id] = w->dims[0] % ds->N == 0;
+        if (!ds->table[w->id])
+            ir_note(ds->a, &m->notes, "weight '%s' whole on every rank: its %lld rows do not "
+                    "split evenly over %d ranks", name_of(ds, w), (long long)w->dims[0], ds->N);
+    }
+}
+
+static void embedding(Dist *ds, Node *n)
+{
+    Node *t = n->in[0];
+    if (!ds->table[t->id] || ds->ax[n->in[1]->id] >= 0) {
+        gather_operands(ds, n);
+        push(ds, n);
+        return;
+    }
+    if (ds->ax[t->id] < 0)
+        shard(ds, t, 0);
+    ((AttrVal *)attr_v(n, "ranks"))->i = ds->N;
+    ((AttrVal *)attr_v(n, "ranks"))->given = 1;
+    const char *name = name_of(ds, n);
+    n->name = arena_printf(ds->a, "%s.part", name);
+    ds->ax[n->id] = -1;
+    push(ds, n);
+    ds->rep[n->id] = collective(ds, OP_ALLREDUCE, n, 0, name);
 }
 
 /* ---- 3. reshape ---------------------------------------------------------- */
@@ -327,6 +396,7 @@ static void node(Dist *ds, Node *n)
         return;
     }
     switch (n->op) {
+    case OP_EMBEDDING: embedding(ds, n); return;
     case OP_LINEAR: linear(ds, n); return;
     case OP_RESHAPE: reshape(ds, n); return;
     case OP_ATTENTION: attention(ds, n); return;
@@ -471,11 +541,13 @@ int pass_distribute(Module *m, PassCtx *cx)
     ds.uses = arena_alloc(m->a, sizeof *ds.uses * (size_t)cap);
     ds.rep = arena_alloc(m->a, sizeof *ds.rep * (size_t)cap);
     ds.whole = arena_alloc(m->a, sizeof *ds.whole * (size_t)cap);
+    ds.table = arena_alloc(m->a, (size_t)cap);
     for (int i = 0; i < n0; i++)
         for (int j = 0; j < m->nodes[i]->nin; j++)
             ds.uses[m->nodes[i]->in[j]->id]++;
     for (int i = 0; i < m->noutputs; i++)
         ds.uses[m->outputs[i]->id]++;
+    vocab_tables(&ds, n0);
     for (int i = 0; i < n0; i++)
         node(&ds, m->nodes[i]);
     for (int i = 0; i < m->noutputs; i++) {

@@ -115,15 +115,28 @@ typedef struct {
 } rt_tensor_info;
 
 /* ---- ranks (rt_ranks.c) --------------------------------------------------- */
+/* The collectives this rank has run so far, counted by the MPI part as
+ * they run (rt_mpi.c): calls of each, the bytes of their results (what
+ * the rank holds after each: an allreduce's n floats, an allgather's
+ * whole), the bytes it received from the other ranks, the seconds spent
+ * in them (waiting for the slowest rank included). */
+typedef struct {
+    int64_t allreduce, allgather;
+    int64_t bytes, received;
+    double seconds;
+} rt_comm;
+
 /* Which MPI rank this process is: rank 0 of 1 unless the MPI part
  * (rt_mpi.h: rt_mpi_main) says otherwise before anything loads. The
  * loader reads a sharded weight's part by it, the weights' image is kept
  * per rank, only rank 0 writes outputs and prints generated text, and
- * generation takes rank 0's tokens (bcast; NULL with one rank). */
+ * generation takes rank 0's tokens (bcast; NULL with one rank) and
+ * reports the collectives per token (comm; NULL with one rank). */
 typedef struct {
     int rank, size;
     /* rank 0's `bytes` at buf into every rank's buf: 0, or an RT_* status */
     int (*bcast)(void *buf, int64_t bytes);
+    const rt_comm *comm;
 } rt_ranks;
 RT_API void rt_ranks_set(const rt_ranks *r);
 RT_API const rt_ranks *rt_ranks_now(void);

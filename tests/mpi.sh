@@ -3,17 +3,20 @@
 # by Open MPI's mpirun on this machine (as root: its allow-run-as-root
 # settings; more ranks than cores: --oversubscribe). $MKCKPT's llama and
 # qwen2 (biases, a tied classifier) folders built with --ranks 2 give the
-# one-rank program's greedy
-# tokens and text (the prompt given on rank 0's standard input too), as
-# does a Qwen3-MoE GGUF whose experts are split over the ranks (4 experts
-# refused on 3 ranks), and `kiln check --ranks 2` agrees on the three; the one-rank program links no MPI; a program run on
-# the wrong number of ranks, a model whose dimensions do not split, and a
-# JIT run of several ranks are refused in one line; a rank that cannot
-# read its weights, and a rank killed while the other waits for it, end
-# the whole job within seconds with the rank named. Last, two ranks in two
-# network namespaces joined by a veth pair (tests/mpi-netns.sh: Open MPI's
-# TCP transport over it); where the kernel forbids namespaces that test
-# says so on a "skip" line.
+# one-rank program's greedy tokens and text (the prompt given on rank 0's
+# standard input too), as does a Qwen3-MoE GGUF whose experts are split
+# over the ranks (4 experts refused on 3 ranks), and `kiln check --ranks
+# 2` agrees on the three. The 2-rank program prints the collectives and
+# bytes per decode token, the dump's and the model's shape's. A llama2.c
+# checkpoint, tied and untied, and a q8_0 GGUF have their embedding table
+# split by vocabulary rows and give the one-rank tokens. The one-rank
+# program links no MPI; a program run on the wrong number of ranks, a
+# model whose dimensions do not split, and a JIT run of several ranks are
+# refused in one line; a rank that cannot read its weights, and a rank
+# killed while the other waits for it, end the whole job within seconds
+# with the rank named. Last, two ranks in two network namespaces joined by
+# a veth pair (tests/mpi-netns.sh: Open MPI's TCP transport over it);
+# where the kernel forbids namespaces that test says so on a "skip" line.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
@@ -65,6 +68,74 @@ $MPIRUN -np 2 "$T/llama-2" generate --prompt "the cat sat on the mat" -n 16 --te
     >"$T/text-2" 2>"$T/err"
 grep -q "rank 0: prefill:" "$T/err" && [ "$(grep -c "prefill:" "$T/err")" = 1 ] &&
     ok "  rank 0 alone reports the rates" || { bad "  rank 0 alone reports the rates"; cat "$T/err"; }
+
+# ---- communication per token, counted by the program ------------------------------
+# llama (untied, L layers of width D, vocabulary V): each decode token runs
+# 2 L + 1 allreduces of 4 D bytes (after o, after down, the embedding's
+# rows) and one allgather of the 4 V bytes of logits: what the dump says
+# of a call of 1 token, and what the 2-rank program counts as it runs.
+cfg() { sed -n "s/^ *\"$1\": \([0-9]*\),*$/\1/p" "$T/llama/config.json"; }
+L=$(cfg num_hidden_layers) D=$(cfg hidden_size) V=$(cfg vocab_size)
+want_b=$(((2 * L + 1) * 4 * D + 4 * V))
+"$KILN" print "$T/llama" --ranks 2 --stop-after distribute >"$T/llama.ir" 2>"$T/err"
+dump_b=$(sed -n 's/.*runs allreduce [0-9]* times (\([0-9]*\) bytes of results in all) and allgather [0-9]* times (\([0-9]*\) bytes).*/\1 + \2/p' "$T/llama.ir")
+dump_b=$((${dump_b:-0}))
+# shellcheck disable=SC2086
+$MPIRUN -np 2 "$T/llama-2" $GEN >/dev/null 2>"$T/err"
+got=$(sed -n 's/.*rank 0: collectives per decode token: \([0-9]*\) allreduce, \([0-9]*\) allgather, \([0-9]*\) bytes of results.*/\1 \2 \3/p' "$T/err")
+if [ "$got" = "$((2 * L + 1)) 1 $want_b" ] && [ "$dump_b" = "$want_b" ]; then
+    ok "llama: the program counts $got (allreduces, allgathers, bytes) a decode token: the dump's, (2 L + 1) 4 D + 4 V"
+else bad "llama: collectives per decode token: '$got', dump $dump_b bytes, want $((2 * L + 1)) 1 $want_b"; sed 's/^/      /' "$T/err"; fi
+# shellcheck disable=SC2086
+$MPIRUN -np 2 "$T/llama-2" $GEN --json >/dev/null 2>"$T/err"
+grep -q "\"collectives_per_token\": {\"allreduce\": $((2 * L + 1)), \"allgather\": 1, \"bytes\": $want_b, " "$T/err" &&
+    ok "  and in generate --json's statistics" || { bad "  generate --json's collectives_per_token"; cat "$T/err"; }
+"$T/llama-1" $GEN --json >/dev/null 2>"$T/err"
+grep -q collectives "$T/err" && bad "the 1-rank program reports collectives" ||
+    ok "  the 1-rank program reports none"
+
+# ---- the vocabulary split: a llama2.c checkpoint, tied and untied ------------------
+for kind in shared unshared; do
+    flag=; [ "$kind" = unshared ] && flag=--unshared
+    # shellcheck disable=SC2086
+    "$MKCKPT" llama2c "$T/l2c-$kind.bin" $flag >/dev/null || bad "mkckpt llama2c $flag"
+    "$KILN" import llama2c "$T/l2c-$kind.bin" -o "$T/l2c-$kind.json" \
+        --weights-out "$T/l2c-$kind.safetensors" >/dev/null 2>&1 || bad "import llama2c $kind"
+    "$KILN" print "$T/l2c-$kind.json" --ranks 2 --stop-after distribute >"$T/l2c.ir" 2>"$T/err"
+    if grep -q "# weight 'tok_embeddings.weight' split by rows (320 of them): rank 0 holds 0..159, rank 1 holds 160..319" "$T/l2c.ir" &&
+        grep -q '"x0" = allreduce .*{ranks=2}' "$T/l2c.ir"; then
+        ok "llama2c $kind: the embedding table split by vocabulary rows, its rows completed by an allreduce"
+    else bad "llama2c $kind: the embedding's slices in the dump"; sed 's/^/      /' "$T/err"; fi
+    for n in 1 2; do
+        "$KILN" build "$T/l2c-$kind.json" --ranks $n -o "$T/l2c-$n" >/dev/null 2>"$T/err" ||
+            { bad "llama2c $kind: build --ranks $n"; sed 's/^/      /' "$T/err"; }
+    done
+    # shellcheck disable=SC2086
+    "$T/l2c-1" $GEN --weights "$T/l2c-$kind.safetensors" >"$T/l2c-1.tok" 2>"$T/err"
+    # shellcheck disable=SC2086
+    $MPIRUN -np 2 "$T/l2c-2" $GEN --weights "$T/l2c-$kind.safetensors" >"$T/l2c-2.tok" 2>"$T/err" ||
+        sed 's/^/      /' "$T/err"
+    same "llama2c $kind: 2 ranks' greedy tokens are 1 rank's" "$T/l2c-2.tok" "$T/l2c-1.tok"
+    "$KILN" check "$T/l2c-$kind.json" --weights "$T/l2c-$kind.safetensors" --ranks 2 >"$T/check" 2>"$T/err"
+    st=$?
+    if [ "$st" = 0 ] && grep -q "^ok: every output within tolerance" "$T/check" &&
+        grep -q "^logits: the greedy token of the 2-rank cc build is the one-rank graph's in 1 of 1 row" "$T/check"
+    then ok "llama2c $kind: kiln check --ranks 2: $(grep "^logits  " "$T/check" | tr -s ' ')"
+    else bad "llama2c $kind: kiln check --ranks 2 (exit $st)"; sed 's/^/      /' "$T/check" "$T/err"; fi
+done
+
+# ---- a q8_0 GGUF: each rank reads its quantized embedding rows -----------------------
+"$MKCKPT" gguf llama "$T/q8.gguf" --type q8_0 --shape blocks >/dev/null || bad "mkckpt gguf llama q8_0"
+"$KILN" print "$T/q8.gguf" --ranks 2 --stop-after distribute >"$T/q8.ir" 2>"$T/err"
+grep -q '"token_embd.weight" : f32\[160,256\] shard(axis=0, of=320, ranks=2)' "$T/q8.ir" &&
+    ok "q8_0 GGUF: token_embd split by vocabulary rows" || { bad "q8_0 GGUF: token_embd split"; sed 's/^/      /' "$T/err"; }
+run "q8_0 GGUF: kiln build --ranks 2" "$KILN" build "$T/q8.gguf" --ranks 2 -o "$T/q8-2"
+run "q8_0 GGUF: kiln build (1 rank)" "$KILN" build "$T/q8.gguf" -o "$T/q8-1"
+# shellcheck disable=SC2086
+"$T/q8-1" $GEN >"$T/q8-1.tok" 2>"$T/err"
+# shellcheck disable=SC2086
+$MPIRUN -np 2 "$T/q8-2" $GEN >"$T/q8-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
+same "q8_0 GGUF: 2 ranks' greedy tokens are 1 rank's" "$T/q8-2.tok" "$T/q8-1.tok"
 
 if ldd "$T/llama-1" | grep -q libmpi; then bad "the 1-rank program links MPI"; else
     ok "the 1-rank program links no MPI"; fi

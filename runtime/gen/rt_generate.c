@@ -53,7 +53,9 @@
  *    standard input (--prompt-file -) is rank 0's, its bytes broadcast.
  * Output: --tokens prints the drawn ids on one line, space-separated;
  * --tokenizer prints the prompt's text, then each token's text. Last, on
- * stderr: prefill and decode tokens per second. Every write to stdout is
+ * stderr: prefill and decode tokens per second; of several ranks, the
+ * collectives per decode step (counted by the MPI part as they ran:
+ * rt_ranks.comm). Every write to stdout is
  * checked: an error (a full disk) is one line and RT_EIO; a reader that
  * has gone (EPIPE, where SIGPIPE is ignored; else SIGPIPE ends the
  * process, as it does cat) ends generation quietly, status 0. */
@@ -93,6 +95,7 @@ typedef struct {
     int nids;
     double t_prefill, t_decode;
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
+    rt_comm comm;                       /* the decode steps' collectives (several ranks) */
     uint64_t K;                         /* --sequences: 0 or 1, one */
     rt_gov gov;
 } rg_ctx;
@@ -507,6 +510,8 @@ static int rg_decode(rg_ctx *g)
     int64_t pos = g->nids;
     int team = rt_get_threads();        /* what the steps run on now */
     int bos = g->tok ? rt_tok_bos(g->tok) : -1;
+    const rt_comm *comm = rt_ranks_now()->comm;
+    rt_comm c0 = comm ? *comm : (rt_comm){0};
     double t0 = rt_now();
     g->finish = "length";
     for (uint64_t i = 0; i < g->n; i++) {
@@ -546,6 +551,10 @@ static int rg_decode(rg_ctx *g)
         g->calls++;
     }
     g->t_decode = rt_now() - t0;
+    if (comm)
+        g->comm = (rt_comm){comm->allreduce - c0.allreduce, comm->allgather - c0.allgather,
+                            comm->bytes - c0.bytes, comm->received - c0.received,
+                            comm->seconds - c0.seconds};
     int stopped = !strcmp(g->finish, "stop");
     int rc = g->tok && !stopped ? rg_emit(g, rt_tok_decode_flush(g->tok)) : 0;
     if (!rc && g->npend && !stopped)    /* what could have begun a stop string, but did not */
@@ -566,6 +575,24 @@ static int rg_echo(rg_ctx *g)
 static double rg_rate(int64_t n, double s) { return s > 0 ? (double)n / s : 0; }
 
 /* "; 37 of 249 steps on fewer than 2 threads (the machine was busy)", or "". */
+/* Of several ranks, the collectives per decode step, on stderr: a line
+ * after the rates, or the --json object's member "collectives_per_token". */
+static void rg_comm(const rg_ctx *g, int json)
+{
+    const rt_comm *c = &g->comm;
+    double n = g->calls ? (double)g->calls : 1;
+    if (json)
+        fprintf(stderr, ", \"collectives_per_token\": {\"allreduce\": %.4g, \"allgather\": %.4g, "
+                "\"bytes\": %.10g, \"received_bytes\": %.10g, \"ms\": %.4f}",
+                (double)c->allreduce / n, (double)c->allgather / n, (double)c->bytes / n,
+                (double)c->received / n, c->seconds * 1e3 / n);
+    else
+        fprintf(stderr, "%s: collectives per decode token: %.4g allreduce, %.4g allgather, %.10g "
+                "bytes of results (%.10g received from the other ranks), %.4f ms in them\n",
+                g->prog, (double)c->allreduce / n, (double)c->allgather / n, (double)c->bytes / n,
+                (double)c->received / n, c->seconds * 1e3 / n);
+}
+
 static const char *rg_fewer(const rg_ctx *g, char *buf, size_t size)
 {
     if (!g->gov.fewer)
@@ -774,7 +801,7 @@ static int rg_main(rg_ctx *g)
         fprintf(stderr, "{\"prompt_tokens\": %d, \"tokens\": %lld, \"finish\": \"%s\", "
                 "\"prefill_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, \"chunk\": %lld, "
                 "\"decode_ms\": %.3f, \"decode_tokens_per_s\": %.1f, \"decode_steps\": %lld, "
-                "\"threads\": %d, \"steps_on_fewer_threads\": %lld, \"seed\": %llu}\n",
+                "\"threads\": %d, \"steps_on_fewer_threads\": %lld, \"seed\": %llu",
                 g->nids, (long long)g->n_decode, g->finish, g->t_prefill * 1e3,
                 rg_rate(g->nids, g->t_prefill), (long long)g->d.C, g->t_decode * 1e3,
                 rg_rate(g->calls, g->t_decode), (long long)g->calls, g->gov.most,
@@ -785,6 +812,10 @@ static int rg_main(rg_ctx *g)
                 g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->d.C,
                 (long long)g->n_decode, g->t_decode * 1e3,
                 rg_rate(g->calls, g->t_decode), rg_fewer(g, note, sizeof note));
+    if (report && rt_ranks_now()->comm)
+        rg_comm(g, g->json);
+    if (report && g->json)
+        fputs("}\n", stderr);
     rt_err e = {0};
     if (!rc && g->prof &&
         rt_profile_write(g->prof, &g->md->machine, rt_get_threads(), g->profile, &e))

@@ -5,7 +5,9 @@
  * the rank and the call, then the job is ended (MPI_Abort), so no rank
  * hangs waiting for one that failed. The collectives' scratch (every
  * rank's operand) is kept between calls and grown when needed: they run
- * on the program's one calling thread. */
+ * on the program's one calling thread. Each collective counts itself
+ * into mp_comm (rt_comm: calls, bytes, MPI_Wtime's seconds), which the
+ * core reads through rt_ranks.comm. */
 #include "runtime/rt_mpi.h"
 
 #include <mpi.h>
@@ -16,6 +18,7 @@
 static int mp_rank, mp_size;
 static char *mp_scratch;
 static size_t mp_scratch_bytes;
+static rt_comm mp_comm;
 
 /* Says "rank R: WHAT: why" and ends the job. */
 static _Noreturn void mp_abort(const char *what, int err)
@@ -59,6 +62,7 @@ static void mp_gather(char *all, const void *x, size_t bytes)
 
 void rt_mpi_allreduce(float *y, const float *x, int64_t n)
 {
+    double t0 = MPI_Wtime();
     const float *all = (const float *)mp_room((size_t)n * sizeof *x);
     mp_gather((char *)all, x, (size_t)n * sizeof *x);
     for (int64_t i = 0; i < n; i++) {
@@ -67,20 +71,29 @@ void rt_mpi_allreduce(float *y, const float *x, int64_t n)
             s += all[(int64_t)r * n + i];
         y[i] = s;
     }
+    mp_comm.allreduce++;
+    mp_comm.bytes += n * (int64_t)sizeof *x;
+    mp_comm.received += (mp_size - 1) * n * (int64_t)sizeof *x;
+    mp_comm.seconds += MPI_Wtime() - t0;
 }
 
 void rt_mpi_allgather(void *y, const void *x, int64_t outer, int64_t row, int esize)
 {
+    double t0 = MPI_Wtime();
     size_t run = (size_t)row * (size_t)esize, bytes = run * (size_t)outer;
     if (outer == 1) {
         mp_gather(y, x, bytes);
-        return;
+    } else {
+        char *all = mp_room(bytes), *dst = y;
+        mp_gather(all, x, bytes);
+        for (int64_t o = 0; o < outer; o++)
+            for (int r = 0; r < mp_size; r++, dst += run)
+                memcpy(dst, all + (size_t)r * bytes + (size_t)o * run, run);
     }
-    char *all = mp_room(bytes), *dst = y;
-    mp_gather(all, x, bytes);
-    for (int64_t o = 0; o < outer; o++)
-        for (int r = 0; r < mp_size; r++, dst += run)
-            memcpy(dst, all + (size_t)r * bytes + (size_t)o * run, run);
+    mp_comm.allgather++;
+    mp_comm.bytes += (int64_t)bytes * mp_size;
+    mp_comm.received += (int64_t)bytes * (mp_size - 1);
+    mp_comm.seconds += MPI_Wtime() - t0;
 }
 
 /* rank 0's bytes at buf into every rank's. */
@@ -109,7 +122,7 @@ int rt_mpi_main(int argc, char **argv, const rt_model *md, int ranks)
         MPI_Finalize();
         return RT_EUSAGE;
     }
-    rt_ranks_set(&(rt_ranks){mp_rank, mp_size, mp_bcast});
+    rt_ranks_set(&(rt_ranks){mp_rank, mp_size, mp_bcast, &mp_comm});
     if (mp_rank != 0 && !freopen("/dev/null", "w", stdout))
         mp_abort("cannot send standard output to /dev/null", MPI_SUCCESS);
     char name[512];

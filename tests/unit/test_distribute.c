@@ -185,7 +185,8 @@ static int lines_with(const char *text, const char *part)
 
 /* Llama's Megatron layout: q, k, v, gate, up and the classifier by rows,
  * o and down by columns, each followed by an allreduce, the logits
- * gathered; the embedding and norms whole; the KV caches by heads. */
+ * gathered; the embedding table by vocabulary rows, its rows completed by
+ * an allreduce; the norms whole; the KV caches by heads. */
 static void llama_layout(void **state)
 {
     (void)state;
@@ -207,18 +208,48 @@ static void llama_layout(void **state)
     tl_assert_has(g, "\"model.layers.0.mlp.down_proj.weight\" : f32[64,48] shard(axis=1, "
                      "of=96, ranks=2)");
     tl_assert_has(g, "\"lm_head.weight\" : f32[160,64] shard(axis=0, of=320, ranks=2)");
-    tl_assert_has(g, "weight %2 \"model.embed_tokens.weight\" : f32[320,64]\n");
+    tl_assert_has(g, "weight %2 \"model.embed_tokens.weight\" : f32[160,64] shard(axis=0, "
+                     "of=320, ranks=2)");
+    tl_assert_has(g, "\"x0.part\" = embedding %2, %0 {ranks=2} : f32[1,64]");
+    tl_assert_has(g, "\"x0\" = allreduce %29 {ranks=2} : f32[1,64]");
     tl_assert_has(g, "\"layers.0.k_cache\" : f32[16,1,16] shard(axis=1, of=2, ranks=2)");
-    tl_assert_has(g, "\"layers.0.att_out\" = allreduce %43 {ranks=2} : f32[1,64]");
-    tl_assert_has(g, "\"logits\" = allgather %79 {axis=1, ranks=2} : f32[1,320]");
-    assert_int_equal(lines_with(g, "= allreduce"), 4);
+    tl_assert_has(g, "\"layers.0.att_out\" = allreduce %44 {ranks=2} : f32[1,64]");
+    tl_assert_has(g, "\"logits\" = allgather %80 {axis=1, ranks=2} : f32[1,320]");
+    assert_int_equal(lines_with(g, "= allreduce"), 5);
     assert_int_equal(lines_with(g, "= allgather"), 1);
-    assert_int_equal(lines_with(g, "shard("), 19);
-    tl_assert_has(g, "# 2 ranks: each holds 247040 weight bytes of 410880");
-    tl_assert_has(g, "# a call of 1 token(s) runs allreduce 4 times (1024 bytes of results in "
+    assert_int_equal(lines_with(g, "shard("), 20);
+    tl_assert_has(g, "# 2 ranks: each holds 206080 weight bytes of 410880");
+    tl_assert_has(g, "# a call of 1 token(s) runs allreduce 5 times (1280 bytes of results in "
                      "all) and allgather 1 times (1280 bytes)");
     tl_assert_has(g, "# weight 'lm_head.weight' split by rows (320 of them): rank 0 holds "
                      "0..159, rank 1 holds 160..319 (40960 bytes each)");
+    free(g);
+    arena_free(a);
+}
+
+/* Qwen2's classifier tied to the embedding: the one table split by
+ * vocabulary rows serves both, the embedding completed by an allreduce,
+ * the logits gathered. */
+static void qwen2_tied_layout(void **state)
+{
+    (void)state;
+    CkShape s = ti_hf_shape("qwen2");
+    CkModel *ck = ti_model(&s);
+    const char *dir = ti_write_hf("qwen2", ck, 1, NULL);
+    ck_free(ck);
+    Arena *a = arena_new();
+    char err[2000] = "";
+    Module *m = load(a, ti_hf(a, dir, 1, 16), NR, err, sizeof err);
+    assert_non_null(m);
+    char *g = tl_graph_text(m);
+    tl_assert_has(g, "weight %2 \"model.embed_tokens.weight\" : f32[170,64] shard(axis=0, "
+                     "of=340, ranks=2)");
+    tl_assert_has(g, "\"x0.part\" = embedding %2, %0 {ranks=2} : f32[1,64]");
+    tl_assert_has(g, "\"logits.part\" = linear ");
+    tl_assert_has(g, ", %2 : f32[1,170]");
+    tl_assert_has(g, "\"logits\" = allgather ");
+    assert_int_equal(lines_with(g, "= allgather"), 1);
+    assert_int_equal(lines_with(g, "embed_tokens"), 2);    /* its note and its leaf */
     free(g);
     arena_free(a);
 }
@@ -291,6 +322,34 @@ static void one_rank(void **state)
     arena_free(a);
 }
 
+/* A tied table whose rows N does not divide stays whole, said in a note,
+ * and its classifier with it: no collective at all. */
+static void uneven_table_whole(void **state)
+{
+    (void)state;
+    static const char text[] = "graph t\n"
+                               "  input  %0 \"tokens\" : i32[1]\n"
+                               "  weight %1 \"table\" : f32[5,4]\n"
+                               "  %2 \"x\" = embedding %1, %0 : f32[1,4]\n"
+                               "  %3 \"logits\" = linear %2, %1 : f32[1,5]\n"
+                               "  output %3\n";
+    Arena *a = arena_new();
+    Diags d;
+    diag_init(&d, a, "t.kir");
+    Module *m = ir_parse(a, "t.kir", text, &d);
+    assert_non_null(m);
+    PassCtx cx = {.d = &d, .verify = 1, .ranks = 2};
+    assert_int_equal(pass_distribute(m, &cx), 1);
+    char *g = tl_graph_text(m);
+    tl_assert_has(g, "# weight 'table' whole on every rank: its 5 rows do not split evenly over 2 "
+                     "ranks\n");
+    tl_assert_has(g, "weight %1 \"table\" : f32[5,4]\n");
+    tl_assert_has(g, "\"x\" = embedding %1, %0 : f32[1,4]\n");
+    assert_int_equal(lines_with(g, "= all"), 0);
+    free(g);
+    arena_free(a);
+}
+
 /* A shard prints and parses back; one that does not fit its leaf is
  * refused with its line. */
 static void shard_text(void **state)
@@ -325,6 +384,8 @@ int main(void)
         cmocka_unit_test(llama_decode),
         cmocka_unit_test(llama_prefill),
         cmocka_unit_test(qwen2_biases_tied),
+        cmocka_unit_test(qwen2_tied_layout),
+        cmocka_unit_test(uneven_table_whole),
         cmocka_unit_test(qwen3_head_norms),
         cmocka_unit_test(gpt2_whole),
         cmocka_unit_test(mixtral_experts_whole),

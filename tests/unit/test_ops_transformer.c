@@ -95,6 +95,54 @@ static void embedding_gathers_rows(void **state)
     tl_free(m);
 }
 
+/* Vocabulary parallel on 2 ranks: rank r holds rows 2r, 2r + 1 of
+ * emb_table; each rank's part has its own rows and zeros, the allreduce
+ * gives every rank the whole rows; id 4 (V = 4 over both) is refused. */
+static void embedding_vocab_parallel(void **state)
+{
+    (void)state;
+    Module *m = tl_module();
+    Node *ids = tl_input(m, "ids", DT_I32, TL_DIMS(2, 2));
+    Node *table = tl_weight(m, "table", TL_DIMS(2, 3));
+    Node *e = tl_op(m, OP_EMBEDDING, "e", 2, table, ids);
+    tl_attr_i(e, "ranks", 2);
+    Node *y = tl_op(m, OP_ALLREDUCE, "y", 1, e);
+    tl_attr_i(y, "ranks", 2);
+    tl_infer_ok(m, e, "f32[2,2,3]");
+    tl_infer_ok(m, y, "f32[2,2,3]");
+    tl_outputs(m, 2, e, y);
+    int32_t good[4] = {3, 0, 1, 3}, bad[4] = {0, 4, 0, 0};
+    float part0[12], whole[12];
+    float want0[12] = {0, 0, 0, 0, 1, 2, 10, 11, 12, 0, 0, 0};
+    float want[12] = {30, 31, 32, 0, 1, 2, 10, 11, 12, 30, 31, 32};
+    Tensor *tw[2] = {tensor_wrap(table, emb_table), tensor_wrap(table, emb_table + 6)};
+    Tensor *const *wr[2] = {&tw[0], &tw[1]}, *const *sr[2] = {NULL, NULL};
+    Tensor *ti = tensor_wrap(ids, good), *to[2] = {tensor_wrap(e, part0), tensor_wrap(y, whole)};
+    char err[512] = "";
+    if (ref_run_ranks(m, 2, &ti, wr, sr, to, err, sizeof err) != 0)
+        fail_msg("reference failed: %s", err);
+    tl_assert_near(whole, want, 12);
+    tl_assert_near(part0, want0, 12);          /* the outputs are rank 0's */
+    free(ti);
+    ti = tensor_wrap(ids, bad);
+    assert_int_not_equal(ref_run_ranks(m, 2, &ti, wr, sr, to, err, sizeof err), 0);
+    tl_assert_has(err, "embedding: id 4 at position 1 is out of range [0, 4)");
+    char *ir = tl_lowered(m, e);
+    tl_has_line(ir, "kernel k0 embedding_rank (%2)");
+    tl_has_line(ir, "call rank(b0[0 +: 1])");
+    tl_has_line(ir, "kernel k1 embedding_v4_d3 (%2)");
+    tl_has_line(ir, "let v7: i64 = v5 - b0[0] * 2");
+    tl_has_line(ir, "if v7 >= 0 && v7 < 2");
+    tl_has_line(ir, "b2[i3, i4, i8] = b3[v7, i8]");
+    free(ir);
+    free(ti);
+    free(to[0]);
+    free(to[1]);
+    free(tw[0]);
+    free(tw[1]);
+    tl_free(m);
+}
+
 /* The table is an input here, so that the JIT build needs no weights. */
 static void embedding_id_out_of_range(void **state)
 {
@@ -941,6 +989,7 @@ int main(void)
         cmocka_unit_test(embedding_infers),
         cmocka_unit_test(embedding_refusals),
         cmocka_unit_test(embedding_gathers_rows),
+        cmocka_unit_test(embedding_vocab_parallel),
         cmocka_unit_test(embedding_id_out_of_range),
         cmocka_unit_test(embedding_lowers),
         cmocka_unit_test(attention_infers),
