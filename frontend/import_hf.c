@@ -195,6 +195,10 @@ static const char *const ignored[] = {
 /* Every key of object o (at path) is among keys; 0 when o is no object. */
 static int qc_keys(Cfg *c, const char *path, json_t *o, const char *const *keys)
 {
+    const char *why = !strcmp(keys[0], "quant_method") && keys[1] &&
+                              !strcmp(keys[1], "modules_to_not_convert")
+                          ? "kiln reads gpt_oss's MXFP4 experts only"
+                          : "kiln reads FP8 e4m3 weights only";
     const char *key;
     json_t *v;
     if (!json_is_object(o))
@@ -205,7 +209,7 @@ static int qc_keys(Cfg *c, const char *path, json_t *o, const char *const *keys)
             known = !strcmp(keys[i], key);
         if (!known)
             diag(c->fx.d, arena_printf(c->fx.a, "%s.%s", path, fe_quote(&c->fx, key)),
-                 "not supported (kiln reads FP8 e4m3 weights only)");
+                 "not supported (%s)", why);
     }
     return 1;
 }
