@@ -24,6 +24,9 @@ static const rt_tensor_info table[] = {
     {.name = "d", .dtype = RT_F32, .rank = 3, .dims = {1, 2, 2}, .count = 4,
      .init = RT_INIT_DATA, .data = table_data},
     {.name = "emb.weight", .dtype = RT_F32, .rank = 2, .dims = {4, 2}, .count = 8},
+    /* also MXFP4, x_blocks and x_scales (widened) */
+    {.name = "x", .dtype = RT_F32, .rank = 2, .dims = {2, 32}, .count = 64,
+     .init = RT_INIT_FILL, .fill = 0},
 };
 #define NW ((int)(sizeof table / sizeof table[0]))
 
