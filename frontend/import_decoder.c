@@ -457,7 +457,8 @@ static const char *experts_gptoss(Llama *L, const char *h)
     in[2] = every_other(x, nd(x, "experts.gate"), rows, 0, IG_DIMS(E, I, D));
     in[3] = every_other(x, nd(x, "experts.up"), rows, 1, IG_DIMS(E, I, D));
     in[4] = c->mxfp4 ? lw(x, L->n->edown, "", IG_DIMS(E, D, I))
-                     : swap_last(x, nd(x, "experts.down"), lw(x, L->n->edown, "", IG_DIMS(E, I, D)));
+                     : swap_last(x, nd(x, "experts.down"),
+                                 lw(x, L->n->edown, "", IG_DIMS(E, I, D)));
     in[5] = lw(x, L->n->router, ".bias", IG_DIMS(E));
     const char *gub = reshape(x, nd(x, "experts.gate_up_bias_pairs"),
                               lw(x, L->n->egate, "_bias", IG_DIMS(E, 2 * I)), IG_DIMS(E, I, 2));

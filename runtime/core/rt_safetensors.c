@@ -86,7 +86,8 @@ static int st_dtype(st_parser *P, rt_st_tensor *t)
             t->dtype = i;
     if (t->dtype < 0)
         rc = rt_errf(P->J.e, RT_EINVAL,
-                     "%s: '%s': dtype '%s' is not supported (kiln reads F32, F16, BF16, F8_E4M3, U8)", P->J.path,
+                     "%s: '%s': dtype '%s' is not supported (kiln reads F32, F16, BF16, F8_E4M3, "
+                     "U8)", P->J.path,
                      P->name, s);
     free(s);
     return rc;

@@ -58,9 +58,13 @@
  * 255 (NaN) is refused by place. Messages:
  *   W: 'e.gate_up_proj_blocks' is MXFP4 but its scales 'e.gate_up_proj_scales'
  *      are not in the file
- *   W: 'e.gate_up_proj_scales': shape [2,64], for 'e.gate_up_proj_blocks'
+ *   W: 'e.gate_up_proj_scales': U8 [2,64], for 'e.gate_up_proj_blocks'
  *      [2,64,2,16] kiln reads [2,64,2] (U8)
- *   W: 'e.gate_up_proj_scales': element 9 is 255 (NaN) */
+ *   W: 'e.gate_up_proj_blocks': not U8 [2,64,2,16], kiln reads MXFP4
+ *      blocks as U8 [..., cols / 32, 16]
+ *   W: 'e.gate_up_proj_scales': element 9 is 255 (NaN)
+ *   W: 'x': U8, which kiln reads only as MXFP4 blocks ('x_blocks' with
+ *      'x_scales') */
 #include "runtime/core/rt_core.h"
 
 #include <fcntl.h>
@@ -285,8 +289,8 @@ static int wt_mx_check(const wt_file *f, const wt_tensor *t, rt_err *e)
     int r = bl->rank;
     if (bl->dtype != RT_ST_U8 || r < 2 || bl->dims[r - 1] != 16)
         return rt_errf(e, RT_EINVAL, "%s: '%s': %s %s, kiln reads MXFP4 blocks as U8 [..., "
-                       "cols / 32, 16]", f->path, bl->name,
-                       bl->dtype == RT_ST_U8 ? "U8" : "not U8", rt_fmt_shape(a, sizeof a, r, bl->dims));
+                       "cols / 32, 16]", f->path, bl->name, bl->dtype == RT_ST_U8 ? "U8" : "not U8",
+                       rt_fmt_shape(a, sizeof a, r, bl->dims));
     if (!sc)
         return rt_errf(e, RT_EINVAL, "%s: '%s' is MXFP4 but its scales '%s_scales' are not in "
                        "the file", f->path, bl->name, t->name);

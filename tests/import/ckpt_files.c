@@ -199,8 +199,9 @@ void ck_mx_block(float *x, unsigned char *e, unsigned char code[32], int round)
     }
 }
 
-/* A U8 tensor of n bytes b (copied). */
-static void add_u8(List *l, const char *name, const unsigned char *b, int rank, const int64_t *dims)
+/* A U8 tensor of the bytes b (copied), of shape dims. */
+static void add_u8(List *l, const char *name, const unsigned char *b, int rank,
+                   const int64_t *dims)
 {
     int64_t n = 1;
     ImpTensor *t = &l->t[l->n++];
@@ -380,9 +381,9 @@ static void hf_oss_experts(const CkModel *m, const CkLayer *L, List *ls, const c
             abort();
         for (int64_t e = 0; e < E; e++)
             for (int64_t i = 0; i < I; i++) {
-                memcpy(rows + (e * 2 * I + 2 * i) * D, L->eg + (e * I + i) * D, sizeof *rows * (size_t)D);
-                memcpy(rows + (e * 2 * I + 2 * i + 1) * D, L->eu + (e * I + i) * D,
-                       sizeof *rows * (size_t)D);
+                size_t n = sizeof *rows * (size_t)D;
+                memcpy(rows + (e * 2 * I + 2 * i) * D, L->eg + (e * I + i) * D, n);
+                memcpy(rows + (e * 2 * I + 2 * i + 1) * D, L->eu + (e * I + i) * D, n);
             }
         add_mx(ls, NAME("%smlp.experts.gate_up_proj", pre), rows, E, 2 * I, D);
         add_mx(ls, NAME("%smlp.experts.down_proj", pre), L->ed, E, D, I);

@@ -54,7 +54,8 @@ static int load(const char *bdtype, int brank, const int64_t *bdims, const char 
     static unsigned char bytes[4096];
     memcpy(bytes, file_blocks, sizeof file_blocks);
     memcpy(bytes + 2048, file_scales, sizeof file_scales);
-    ImpTensor t[2] = {{"w_blocks", bdtype, brank, {0}, bytes}, {"w_scales", sdtype, srank, {0}, bytes + 2048}};
+    ImpTensor t[2] = {{"w_blocks", bdtype, brank, {0}, bytes},
+                      {"w_scales", sdtype, srank, {0}, bytes + 2048}};
     memcpy(t[0].dims, bdims, sizeof *bdims * (size_t)brank);
     memcpy(t[1].dims, sdims, sizeof *sdims * (size_t)srank);
     char why[256];
