@@ -82,9 +82,12 @@ static const Storage *auto_stores(const Module *m, const Opts *o)
         return NULL;
     Storage *s = arena_alloc(m->a, sizeof *s * (size_t)(m->nweights + 1));
     for (int i = 0; i < m->nweights; i++) {
-        const rt_st_tensor *t = rt_st_find(&st, m->weights[i]->name);
+        const char *name = m->weights[i]->name;
+        const rt_st_tensor *t = rt_st_find(&st, name);
         int dt = t && m->weights[i]->rank >= 2 ? t->dtype : RT_ST_F32;
-        s[i] = dt == RT_ST_BF16 ? ST_BF16 : dt == RT_ST_F16 ? ST_F16
+        int mx = !t && m->weights[i]->rank >= 2 &&           /* NAME_blocks: MXFP4 */
+                 rt_st_find(&st, arena_printf(m->a, "%s_blocks", name));
+        s[i] = mx ? ST_MXFP4 : dt == RT_ST_BF16 ? ST_BF16 : dt == RT_ST_F16 ? ST_F16
                : dt == RT_ST_F8_E4M3 ? ST_F8_E4M3 : ST_F32;
     }
     rt_st_close(&st);

@@ -569,7 +569,7 @@ static void wfile_close(WFile *f)
  * it: nothing is rounded). */
 static int file_has(const WFile *f, const Node *w, int store)
 {
-    static const int st_store[] = {RT_F32, RT_F16, RT_BF16, RT_F8_E4M3}; /* by RT_ST_* */
+    static const int st_store[] = {RT_F32, RT_F16, RT_BF16, RT_F8_E4M3, -1}; /* by RT_ST_* */
     if (!f->open)
         return 0;
     if (f->gguf) {
@@ -577,6 +577,10 @@ static int file_has(const WFile *f, const Node *w, int store)
         return t && t->store == store;
     }
     const rt_st_tensor *t = rt_st_find(&f->st, w->name);
+    char blocks[512];                       /* NAME_blocks and NAME_scales, repacked */
+    if (!t && store == RT_MXFP4 &&
+        (size_t)snprintf(blocks, sizeof blocks, "%s_blocks", w->name) < sizeof blocks)
+        return rt_st_find(&f->st, blocks) != NULL;
     return t && st_store[t->dtype] == store;
 }
 

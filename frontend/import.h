@@ -64,7 +64,7 @@ char *imp_llama2c(Arena *a, const char *bin, const ImportOpts *o, const char *we
 /* ---- import_st.c: safetensors written, and opened ------------------------ */
 typedef struct {
     const char *name;
-    const char *dtype;          /* "F32", "F16", "BF16" or "F8_E4M3" */
+    const char *dtype;          /* "F32", "F16", "BF16", "F8_E4M3" or "U8" */
     int rank;
     int64_t dims[KILN_MAX_RANK];
     const void *data;           /* the bytes as they go in the file (little-endian) */
@@ -170,6 +170,9 @@ typedef struct {
                                    and unused (its factors are rope's llama3
                                    attributes); 0: none */
     double swiglu_limit;        /* gpt-oss's experts: the clamped SwiGLU's limit */
+    int mxfp4;                  /* gpt-oss's experts as MXFP4 (quant_method
+                                   mxfp4): [E, out, in], not transformers'
+                                   [E, in, out] of the bf16 checkpoints */
 } ImpLlama;
 enum { IMP_GGUF = 6, IMP_GGUF_PHI3, IMP_GGUF_GEMMA2, IMP_HF_GPTOSS };   /* ImpLlama.hf_names */
 char *imp_llama_graph(Arena *a, const ImpLlama *c);

@@ -439,20 +439,26 @@ static const char *every_other(Dec *x, const char *name, const char *in, int whi
  * gate's and up's (gate = [..., ::2], up = [..., 1::2] of the columns
  * before), split by a reshape to [E, I, 2, dim]; its bias [E, 2I] alike;
  * down_proj [E, I, dim] turned to [E, dim, I]. Nodes of weights alone:
- * computed once, when the program opens. moe with the biases and the
- * clamped SwiGLU at swiglu_limit. */
+ * computed once, when the program opens. MXFP4 checkpoints hold
+ * gate_up_proj as [E, 2I, dim] and down_proj as [E, dim, I] already: no
+ * turn, and the reshape and slices are views of the blocks as stored
+ * (canonicalize-memrefs), which qgemm reads (every other row). moe with
+ * the biases and the clamped SwiGLU at swiglu_limit. */
 static const char *experts_gptoss(Llama *L, const char *h)
 {
     Dec *x = &L->x;
     const ImpLlama *c = L->c;
     int64_t E = c->experts, I = c->moe_hidden, D = c->dim;
     const char *in[9] = {h, lw(x, L->n->router, ".weight", IG_DIMS(E, D))};
-    const char *gu = lw(x, L->n->egate, "", IG_DIMS(E, D, 2 * I));
-    const char *rows = reshape(x, nd(x, "experts.gate_up_pairs"),
-                               swap_last(x, nd(x, "experts.gate_up_t"), gu), IG_DIMS(E, I, 2, D));
+    const char *gu = c->mxfp4 ? lw(x, L->n->egate, "", IG_DIMS(E, 2 * I, D))
+                              : swap_last(x, nd(x, "experts.gate_up_t"),
+                                          lw(x, L->n->egate, "", IG_DIMS(E, D, 2 * I)));
+    const char *rows = reshape(x, nd(x, "experts.gate_up_pairs"), gu, IG_DIMS(E, I, 2, D));
     in[2] = every_other(x, nd(x, "experts.gate"), rows, 0, IG_DIMS(E, I, D));
     in[3] = every_other(x, nd(x, "experts.up"), rows, 1, IG_DIMS(E, I, D));
-    in[4] = swap_last(x, nd(x, "experts.down"), lw(x, L->n->edown, "", IG_DIMS(E, I, D)));
+    in[4] = c->mxfp4 ? lw(x, L->n->edown, "", IG_DIMS(E, D, I))
+                     : swap_last(x, nd(x, "experts.down"),
+                                 lw(x, L->n->edown, "", IG_DIMS(E, I, D)));
     in[5] = lw(x, L->n->router, ".bias", IG_DIMS(E));
     const char *gub = reshape(x, nd(x, "experts.gate_up_bias_pairs"),
                               lw(x, L->n->egate, "_bias", IG_DIMS(E, 2 * I)), IG_DIMS(E, I, 2));

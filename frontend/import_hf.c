@@ -8,12 +8,14 @@
  * ("config.json: rope_scaling: not supported"). A key kiln does not know
  * is refused too: it might change the arithmetic. Sizes are required;
  * behaviour fields missing from the file take transformers' defaults for
- * the model_type. A quantization_config is read for FP8 checkpoints only
+ * the model_type. A quantization_config is read for FP8 checkpoints
  * (quantization(): quant_method "fp8" with e4m3 and blocks of 128 x 128,
  * or "compressed-tensors" float-quantized 8-bit weights per tensor, row
  * or block); their activation quantization is not applied (kiln keeps
  * activations in f32: docs/fp8.md), and which weights are FP8 is what the
- * safetensors hold. */
+ * safetensors hold. gpt_oss's "mxfp4" (the Hub's gpt-oss-20b, -120b)
+ * turns its experts' declared shapes to the blocks' [E, out, in]; the
+ * loader reads them from NAME_blocks and NAME_scales (rt_weights.c). */
 #include "fe.h"
 #include "import.h"
 
@@ -29,6 +31,7 @@ typedef struct {
     const char *type;           /* model_type */
     const char **taken;         /* keys read so far */
     int ntaken, cap;
+    int mxfp4;                  /* quantization_config's quant_method "mxfp4" */
 } Cfg;
 
 /* ---- reading keys ---------------------------------------------------------- */
@@ -192,6 +195,10 @@ static const char *const ignored[] = {
 /* Every key of object o (at path) is among keys; 0 when o is no object. */
 static int qc_keys(Cfg *c, const char *path, json_t *o, const char *const *keys)
 {
+    const char *why = !strcmp(keys[0], "quant_method") && keys[1] &&
+                              !strcmp(keys[1], "modules_to_not_convert")
+                          ? "kiln reads gpt_oss's MXFP4 experts only"
+                          : "kiln reads FP8 e4m3 weights only";
     const char *key;
     json_t *v;
     if (!json_is_object(o))
@@ -202,7 +209,7 @@ static int qc_keys(Cfg *c, const char *path, json_t *o, const char *const *keys)
             known = !strcmp(keys[i], key);
         if (!known)
             diag(c->fx.d, arena_printf(c->fx.a, "%s.%s", path, fe_quote(&c->fx, key)),
-                 "not supported (kiln reads FP8 e4m3 weights only)");
+                 "not supported (%s)", why);
     }
     return 1;
 }
@@ -274,7 +281,9 @@ static void qc_group(Cfg *c, const char *path, json_t *g)
     qc_is(c, path, g, "output_activations", "null", 1, "kiln keeps activations in f32");
 }
 
-/* quantization_config: absent, or an FP8 checkpoint's (see the top). */
+/* quantization_config: absent, an FP8 checkpoint's, or gpt_oss's MXFP4
+ * (see the top): modules_to_not_convert is the bf16 weights' names, and
+ * which weights are MXFP4 is what the safetensors hold. */
 static void quantization(Cfg *c)
 {
     static const char *const fp8[] = {"quant_method", "fmt", "activation_scheme",
@@ -284,6 +293,7 @@ static void quantization(Cfg *c)
                                      "kv_cache_scheme", "quantization_status",
                                      "global_compression_ratio", "sparsity_config", "version",
                                      NULL};
+    static const char *const mx[] = {"quant_method", "modules_to_not_convert", NULL};
     const char *p = "quantization_config";
     json_t *q = take(c, p);
     if (!q)
@@ -311,10 +321,22 @@ static void quantization(Cfg *c)
         json_object_foreach(groups, name, g)
             qc_group(c, arena_printf(c->fx.a, "%s.config_groups.%s", p, fe_quote(&c->fx, name)),
                      g);
-    } else if (strcmp(m, "fp8") && strcmp(m, "compressed-tensors")) {
+    } else if (!strcmp(m, "mxfp4") && !strcmp(c->type, "gpt_oss") && qc_keys(c, p, q, mx)) {
+        json_t *keep = json_object_get(q, "modules_to_not_convert"), *x;
+        size_t i;
+        int names = !keep || json_is_null(keep) || json_is_array(keep);
+        json_array_foreach(keep, i, x)
+            names = names && json_is_string(x);
+        if (!names)
+            bad(c, "quantization_config.modules_to_not_convert", keep, "must be a list of names");
+        c->mxfp4 = 1;
+    } else if (strcmp(m, "fp8") && strcmp(m, "compressed-tensors") && strcmp(m, "mxfp4")) {
         diag(c->fx.d, "quantization_config.quant_method",
              "\"%s\" not supported (kiln reads FP8 checkpoints: \"fp8\", \"compressed-tensors\"; "
-             "or a GGUF file)", fe_quote(&c->fx, m));
+             "gpt_oss's \"mxfp4\"; or a GGUF file)", fe_quote(&c->fx, m));
+    } else if (!strcmp(m, "mxfp4") && strcmp(c->type, "gpt_oss")) {
+        diag(c->fx.d, "quantization_config.quant_method",
+             "\"mxfp4\" not supported for %s (kiln reads gpt_oss's MXFP4 experts)", c->type);
     }
 }
 
@@ -769,7 +791,7 @@ static void read_qwen3_moe(Cfg *c, ImpLlama *L)
  * SwiGLU at swiglu_limit (7). experts_per_token is the reference code's
  * name of num_experts_per_tok and must agree; initial_context_length
  * is the reference code's (transformers reads rope_scaling's). MXFP4
- * experts (quantization_config) are refused by common(). */
+ * experts: quantization(). */
 static void read_gpt_oss(Cfg *c, ImpLlama *L)
 {
     static const char *const unused[] = {"output_router_logits", "router_aux_loss_coef",
@@ -792,6 +814,7 @@ static void read_gpt_oss(Cfg *c, ImpLlama *L)
     memset(moe, 1, (size_t)L->layers);
     L->moe = moe;
     L->hf_names = IMP_HF_GPTOSS;
+    L->mxfp4 = c->mxfp4;
 }
 
 /* Shapes that must fit together; head_dim defaults to hidden/heads. */
@@ -948,7 +971,7 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
             arena_release(a, root);
         return NULL;
     }
-    Cfg c = {{.a = a, .d = d}, root, NULL, NULL, 0, 0};
+    Cfg c = {{.a = a, .d = d}, root, NULL, NULL, 0, 0, 0};
     json_t *type = take(&c, "model_type");
     int t = -1;
     for (int i = 0; json_is_string(type) && types[i]; i++)

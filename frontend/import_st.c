@@ -18,7 +18,7 @@
 
 static int dtype_size(const char *dtype)
 {
-    return !strcmp(dtype, "F32") ? 4 : !strcmp(dtype, "F8_E4M3") ? 1 : 2;
+    return !strcmp(dtype, "F32") ? 4 : !strcmp(dtype, "F8_E4M3") || !strcmp(dtype, "U8") ? 1 : 2;
 }
 
 static int64_t count(const ImpTensor *t)

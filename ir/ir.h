@@ -620,6 +620,11 @@ Stmt *s_call_args(Arena *a, Block *blk, CallKind call, const Tile *tiles, int nt
 /* A tile as a matrix: rows, columns and the row stride; 0 when it is not
  * one (an extent other than the last two above 1, columns not contiguous). */
 int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld);
+/* Whether b, when a view of storage held in blocks, starts each of its
+ * rows at a whole block (offset and every stride but the last, 1, are
+ * multiples of the block), so that qgemm can read it as stored; 1 for
+ * any other buffer. */
+int ir_whole_blocks(const Buf *b);
 /* Why call s is malformed (tile count, shapes that do not agree, an
  * extent past its dim, a written tile in read-only storage or sharing
  * storage with another tile), or NULL. */

@@ -284,6 +284,19 @@ Stmt *s_call(Arena *a, Block *blk, CallKind call, const Tile *tiles, int ntiles)
     return s;
 }
 
+int ir_whole_blocks(const Buf *b)
+{
+    int block = b->base ? storage_block(b->base->store) : 0;    /* a base is no view */
+    if (!block)
+        return 1;
+    if (b->offset % block || !b->rank || b->strides[b->rank - 1] != 1)
+        return 0;
+    for (int d = 0; d < b->rank - 1; d++)
+        if (b->strides[d] % block)
+            return 0;
+    return 1;
+}
+
 int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld)
 {
     const Buf *b = t->buf;
@@ -314,8 +327,9 @@ static const char *gemm_refusal(Arena *a, const Tile *t)
     return NULL;
 }
 
-/* qgemm(C, A, W): C [m,n], A [m,k] f32, W [n,k] a weight held quantized,
- * k and W's row stride multiples of its block. */
+/* qgemm(C, A, W): C [m,n], A [m,k] f32, W [n,k] a weight held quantized
+ * (or a view of one with whole blocks), k and W's row stride multiples of
+ * its block. */
 static const char *qgemm_refusal(Arena *a, const Tile *t)
 {
     int64_t r[3], c[3], ld[3];
@@ -328,6 +342,9 @@ static const char *qgemm_refusal(Arena *a, const Tile *t)
     if (!block || ir_storage(t[1].buf)->store != ST_F32)
         return arena_printf(a, "qgemm of b%d by b%d: the weight is not held quantized (%s), or "
                             "the rows are not f32", t[1].buf->id, t[2].buf->id, storage_name(st));
+    if (!ir_whole_blocks(t[2].buf))
+        return arena_printf(a, "qgemm by b%d, a view of %s blocks whose rows start inside a "
+                            "block", t[2].buf->id, storage_name(st));
     if (r[1] != r[0] || r[2] != c[0] || c[2] != c[1] || c[1] % block || ld[2] % block)
         return arena_printf(a, "qgemm of [%lld,%lld] += [%lld,%lld] x [%lld,%lld]^T: the shapes "
                             "do not agree, or k is no multiple of %s's block of %d",

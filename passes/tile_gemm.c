@@ -59,7 +59,9 @@
  * 4. Rewrite every nest left, as above.
  *
  * A weight held quantized (--weight-dtype q8_0 ...) is never packed: its
- * blocks are read as stored (a GGUF file's, later), by calls of qgemm
+ * blocks are read as stored (a GGUF file's, later), or through a view
+ * whose rows start at whole blocks (an MXFP4 gpt-oss's gate, every other
+ * row of gate_up_proj: ir_whole_blocks), by calls of qgemm
  * (ir.h) over rows [col0 +: NR] of the weight, one call for the block's
  * MB rows (the kernel quantizes its rows of A once a call), K whole or
  * in blocks that are multiples of the weight's block. Such an operand
@@ -200,7 +202,7 @@ static const char *check_b(Tiler *t, const Nest *n, const Stmt *red, const Expr 
         return arena_printf(t->a, "b%d is read neither as [.., k, j] nor as [.., j, k], "
                             "contiguous in its last dim", ir_storage(b)->id);
     *nk = 1;
-    if (storage_block(ir_storage(b)->store) && !b->base)
+    if (storage_block(ir_storage(b)->store) && ir_whole_blocks(b))
         return NULL;                    /* quantized: qgemm reads it as stored */
     if ((b->kind != BK_WEIGHT && b->kind != BK_DERIVED) || b->base || b->packed)
         return arena_printf(t->a, "b%d is [.., j, k] and not a weight (which could be "

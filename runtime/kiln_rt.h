@@ -160,7 +160,7 @@ RT_API void rt_fill_random(float *dst, int64_t n, uint64_t seed, double scale);
 RT_API void rt_seed_input(const rt_tensor_info *t, int index, uint64_t seed, void *dst);
 
 /* ---- safetensors (rt_safetensors.c) ------------------------------------ */
-enum { RT_ST_F32, RT_ST_F16, RT_ST_BF16, RT_ST_F8_E4M3 };
+enum { RT_ST_F32, RT_ST_F16, RT_ST_BF16, RT_ST_F8_E4M3, RT_ST_U8 };
 typedef struct {
     char *name;
     int dtype;                  /* RT_ST_* */

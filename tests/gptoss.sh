@@ -8,11 +8,18 @@
 #   3. greedy tokens equal the reference interpreter's (refgen) through
 #      the JIT and a cc build, prefill chunks of 4 and decode steps past
 #      the window of 4 rows;
-#   4. bad input is one line: a missing tensor, a bad layer_types, MXFP4
-#      experts (quantization_config, not held yet);
-#   5. gpt-oss-20b's and gpt-oss-120b's published configs (experts as
-#      bf16 checkpoints hold them: quantization_config left out) import and
-#      emit-c without weights.
+#   4. bad input is one line: a missing tensor, a bad layer_types;
+#   5. MXFP4 experts as the Hub's openai/gpt-oss-20b holds them (mkckpt
+#      --mxfp4 blocks: NAME_blocks and NAME_scales, quantization_config
+#      mxfp4) are held as mxfp4 as stored, read by qgemm (gate and up too,
+#      views of every other row), and kiln check passes; greedy tokens
+#      (cc, JIT, and held as f32: widened at load) equal the reference
+#      interpreter's on the same model with its experts' values in the
+#      bf16 checkpoints' form (mkckpt --mxfp4 values, f32); bad blocks or
+#      scales (shape, dtype, blocks count) are one line naming the tensor;
+#   6. gpt-oss-20b's and gpt-oss-120b's published configs (experts as
+#      bf16 checkpoints hold them: quantization_config left out; 20b's
+#      with it too) import and emit-c without weights.
 # KILN, MKCKPT and REFGEN name the binaries.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -65,11 +72,65 @@ mkdir "$T/kinds"
 refuse 1 "a bad layer_types: one line" \
     'config.json: layer_types[1]: must be "full_attention" or "sliding_attention", got "local"' \
     "$KILN" import hf "$T/kinds" -o "$T/never.json"
-mkdir "$T/mx"
-"$MKCKPT" hf gpt_oss "$T/mx" --config '"quantization_config": {"quant_method": "mxfp4"}' >/dev/null 2>&1
-refuse 1 "MXFP4 experts (quantization_config): one line" \
-    'config.json: quantization_config.quant_method: "mxfp4" not supported (kiln reads FP8 checkpoints: "fp8", "compressed-tensors"; or a GGUF file)' \
-    "$KILN" build "$T/mx" -o "$T/never"
+
+# MXFP4 experts: the Hub's layout, against the same model's values.
+mkdir "$T/mx" "$T/mxv"
+run "mkckpt hf gpt_oss --mxfp4 blocks" "$MKCKPT" hf gpt_oss "$T/mx" --mxfp4 blocks
+run "mkckpt hf gpt_oss --mxfp4 values" "$MKCKPT" hf gpt_oss "$T/mxv" --mxfp4 values
+run "import hf (MXFP4)" "$KILN" import hf "$T/mx" -o "$T/mx.json"
+grep -q '"name": "model.layers.0.mlp.experts.gate_up_proj", "shape": \[4, 64, 64\]}' "$T/mx.json" &&
+    grep -q '"name": "model.layers.0.mlp.experts.down_proj", "shape": \[4, 64, 32\]}' "$T/mx.json" &&
+    ! grep -q 'experts.gate_up_t' "$T/mx.json" &&
+    ok "graph: MXFP4 experts declared [E, out, in], not turned" || bad "graph: MXFP4 experts' shapes"
+if "$KILN" check "$T/mx" >"$T/out" 2>"$T/err" &&
+   grep -q "4 of 37 held as mxfp4 as the file stores them (lossless)" "$T/out"; then
+    ok "kiln check (MXFP4 experts held as stored)"
+else
+    bad "kiln check (MXFP4)"; cat "$T/out" "$T/err"
+fi
+"$KILN" dump "$T/mx" --after tile >"$T/tile" 2>&1
+if grep -q "weight 13 %15 : f32\[4,64,64\] mxfp4" "$T/tile" &&
+   grep -q "f32\[4,32,64\] strides \[4096,128,1\] offset 64 of b15" "$T/tile" &&
+   [ "$(grep -c 'call qgemm' "$T/tile")" = 6 ]; then
+    ok "gate, up and down read by qgemm as stored (views of every other row for gate and up)"
+else
+    bad "qgemm on the MXFP4 experts"; grep -i "qgemm\|kept as loops\|mxfp4" "$T/tile" | head
+fi
+if "$KILN" import hf "$T/mxv" -o "$T/mxv.json" 2>"$T/err" &&
+   "$REFGEN" "$T/mxv.json" "$T/mxv/model.safetensors" --tokens $P -n 14 >"$T/mxwant" 2>"$T/err"; then
+    ok "refgen on the experts' MXFP4 values (f32): $(wc -w <"$T/mxwant") greedy tokens"
+else
+    bad "refgen (MXFP4 values)"; cat "$T/err"
+fi
+same "MXFP4: kiln run --chunk 4 greedy = reference on the values" "$T/mxwant" \
+    "$KILN" run "$T/mx" --chunk 4 generate --tokens $P -n 14 --temperature 0
+run "build MXFP4 --chunk 4" "$KILN" build "$T/mx" -o "$T/mxexe" --chunk 4
+same "MXFP4: cc build greedy = reference on the values" "$T/mxwant" \
+    "$T/mxexe" generate --tokens $P -n 14 --temperature 0
+same "MXFP4 held as f32 (--weight-dtype f32: widened at load) greedy = reference" "$T/mxwant" \
+    "$KILN" run "$T/mx" --weight-dtype f32 --chunk 4 generate --tokens $P -n 14 --temperature 0
+# bad files: the header's text edited in place (sed script), the
+# header's and the data's lengths kept
+bad_mx() {
+    what=$1 script=$2 text=$3
+    rm -rf "$T/mxbad"
+    cp -r "$T/mx" "$T/mxbad"
+    LC_ALL=C sed -i "$script" "$T/mxbad/model.safetensors"
+    refuse 1 "$what: one line naming the tensor" "$text" "$KILN" check "$T/mxbad"
+}
+S=model.layers.0.mlp.experts.down_proj
+B="\"${S}_blocks\":{\"dtype\":" C="\"${S}_scales\":{\"dtype\":"
+bad_mx "MXFP4 scales of a wrong shape" "s/$C\"U8\",\"shape\":\\[4,64,1\\]/$C\"U8\",\"shape\":[4,32,2]/" \
+    "'${S}_scales': U8 [4,32,2], for '${S}_blocks' [4,64,1,16] kiln reads [4,64,1] (U8)"
+bad_mx "MXFP4 scales of a wrong dtype" "s/$C\"U8\",\"shape\":\\[4,64,1\\]/$C\"F16\",\"shape\":[128,1]/" \
+    "'${S}_scales': not U8 [128,1], for '${S}_blocks' [4,64,1,16] kiln reads [4,64,1] (U8)"
+bad_mx "MXFP4 blocks of a wrong dtype" "s/$B\"U8\",\"shape\":\\[4,64,1,16\\]/$B\"F16\",\"shape\":[4,64,1,8]/" \
+    "'${S}_blocks': not U8 [4,64,1,8], kiln reads MXFP4 blocks as U8 [..., cols / 32, 16]"
+bad_mx "MXFP4 blocks not of 16 bytes" "s/$B\"U8\",\"shape\":\\[4,64,1,16\\]/$B\"U8\",\"shape\":[4,128,1,8]/" \
+    "'${S}_blocks': U8 [4,128,1,8], kiln reads MXFP4 blocks as U8 [..., cols / 32, 16]"
+bad_mx "MXFP4 blocks that do not count the weight's inputs" \
+    "s/$B\"U8\",\"shape\":\\[4,64,1,16\\]/$B\"U8\",\"shape\":[4,32,2,16]/; s/$C\"U8\",\"shape\":\\[4,64,1\\]/$C\"U8\",\"shape\":[4,32,2]/" \
+    "'${S}': shape [4,32,64] in the file, the model declares [4,64,32]"
 
 # The published configs (openai/gpt-oss-20b, -120b), quantization_config
 # left out as the bf16 conversions of them have it: no weights, import
@@ -110,5 +171,16 @@ for m in "20b 24 32" "120b 36 128"; do
     fi
     rm -f "$T/oss$1.c" "$T/oss$1.json"
 done
+# gpt-oss-20b's config as the Hub has it: with its quantization_config
+mkdir "$T/oss20mx"
+oss_config 24 32 | sed 's/"use_cache": true/"quantization_config": {"modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"], "quant_method": "mxfp4"}, "use_cache": true/' >"$T/oss20mx/config.json"
+if "$KILN" import hf "$T/oss20mx" -o "$T/oss20mx.json" 2>"$T/err" &&
+   grep -q '"name": "model.layers.23.mlp.experts.gate_up_proj", "shape": \[32, 5760, 2880\]}' "$T/oss20mx.json" &&
+   "$KILN" emit-c "$T/oss20mx.json" -o "$T/oss20mx.c" 2>>"$T/err"; then
+    ok "gpt-oss-20b's config with its quantization_config (mxfp4): import and emit-c, no weights"
+else
+    bad "gpt-oss-20b's config (mxfp4)"; tail -n 5 "$T/err"
+fi
+rm -f "$T/oss20mx.c" "$T/oss20mx.json"
 
 [ "$fails" = 0 ]

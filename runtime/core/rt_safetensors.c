@@ -12,7 +12,8 @@
  *        member = string ':' (entry | metadata)
  *        entry  = '{' dtype, shape, data_offsets: each once, no others '}'
  *        metadata ("__metadata__", at most once) = object of string: string
- *   3. each tensor: dtype F32, F16, BF16 or F8_E4M3; rank <= 6; non-negative integer
+ *   3. each tensor: dtype F32, F16, BF16, F8_E4M3 or U8 (bytes: MXFP4
+ *      blocks and scales, rt_weights.c); rank <= 6; non-negative integer
  *      dims whose product does not overflow; begin <= end <= data section;
  *      end - begin == elements x dtype size;
  *   4. names are unique (tensors are kept sorted by name, so rt_st_find
@@ -44,8 +45,8 @@ typedef struct {
     int cap;                    /* of st->t */
 } st_parser;
 
-static const char *const st_dtype_names[] = {"F32", "F16", "BF16", "F8_E4M3"};
-static const int st_dtype_size[] = {4, 2, 2, 1};
+static const char *const st_dtype_names[] = {"F32", "F16", "BF16", "F8_E4M3", "U8"};
+static const int st_dtype_size[] = {4, 2, 2, 1, 1};
 
 /* array = '[' (uint (',' uint)*)? ']'; keeps the first max, counts all.
  * Messages about a number name the tensor and the field. */
@@ -80,12 +81,13 @@ static int st_dtype(st_parser *P, rt_st_tensor *t)
     if (rc)
         return rc;
     t->dtype = -1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < (int)(sizeof st_dtype_size / sizeof *st_dtype_size); i++)
         if (!strcmp(s, st_dtype_names[i]))
             t->dtype = i;
     if (t->dtype < 0)
         rc = rt_errf(P->J.e, RT_EINVAL,
-                     "%s: '%s': dtype '%s' is not supported (kiln reads F32, F16, BF16, F8_E4M3)", P->J.path,
+                     "%s: '%s': dtype '%s' is not supported (kiln reads F32, F16, BF16, F8_E4M3, "
+                     "U8)", P->J.path,
                      P->name, s);
     free(s);
     return rc;

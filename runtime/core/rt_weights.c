@@ -44,10 +44,31 @@
  *      'q.weight_scale') is not in the file
  *   W: 'q.weight_scale_inv': shape [3,2], for 'q.weight' [256,128] kiln
  *      reads [2,1] (blocks of 128 x 128), [256,1] (per row) or [1]
- *   W: 'q.weight': element 77 is NaN (0x7f) */
+ *   W: 'q.weight': element 77 is NaN (0x7f)
+ *
+ * MXFP4 (Hugging Face's gpt-oss checkpoints; docs/importing.md): a weight
+ * NAME [..., rows, cols] that the safetensors file does not hold is read
+ * from NAME_blocks, U8 [..., rows, cols / 32, 16], and NAME_scales, U8
+ * [..., rows, cols / 32] (companions, not extras): block b's 32 values
+ * are E2M1 nibbles, value 2j the low nibble of byte j of its 16, 2j + 1
+ * the high one, times 2^(scale - 127). Held as mxfp4 each block is
+ * repacked (wt_mx_repack) into kiln's (rt_quant.h: the scale byte, then
+ * byte j = value j | value j + 16 << 4), nothing widened; held otherwise
+ * it is widened to those f32 values (wt_mx_f32) as any tensor. A scale of
+ * 255 (NaN) is refused by place. Messages:
+ *   W: 'e.gate_up_proj_blocks' is MXFP4 but its scales 'e.gate_up_proj_scales'
+ *      are not in the file
+ *   W: 'e.gate_up_proj_scales': U8 [2,64], for 'e.gate_up_proj_blocks'
+ *      [2,64,2,16] kiln reads [2,64,2] (U8)
+ *   W: 'e.gate_up_proj_blocks': not U8 [2,64,2,16], kiln reads MXFP4
+ *      blocks as U8 [..., cols / 32, 16]
+ *   W: 'e.gate_up_proj_scales': element 9 is 255 (NaN)
+ *   W: 'x': U8, which kiln reads only as MXFP4 blocks ('x_blocks' with
+ *      'x_scales') */
 #include "runtime/core/rt_core.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +127,10 @@ typedef struct {
      * scol */
     const rt_st_tensor *scale;
     int64_t srow, scol, sld;
+    /* RT_MXFP4 of a safetensors file: NAME_blocks (data) and, in scale,
+     * NAME_scales; dims point at mx_dims */
+    const rt_st_tensor *blocks;
+    int64_t mx_dims[RT_MAX_RANK];
 } wt_tensor;
 
 static int wt_begin(wt_file *f, const char *path, rt_err *e)
@@ -131,21 +156,63 @@ static const char *wt_name(const wt_file *f, int i)
     return f->gguf ? f->g.t[i].name : f->st.t[i].name;
 }
 
-/* Tensor `name` of f (f NULL: none) into *t: 1 when found, else 0. */
+/* NAME + suffix into buf; NULL when it does not fit. */
+static const char *wt_suffixed(char *buf, size_t size, const char *name, const char *suffix)
+{
+    return (size_t)snprintf(buf, size, "%s%s", name, suffix) < size ? buf : NULL;
+}
+
+/* NAME's MXFP4 blocks (NAME_blocks) in safetensors file f, or NULL. */
+static const rt_st_tensor *wt_mx_blocks(const wt_file *f, const char *name)
+{
+    char buf[512];
+    const char *b = wt_suffixed(buf, sizeof buf, name, "_blocks");
+    return b ? rt_st_find(&f->st, b) : NULL;
+}
+
+/* t as the MXFP4 tensor of blocks b (see the top): [..., rows, G * 32]
+ * (a rank below 2 is refused by wt_mx_check); scales found there. */
+static void wt_mx_tensor(const wt_file *f, const char *name, const rt_st_tensor *b, wt_tensor *t)
+{
+    char buf[512];
+    const char *sn = wt_suffixed(buf, sizeof buf, name, "_scales");
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    t->store = RT_MXFP4;
+    t->rank = b->rank > 1 ? b->rank - 1 : 1;
+    t->count = 1;
+    for (int i = 0; i < t->rank; i++)
+        t->count *= t->mx_dims[i] = b->rank > 1 ? b->dims[i] : 0;
+    t->mx_dims[t->rank - 1] *= 32;
+    t->count *= 32;
+    t->dims = t->mx_dims;
+    t->data = b->data;
+    t->blocks = b;
+    t->scale = sn ? rt_st_find(&f->st, sn) : NULL;
+}
+
+/* Tensor `name` of f (f NULL: none) into *t: 1 when found, else 0. A
+ * safetensors U8 tensor has store -1 (refused by wt_source). */
 static int wt_find(const wt_file *f, const char *name, wt_tensor *t)
 {
-    static const int st_store[] = {RT_F32, RT_F16, RT_BF16, RT_F8_E4M3}; /* by RT_ST_* */
+    static const int st_store[] = {RT_F32, RT_F16, RT_BF16, RT_F8_E4M3, -1}; /* by RT_ST_* */
     if (f && f->gguf) {
         const rt_gguf_tensor *g = f->g.find(f->g.g, name);
         if (g)
-            *t = (wt_tensor){g->name, g->store, g->rank, g->dims, g->count, g->data, NULL, 0, 0, 0};
+            *t = (wt_tensor){g->name, g->store, g->rank, g->dims, g->count, g->data, NULL, 0, 0, 0,
+                             NULL, {0}};
         return g != NULL;
     }
     const rt_st_tensor *s = f ? rt_st_find(&f->st, name) : NULL;
-    if (s)
+    if (s) {
         *t = (wt_tensor){s->name, st_store[s->dtype], s->rank, s->dims, s->count, s->data,
-                         NULL, 0, 0, 0};
-    return s != NULL;
+                         NULL, 0, 0, 0, NULL, {0}};
+        return 1;
+    }
+    const rt_st_tensor *b = f ? wt_mx_blocks(f, name) : NULL;
+    if (b)
+        wt_mx_tensor(f, name, b, t);
+    return b != NULL;
 }
 
 static int wt_by_name(const void *x, const void *y)
@@ -214,14 +281,92 @@ static float wt_scale(const wt_tensor *t, int64_t r, int64_t c)
     return s->dtype == RT_ST_F16 ? rt_f16_f32(h) : rt_bf16_f32(h);
 }
 
+/* MXFP4 tensor t's blocks and scales checked (see the top). */
+static int wt_mx_check(const wt_file *f, const wt_tensor *t, rt_err *e)
+{
+    char a[160], b[160], c[160];
+    const rt_st_tensor *bl = t->blocks, *sc = t->scale;
+    int r = bl->rank;
+    if (bl->dtype != RT_ST_U8 || r < 2 || bl->dims[r - 1] != 16)
+        return rt_errf(e, RT_EINVAL, "%s: '%s': %s %s, kiln reads MXFP4 blocks as U8 [..., "
+                       "cols / 32, 16]", f->path, bl->name, bl->dtype == RT_ST_U8 ? "U8" : "not U8",
+                       rt_fmt_shape(a, sizeof a, r, bl->dims));
+    if (!sc)
+        return rt_errf(e, RT_EINVAL, "%s: '%s' is MXFP4 but its scales '%s_scales' are not in "
+                       "the file", f->path, bl->name, t->name);
+    int same = sc->rank == r - 1 && sc->dtype == RT_ST_U8;
+    for (int i = 0; same && i < r - 1; i++)
+        same = sc->dims[i] == bl->dims[i];
+    if (!same)
+        return rt_errf(e, RT_EINVAL, "%s: '%s': %s %s, for '%s' %s kiln reads %s (U8)", f->path,
+                       sc->name, sc->dtype == RT_ST_U8 ? "U8" : "not U8",
+                       rt_fmt_shape(a, sizeof a, sc->rank, sc->dims), bl->name,
+                       rt_fmt_shape(b, sizeof b, r, bl->dims),
+                       rt_fmt_shape(c, sizeof c, r - 1, bl->dims));
+    for (int64_t i = 0; i < sc->count; i++)
+        if (sc->data[i] == 255)
+            return rt_errf(e, RT_EINVAL, "%s: '%s': element %lld is 255 (NaN)", f->path, sc->name,
+                           (long long)i);
+    return 0;
+}
+
+/* Nibble k (0 .. 31) of an MXFP4 block's 16 bytes in the file's order. */
+static int wt_mx_nibble(const unsigned char *q, int k) { return q[k / 2] >> (k & 1) * 4 & 15; }
+
+/* MXFP4 tensor t widened: value k of block i is E2M1 x 2^(scale - 127). */
+static void wt_mx_f32(const wt_tensor *t, float *d)
+{
+    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6,
+                                   -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    for (int64_t i = 0; i < t->count / 32; i++)
+        for (int k = 0; k < 32; k++)
+            d[i * 32 + k] = ldexpf(e2m1[wt_mx_nibble(t->data + i * 16, k)],
+                                   t->scale->data[i] - 127);
+}
+
+/* MXFP4 tensor t into kiln's blocks at d: the scale byte, then byte j =
+ * value j | value j + 16 << 4. */
+static void wt_mx_repack(const wt_tensor *t, unsigned char *d)
+{
+    for (int64_t i = 0; i < t->count / 32; i++, d += 17) {
+        const unsigned char *q = t->data + i * 16;
+        d[0] = t->scale->data[i];
+        for (int j = 0; j < 16; j++)
+            d[1 + j] = (unsigned char)(wt_mx_nibble(q, j) | wt_mx_nibble(q, j + 16) << 4);
+    }
+}
+
+/* Whether `key` is an MXFP4 weight's NAME_blocks or NAME_scales in f: a
+ * weight NAME that f does not hold otherwise. */
+static int wt_mx_companion(const wt_file *f, const char *key, const char **names, int nw)
+{
+    static const char *const ends[] = {"_blocks", "_scales"};
+    char base[512];
+    size_t n = strlen(key);
+    for (int i = 0; i < 2; i++) {
+        size_t m = strlen(ends[i]);
+        if (n <= m || strcmp(key + n - m, ends[i]) || n - m >= sizeof base)
+            continue;
+        memcpy(base, key, n - m);
+        base[n - m] = 0;
+        const char *b = base;
+        if (!rt_st_find(&f->st, base) && wt_mx_blocks(f, base) &&
+            bsearch(&b, names, (size_t)nw, sizeof *names, wt_by_name))
+            return 1;
+    }
+    return 0;
+}
+
 /* Whether `key`, no weight, is an FP8 weight's companion in f: its scale
- * or its input_scale. */
+ * or its input_scale; or an MXFP4 weight's blocks or scales. */
 static int wt_companion(const wt_file *f, const char *key, const char **names, int nw)
 {
     static const char *const ends[][2] = {{"_scale_inv", ""}, {"_scale", ""},
                                           {"input_scale", "weight"}};
     char base[512];
     size_t n = strlen(key);
+    if (!f->gguf && wt_mx_companion(f, key, names, nw))
+        return 1;
     for (int i = 0; !f->gguf && i < 3; i++) {
         size_t m = strlen(ends[i][0]);
         if (n <= m || strcmp(key + n - m, ends[i][0]) ||
@@ -310,6 +455,8 @@ static void wt_f32(const wt_tensor *t, const rt_tensor_info *w, float *d)
     const unsigned char *p = t ? t->data : NULL;
     if (!t)
         wt_init(w, d);
+    else if (t->blocks)
+        wt_mx_f32(t, d);
     else if (t->store == RT_F8_E4M3)
         for (int64_t r = 0, i = 0, cols = wt_cols(t); r < wt_rows(t); r++)
             for (int64_t c = 0; c < cols; c++, i++)
@@ -356,6 +503,10 @@ static int wt_small(const wt_file *f, const wt_tensor *t, const rt_tensor_info *
     int quant = wt_quant_store(w->store);
     if (t && wt_as_held(t, w) && w->store == RT_F8_E4M3)
         return wt_reblock(f, t, d, e);
+    if (t && wt_as_held(t, w) && t->blocks) {
+        wt_mx_repack(t, d);
+        return 0;
+    }
     if (t && wt_as_held(t, w) && quant) {
         memcpy(d, t->data, (size_t)rt_store_bytes(w->store, w->count));
         return 0;
@@ -452,6 +603,14 @@ static int wt_source(const wt_file *f, const rt_tensor_info *w, wt_tensor *t, in
     char a[160], b[160];
     rt_tensor_info whole = wt_whole(w);
     *found = wt_find(f, w->name, t);
+    if (*found && t->store < 0)
+        return rt_errf(e, RT_EINVAL, "%s: '%s': U8, which kiln reads only as MXFP4 blocks "
+                       "('%s_blocks' with '%s_scales')", f->path, w->name, w->name, w->name);
+    if (*found && t->blocks) {
+        int rc = wt_mx_check(f, t, e);
+        if (rc)
+            return rc;
+    }
     if (*found && !wt_same_shape(t, &whole))
         return rt_errf(e, RT_EINVAL, "%s: '%s': shape %s in the file, the model declares %s",
                        f->path, w->name, rt_fmt_shape(a, sizeof a, t->rank, t->dims),
@@ -464,7 +623,7 @@ static int wt_source(const wt_file *f, const rt_tensor_info *w, wt_tensor *t, in
         if (rc)
             return rc;
     }
-    if (*found && wt_gguf_quant(t->store) && !wt_as_held(t, w) && !w->dequantize)
+    if (*found && wt_gguf_quant(t->store) && !t->blocks && !wt_as_held(t, w) && !w->dequantize)
         return rt_errf(e, RT_EINVAL, "%s: '%s' is %s, which this program cannot widen (it "
                        "was built without quantized weights): build it with --weights %s, which "
                        "holds the file's blocks as stored", f->path, w->name,
@@ -579,9 +738,10 @@ static int wt_one(const wt_file *f, const rt_tensor_info *w, void **out, rt_err 
     wt_tensor t;
     void *owned = NULL;
     int found, rc = wt_source(f, w, &t, &found, e);
-    if (!rc && found && w->shard_of && t.store == RT_F8_E4M3)
-        rc = rt_errf(e, RT_EINVAL, "%s: weight '%s' is FP8, which kiln does not split over ranks "
-                     "yet (build with --weight-dtype bf16)", f->path, w->name);
+    if (!rc && found && w->shard_of && (t.store == RT_F8_E4M3 || t.blocks))
+        rc = rt_errf(e, RT_EINVAL, "%s: weight '%s' is %s, which kiln does not split over ranks "
+                     "yet (build with --weight-dtype bf16)", f->path, w->name,
+                     t.blocks ? "MXFP4" : "FP8");
     if (!rc && found && w->shard_of)
         rc = wt_part(&t, w, &owned, e);
     if (!rc)

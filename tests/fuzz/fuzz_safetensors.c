@@ -24,10 +24,13 @@ static const rt_tensor_info table[] = {
     {.name = "d", .dtype = RT_F32, .rank = 3, .dims = {1, 2, 2}, .count = 4,
      .init = RT_INIT_DATA, .data = table_data},
     {.name = "emb.weight", .dtype = RT_F32, .rank = 2, .dims = {4, 2}, .count = 8},
+    /* also MXFP4, x_blocks and x_scales (widened) */
+    {.name = "x", .dtype = RT_F32, .rank = 2, .dims = {2, 32}, .count = 64,
+     .init = RT_INIT_FILL, .fill = 0},
 };
 #define NW ((int)(sizeof table / sizeof table[0]))
 
-static const int esize[] = {4, 2, 2, 1};   /* RT_ST_F32, F16, BF16, F8_E4M3 */
+static const int esize[] = {4, 2, 2, 1, 1};   /* RT_ST_F32, F16, BF16, F8_E4M3, U8 */
 
 /* A message is one non-empty line, with a status that means bad input. */
 static void check_err(const rt_err *e, int rc)
@@ -42,7 +45,7 @@ static void check_file(const rt_safetensors *st, size_t size)
     FUZZ_CHECK(st->size == size);
     for (int i = 0; i < st->n; i++) {
         const rt_st_tensor *t = &st->t[i];
-        FUZZ_CHECK(t->dtype >= RT_ST_F32 && t->dtype <= RT_ST_F8_E4M3);
+        FUZZ_CHECK(t->dtype >= RT_ST_F32 && t->dtype <= RT_ST_U8);
         FUZZ_CHECK(t->rank >= 0 && t->rank <= RT_MAX_RANK);
         FUZZ_CHECK(t->data >= lo + 8 && t->data <= hi && t->nbytes <= (size_t)(hi - t->data));
         FUZZ_CHECK(t->nbytes == (size_t)t->count * (size_t)esize[t->dtype]);

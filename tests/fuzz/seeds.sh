@@ -7,7 +7,8 @@
 #                 test model, as `kiln dump` writes them, and the input IR
 #                 of every golden pass test
 #   safetensors/  small valid files for the harness's weight table (F32,
-#                 F16, BF16, metadata, escapes, scalars, empty tensors)
+#                 F16, BF16, metadata, escapes, scalars, empty tensors,
+#                 MXFP4 blocks and scales)
 #   npy/          small valid files of versions 1.0, 2.0 and 3.0
 #   quant/        a block of each quantized type (a type byte, then the
 #                 block), one with an inf scale, and f32 values
@@ -72,6 +73,10 @@ st required.safetensors "{$(t emb.weight F32 4,2 24 56),$(t w F32 2,3 0 24)}" wo
 st half.safetensors "{\"__metadata__\":{\"format\":\"pt\"},$(t w F16 2,3 0 12),\
 $(t emb.weight BF16 4,2 12 28)}" halves 14
 st empty.safetensors '{}'
+# MXFP4: x [2, 32] as x_blocks and x_scales (U8; scales 127 and 129)
+mx_data() { words 22; le16 $((0x817f)); }
+st mxfp4.safetensors "{$(t emb.weight F32 4,2 24 56),$(t w F32 2,3 0 24),\
+$(t x_blocks U8 2,1,16 56 88),$(t x_scales U8 2,1 88 90)}" mx_data
 # whitespace everywhere, keys in another order, escapes, an empty tensor
 st spaced.safetensors ' { "__metadata__" : { "k\u00e9\/" : "line\nbreak \ud83d\ude00" } ,
  "w" : { "shape" : [ 2 , 3 ] , "data_offsets" : [ 0 , 24 ] , "dtype" : "F32" } ,

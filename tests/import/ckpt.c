@@ -97,6 +97,12 @@ static void llama_layer(CkModel *m, CkLayer *L, int l)
         L->egb = bias(m, E * I);
         L->eub = bias(m, E * I);
         L->edb = bias(m, E * D);
+        unsigned char e, code[32];
+        for (int64_t i = 0; s->mxfp4 && i < E * I * D; i += 32) {
+            ck_mx_block(L->eg + i, &e, code, 1);
+            ck_mx_block(L->eu + i, &e, code, 1);
+            ck_mx_block(L->ed + i, &e, code, 1);
+        }
     } else if (is_moe(m, l)) {
         L->router = weights(m, E * D, 0, 1.0f);   /* routing far from ties */
         L->eg = matrix(m, E * I, D);

@@ -67,7 +67,21 @@ typedef struct {
      * llama3_tok, else llama's */
     const char *published;
     int llama3_tok;
+    /* gpt_oss: the experts' values rounded to MXFP4 (ck_mx_block: blocks
+     * of 32 along their inputs), then written as the Hub's checkpoints
+     * hold them (CK_MX_BLOCKS: NAME_blocks, NAME_scales, rows the outputs)
+     * or as the bf16 checkpoints do (CK_MX_VALUES); 0: not rounded */
+    int mxfp4;
 } CkShape;
+
+enum { CK_MX_BLOCKS = 1, CK_MX_VALUES };
+
+/* MXFP4 of 32 values x (OCP MX, from its definition, not kiln's runtime):
+ * the E8M0 scale byte e = floor(log2(amax)) - 2 + 127 (127 when amax is
+ * 0), so that amax / 2^(e - 127) is in [4, 8); code[k] the E2M1 nibble
+ * nearest x[k] / 2^(e - 127) (at most 6; a tie to the smaller), and x[k]
+ * becomes its value when round. */
+void ck_mx_block(float *x, unsigned char *e, unsigned char code[32], int round);
 
 typedef struct CkModel CkModel;
 

@@ -176,6 +176,76 @@ static float *fp8_quantize(const List *l, const float *x, int64_t d0, int64_t d1
 static void add(List *l, const char *name, const float *x, int rank, int64_t d0, int64_t d1,
                 int64_t d2, int64_t d3);
 
+/* ---- MXFP4 (OCP MX's E2M1 values under an E8M0 scale) ------------------------ */
+
+static const float mx_e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};  /* codes 0-7; 8-15: negated */
+
+void ck_mx_block(float *x, unsigned char *e, unsigned char code[32], int round)
+{
+    double amax = 0;
+    for (int k = 0; k < 32; k++)
+        amax = fmax(amax, fabs(x[k]));
+    int p = amax > 0 ? (int)floor(log2(amax)) - 2 : 0;
+    *e = (unsigned char)(p + 127);
+    for (int k = 0; k < 32; k++) {
+        double a = fabs(x[k]) / ldexp(1, p);
+        int best = 0;
+        for (int c = 1; c < 8; c++)
+            if (fabs(mx_e2m1[c] - a) < fabs(mx_e2m1[best] - a))
+                best = c;
+        code[k] = (unsigned char)(best | (x[k] < 0 ? 8 : 0));
+        if (round)
+            x[k] = (float)ldexp(x[k] < 0 ? -mx_e2m1[best] : mx_e2m1[best], p);
+    }
+}
+
+/* A U8 tensor of the bytes b (copied), of shape dims. */
+static void add_u8(List *l, const char *name, const unsigned char *b, int rank,
+                   const int64_t *dims)
+{
+    int64_t n = 1;
+    ImpTensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
+    t->name = strdup(name);
+    t->rank = rank;
+    for (int i = 0; i < rank; i++)
+        n *= t->dims[i] = dims[i];
+    unsigned char *c = malloc((size_t)n);
+    if (!c || !t->name)
+        abort();
+    memcpy(c, b, (size_t)n);
+    t->dtype = "U8";
+    t->data = c;
+    l->bufs[l->nbufs++] = c;
+    l->bufs[l->nbufs++] = (void *)t->name;
+}
+
+/* Matrix x [E][R][C] (rows the outputs) as the Hub's gpt-oss holds MXFP4
+ * experts: NAME_blocks U8 [E, R, C / 32, 16], value 2j of a block the low
+ * nibble of its byte j and 2j + 1 the high one, and NAME_scales U8 [E, R,
+ * C / 32]. */
+static void add_mx(List *l, const char *name, const float *x, int64_t E, int64_t R, int64_t C)
+{
+    int64_t nb = E * R * C / 32;
+    unsigned char *q = malloc((size_t)nb * 16), *sc = malloc((size_t)nb), code[32];
+    float v[32];
+    char buf[200];
+    if (!q || !sc)
+        abort();
+    for (int64_t b = 0; b < nb; b++) {
+        memcpy(v, x + b * 32, sizeof v);
+        ck_mx_block(v, &sc[b], code, 0);
+        for (int j = 0; j < 16; j++)
+            q[b * 16 + j] = (unsigned char)(code[2 * j] | code[2 * j + 1] << 4);
+    }
+    snprintf(buf, sizeof buf, "%s_blocks", name);
+    add_u8(l, buf, q, 4, (int64_t[]){E, R, C / 32, 16});
+    snprintf(buf, sizeof buf, "%s_scales", name);
+    add_u8(l, buf, sc, 3, (int64_t[]){E, R, C / 32});
+    free(q);
+    free(sc);
+}
+
 /* FP8 weight `name` [d0, d1] of x: its bytes, its scale (NAME_scale_inv,
  * or compressed-tensors' NAME_scale and the input_scale beside it). */
 static void add_fp8(List *l, const char *name, const float *x, int64_t d0, int64_t d1)
@@ -305,9 +375,24 @@ static void hf_oss_experts(const CkModel *m, const CkLayer *L, List *ls, const c
     ls->bufs[ls->nbufs++] = dn;
     add(ls, NAME("%smlp.router.weight", pre), L->router, 2, E, D, 0, 0);
     add(ls, NAME("%smlp.router.bias", pre), L->rb, 1, E, 0, 0, 0);
-    add(ls, NAME("%smlp.experts.gate_up_proj", pre), gu, 3, E, D, 2 * I, 0);
+    if (m->s.mxfp4 == CK_MX_BLOCKS) {   /* [E, 2I, D], gate's row i at 2i; [E, D, I] */
+        float *rows = malloc(sizeof *rows * (size_t)(E * 2 * I * D));
+        if (!rows)
+            abort();
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t i = 0; i < I; i++) {
+                size_t n = sizeof *rows * (size_t)D;
+                memcpy(rows + (e * 2 * I + 2 * i) * D, L->eg + (e * I + i) * D, n);
+                memcpy(rows + (e * 2 * I + 2 * i + 1) * D, L->eu + (e * I + i) * D, n);
+            }
+        add_mx(ls, NAME("%smlp.experts.gate_up_proj", pre), rows, E, 2 * I, D);
+        add_mx(ls, NAME("%smlp.experts.down_proj", pre), L->ed, E, D, I);
+        free(rows);
+    } else {
+        add(ls, NAME("%smlp.experts.gate_up_proj", pre), gu, 3, E, D, 2 * I, 0);
+        add(ls, NAME("%smlp.experts.down_proj", pre), dn, 3, E, I, D, 0);
+    }
     add(ls, NAME("%smlp.experts.gate_up_proj_bias", pre), gub, 2, E, 2 * I, 0, 0);
-    add(ls, NAME("%smlp.experts.down_proj", pre), dn, 3, E, I, D, 0);
     add(ls, NAME("%smlp.experts.down_proj_bias", pre), L->edb, 2, E, D, 0, 0);
 }
 

@@ -7,7 +7,7 @@
  *          gpt_oss DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
  *          [--shape tiny|small|blocks|tinyllama|llama3-8b] [--stream] [--no-weights]
- *          [--fp8 block|channel|tensor]
+ *          [--fp8 block|channel|tensor] [--mxfp4 blocks|values]
  *   mkckpt gguf TYPE FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k]
  *          [--bf16] [--untied] [--seed N] [--shape tiny|small|blocks]
  *          [--drop-key KEY] [--arch NAME] [--reshape TENSOR=D0,D1...]
@@ -43,7 +43,11 @@
  * (ckpt.h's fp8): block is Qwen3-FP8's layout (quant_method fp8,
  * weight_block_size [128, 128], weight_scale_inv), channel and tensor
  * compressed-tensors' (float-quantized, weight_scale per row or one, a
- * static input_scale); config.json gets the quantization_config. */
+ * static input_scale); config.json gets the quantization_config.
+ * --mxfp4 (gpt_oss) rounds the experts to MXFP4 (ckpt.h's mxfp4) and
+ * writes them as the Hub's openai/gpt-oss-20b does (blocks: U8
+ * NAME_blocks and NAME_scales, rows the outputs, its quantization_config)
+ * or their values as its bf16 conversions do (values), the same model. */
 #include "ckpt.h"
 #include "gguf_write.h"
 #include "runtime/rt_gen.h"
@@ -76,7 +80,9 @@ static void put_usage(FILE *f)
             "--stream: write a llama tensor by tensor, never holding the model (the same bytes)\n"
             "--no-weights: config.json and tokenizer.json only; list the tensors (llama)\n"
             "--fp8 block|channel|tensor (hf): linear weights as FP8 e4m3 with scales, as\n"
-            "        Qwen3-FP8 (block) or compressed-tensors (channel, tensor) store them\n");
+            "        Qwen3-FP8 (block) or compressed-tensors (channel, tensor) store them\n"
+            "--mxfp4 blocks|values (hf gpt_oss): experts rounded to MXFP4, written as the\n"
+            "        Hub's gpt-oss holds them (blocks) or as f32/bf16 values (values)\n");
 }
 
 static int usage(const char *why)
@@ -90,7 +96,7 @@ typedef struct {
     const char *kind, *what, *out, *shape, *config, *type;
     CkGgufEdit edit;                /* gguf: a bad file's edits */
     int edited;
-    int version, unshared, bf16, shards, untied, tf_names, stream, list, qpas, llama3, fp8;
+    int version, unshared, bf16, shards, untied, tf_names, stream, list, qpas, llama3, fp8, mx;
     uint64_t seed;
 } Args;
 
@@ -160,6 +166,9 @@ static int parse(Args *a, int argc, char **argv)
         else if (!strcmp(o, "--fp8"))
             a->fp8 = !strcmp(v, "block") ? CK_FP8_BLOCK : !strcmp(v, "channel") ? CK_FP8_CHANNEL
                      : !strcmp(v, "tensor") ? CK_FP8_TENSOR : -1, i++;
+        else if (!strcmp(o, "--mxfp4"))
+            a->mx = !strcmp(v, "blocks") ? CK_MX_BLOCKS : !strcmp(v, "values") ? CK_MX_VALUES : -1,
+            i++;
         else if (!strcmp(o, "--qpas"))
             a->qpas = atoi(v), i++;
         else if (!strcmp(o, "--drop-key"))
@@ -299,7 +308,21 @@ int main(int argc, char **argv)
     s.fp8 = a.fp8;
     if (a.fp8 < 0 || (a.fp8 && (strcmp(a.kind, "hf") || s.published || a.stream || a.list)))
         return usage("--fp8 takes block, channel or tensor, for hf folders of the small shapes");
+    s.mxfp4 = a.mx;
+    if (a.mx < 0 || (a.mx && (strcmp(a.kind, "hf") || s.type != CK_GPTOSS || s.published || a.fp8)))
+        return usage("--mxfp4 takes blocks or values, for hf gpt_oss folders of the small shapes");
     char *config = NULL;
+    if (a.mx == CK_MX_BLOCKS) {         /* openai/gpt-oss-20b's, after --config's members */
+        static const char mx[] =
+            "\"quantization_config\": {\"modules_to_not_convert\": [\"model.layers.*.self_attn\", "
+            "\"model.layers.*.mlp.router\", \"model.embed_tokens\", \"lm_head\"], "
+            "\"quant_method\": \"mxfp4\"}";
+        size_t n = (a.config ? strlen(a.config) : 0) + sizeof mx + 4;
+        if (!(config = malloc(n)))
+            return 4;
+        snprintf(config, n, "%s%s%s", a.config ? a.config : "", a.config ? ", " : "", mx);
+        a.config = config;
+    }
     if (a.fp8) {                        /* the quantization_config, after --config's members */
         static const char block[] =
             "\"quantization_config\": {\"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\", "

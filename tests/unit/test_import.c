@@ -283,8 +283,9 @@ static void refused(const char *type, const char *extra, const char *want);
 /* gpt-oss against the reference (transformers' modeling_gpt_oss by hand):
  * sinks, YaRN's rope, layer 0 in a window of 4 rows, biased experts with
  * the clamped SwiGLU, topk-then-softmax routing; 12 decode steps and
- * prefill chunks of 5, f32 and BF16. Then refusals: MXFP4 experts (not
- * held yet), attention without biases, a bad layer kind, a YaRN factor
+ * prefill chunks of 5, f32 and BF16. Then refusals: an MXFP4
+ * quantization_config's unknown key or bad modules_to_not_convert (and
+ * MXFP4 of another model_type), attention without biases, a bad layer kind, a YaRN factor
  * transformers would replace, experts_per_token disagreeing. */
 static void test_hf_gpt_oss(void **state)
 {
@@ -293,9 +294,16 @@ static void test_hf_gpt_oss(void **state)
     hf_case(&s, 1, 1, 12);
     s.bf16 = 1;
     hf_case(&s, 1, 5, 12);
-    refused("gpt_oss", "\"quantization_config\": {\"quant_method\": \"mxfp4\"}",
-            "config.json: quantization_config.quant_method: \"mxfp4\" not supported (kiln reads "
-            "FP8 checkpoints: \"fp8\", \"compressed-tensors\"; or a GGUF file)");
+    refused("gpt_oss", "\"quantization_config\": {\"quant_method\": \"mxfp4\", \"group_size\": 16}",
+            "config.json: quantization_config.group_size: not supported (kiln reads gpt_oss's "
+            "MXFP4 experts only)");
+    refused("gpt_oss", "\"quantization_config\": {\"quant_method\": \"mxfp4\", "
+            "\"modules_to_not_convert\": [\"lm_head\", 3]}",
+            "config.json: quantization_config.modules_to_not_convert: must be a list of names, "
+            "got an array");
+    refused("llama", "\"quantization_config\": {\"quant_method\": \"mxfp4\"}",
+            "config.json: quantization_config.quant_method: \"mxfp4\" not supported for llama "
+            "(kiln reads gpt_oss's MXFP4 experts)");
     refused("gpt_oss", "\"attention_bias\": false",
             "config.json: attention_bias: false not supported");
     refused("gpt_oss", "\"layer_types\": [\"chunked_attention\"]",
@@ -387,7 +395,8 @@ static void test_hf_refused(void **state)
             "config.json: rope_parameters.factor: missing (rope_type \"yarn\" needs it)");
     refused("llama", "\"quantization_config\": {\"quant_method\": \"gptq\"}",
             "config.json: quantization_config.quant_method: \"gptq\" not supported (kiln reads "
-            "FP8 checkpoints: \"fp8\", \"compressed-tensors\"; or a GGUF file)");
+            "FP8 checkpoints: \"fp8\", \"compressed-tensors\"; gpt_oss's \"mxfp4\"; or a GGUF "
+            "file)");
     refused("llama", "\"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e5m2\"}",
             "config.json: quantization_config.fmt: \"e5m2\" not supported (kiln reads e4m3)");
     refused("llama", "\"quantization_config\": {\"quant_method\": \"compressed-tensors\", "
