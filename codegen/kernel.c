@@ -123,68 +123,6 @@ static void qgemm(CgCx *cx, const Stmt *s)
     fprintf(cx->f, ", %lld);\n", (long long)ldc);
 }
 
-/* Whether qgemm call t reads s's A (the same tile of the same buffer) and
- * a weight of s's type, with s's shapes and strides: one rt_gemm_qn call
- * does both, quantizing A once. */
-static int same_qgemm(const Stmt *s, const Stmt *t)
-{
-    if (t->kind != S_CALL || t->call != CALL_QGEMM)
-        return 0;
-    const Tile *x = &s->tiles[1], *y = &t->tiles[1];
-    if (x->buf != y->buf || cg_store(s->tiles[2].buf) != cg_store(t->tiles[2].buf))
-        return 0;
-    for (int d = 0; d < x->buf->rank; d++)
-        if (x->ext[d] != y->ext[d] || !ir_expr_equal(x->idx[d], y->idx[d]))
-            return 0;
-    for (int i = 0; i < 3; i += 2) {
-        int64_t r[2], c[2], ld[2];
-        ir_tile_matrix(&s->tiles[i], &r[0], &c[0], &ld[0]);
-        ir_tile_matrix(&t->tiles[i], &r[1], &c[1], &ld[1]);
-        if (r[0] != r[1] || c[0] != c[1] || ld[0] != ld[1])
-            return 0;
-    }
-    return 1;
-}
-
-/* The nw qgemm calls from s[0] on (same_qgemm) as one: rt_gemm_qn(type,
- * nw, m, n, k, &A[...], lda, W[], woff[], ldw, C[], ldc) (rt_quant.h). */
-static void qgemm_n(CgCx *cx, Stmt *const *s, int nw, int depth)
-{
-    int64_t m, n, k, lda, ldw, ldc;
-    const Tile *x = &s[0]->tiles[1];
-    ir_tile_matrix(x, &m, &k, &lda);
-    ir_tile_matrix(&s[0]->tiles[0], &m, &n, &ldc);
-    ir_tile_matrix(&s[0]->tiles[2], &n, &k, &ldw);
-    fputs("{\n", cx->f);
-    indent(cx, depth + 1);
-    fprintf(cx->f, "const void *const qw[%d] = {", nw);
-    for (int j = 0; j < nw; j++)
-        fprintf(cx->f, "%sb%d", j ? ", " : "", cg_bname(cx, ir_storage(s[j]->tiles[2].buf)));
-    fputs("};\n", cx->f);
-    indent(cx, depth + 1);
-    fprintf(cx->f, "const int64_t qo[%d] = {", nw);
-    for (int j = 0; j < nw; j++) {
-        fputs(j ? ", " : "", cx->f);
-        cg_offset(cx, s[j]->tiles[2].buf, s[j]->tiles[2].idx);
-    }
-    fputs("};\n", cx->f);
-    indent(cx, depth + 1);
-    fprintf(cx->f, "float *const qc[%d] = {", nw);
-    for (int j = 0; j < nw; j++) {
-        fputs(j ? ", &" : "&", cx->f);
-        cg_access(cx, s[j]->tiles[0].buf, s[j]->tiles[0].idx);
-    }
-    fputs("};\n", cx->f);
-    indent(cx, depth + 1);
-    fprintf(cx->f, "rt_gemm_qn(%d, %d, %lld, %lld, %lld, &", (int)cg_store(s[0]->tiles[2].buf), nw,
-            (long long)m, (long long)n, (long long)k);
-    cg_access(cx, x->buf, x->idx);
-    fprintf(cx->f, ", %lld, qw, qo, %lld, qc, %lld);  /* %s */\n", (long long)lda, (long long)ldw,
-            (long long)ldc, storage_name(cg_store(s[0]->tiles[2].buf)));
-    indent(cx, depth);
-    fputs("}\n", cx->f);
-}
-
 /* attn: rt_attn(nt, nh, d, &Q[...], ldq, &K[...], ldk, &V[...], ldv,
  * &O[...], ldo, &SK[...] or NULL, p0, hi, window, scale, softcap), the
  * row strides the buffers' (kiln_rt.h). */
@@ -589,16 +527,6 @@ static void block(CgCx *cx, const Block *blk, int depth, Outline *o)
     int mark = o ? o->nscope : 0, marka = o ? o->narrays : 0;
     for (int i = 0; i < blk->n; i++) {
         const Stmt *s = blk->s[i];
-        int nw = 1;
-        while (s->kind == S_CALL && s->call == CALL_QGEMM && i + nw < blk->n && nw < 8 &&
-               same_qgemm(s, blk->s[i + nw]))
-            nw++;
-        if (nw > 1) {                           /* qgemm calls over one A: one call */
-            indent(cx, depth);
-            qgemm_n(cx, blk->s + i, nw, depth);
-            i += nw - 1;
-            continue;
-        }
         if (o && s->kind == S_LOOP && !(s->marks & MARK_PARALLEL)) {
             ARR_PUSH(cx->m->a, o->scope, o->nscope, o->cap, s->v);
             stmt(cx, s, depth, o);

@@ -107,14 +107,6 @@ RT_API void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 RT_API void rt_gemm_mxfp4(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                           const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
-/* rt_gemm_TYPE (type RT_Q8_0 ... RT_MXFP4; another does nothing) of nw
- * weights over the same A: C_j += A W_j^T, W_j's rows from element
- * woff[j] of w[j], every W_j of one type, ldw and C_j's ldc. A is
- * quantized once for all of them; each C_j gets the bits rt_gemm_TYPE
- * gives it alone. */
-RT_API void rt_gemm_qn(int type, int nw, int64_t m, int64_t n, int64_t k, const float *a,
-                       int64_t lda, const void *const *w, const int64_t *woff, int64_t ldw,
-                       float *const *c, int64_t ldc);
 /* The same over f8_e4m3 blocks, activations kept in f32 (rt_gemm_f8.c):
  * per element of C, 16 f32 lanes L from 0; per block of k in k order,
  * lane l's t = w_l a_l, t = fmaf(w_{l+16}, a_{l+16}, t) (w the block's
@@ -136,7 +128,6 @@ RT_API void rt_q_act_round(int block, const float *x, float *y, int64_t n);
     X(rt_q_block) X(rt_q_block_bytes) X(rt_q_name) X(rt_quantize) X(rt_dequantize) \
     X(rt_q_check) X(rt_q8_0_at) X(rt_q4_0_at) X(rt_q4_k_at) X(rt_q6_k_at)      \
     X(rt_gemm_q8_0) X(rt_gemm_q4_0) X(rt_gemm_q4_k) X(rt_gemm_q6_k) X(rt_q_act_round) \
-    X(rt_f8_e4m3_at) X(rt_gemm_f8_e4m3) X(rt_mxfp4_at) X(rt_e8m0_half) X(rt_gemm_mxfp4) \
-    X(rt_gemm_qn)
+    X(rt_f8_e4m3_at) X(rt_gemm_f8_e4m3) X(rt_mxfp4_at) X(rt_e8m0_half) X(rt_gemm_mxfp4)
 
 #endif

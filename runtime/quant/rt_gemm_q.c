@@ -2,15 +2,14 @@
  * (rt_quant.h): C[m][n] += A[m][k] W^T, W(j, kk) element woff + j * ldw +
  * kk of a weight held in GGML's blocks (q8_0, q4_0, q4_k, q6_k, mxfp4).
  *
- * 1. Activations. Each row of A is quantized once a call (rt_gemm_qn:
- *    once for all its weights), per block of the weight's (32 or 256
- *    values), into a per-thread scratch (qg_round): amax = the largest
- *    |x|, d = amax / 127 and q = rintf(x * (127 / amax)), f32
- *    operations, rintf rounding to nearest, ties to even (the default
- *    rounding mode); |x * (127 / amax)| < 127.5, so |q| <= 127. A
- *    block whose amax is below 2^-100 is zeros (d = 0: 127 / amax would
- *    overflow near 2^-120); one holding an inf or NaN has d = NaN and q
- *    = 0, so that its sums are NaN. rt_q_act_round gives d * q.
+ * 1. Activations. Each row of A is quantized once a call, per block of
+ *    the weight's (32 or 256 values), into a per-thread scratch
+ *    (qg_round): amax = the largest |x|, d = amax / 127 and q = rintf(x *
+ *    (127 / amax)), f32 operations, rintf rounding to nearest, ties to
+ *    even (the default rounding mode); |x * (127 / amax)| < 127.5, so |q|
+ *    <= 127. A block whose amax is below 2^-100 is zeros (d = 0: 127 /
+ *    amax would overflow near 2^-120); one holding an inf or NaN has d =
+ *    NaN and q = 0, so that its sums are NaN. rt_q_act_round gives d * q.
  *    Beside a block's q: d, and the sums of its q that the weight's
  *    offsets and mins multiply (qg_sums).
  * 2. Per element of C and block of k, in k order, an exact int32 dot
@@ -851,18 +850,16 @@ static uint8_t *qg_scratch(size_t bytes)
     return (uint8_t *)p + 64;
 }
 
-/* C_j += A W_j^T for the nw weights w[j] (rows from woff[j]) over the
- * same A, which is quantized once for all of them: all of A at once into
- * the thread's scratch; without one, a row and QG_KC values at a time on
- * the stack (the same sums, in the same order). */
-QG_I void qg_gemm(int t, int nw, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                  const void *const *w, const int64_t *woff, int64_t ldw, float *const *c,
-                  int64_t ldc)
+/* All of A at once into the thread's scratch; without one, a row and
+ * QG_KC values at a time on the stack (the same sums, in the same order). */
+QG_I void qg_gemm(int t, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                  const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)
 {
     if (m <= 0 || n <= 0 || k <= 0)
         return;
     const int B = qg_block(t);
     const size_t bytes = (size_t)qg_bytes(t), rowbytes = (size_t)(ldw / B) * bytes;
+    const uint8_t *wb = (const uint8_t *)w + (size_t)(woff / B) * bytes;
     _Alignas(64) uint8_t small[QG_KC + QG_KC / 32 * 4 * 2 + 64];
     int64_t rows = m, kv = k;
     size_t row = qg_row_bytes(t, k);
@@ -877,32 +874,39 @@ QG_I void qg_gemm(int t, int nw, int64_t m, int64_t n, int64_t k, const float *a
         for (int64_t k0 = 0; k0 < k; k0 += kv) {
             int64_t rn = m - r0 < rows ? m - r0 : rows, kn = k - k0 < kv ? k - k0 : kv;
             qg_quant(t, rn, kn, a + r0 * lda + k0, lda, s, row);
-            for (int j = 0; j < nw; j++) {
-                const uint8_t *wb = (const uint8_t *)w[j] + (size_t)((woff[j] + k0) / B) * bytes;
-                qg_pass(t, rn, n, kn, s, row, wb, rowbytes, c[j] + r0 * ldc, ldc);
-            }
+            qg_pass(t, rn, n, kn, s, row, wb + (size_t)(k0 / B) * bytes, rowbytes,
+                    c + r0 * ldc, ldc);
         }
 }
 
-#define QG_ENTRY(NAME, T)                                                                  \
-    void NAME(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,  \
-              int64_t woff, int64_t ldw, float *c, int64_t ldc)                             \
-    {                                                                                       \
-        qg_gemm(T, 1, m, n, k, a, lda, &w, &woff, ldw, &c, ldc);                            \
-    }
-QG_ENTRY(rt_gemm_q8_0, RT_Q8_0)
-QG_ENTRY(rt_gemm_q4_0, RT_Q4_0)
-QG_ENTRY(rt_gemm_q4_k, RT_Q4_K)
-QG_ENTRY(rt_gemm_q6_k, RT_Q6_K)
-QG_ENTRY(rt_gemm_mxfp4, RT_MXFP4)
-
-void rt_gemm_qn(int type, int nw, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                const void *const *w, const int64_t *woff, int64_t ldw, float *const *c,
-                int64_t ldc)
+void rt_gemm_q8_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
+                  int64_t woff, int64_t ldw, float *c, int64_t ldc)
 {
-    if (type == RT_Q8_0 || type == RT_Q4_0 || type == RT_Q4_K || type == RT_Q6_K ||
-        type == RT_MXFP4)
-        qg_gemm(type, nw, m, n, k, a, lda, w, woff, ldw, c, ldc);
+    qg_gemm(RT_Q8_0, m, n, k, a, lda, w, woff, ldw, c, ldc);
+}
+
+void rt_gemm_q4_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
+                  int64_t woff, int64_t ldw, float *c, int64_t ldc)
+{
+    qg_gemm(RT_Q4_0, m, n, k, a, lda, w, woff, ldw, c, ldc);
+}
+
+void rt_gemm_q4_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
+                  int64_t woff, int64_t ldw, float *c, int64_t ldc)
+{
+    qg_gemm(RT_Q4_K, m, n, k, a, lda, w, woff, ldw, c, ldc);
+}
+
+void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
+                  int64_t woff, int64_t ldw, float *c, int64_t ldc)
+{
+    qg_gemm(RT_Q6_K, m, n, k, a, lda, w, woff, ldw, c, ldc);
+}
+
+void rt_gemm_mxfp4(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
+                   int64_t woff, int64_t ldw, float *c, int64_t ldc)
+{
+    qg_gemm(RT_MXFP4, m, n, k, a, lda, w, woff, ldw, c, ldc);
 }
 
 void rt_q_act_round(int block, const float *x, float *y, int64_t n)
