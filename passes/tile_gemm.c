@@ -309,15 +309,15 @@ static int64_t pick_nr(Tiler *t, int64_t M, int64_t N)
 /* The panel width of a nest whose every operand is quantized: qgemm
  * quantizes its rows of A at every call, which costs about what a
  * 64-wide panel's int8 products do, so the widest panel that still leaves
- * a panel a core (with the block's rows whole, MB: pp256 of a stories110M
- * shape 4-40 % faster than 2 a core in q8_0, q4_0 and q4_k_m, measured
- * while other work ran). */
+ * 2 panels a core (4 a core: pp256 of a stories110M shape 6-8 % slower in
+ * q8_0 and q4_0; 1 a core: 3 panels of 768 outputs on 2 cores, one core
+ * idle a third of the time, decode 20-30 % slower). */
 static int64_t pick_q_nr(Tiler *t, int64_t N)
 {
     int64_t best = 0;
     for (int64_t nr = 256; nr >= GRANULE; nr /= 2)
         if (N % nr == 0) {
-            if (N / nr >= t->cores)
+            if (N / nr >= 2 * t->cores)
                 return nr;
             best = nr;
         }
