@@ -310,8 +310,8 @@ static int64_t pick_nr(Tiler *t, int64_t M, int64_t N)
  * quantizes its rows of A at every call, which costs about what a
  * 64-wide panel's int8 products do, so the widest panel that still leaves
  * 2 panels a core (4 a core: pp256 of a stories110M shape 6-8 % slower in
- * q8_0 and q4_0; 1 a core: 3 panels of 768 outputs on 2 cores, one core
- * idle a third of the time, decode 20-30 % slower). */
+ * q8_0 and q4_0; 1 a core: 3 panels of 768 outputs on 2 cores, decode
+ * 5-15 % and pp256 3-12 % slower). */
 static int64_t pick_q_nr(Tiler *t, int64_t N)
 {
     int64_t best = 0;
