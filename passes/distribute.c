@@ -215,6 +215,19 @@ static void linear(Dist *ds, Node *n)
     push(ds, n);
 }
 
+/* n, given `ranks` N, computes each rank's part of a sum (NAME.part); an
+ * allreduce named NAME completes it, and later users read that. */
+static void partial_sum(Dist *ds, Node *n)
+{
+    ((AttrVal *)attr_v(n, "ranks"))->i = ds->N;
+    ((AttrVal *)attr_v(n, "ranks"))->given = 1;
+    const char *name = name_of(ds, n);
+    n->name = arena_printf(ds->a, "%s.part", name);
+    ds->ax[n->id] = -1;
+    push(ds, n);
+    ds->rep[n->id] = collective(ds, OP_ALLREDUCE, n, 0, name);
+}
+
 /* ---- 0. embedding: vocabulary parallel ------------------------------------ */
 
 /* The weights embeddings read as their table and nothing reads otherwise
@@ -255,13 +268,7 @@ static void embedding(Dist *ds, Node *n)
     }
     if (ds->ax[t->id] < 0)
         shard(ds, t, 0);
-    ((AttrVal *)attr_v(n, "ranks"))->i = ds->N;
-    ((AttrVal *)attr_v(n, "ranks"))->given = 1;
-    const char *name = name_of(ds, n);
-    n->name = arena_printf(ds->a, "%s.part", name);
-    ds->ax[n->id] = -1;
-    push(ds, n);
-    ds->rep[n->id] = collective(ds, OP_ALLREDUCE, n, 0, name);
+    partial_sum(ds, n);
 }
 
 /* ---- 3. reshape ---------------------------------------------------------- */
@@ -375,13 +382,7 @@ static void moe(Dist *ds, Node *n)
             n->in[5] = whole(ds, n->in[5]);     /* the router's bias */
         else
             shard(ds, n->in[i], 0);
-    ((AttrVal *)attr_v(n, "ranks"))->i = ds->N;
-    ((AttrVal *)attr_v(n, "ranks"))->given = 1;
-    const char *name = name_of(ds, n);
-    n->name = arena_printf(ds->a, "%s.part", name);
-    ds->ax[n->id] = -1;
-    push(ds, n);
-    ds->rep[n->id] = collective(ds, OP_ALLREDUCE, n, 0, name);
+    partial_sum(ds, n);
 }
 
 static void node(Dist *ds, Node *n)
