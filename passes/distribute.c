@@ -159,6 +159,19 @@ static void shard(Dist *ds, Node *w, int axis)
     ds->ax[w->id] = axis;
 }
 
+/* Linear n's weight w, split by columns, as the weights file holds it in
+ * blocks (GGUF's q8_0 ...: --weight-dtype auto): each rank reads whole
+ * blocks of every row or none, so N must divide a row's blocks. (Blocks
+ * quantized from an f32 file are made of each rank's part.) */
+static void whole_blocks(Dist *ds, const Node *n, const Node *w)
+{
+    Storage st = ds->cx->weight_stores && w->index >= 0 ? ds->cx->weight_stores[w->index] : ST_F32;
+    int b = storage_block(st);
+    if (b && w->dims[1] % b == 0)
+        splits(ds, n, w->dims[1] / b, arena_printf(ds->a, "blocks of %d in a row of its %s weight",
+                                                     b, storage_name(st)));
+}
+
 /* ---- 1, 2. linear ----------------------------------------------------------- */
 
 static void linear(Dist *ds, Node *n)
@@ -191,6 +204,7 @@ static void linear(Dist *ds, Node *n)
         return;
     }
     if (own && ds->ax[x->id] == x->rank - 1) {         /* row parallel */
+        whole_blocks(ds, n, w);
         shard(ds, w, 1);
         n->nin = 2;
         const char *name = name_of(ds, n);

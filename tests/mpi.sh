@@ -137,6 +137,13 @@ run "q8_0 GGUF: kiln build (1 rank)" "$KILN" build "$T/q8.gguf" -o "$T/q8-1"
 $MPIRUN -np 2 "$T/q8-2" $GEN >"$T/q8-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
 same "q8_0 GGUF: 2 ranks' greedy tokens are 1 rank's" "$T/q8-2.tok" "$T/q8-1.tok"
 
+# A GGUF's blocks are read whole by each rank: ffn_down's rows of 96 (3
+# blocks of 32) cannot split by columns over 2 ranks, refused at build.
+"$MKCKPT" gguf llama "$T/q8t.gguf" --type q8_0 >/dev/null || bad "mkckpt gguf llama q8_0 (tiny)"
+refuse 1 "q8_0 GGUF whose rows of 3 blocks split by columns: refused at build" \
+    "the 3 blocks of 32 in a row of its q8_0 weight do not split evenly over 2 ranks" \
+    "$KILN" build "$T/q8t.gguf" --ranks 2 -o "$T/never"
+
 if ldd "$T/llama-1" | grep -q libmpi; then bad "the 1-rank program links MPI"; else
     ok "the 1-rank program links no MPI"; fi
 ldd "$T/llama-2" | grep -q libmpi && ok "the 2-rank program links Open MPI" ||
