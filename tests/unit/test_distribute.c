@@ -130,14 +130,21 @@ static float *run_call(Run *g, int64_t T, int pos, int64_t V)
     return out;
 }
 
-/* type's folder, imported at T tokens a call, on 1 and on NR ranks:
- * `calls` calls give the same logits. */
-static void agree(const char *type, int64_t T, int calls)
+/* A folder of type's small shape, as the test tools write it. */
+static const char *folder(const char *type)
 {
     CkShape s = ti_hf_shape(type);
     CkModel *ck = ti_model(&s);
     const char *dir = ti_write_hf(type, ck, 1, NULL);
     ck_free(ck);
+    return dir;
+}
+
+/* type's folder, imported at T tokens a call, on 1 and on NR ranks:
+ * `calls` calls give the same logits. */
+static void agree(const char *type, int64_t T, int calls)
+{
+    const char *dir = folder(type);
     Arena *a = arena_new();
     char *text = ti_hf(a, dir, T, 16), err[2000] = "";
     Module *one = load(a, text, 1, err, sizeof err), *dist = load(a, text, NR, err, sizeof err);
@@ -190,10 +197,7 @@ static int lines_with(const char *text, const char *part)
 static void llama_layout(void **state)
 {
     (void)state;
-    CkShape s = ti_hf_shape("llama");
-    CkModel *ck = ti_model(&s);
-    const char *dir = ti_write_hf("llama", ck, 1, NULL);
-    ck_free(ck);
+    const char *dir = folder("llama");
     Arena *a = arena_new();
     char err[2000] = "";
     Module *m = load(a, ti_hf(a, dir, 1, 16), NR, err, sizeof err);
@@ -233,10 +237,7 @@ static void llama_layout(void **state)
 static void qwen2_tied_layout(void **state)
 {
     (void)state;
-    CkShape s = ti_hf_shape("qwen2");
-    CkModel *ck = ti_model(&s);
-    const char *dir = ti_write_hf("qwen2", ck, 1, NULL);
-    ck_free(ck);
+    const char *dir = folder("qwen2");
     Arena *a = arena_new();
     char err[2000] = "";
     Module *m = load(a, ti_hf(a, dir, 1, 16), NR, err, sizeof err);
@@ -258,10 +259,7 @@ static void qwen2_tied_layout(void **state)
  * refuse), malloc'd. */
 static char *refused(const char *type, int ranks)
 {
-    CkShape s = ti_hf_shape(type);
-    CkModel *ck = ti_model(&s);
-    const char *dir = ti_write_hf(type, ck, 1, NULL);
-    ck_free(ck);
+    const char *dir = folder(type);
     Arena *a = arena_new();
     char err[4000] = "";
     assert_null(load(a, ti_hf(a, dir, 1, 16), ranks, err, sizeof err));
@@ -304,10 +302,7 @@ static void one_rank(void **state)
 {
     (void)state;
     Arena *a = arena_new();
-    CkShape s = ti_hf_shape("llama");
-    CkModel *ck = ti_model(&s);
-    const char *dir = ti_write_hf("llama", ck, 1, NULL);
-    ck_free(ck);
+    const char *dir = folder("llama");
     char err[100];
     Module *m = load(a, ti_hf(a, dir, 1, 16), 1, err, sizeof err);
     char *before = tl_graph_text(m);
