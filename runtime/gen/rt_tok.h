@@ -198,9 +198,10 @@ RT_API int rt_dec_buffers(rt_dec *d, rt_err *e);
 /* One call of d->tk, d->ps (d->sl): the prefill variant when chunk is 1,
  * the batch (rt_model.run_batch, a slotted program's) when 2, else a step. */
 RT_API int rt_dec_call(rt_dec *d, int chunk, rt_err *e);
-/* ids[0, n) at positions pos .. pos + n - 1 (pos + n <= S), in chunks
- * where they fit and at least prefill_min tokens are left, in slot
- * d->slot; the logits of the last left in logits[0, V). */
+/* ids[0, n) at positions pos .. pos + n - 1 (pos + n <= S) in slot
+ * d->slot: whole chunks ending at the last token, the tokens before them
+ * as a padded chunk when at least prefill_min and it fits, else decode
+ * steps (rt_decode.c); the logits of the last left in logits[0, V). */
 RT_API int rt_dec_prefill(rt_dec *d, const int32_t *ids, int64_t pos, int64_t n, rt_err *e);
 /* The fewest tokens worth md's prefill chunk of C: a chunk's cost over a
  * decode step's, by the kernels' costs (rt_decode.c), from 2 to C. */
