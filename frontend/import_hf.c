@@ -8,16 +8,11 @@
  * ("config.json: rope_scaling: not supported"). A key kiln does not know
  * is refused too: it might change the arithmetic. Sizes are required;
  * behaviour fields missing from the file take transformers' defaults for
- * the model_type. A quantization_config is read for FP8 checkpoints
- * (quantization(): quant_method "fp8" with e4m3 and blocks of 128 x 128,
- * or "compressed-tensors" float-quantized 8-bit weights per tensor, row
- * or block); their activation quantization is not applied (kiln keeps
- * activations in f32: docs/fp8.md), and which weights are FP8 is what the
- * safetensors hold. gpt_oss's "mxfp4" (the Hub's gpt-oss-20b, -120b)
- * turns its experts' declared shapes to the blocks' [E, out, in]; the
- * loader reads them from NAME_blocks and NAME_scales (rt_weights.c). */
+ * the model_type. A quantization_config (FP8 checkpoints, gpt_oss's
+ * MXFP4) is read in import_hf_quant.c. */
 #include "fe.h"
 #include "import.h"
+#include "import_hf.h"
 
 #include <errno.h>
 #include <math.h>
@@ -25,26 +20,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-typedef struct {
-    FeCx fx;                    /* a and d, for fe_got and fe_quote */
-    json_t *root;
-    const char *type;           /* model_type */
-    const char **taken;         /* keys read so far */
-    int ntaken, cap;
-    int mxfp4;                  /* quantization_config's quant_method "mxfp4" */
-} Cfg;
-
 /* ---- reading keys ---------------------------------------------------------- */
 
 /* The value of key (NULL when absent or null), which is now accounted for. */
-static json_t *take(Cfg *c, const char *key)
+json_t *hf_take(Cfg *c, const char *key)
 {
     ARR_PUSH(c->fx.a, c->taken, c->ntaken, c->cap, key);
     json_t *j = json_object_get(c->root, key);
     return json_is_null(j) ? NULL : j;
 }
 
-static void bad(Cfg *c, const char *key, json_t *j, const char *want)
+void hf_bad(Cfg *c, const char *key, json_t *j, const char *want)
 {
     fe_want(&c->fx, key, j, want);
 }
@@ -52,7 +38,7 @@ static void bad(Cfg *c, const char *key, json_t *j, const char *want)
 /* An integer in [lo, 2^31); dflt when absent (dflt < 0: required). */
 static int64_t get_int(Cfg *c, const char *key, int64_t dflt, int64_t lo)
 {
-    json_t *j = take(c, key);
+    json_t *j = hf_take(c, key);
     if (!j && dflt < 0)
         diag(c->fx.d, key, "missing");
     if (!j)
@@ -60,7 +46,7 @@ static int64_t get_int(Cfg *c, const char *key, int64_t dflt, int64_t lo)
     int64_t v = json_integer_value(j);
     if (json_is_integer(j) && v >= lo && v <= INT32_MAX)
         return v;
-    bad(c, key, j, arena_printf(c->fx.a, "must be an integer in [%lld, 2^31)", (long long)lo));
+    hf_bad(c, key, j, arena_printf(c->fx.a, "must be an integer in [%lld, 2^31)", (long long)lo));
     return lo > 0 ? lo : 1;
 }
 
@@ -85,41 +71,41 @@ static int64_t need_layers(Cfg *c, const char *key)
 /* A finite number > 0; dflt when absent. */
 static double get_num(Cfg *c, const char *key, double dflt)
 {
-    json_t *j = take(c, key);
+    json_t *j = hf_take(c, key);
     if (!j)
         return dflt;
     if (json_is_number(j) && json_number_value(j) > 0 && isfinite(json_number_value(j)))
         return json_number_value(j);
-    bad(c, key, j, "must be a number > 0");
+    hf_bad(c, key, j, "must be a number > 0");
     return dflt;
 }
 
 static int get_bool(Cfg *c, const char *key, int dflt)
 {
-    json_t *j = take(c, key);
+    json_t *j = hf_take(c, key);
     if (!j)
         return dflt;
     if (json_is_boolean(j))
         return json_is_true(j);
-    bad(c, key, j, "must be true or false");
+    hf_bad(c, key, j, "must be true or false");
     return dflt;
 }
 
 /* A boolean kiln supports only one value of (absent: that value). */
 static void only_bool(Cfg *c, const char *key, int want)
 {
-    json_t *j = take(c, key);
+    json_t *j = hf_take(c, key);
     if (j && json_is_boolean(j) && json_is_true(j) != want)
         diag(c->fx.d, key, "%s not supported", want ? "false" : "true");
     else if (j && !json_is_boolean(j))
-        bad(c, key, j, "must be true or false");
+        hf_bad(c, key, j, "must be true or false");
 }
 
 /* A string among `allowed` (NULL-terminated; absent: allowed[0]); its
  * index. */
 static int one_of(Cfg *c, const char *key, const char *const *allowed)
 {
-    json_t *j = take(c, key);
+    json_t *j = hf_take(c, key);
     const char *s = j ? json_string_value(j) : allowed[0];
     for (int i = 0; s && allowed[i]; i++)
         if (!strcmp(s, allowed[i]))
@@ -131,7 +117,7 @@ static int one_of(Cfg *c, const char *key, const char *const *allowed)
     if (s)
         diag(c->fx.d, key, "\"%s\" not supported (kiln: %s)", fe_quote(&c->fx, s), list);
     else
-        bad(c, key, j, "must be a string");
+        hf_bad(c, key, j, "must be a string");
     return 0;
 }
 
@@ -139,7 +125,7 @@ static int one_of(Cfg *c, const char *key, const char *const *allowed)
  * empty object or list, which asks for nothing). */
 static void refuse(Cfg *c, const char *key)
 {
-    json_t *j = take(c, key);
+    json_t *j = hf_take(c, key);
     int empty = (json_is_object(j) && !json_object_size(j)) ||
                 (json_is_array(j) && !json_array_size(j));
     if (j && !empty)
@@ -150,7 +136,7 @@ static void refuse(Cfg *c, const char *key)
 static void ignore(Cfg *c, const char *const *keys)
 {
     for (int i = 0; keys[i]; i++)
-        take(c, keys[i]);
+        hf_take(c, keys[i]);
 }
 
 /* Every key not taken: refused by name. */
@@ -190,163 +176,13 @@ static const char *const ignored[] = {
     "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", NULL,
 };
 
-/* ---- quantization_config: FP8 checkpoints -------------------------------------- */
-
-/* Every key of object o (at path) is among keys; 0 when o is no object. */
-static int qc_keys(Cfg *c, const char *path, json_t *o, const char *const *keys)
-{
-    const char *why = !strcmp(keys[0], "quant_method") && keys[1] &&
-                              !strcmp(keys[1], "modules_to_not_convert")
-                          ? "kiln reads gpt_oss's MXFP4 experts only"
-                          : "kiln reads FP8 e4m3 weights only";
-    const char *key;
-    json_t *v;
-    if (!json_is_object(o))
-        return bad(c, path, o, "must be an object"), 0;
-    json_object_foreach(o, key, v) {
-        int known = 0;
-        for (int i = 0; !known && keys[i]; i++)
-            known = !strcmp(keys[i], key);
-        if (!known)
-            diag(c->fx.d, arena_printf(c->fx.a, "%s.%s", path, fe_quote(&c->fx, key)),
-                 "not supported (%s)", why);
-    }
-    return 1;
-}
-
-/* v as a message shows it: a list of integers as [a, b], else fe_got's. */
-static const char *qc_text(Cfg *c, json_t *v)
-{
-    size_t i;
-    json_t *x;
-    int ints = json_is_array(v) && json_array_size(v) <= 8;
-    json_array_foreach(v, i, x)
-        ints = ints && json_is_integer(x);
-    if (!ints)
-        return fe_got(&c->fx, v);
-    FILE *f = arena_stream(c->fx.a);
-    json_array_foreach(v, i, x)
-        fprintf(f, "%s%lld", i ? ", " : "[", (long long)json_integer_value(x));
-    fputs(json_array_size(v) ? "]" : "[]", f);
-    return arena_stream_text(c->fx.a, f);
-}
-
-/* Member key of o is absent (when may_miss) or equal to the JSON text
- * want; else one line naming it. */
-static void qc_is(Cfg *c, const char *path, json_t *o, const char *key, const char *want,
-                  int may_miss, const char *why)
-{
-    json_t *v = json_object_get(o, key), *w = json_loads(want, JSON_DECODE_ANY, NULL);
-    int ok = v ? json_equal(v, w) : may_miss;
-    json_decref(w);
-    if (!ok)
-        diag(c->fx.d, arena_printf(c->fx.a, "%s.%s", path, key), "%s%s (%s)",
-             v ? qc_text(c, v) : "missing", v ? " not supported" : "", why);
-}
-
-/* A compressed-tensors config group: 8-bit float weights, symmetric,
- * static, per tensor, row or block of [128, 128]; input activations 8-bit
- * float or none (not applied); no output activations. */
-static void qc_group(Cfg *c, const char *path, json_t *g)
-{
-    static const char *const keys[] = {"targets", "weights", "input_activations",
-                                       "output_activations", "format", NULL};
-    static const char *const args[] = {"num_bits", "type", "symmetric", "strategy", "dynamic",
-                                       "group_size", "block_structure", "actorder", "observer",
-                                       "observer_kwargs", NULL};
-    if (!qc_keys(c, path, g, keys))
-        return;
-    const char *wp = arena_printf(c->fx.a, "%s.weights", path);
-    json_t *w = json_object_get(g, "weights"), *in = json_object_get(g, "input_activations");
-    if (qc_keys(c, wp, w, args)) {
-        const char *why = "kiln reads 8-bit float (e4m3) weights";
-        qc_is(c, wp, w, "num_bits", "8", 0, why);
-        qc_is(c, wp, w, "type", "\"float\"", 0, why);
-        qc_is(c, wp, w, "symmetric", "true", 1, why);
-        qc_is(c, wp, w, "dynamic", "false", 1, why);
-        qc_is(c, wp, w, "group_size", "null", 1, "kiln reads scales per tensor, row or block");
-        qc_is(c, wp, w, "actorder", "null", 1, why);
-        const char *s = json_string_value(json_object_get(w, "strategy"));
-        if (s && !strcmp(s, "block"))
-            qc_is(c, wp, w, "block_structure", "[128,128]", 0, "kiln reads blocks of 128 x 128");
-        else if (!s || (strcmp(s, "tensor") && strcmp(s, "channel")))
-            qc_is(c, wp, w, "strategy", "\"channel\"", 0,
-                  "kiln reads scales per tensor, channel or block");
-    }
-    const char *ip = arena_printf(c->fx.a, "%s.input_activations", path);
-    if (in && !json_is_null(in) && qc_keys(c, ip, in, args)) {
-        qc_is(c, ip, in, "num_bits", "8", 0, "kiln keeps activations in f32");
-        qc_is(c, ip, in, "type", "\"float\"", 0, "kiln keeps activations in f32");
-    }
-    qc_is(c, path, g, "output_activations", "null", 1, "kiln keeps activations in f32");
-}
-
-/* quantization_config: absent, an FP8 checkpoint's, or gpt_oss's MXFP4
- * (see the top): modules_to_not_convert is the bf16 weights' names, and
- * which weights are MXFP4 is what the safetensors hold. */
-static void quantization(Cfg *c)
-{
-    static const char *const fp8[] = {"quant_method", "fmt", "activation_scheme",
-                                      "weight_block_size", "modules_to_not_convert",
-                                      "ignored_layers", NULL};
-    static const char *const ct[] = {"quant_method", "format", "config_groups", "ignore",
-                                     "kv_cache_scheme", "quantization_status",
-                                     "global_compression_ratio", "sparsity_config", "version",
-                                     NULL};
-    static const char *const mx[] = {"quant_method", "modules_to_not_convert", NULL};
-    const char *p = "quantization_config";
-    json_t *q = take(c, p);
-    if (!q)
-        return;
-    const char *m = json_string_value(json_object_get(q, "quant_method"));
-    if (!json_is_object(q) || !m) {
-        bad(c, p, q, "must be an object with a quant_method");
-    } else if (!strcmp(m, "fp8") && qc_keys(c, p, q, fp8)) {
-        qc_is(c, p, q, "fmt", "\"e4m3\"", 1, "kiln reads e4m3");
-        json_t *act = json_object_get(q, "activation_scheme");
-        if (act && !json_is_null(act) && !json_is_string(act))
-            bad(c, "quantization_config.activation_scheme", act, "must be a string");
-        qc_is(c, p, q, "weight_block_size", "[128,128]", 1, "kiln reads blocks of [128, 128]");
-    } else if (!strcmp(m, "compressed-tensors") && qc_keys(c, p, q, ct)) {
-        qc_is(c, p, q, "format", "\"float-quantized\"", 0, "kiln reads FP8 e4m3 weights");
-        qc_is(c, p, q, "quantization_status", "\"compressed\"", 1, "kiln reads stored FP8");
-        qc_is(c, p, q, "kv_cache_scheme", "null", 1, "kiln's KV cache is f32");
-        json_t *sp = json_object_get(q, "sparsity_config");
-        if (sp && !json_is_null(sp) && !(json_is_object(sp) && !json_object_size(sp)))
-            diag(c->fx.d, "quantization_config.sparsity_config", "not supported");
-        json_t *groups = json_object_get(q, "config_groups"), *g;
-        const char *name;
-        if (!json_is_object(groups) || !json_object_size(groups))
-            bad(c, "quantization_config.config_groups", groups, "must be an object of groups");
-        json_object_foreach(groups, name, g)
-            qc_group(c, arena_printf(c->fx.a, "%s.config_groups.%s", p, fe_quote(&c->fx, name)),
-                     g);
-    } else if (!strcmp(m, "mxfp4") && !strcmp(c->type, "gpt_oss") && qc_keys(c, p, q, mx)) {
-        json_t *keep = json_object_get(q, "modules_to_not_convert"), *x;
-        size_t i;
-        int names = !keep || json_is_null(keep) || json_is_array(keep);
-        json_array_foreach(keep, i, x)
-            names = names && json_is_string(x);
-        if (!names)
-            bad(c, "quantization_config.modules_to_not_convert", keep, "must be a list of names");
-        c->mxfp4 = 1;
-    } else if (strcmp(m, "fp8") && strcmp(m, "compressed-tensors") && strcmp(m, "mxfp4")) {
-        diag(c->fx.d, "quantization_config.quant_method",
-             "\"%s\" not supported (kiln reads FP8 checkpoints: \"fp8\", \"compressed-tensors\"; "
-             "gpt_oss's \"mxfp4\"; or a GGUF file)", fe_quote(&c->fx, m));
-    } else if (!strcmp(m, "mxfp4") && strcmp(c->type, "gpt_oss")) {
-        diag(c->fx.d, "quantization_config.quant_method",
-             "\"mxfp4\" not supported for %s (kiln reads gpt_oss's MXFP4 experts)", c->type);
-    }
-}
-
 static void common(Cfg *c)
 {
     ignore(c, ignored);
     only_bool(c, "is_encoder_decoder", 0);
     only_bool(c, "add_cross_attention", 0);
     refuse(c, "pruned_heads");
-    quantization(c);
+    hf_quantization(c);
 }
 
 /* ---- the llama family ---------------------------------------------------------- */
@@ -370,7 +206,7 @@ static void rope_object(Cfg *c, const char *name, json_t *o, ImpLlama *L)
     const char *key;
     json_t *j;
     if (o && !json_is_object(o))
-        bad(c, name, o, "must be an object");
+        hf_bad(c, name, o, "must be an object");
     json_object_foreach(o, key, j) {
         const char *at = arena_printf(c->fx.a, "%s.%s", name, fe_quote(&c->fx, key));
         int num = -1;
@@ -383,22 +219,22 @@ static void rope_object(Cfg *c, const char *name, json_t *o, ImpLlama *L)
             else if (t && !strcmp(t, "yarn"))
                 yarn = 1;
             else if (!t || strcmp(t, "default"))
-                bad(c, at, j, "only \"default\", \"llama3\" and \"yarn\" are supported");
+                hf_bad(c, at, j, "only \"default\", \"llama3\" and \"yarn\" are supported");
         } else if (!strcmp(key, "truncate")) {
             if (json_is_boolean(j))
                 truncate = json_is_true(j);
             else
-                bad(c, at, j, "must be true or false");
+                hf_bad(c, at, j, "must be true or false");
         } else if (!strcmp(key, "rope_theta") && !strcmp(name, "rope_parameters")) {
             if (json_is_number(j) && json_number_value(j) > 0 && isfinite(json_number_value(j)))
                 L->theta = json_number_value(j);
             else
-                bad(c, at, j, "must be a number > 0");
+                hf_bad(c, at, j, "must be a number > 0");
         } else if (num >= 0) {
             if (json_is_number(j) && json_number_value(j) > 0 && isfinite(json_number_value(j)))
                 v[num] = json_number_value(j);
             else
-                bad(c, at, j, "must be a number > 0");
+                hf_bad(c, at, j, "must be a number > 0");
         } else {
             diag(c->fx.d, at, "not supported");
         }
@@ -467,10 +303,10 @@ static void rope_yarn(Cfg *c, const char *name, const double *v, int truncate, I
 static void rope(Cfg *c, ImpLlama *L)
 {
     L->theta = get_num(c, "rope_theta", 10000.0);
-    json_t *scaling = take(c, "rope_scaling"), *params = take(c, "rope_parameters");
+    json_t *scaling = hf_take(c, "rope_scaling"), *params = hf_take(c, "rope_parameters");
     rope_object(c, "rope_scaling", scaling, L);
     rope_object(c, "rope_parameters", params, L);
-    json_t *partial = take(c, "partial_rotary_factor");
+    json_t *partial = hf_take(c, "partial_rotary_factor");
     if (partial && !(json_is_number(partial) && json_number_value(partial) == 1.0))
         diag(c->fx.d, "partial_rotary_factor", "%s not supported", fe_got(&c->fx, partial));
 }
@@ -635,7 +471,7 @@ static void read_gemma(Cfg *c, ImpLlama *L)
     ignore(c, unused);
     json_t *act = json_object_get(c->root, "hidden_activation");
     if (json_is_null(act))
-        take(c, "hidden_activation");
+        hf_take(c, "hidden_activation");
     L->gelu = one_of(c, "hidden_activation", gelus) == 1 ? "none" : "tanh";
     llama_common(c, L, 8192);
     L->hidden = need(c, "intermediate_size");
@@ -649,7 +485,7 @@ static void read_gemma(Cfg *c, ImpLlama *L)
 static double softcap(Cfg *c, const char *key, double dflt)
 {
     if (json_is_null(json_object_get(c->root, key))) {
-        take(c, key);
+        hf_take(c, key);
         return 0;
     }
     double v = get_num(c, key, dflt);
@@ -672,16 +508,16 @@ static void window_layers(Cfg *c, ImpLlama *L, int64_t pattern)
 {
     static const char *const kinds[] = {"full_attention", "sliding_attention"};
     unsigned char *on = arena_alloc(c->fx.a, (size_t)L->layers + 1);
-    json_t *types = take(c, "layer_types");
+    json_t *types = hf_take(c, "layer_types");
     if (types && (!json_is_array(types) || (int64_t)json_array_size(types) != L->layers))
-        bad(c, "layer_types", types, arena_printf(c->fx.a, "must be a list of %lld layer kinds",
+        hf_bad(c, "layer_types", types, arena_printf(c->fx.a, "must be a list of %lld layer kinds",
                                                   (long long)L->layers));
     for (int64_t l = 0; l < L->layers; l++) {
         json_t *k = json_array_get(types, (size_t)l);
         const char *s = json_string_value(k);
         on[l] = types ? s && !strcmp(s, kinds[1]) : (l + 1) % pattern != 0;
         if (types && !(s && (!strcmp(s, kinds[0]) || on[l])))
-            bad(c, fe_at(&c->fx, "layer_types", (size_t)l), k,
+            hf_bad(c, fe_at(&c->fx, "layer_types", (size_t)l), k,
                 "must be \"full_attention\" or \"sliding_attention\"");
     }
     L->windowed = on;
@@ -752,15 +588,15 @@ static void moe_layers(Cfg *c, ImpLlama *L, int64_t step)
     unsigned char *moe = arena_alloc(c->fx.a, (size_t)L->layers);
     for (int64_t l = 0; l < L->layers; l++)
         moe[l] = L->experts > 0 && (l + 1) % step == 0;
-    json_t *dense = take(c, "mlp_only_layers");
+    json_t *dense = hf_take(c, "mlp_only_layers");
     if (dense && !json_is_array(dense))
-        bad(c, "mlp_only_layers", dense, "must be a list of layer numbers");
+        hf_bad(c, "mlp_only_layers", dense, "must be a list of layer numbers");
     for (size_t i = 0; i < json_array_size(dense); i++) {
         json_t *j = json_array_get(dense, i);
         if (json_is_integer(j) && json_integer_value(j) >= 0 && json_integer_value(j) < L->layers)
             moe[json_integer_value(j)] = 0;
         else
-            bad(c, fe_at(&c->fx, "mlp_only_layers", i), j,
+            hf_bad(c, fe_at(&c->fx, "mlp_only_layers", i), j,
                 arena_printf(c->fx.a, "must be a layer number below %lld", (long long)L->layers));
     }
     L->moe = moe;
@@ -972,14 +808,14 @@ char *imp_hf(Arena *a, const char *dir, const ImportOpts *o, Diags *d, int *io)
         return NULL;
     }
     Cfg c = {{.a = a, .d = d}, root, NULL, NULL, 0, 0, 0};
-    json_t *type = take(&c, "model_type");
+    json_t *type = hf_take(&c, "model_type");
     int t = -1;
     for (int i = 0; json_is_string(type) && types[i]; i++)
         if (!strcmp(json_string_value(type), types[i]))
             t = i;
     if (t < 0) {
         if (type)
-            bad(&c, "model_type", type,
+            hf_bad(&c, "model_type", type,
                 "kiln imports llama, gemma, gemma2, gemma3_text, mistral, mixtral, phi3, qwen2, "
                 "qwen3, qwen3_moe, gpt_oss and gpt2");
         else

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_hf.c: a Hugging Face folder's config.json through
- * `kiln import hf` (frontend/import_hf.c).
+ * `kiln import hf` (frontend/import_hf.c, import_hf_quant.c).
  *
  * Input: config.json, in a folder made once whose config.json is a
  * symbolic link to the input's memory file. imp_hf must refuse it with
