@@ -179,6 +179,17 @@ void tl_ref_ok(Module *m, void **in, void **w, void **st, void **out)
         fail_msg("reference failed: %s", err);
 }
 
+void tl_ref_fails(Module *m, void **in, void **w, void **st, const char *want)
+{
+    char err[512] = "";
+    void *out[8] = {0};
+    int rc = tl_ref(m, in, w, st, out, err, sizeof err);
+    for (int i = 0; i < m->noutputs && i < 8; i++)
+        free(out[i]);
+    assert_int_not_equal(rc, 0);
+    assert_string_equal(err, want);
+}
+
 void tl_values(Module *m, Node *y, const char *type, void **in, void **w, const float *want,
                int count)
 {

@@ -54,6 +54,8 @@ int tl_ref(Module *m, void **in, void **w, void **st, void **out,
            char *err, size_t errlen);
 /* tl_ref, which must succeed. */
 void tl_ref_ok(Module *m, void **in, void **w, void **st, void **out);
+/* tl_ref, which must fail with exactly `want` (outputs freed). */
+void tl_ref_fails(Module *m, void **in, void **w, void **st, const char *want);
 /* y, the only output of m, infers to `type` (any when NULL); its
  * reference values are `want` (count of them, tl_assert_near) and the JIT
  * build agrees (tl_check, within 1e-6). Frees m. */
