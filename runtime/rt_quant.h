@@ -110,8 +110,9 @@ RT_API void rt_gemm_mxfp4(int64_t m, int64_t n, int64_t k, const float *a, int64
 /* The same over f8_e4m3 blocks, activations kept in f32 (rt_gemm_f8.c):
  * per element of C, 16 f32 lanes L from 0; per block of k in k order,
  * lane l's t = w_l a_l, t = fmaf(w_{l+16}, a_{l+16}, t) (w the block's
- * e4m3 values, exact in f32; a the row of A there), L_l = fmaf(t, d,
- * L_l); then L_l += L_{l+h} for h = 8, 4, 2, 1, and C += L_0. The same
+ * e4m3 values / 2^8, exact in f32; a the row of A there), L_l = fmaf(t,
+ * d, L_l); then L_l += L_{l+h} for h = 8, 4, 2, 1, and C += L_0 * 2^8
+ * (the same as with w unscaled, but for underflow). The same
  * bits on every path (AVX-512, portable C), thread count and split of
  * rows or columns into calls; k split into calls changes the order. */
 RT_API void rt_gemm_f8_e4m3(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,

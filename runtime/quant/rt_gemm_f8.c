@@ -4,33 +4,36 @@
  * with an f32 scale, activations kept in f32 (an FP8 checkpoint's
  * input_scale, or dynamic FP8 activations, are not emulated: docs/fp8.md).
  *
- * 1. Widening. 16 bytes become 16 f32 lanes as rt_e4m3_f32 does (kiln_rt.h,
- *    runtime/core/rt_half.c): the low 7 bits shifted up by 20 are an f32
- *    whose exponent field and top mantissa bits are the byte's; times
- *    2^120 (exact, f32 subnormals included) it is the magnitude; the sign
- *    bit ored in. A NaN byte would read as 480: rt_load_weights refuses
- *    them, so none is held. One byte a weight is read, and the block's
- *    scale.
+ * 1. Widening, through IEEE half: a block's 32 bytes, sign-extended to
+ *    16-bit lanes and shifted up by 7 with bit 14 cleared, are the halves
+ *    w' = w / 2^8 (e4m3's exponent field is half's less its top bit, and
+ *    half's bias is e4m3's + 8; subnormals map to subnormals), and
+ *    vcvtph2ps widens them exactly: 4 vector operations for 32 weights.
+ *    A NaN byte would read as 480: rt_load_weights refuses them, so none
+ *    is held. One byte a weight is read, and the block's scale.
  * 2. Arithmetic, per element of C (rt_quant.h): 16 lanes; per block
- *    t = w[0:16] a[0:16], t = fma(w[16:32], a[16:32], t), L = fma(t, d,
- *    L); at the end the lanes summed by halves (8, 4, 2, 1) and added to
- *    C. The portable C does the same operations lane by lane (fmaf), so
- *    both paths give the same bits.
+ *    t = w'[0:16] a[0:16], t = fma(w'[16:32], a[16:32], t), L = fma(t, d,
+ *    L); at the end the lanes summed by halves (8, 4, 2, 1), times 2^8
+ *    (exact), and added to C. The portable C does the same operations
+ *    lane by lane (fmaf, w' as rt_e4m3_f32(b) / 2^8), so both paths give
+ *    the same bits.
  * 3. Shapes. A tile is up to QF_MR rows of A by QF_NR rows of W: each
  *    block's 2 widened vectors of a row of W serve every row of A of the
  *    tile (prefill), and decode (one row of A) streams QF_NR rows of W at
  *    once, whose latency chains interleave. Tiles go over the rows of W,
  *    and within them over the rows of A, so a tile's rows of W stay in
- *    cache while A's rows pass.
+ *    cache while A's rows pass. The first rows of A to pass prefetch the
+ *    next tile's rows of W: the hardware prefetcher alone runs too short
+ *    a way ahead of QF_NR streams.
  *
- * The path is chosen where this file is compiled (-march): AVX-512F, else
- * portable C; the Makefile's unit tests build both. */
+ * The path is chosen where this file is compiled (-march): AVX-512F and
+ * BW, else portable C; the Makefile's unit tests build both. */
 #include "runtime/rt_quant.h"
 
 #include <math.h>
 #include <string.h>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__)
 #define QF_PATH 1
 #include <immintrin.h>
 #else
@@ -48,13 +51,12 @@ QF_I qf_v qf_load(const float *p) { return _mm512_loadu_ps(p); }
 QF_I qf_v qf_set(float x) { return _mm512_set1_ps(x); }
 QF_I qf_v qf_mul(qf_v x, qf_v y) { return _mm512_mul_ps(x, y); }
 QF_I qf_v qf_fma(qf_v x, qf_v y, qf_v z) { return _mm512_fmadd_ps(x, y, z); }
-QF_I qf_v qf_widen(const uint8_t *p)
+QF_I void qf_widen(const uint8_t *p, qf_v *lo, qf_v *hi)
 {
-    __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-    __m512i mag = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x7f)), 20);
-    __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x80)), 24);
-    __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(0x1p120f));
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(f), sign));
+    __m512i x = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    __m512i h = _mm512_and_si512(_mm512_slli_epi16(x, 7), _mm512_set1_epi16((short)0xbfff));
+    *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 QF_I float qf_sum(qf_v v)
 {
@@ -94,19 +96,12 @@ QF_I qf_v qf_fma(qf_v x, qf_v y, qf_v z)
         z.l[l] = fmaf(x.l[l], y.l[l], z.l[l]);
     return z;
 }
-QF_I qf_v qf_widen(const uint8_t *p)
+QF_I void qf_widen(const uint8_t *p, qf_v *lo, qf_v *hi)
 {
-    qf_v v;
     for (int l = 0; l < 16; l++) {
-        uint32_t u = (uint32_t)(p[l] & 0x7f) << 20, s = (uint32_t)(p[l] & 0x80) << 24;
-        float f;
-        memcpy(&f, &u, 4);
-        f *= 0x1p120f;
-        memcpy(&u, &f, 4);
-        u |= s;
-        memcpy(&v.l[l], &u, 4);
+        lo->l[l] = rt_e4m3_f32(p[l]) * 0x1p-8f;
+        hi->l[l] = rt_e4m3_f32(p[l + 16]) * 0x1p-8f;
     }
-    return v;
 }
 QF_I float qf_sum(qf_v v)
 {
@@ -118,22 +113,24 @@ QF_I float qf_sum(qf_v v)
 #endif
 
 /* One tile: mr rows of A (rows lda apart) by nr rows of W (rowbytes
- * apart), nb blocks of k. */
+ * apart), nb blocks of k; the next tile's QF_NR rows of W (next, unless
+ * NULL) prefetched into L2 as block b passes their byte b * 36. */
 QF_I void qf_tile(int mr, int nr, int64_t nb, const float *a, int64_t lda, const uint8_t *w,
-                  size_t rowbytes, float *c, int64_t ldc)
+                  size_t rowbytes, const uint8_t *next, float *c, int64_t ldc)
 {
     qf_v acc[QF_MR][QF_NR], w0[QF_NR], w1[QF_NR], d[QF_NR];
     for (int r = 0; r < mr; r++)
         for (int o = 0; o < nr; o++)
             acc[r][o] = qf_zero();
     for (int64_t b = 0; b < nb; b++) {
+        for (int o = 0; next && o < QF_NR; o++)
+            __builtin_prefetch(next + o * rowbytes + (size_t)b * 36, 0, 2);
         for (int o = 0; o < nr; o++) {
             const uint8_t *p = w + o * rowbytes + (size_t)b * 36;
             float s;
             memcpy(&s, p, 4);
             d[o] = qf_set(s);
-            w0[o] = qf_widen(p + 4);
-            w1[o] = qf_widen(p + 20);
+            qf_widen(p + 4, &w0[o], &w1[o]);
         }
         for (int r = 0; r < mr; r++) {
             qf_v a0 = qf_load(a + r * lda + b * 32), a1 = qf_load(a + r * lda + b * 32 + 16);
@@ -145,16 +142,17 @@ QF_I void qf_tile(int mr, int nr, int64_t nb, const float *a, int64_t lda, const
     }
     for (int r = 0; r < mr; r++)
         for (int o = 0; o < nr; o++)
-            c[r * ldc + o] += qf_sum(acc[r][o]);
+            c[r * ldc + o] += qf_sum(acc[r][o]) * 0x1p8f;
 }
 
-typedef void (*qf_tile_fn)(int64_t, const float *, int64_t, const uint8_t *, size_t, float *,
-                           int64_t);
+typedef void (*qf_tile_fn)(int64_t, const float *, int64_t, const uint8_t *, size_t,
+                           const uint8_t *, float *, int64_t);
 #define QF_TILE(MR, NR)                                                                      \
     static void qf_tile_##MR##_##NR(int64_t nb, const float *a, int64_t lda, const uint8_t *w, \
-                                    size_t rowbytes, float *c, int64_t ldc)                    \
+                                    size_t rowbytes, const uint8_t *next, float *c,           \
+                                    int64_t ldc)                                             \
     {                                                                                        \
-        qf_tile(MR, NR, nb, a, lda, w, rowbytes, c, ldc);                                    \
+        qf_tile(MR, NR, nb, a, lda, w, rowbytes, next, c, ldc);                              \
     }
 QF_TILE(1, 1) QF_TILE(2, 1) QF_TILE(3, 1) QF_TILE(4, 1)
 QF_TILE(1, 4) QF_TILE(2, 4) QF_TILE(3, 4) QF_TILE(4, 4)
@@ -171,10 +169,12 @@ void rt_gemm_f8_e4m3(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
     const uint8_t *wb = (const uint8_t *)w + (size_t)(woff / 32) * 36;
     for (int64_t j = 0; j < n;) {
         int nr = n - j >= QF_NR ? QF_NR : 1;
+        const uint8_t *w = wb + (size_t)j * rowbytes;
+        const uint8_t *next = n - j - nr >= QF_NR ? w + nr * rowbytes : NULL;
         for (int64_t i = 0; i < m; i += QF_MR) {
             int mr = m - i < QF_MR ? (int)(m - i) : QF_MR;
-            tiles[nr == QF_NR][mr - 1](k / 32, a + i * lda, lda, wb + (size_t)j * rowbytes,
-                                       rowbytes, c + i * ldc + j, ldc);
+            tiles[nr == QF_NR][mr - 1](k / 32, a + i * lda, lda, w, rowbytes, i ? NULL : next,
+                                       c + i * ldc + j, ldc);
         }
         j += nr;
     }

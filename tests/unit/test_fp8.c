@@ -114,15 +114,15 @@ static float replay(const float *a, const unsigned char *w, int64_t k, float c)
         float d;
         memcpy(&d, p, 4);
         for (int l = 0; l < 16; l++) {
-            float t = rt_e4m3_f32(p[4 + l]) * a[b * 32 + l];
-            t = fmaf(rt_e4m3_f32(p[20 + l]), a[b * 32 + 16 + l], t);
+            float t = rt_e4m3_f32(p[4 + l]) * 0x1p-8f * a[b * 32 + l];
+            t = fmaf(rt_e4m3_f32(p[20 + l]) * 0x1p-8f, a[b * 32 + 16 + l], t);
             L[l] = fmaf(t, d, L[l]);
         }
     }
     for (int h = 8; h; h >>= 1)
         for (int l = 0; l < h; l++)
             L[l] += L[l + h];
-    return c + L[0];
+    return c + L[0] * 0x1p8f;
 }
 
 static void gemm(void **state)
