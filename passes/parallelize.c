@@ -1,9 +1,11 @@
-/* passes/parallelize.c: one parallel loop per kernel with enough work.
+/* passes/parallelize.c: parallel loops with enough work, one per kernel
+ * or siblings inside a reduction.
  *
- * Contract: marks at most one loop of each kernel (of the program, and of
- * the open program when there is one) MARK_PARALLEL, never one
- * inside another, and notes in every kernel the loop chosen and its work,
- * or why the kernel stays serial. Codegen outlines the marked loop's body
+ * Contract: marks one loop of each kernel (of the program, and of the
+ * open program when there is one) MARK_PARALLEL, or, failing that,
+ * sibling loops inside a reduction loop (step 4); never one inside
+ * another; and notes in every kernel the loops chosen and their work, or
+ * why the kernel stays serial. Codegen outlines the marked loop's body
  * and calls it through rt_parallel_for, whose pool shares the iterations
  * out among threads dynamically. Numbers do not change with the thread
  * count, nor with which thread runs an iteration: a parallel loop's
@@ -28,9 +30,19 @@
  *    independent, and its work reaches MIN_WORK. At the shallowest depth
  *    with a qualifier, the one with the most work wins: decode's T = 1 row
  *    loop has one iteration, so the output-feature loop inside it wins.
- * 3. Mark it and note "parallel over i1 (288 iterations, ...)"; otherwise
- *    note why not: too little work in all, or the reason of the shallowest
- *    candidate with the most work. */
+ * 3. Mark it and note "parallel over i1 (288 iterations, ...)".
+ * 4. Else, inside a reduction: the reduction loops met in step 1 (not
+ *    vector lanes), shallowest first; in the first whose body holds
+ *    qualifiers (directly, or in an `if` directly in it), every one of
+ *    them is marked: a fork and join per iteration of the reduction,
+ *    whose iterations still run in order, so each sum keeps its order.
+ *    moe's experts kernel is the case: its loop over the kept experts
+ *    adds each expert's part into the output, and the gemms of one expert
+ *    (gate and up over the intermediate rows, then down over the output
+ *    rows) are what splits. Noted "parallel over i4, i8 inside reduction
+ *    i2 (4 iterations, a fork and join each; 789k FLOP, ... an iteration)".
+ * 5. Otherwise note why not: too little work in all, or the reason of the
+ *    shallowest candidate with the most work. */
 #include "passes.h"
 
 #define MIN_WORK 64e3
@@ -171,6 +183,36 @@ static Stmt *pick(Arena *a, Stmt **cur, int n, Work *best_work, const char **why
     return best;
 }
 
+/* Step 4 in reduction loop r: its qualifying loops, directly in its body
+ * or in an `if` there, marked and noted; 0 when none qualifies. */
+static int inside_reduction(Arena *a, Kernel *k, Stmt *r)
+{
+    Stmt **in = NULL;
+    int n = 0, cap = 0, marked = 0;
+    loops_in(a, &r->body, &in, &n, &cap);
+    for (int i = 0; i < r->body.n; i++)
+        if (r->body.s[i]->kind == S_IF) {
+            loops_in(a, &r->body.s[i]->body, &in, &n, &cap);
+            loops_in(a, &r->body.s[i]->els, &in, &n, &cap);
+        }
+    FILE *f = arena_stream(a);
+    Work all = {0, 0};
+    for (int i = 0; i < n; i++) {
+        Work w = loop_work(in[i]);
+        if (refusal(a, in[i], w))
+            continue;
+        in[i]->marks |= MARK_PARALLEL;
+        fprintf(f, "%si%d", marked++ ? ", " : "", in[i]->v->id);
+        all.flops += w.flops, all.mem += w.mem;
+    }
+    const char *loops = arena_stream_text(a, f);
+    if (marked)
+        ir_note(a, &k->notes, "parallelize: parallel over %s inside reduction i%d (%lld "
+                "iterations, a fork and join each; %s an iteration)", loops, r->v->id,
+                (long long)ir_loop_trips(r), work_str(a, all));
+    return marked > 0;
+}
+
 static int parallelize_kernel(Arena *a, Kernel *k)
 {
     if (has_parallel(&k->body))
@@ -181,11 +223,14 @@ static int parallelize_kernel(Arena *a, Kernel *k)
                 "fork and join pay for", work_str(a, all), si(a, MIN_WORK));
         return 0;
     }
-    Stmt **cur = NULL;
-    int n = 0, cap = 0;
+    Stmt **cur = NULL, **red = NULL;
+    int n = 0, cap = 0, nred = 0, capred = 0;
     loops_in(a, &k->body, &cur, &n, &cap);
     const char *reason = NULL;
     while (n) {
+        for (int i = 0; i < n; i++)
+            if ((cur[i]->marks & (MARK_REDUCE | MARK_VECTOR)) == MARK_REDUCE)
+                ARR_PUSH(a, red, nred, capred, cur[i]);
         Stmt **next = NULL;
         const char *why = NULL;
         Work w = {0, 0};
@@ -200,6 +245,9 @@ static int parallelize_kernel(Arena *a, Kernel *k)
         reason = reason ? reason : why;
         cur = next, n = nnext;
     }
+    for (int i = 0; i < nred; i++)
+        if (inside_reduction(a, k, red[i]))
+            return 1;
     ir_note(a, &k->notes, "parallelize: serial: %s", reason ? reason : "it has no loop");
     return 0;
 }

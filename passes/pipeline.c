@@ -19,7 +19,7 @@ const PassDesc pass_table[] = {
     {"fuse", LEVEL_LOOP, 0, pass_fuse, "merge producer and consumer loop nests where legal"},
     {"tile", LEVEL_LOOP, 0, pass_tile, "split and reorder loops for registers and caches"},
     {"parallelize", LEVEL_LOOP, 0, pass_parallelize,
-     "one parallel loop per kernel with enough work"},
+     "parallel loops with enough work, one per kernel or siblings in a reduction"},
     {"plan-memory", LEVEL_LOOP, 0, pass_plan_memory,
      "liveness of intermediates; one arena, slots reused"},
     {"codegen", LEVEL_C, 1, NULL, "the C program"},
