@@ -17,7 +17,7 @@
  * DIR is made when missing. --config adds members to config.json, e.g.
  * '"rope_scaling": {"type": "linear", "factor": 2.0}'; --transformers-names
  * writes GPT-2 as transformers saves it ("transformer.h.0...", no
- * buffers) instead of as the Hub has it. Shapes: small is qwen3_moe's,
+ * buffers) instead of as the Hub has it. Shapes: small is qwen3_moe's and gpt_oss's,
  * for timing; tinyllama and llama3-8b are llama's, TinyLlama-1.1B's and
  * Llama-3.1-8B's with their published config.json (4.4 GB of f32, 16 GB
  * of bf16), to measure at real sizes. Those are written tensor by tensor
@@ -73,7 +73,7 @@ static void put_usage(FILE *f)
             "                      [--bf16] [--untied] [--seed N] [--shape tiny|small|blocks]\n"
             "                      [--drop-key KEY] [--arch NAME] [--reshape TENSOR=D0,D1...]\n"
             "hf, gguf: [--qpas N] (gemma2, gemma3_text) [--llama3-rope] (llama)\n"
-            "shapes: small (qwen3_moe) to time a decode step; blocks (llama): rows of 256\n"
+            "shapes: small (qwen3_moe, gpt_oss) to time a decode step; blocks (llama): rows of 256\n"
             "        and 512, 8 layers, for quantized types; tinyllama, llama3-8b (llama):\n"
             "        TinyLlama-1.1B's and Llama-3.1-8B's, their published config.json, random\n"
             "        weights (4.4 GB of f32, 16 GB of bf16) written tensor by tensor\n"
