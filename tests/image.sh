@@ -6,7 +6,8 @@
 # image; a truncated or damaged image is removed and prepared again; a
 # cache that cannot be written (a file in the way, a full disk) leaves
 # no temporary and the program runs on with its weights in memory; two
-# programs preparing at once; KILN_WEIGHTS_CACHE=off; the JIT.
+# programs preparing at once; a killed writer's temporary removed;
+# KILN_WEIGHTS_CACHE=off; the JIT.
 # KILN and MKCKPT name the binaries.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -95,6 +96,18 @@ cmp -s "$T/first" "$T/p1" && cmp -s "$T/first" "$T/p2" && [ "$(images)" = 1 ] &&
     [ "$(ls -A "$T/two" | wc -l)" = 1 ] && gen p3 "$T/exe" && ! prepared && ! grep -q "note:" "$T/err" &&
     ok "two programs preparing at once: the same tokens, one image, then mapped" ||
     bad "two programs preparing at once: the same tokens, one image, then mapped"
+
+# A writer killed while it wrote left its temporary: the next write removes
+# it (its process is gone), never a live process's. 2147483646 is past any
+# pid_max, so no such process exists.
+mkdir "$T/sweep"
+printf 'partial' >"$T/sweep/.tmp-2147483646-0"
+printf 'partial' >"$T/sweep/.tmp-$$-0"
+gen swept "$T/exe" KILN_WEIGHTS_CACHE="$T/sweep" && cmp -s "$T/first" "$T/swept" &&
+    [ ! -e "$T/sweep/.tmp-2147483646-0" ] && [ -e "$T/sweep/.tmp-$$-0" ] &&
+    [ "$(ls "$T/sweep" | grep -c '\.kwi$')" = 1 ] &&
+    ok "a killed writer's temporary is removed at the next write, a live one's kept" ||
+    { bad "a killed writer's temporary is removed at the next write, a live one's kept"; ls -A "$T/sweep"; }
 
 # The JIT keeps its own image (its compiler runs the open program).
 KILN_WEIGHTS_CACHE="$T/jit"; export KILN_WEIGHTS_CACHE

@@ -37,7 +37,9 @@
  * disk, then renamed into place: an image is whole or absent, and two
  * programs preparing one at once each rename a whole file. A write that
  * fails (a full disk, a read-only cache) removes the temporary and only
- * says so: the open goes on with the weights prepared in memory. After a
+ * says so: the open goes on with the weights prepared in memory. A
+ * temporary whose process is gone (killed while it wrote) is removed
+ * before each write; one of a live process is never touched. After a
  * write, the oldest images go while there are more than RT_IMAGE_KEEP or
  * they hold more than RT_IMAGE_MAX_BYTES (the newest stays). */
 #include "runtime/core/rt_core.h"
@@ -46,6 +48,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,6 +467,25 @@ static void im_trim(const char *dir, const char *keep)
     }
 }
 
+/* Removes dir's temporaries ".tmp-PID-N" whose process PID is gone. */
+static void im_sweep(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end, p[PATH_MAX];
+        if (strncmp(e->d_name, ".tmp-", 5) != 0)
+            continue;
+        long pid = strtol(e->d_name + 5, &end, 10);
+        if (pid <= 0 || pid > INT_MAX || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+}
+
 int rt_image_save(const char *layout, const char *path, int n, void *const *w,
                   const size_t *bytes, double seconds)
 {
@@ -474,7 +496,10 @@ int rt_image_save(const char *layout, const char *path, int n, void *const *w,
     if (file) {
         snprintf(tmp, sizeof tmp, "%s/.tmp-%ld-%d", dir, (long)getpid(), seq++);
         double t0 = rt_now();
-        if (im_mkdirs(dir) != 0 || im_write(tmp, key, n, w, bytes) != 0 || rename(tmp, file) != 0) {
+        int made = im_mkdirs(dir) == 0;
+        if (made)
+            im_sweep(dir);
+        if (!made || im_write(tmp, key, n, w, bytes) != 0 || rename(tmp, file) != 0) {
             fprintf(stderr, "note: weights image not kept in %s (%s): the weights stay prepared "
                     "in memory\n", dir, strerror(errno));
             unlink(tmp);
