@@ -8,7 +8,7 @@
  *    16-bit lanes and shifted up by 7 with bit 14 cleared, are the halves
  *    w' = w / 2^8 (e4m3's exponent field is half's less its top bit, and
  *    half's bias is e4m3's + 8; subnormals map to subnormals), and
- *    vcvtph2ps widens them exactly: 4 vector operations for 32 weights.
+ *    vcvtph2ps widens them exactly: 6 vector operations for 32 weights.
  *    A NaN byte would read as 480: rt_load_weights refuses them, so none
  *    is held. One byte a weight is read, and the block's scale.
  * 2. Arithmetic, per element of C (rt_quant.h): 16 lanes; per block
