@@ -239,7 +239,7 @@ static void llama_layout(void **state)
  * 2 weights stay, rank r reading experts 2r, 2r + 1's tensors, stacked
  * by a concat of 2 for the moe over 2 ranks, whose part an allreduce
  * completes; the notes say which rank reads which tensor, and the bytes
- * each rank holds. */
+ * each rank holds; the graph's text reads back. */
 static void mixtral_experts_layout(void **state)
 {
     (void)state;
@@ -270,6 +270,13 @@ static void mixtral_experts_layout(void **state)
                      "weight' (12288 bytes each)\n");
     assert_int_equal(lines_with(g, "one tensor of the file per rank"), 12);
     tl_assert_has(g, "# 2 ranks: each holds 284416 weight bytes of 565504");
+    Diags d;                                    /* the .kir reads back, byte for byte */
+    diag_init(&d, a, "split.kir");
+    Module *back = ir_parse(a, "split.kir", g, &d);
+    assert_non_null(back);
+    char *again = tl_graph_text(back);
+    assert_string_equal(again, g);
+    free(again);
     free(g);
     arena_free(a);
 }
