@@ -23,8 +23,10 @@ static int count_nonzero(int n) { return n ? n : 1; }
 /* ---- tables -------------------------------------------------------------- */
 
 /* quant: the program has the quantized part (rt_dequantize widens a GGUF's
- * blocks held otherwise). */
-static void info_row(FILE *f, const rt_tensor_info *t, const char *data, int quant)
+ * blocks held otherwise); tensors: the name of its kiln_tensorsI (NULL:
+ * none). */
+static void info_row(FILE *f, const rt_tensor_info *t, const char *data, const char *tensors,
+                     int quant)
 {
     fputs("    {", f);
     cg_print_cstring(f, t->name);
@@ -38,22 +40,41 @@ static void info_row(FILE *f, const rt_tensor_info *t, const char *data, int qua
     static const char *const stores[] = {"RT_F32",     "RT_F32",  "RT_BF16", "RT_F16",
                                          "RT_Q8_0",    "RT_Q4_0", "RT_Q4_K", "RT_Q6_K",
                                          "RT_F32",     "RT_F8_E4M3", "RT_MXFP4"};
-    fprintf(f, ", %s, %s, %lld, %s, %d, %lld},\n", stores[t->store],
+    fprintf(f, ", %s, %s, %lld, %s, %d, %lld, %s},\n", stores[t->store],
             storage_block((Storage)t->store) ? "rt_quantize" : "NULL", (long long)t->panel,
-            quant ? "rt_dequantize" : "NULL", t->shard_axis, (long long)t->shard_of);
+            quant ? "rt_dequantize" : "NULL", t->shard_axis, (long long)t->shard_of,
+            tensors ? tensors : "NULL");
 }
 
 static void table(FILE *f, const char *name, const rt_tensor_info *t, int n, int quant)
 {
     fprintf(f, "static const rt_tensor_info %s[%d] = {\n", name, count_nonzero(n));
     for (int i = 0; i < n; i++) {
-        char data[32];
+        char data[32], tensors[32];
         snprintf(data, sizeof data, "kiln_data%d", i);
-        info_row(f, &t[i], t[i].init == RT_INIT_DATA ? data : NULL, quant);
+        snprintf(tensors, sizeof tensors, "kiln_tensors%d", i);
+        info_row(f, &t[i], t[i].init == RT_INIT_DATA ? data : NULL,
+                 t[i].tensors ? tensors : NULL, quant);
     }
     if (!n)
         fputs("    {0},\n", f);
     fputs("};\n", f);
+}
+
+/* The tensors of the weights file a weight reads, one per rank
+ * (rt_tensor_info.tensors): kiln_tensorsI, NULL-terminated. */
+static void rank_tensors(FILE *f, const rt_tensor_info *w, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!w[i].tensors)
+            continue;
+        fprintf(f, "static const char *const kiln_tensors%d[] = {", i);
+        for (int r = 0; w[i].tensors[r]; r++) {
+            cg_print_cstring(f, w[i].tensors[r]);
+            fputs(", ", f);
+        }
+        fputs("NULL};\n", f);
+    }
 }
 
 static void init_data(FILE *f, const Module *m)
@@ -639,6 +660,7 @@ static void emit(FILE *f, const Module *m, CgFlavour fl, int paste)
     prelude(f, m, fl, paste);
     api_decls(f, m);
     init_data(f, m);
+    rank_tensors(f, t.weights, m->nweights);
     int quant = cg_rt_uses(m, fl) >> CG_RT_QUANT & 1;
     table(f, "kiln_inputs", t.inputs, m->ninputs, 0);
     table(f, "kiln_outputs", t.outputs, m->noutputs, 0);

@@ -14,7 +14,7 @@ static void fill(rt_tensor_info *t, const Node *n)
     memcpy(t->dims, n->dims, sizeof t->dims[0] * (size_t)n->rank);
     t->count = node_count(n);
     t->hi = 1;
-    if (n->shard.ranks) {
+    if (n->shard.ranks && !n->shard.tensors) {
         t->shard_axis = n->shard.axis;
         t->shard_of = n->shard.of;
     }
@@ -23,8 +23,14 @@ static void fill(rt_tensor_info *t, const Node *n)
 static rt_tensor_info *table(const Module *m, Node *const *v, int n)
 {
     rt_tensor_info *t = arena_alloc(m->a, sizeof *t * (size_t)(n ? n : 1));
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         fill(&t[i], v[i]);
+        if (v[i]->shard.tensors) {            /* NULL-terminated, as the runtime reads it */
+            const char **names = arena_alloc(m->a, sizeof *names * (size_t)(v[i]->shard.ranks + 1));
+            memcpy(names, v[i]->shard.tensors, sizeof *names * (size_t)v[i]->shard.ranks);
+            t[i].tensors = names;
+        }
+    }
     return t;
 }
 

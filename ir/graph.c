@@ -171,9 +171,17 @@ static void print_node(FILE *f, const Node *n)
         ir_print_quoted(f, n->name);
         fputs(" : ", f);
         print_type(f, n);
-        if (n->shard.ranks)
+        if (n->shard.tensors) {
+            fputs(" shard(tensors=[", f);
+            for (int r = 0; r < n->shard.ranks; r++) {
+                fputs(r ? ", " : "", f);
+                ir_print_quoted(f, n->shard.tensors[r]);
+            }
+            fputs("])", f);
+        } else if (n->shard.ranks) {
             fprintf(f, " shard(axis=%d, of=%lld, ranks=%d)", n->shard.axis,
                     (long long)n->shard.of, n->shard.ranks);
+        }
         print_init(f, n);
         fputc('\n', f);
         return;

@@ -230,10 +230,14 @@ typedef struct {
 /* A weight's or state's part on each rank of a distributed graph
  * (passes/distribute.c): rank r holds elements [r * len, (r + 1) * len)
  * of axis `axis` of the whole tensor, len = dims[axis] = of / ranks.
+ * A weight with `tensors` (axis -1, of 0) is instead one whole tensor of
+ * the weights file per rank, each of the weight's shape: rank r reads
+ * tensors[r] (ranks names; one expert of a moe's, each rank another).
  * ranks 0: the whole tensor, the same on every rank. */
 typedef struct {
     int ranks, axis;
     int64_t of;
+    const char **tensors;
 } Shard;
 
 struct Node {

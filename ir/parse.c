@@ -121,13 +121,39 @@ static void init(Parser *ps, Node *n)
     }
 }
 
-/* shard = "shard" "(" "axis" "=" INT "," "of" "=" INT "," "ranks" "=" INT ")":
- * axis in range, ranks >= 2, the leaf's dim there of / ranks. */
+/* "tensors" "=" "[" STRING {"," STRING} "]" ")": a weight's tensor of
+ * the weights file on each rank, at least 2. */
+static void shard_tensors(Parser *ps, Node *n)
+{
+    int cap = 0;
+    if (n->op != OP_WEIGHT)
+        kir_fail(ps, "only a weight reads a tensor per rank");
+    kir_expect(ps, "=");
+    kir_expect(ps, "[");
+    do {
+        const char *s = kir_string(ps);
+        if (!*s)
+            kir_fail(ps, "a tensor's name is not empty");
+        ARR_PUSH(ps->a, n->shard.tensors, n->shard.ranks, cap, s);
+    } while (kir_accept(ps, ","));
+    kir_expect(ps, "]");
+    kir_expect(ps, ")");
+    if (n->shard.ranks < 2)
+        kir_fail(ps, "shard(tensors=...) names a tensor for each of 2 ranks or more");
+    n->shard.axis = -1;
+}
+
+/* shard = "shard" "(" ("axis" "=" INT "," "of" "=" INT "," "ranks" "=" INT ")"
+ * | tensors): axis in range, ranks >= 2, the leaf's dim there of / ranks. */
 static void shard(Parser *ps, Node *n)
 {
     int64_t v[3];
     static const char *const key[] = {"axis", "of", "ranks"};
     kir_expect(ps, "(");
+    if (kir_accept(ps, "tensors")) {
+        shard_tensors(ps, n);
+        return;
+    }
     for (int i = 0; i < 3; i++) {
         if (i)
             kir_expect(ps, ",");
@@ -140,7 +166,7 @@ static void shard(Parser *ps, Node *n)
         n->dims[v[0]] * v[2] != v[1])
         kir_fail(ps, "shard(axis=%lld, of=%lld, ranks=%lld) does not fit the %s's shape",
                  (long long)v[0], (long long)v[1], (long long)v[2], op_table[n->op].name);
-    n->shard = (Shard){(int)v[2], (int)v[0], v[1]};
+    n->shard = (Shard){(int)v[2], (int)v[0], v[1], NULL};
 }
 
 /* leaf = ("input" | "weight" | "state") %N STRING ":" type [shard] [init] NL */

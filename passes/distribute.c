@@ -6,7 +6,8 @@
  * weight (Node.shard), and every output equals the one-rank graph's on
  * every rank (up to the order of the sums an allreduce adds: in rank
  * order, the same for every run). Weights, states and inputs keep their
- * names; a sharded leaf's dims become its part's; an output keeps its
+ * names (the per-expert weights other ranks hold are dropped: 4b); a
+ * sharded leaf's dims become its part's; an output keeps its
  * name (a collective that completes a value takes the value's name, the
  * part it completes becomes NAME.part). The shards are even: a dimension
  * that N does not divide is refused (one line per place, naming it and the
@@ -41,15 +42,23 @@
  *    along axis 0) N divides: expert parallel, those split by experts,
  *    the router (and its bias) and x whole, `ranks`
  *    set; each rank's result sums its experts' part, completed by an
- *    allreduce (as a row-parallel linear's). Experts that are a concat of
- *    one weight per expert (a Hugging Face folder's) stay whole.
+ *    allreduce (as a row-parallel linear's). Experts that are a stack of
+ *    one weight per expert (a Hugging Face folder's: a concat, of concats
+ *    of 64, of [1, ...] reshapes of weights, all read only there) are
+ *    split alike without cutting a tensor: of the E parts the first k =
+ *    E / N stay, part j's weight reading on rank r the file's tensor of
+ *    expert r k + j (Shard.tensors; it keeps rank 0's name), stacked
+ *    again for the moe; the other parts, their weights and the old
+ *    concats are dropped (cx->weight_stores follows: keep_stores).
  * 5. Anything else needing a split operand gets it whole first (an
  *    allgather, made once per value); outputs are gathered too (the
  *    logits, split by vocabulary rows, are whole where sampling reads
  *    them). Norms' weights and rope stay whole on every rank.
  * 6. The sharded leaves take their parts' dims, every node is inferred
  *    again, and the notes give the distribution: each sharded weight's
- *    part per rank, the collectives and their bytes per call. */
+ *    part per rank (a weight of a tensor per rank: which rank reads
+ *    which), each rank's bytes, the collectives and their bytes per
+ *    call. */
 #include "passes.h"
 
 #include <stdio.h>
@@ -71,6 +80,7 @@ typedef struct {
     int *ax;              /* by node id: the split axis, -1 whole */
     int *uses;            /* by node id of the input graph */
     char *table;          /* by node id: a vocabulary table, split by rows */
+    char *dead;           /* by node id: dropped (experts other ranks hold) */
     Node **rep;           /* by node id: the node later users read instead */
     Node **whole;         /* by node id: its allgather, once made */
     Node **out;           /* the new node order */
@@ -155,7 +165,7 @@ static int own_weight(Dist *ds, const Node *w)
 
 static void shard(Dist *ds, Node *w, int axis)
 {
-    w->shard = (Shard){ds->N, axis, w->dims[axis]};
+    w->shard = (Shard){ds->N, axis, w->dims[axis], NULL};
     ds->ax[w->id] = axis;
 }
 
@@ -379,12 +389,105 @@ static void cache_write(Dist *ds, Node *n)
 
 /* ---- 4b. moe: expert parallel ---------------------------------------------- */
 
+/* A part p of a stack of per-expert weights: its weight. */
+static Node *part_weight(Node *p) { return p->op == OP_RESHAPE ? p->in[0] : p; }
+
+/* s, a moe's operand, as a stack of one weight per expert (a Hugging Face
+ * folder's: frontend/import_decoder.c stack()): a concat along axis 0
+ * (of such concats, 64 at a time) only its user reads, of parts each a
+ * weight [1, ...] or a reshape of a weight to [1, its dims], each read
+ * only there. Its parts in expert order appended to parts; 0 when s is
+ * no such stack. */
+static int stack_parts(Dist *ds, Node *s, Node ***parts, int *n, int *cap)
+{
+    if (s->op != OP_CONCAT || ds->uses[s->id] != 1 || attr_i(s, "axis") != 0)
+        return 0;
+    for (int i = 0; i < s->nin; i++) {
+        Node *p = s->in[i], *w = part_weight(p);
+        if (p->op == OP_CONCAT) {
+            if (!stack_parts(ds, p, parts, n, cap))
+                return 0;
+            continue;
+        }
+        if (!own_weight(ds, w) || p->dims[0] != 1 ||
+            (p != w && (ds->uses[p->id] != 1 || p->rank != w->rank + 1 ||
+                        memcmp(p->dims + 1, w->dims, sizeof *w->dims * (size_t)w->rank))))
+            return 0;
+        ARR_PUSH(ds->a, *parts, *n, *cap, p);
+    }
+    return 1;
+}
+
+/* The E parts' weights are held alike (--weight-dtype auto: as the file
+ * holds each). */
+static int same_store(Dist *ds, Node **parts, int E)
+{
+    const Storage *st = ds->cx->weight_stores;
+    for (int e = 1; st && e < E; e++)
+        if (st[part_weight(parts[e])->index] != st[part_weight(parts[0])->index])
+            return 0;
+    return 1;
+}
+
+static void drop_stack(Dist *ds, Node *s)
+{
+    ds->dead[s->id] = 1;
+    for (int i = 0; i < s->nin; i++)
+        if (s->in[i]->op == OP_CONCAT)
+            drop_stack(ds, s->in[i]);
+}
+
+/* Stack s of E parts, expert parallel: rank r holds experts r k .. r k +
+ * k - 1 (k = E / N), part j's weight reading on rank r the tensor of part
+ * r k + j's (Shard.tensors); the other parts, their weights and s's
+ * concats are dropped, and a stack of the first k parts (named as s)
+ * replaces s: what a stacked weight split by experts gives the moe. */
+static Node *split_stack(Dist *ds, Node *s, Node **parts, int E)
+{
+    int k = E / ds->N;
+    drop_stack(ds, s);
+    for (int j = 0; j < E; j++) {
+        Node *w = part_weight(parts[j]);
+        if (j >= k) {
+            ds->dead[parts[j]->id] = ds->dead[w->id] = 1;
+            continue;
+        }
+        const char **t = arena_alloc(ds->a, sizeof *t * (size_t)ds->N);
+        for (int r = 0; r < ds->N; r++)
+            t[r] = part_weight(parts[r * k + j])->name;
+        w->shard = (Shard){ds->N, -1, 0, t};
+    }
+    for (int level = 0; k > 1; level++) {       /* concats of 64 at most, as the frontend's */
+        int groups = (k + 63) / 64;
+        for (int g = 0; g < groups; g++) {
+            Node *c = ir_node_new(ds->m, OP_CONCAT, parts + g * 64, k - g * 64 < 64 ? k - g * 64 : 64);
+            c->name = groups == 1 ? s->name : arena_printf(ds->a, "%s.%d.%d", name_of(ds, s), level, g);
+            c->where = s->where;
+            ds->ax[c->id] = -1;
+            push(ds, c);
+            parts[g] = c;
+        }
+        k = groups;
+    }
+    return parts[0];
+}
+
+/* Operands 2.. of moe n but the router's bias (5): gate, up, down and
+ * their biases, each a weight only n reads, stacked along axis 0, or a
+ * stack of one weight per expert (parts[i], nparts[i]); N must divide the
+ * experts. */
 static void moe(Dist *ds, Node *n)
 {
-    int own = 1;                        /* gate, up, down and their biases: this moe's */
-    for (int i = 2; i < n->nin; i++)
-        own &= i == 5 || own_weight(ds, n->in[i]);
-    if (!own || !splits(ds, n, n->in[2]->dims[0], "experts")) {
+    Node **parts[9] = {0};
+    int nparts[9] = {0}, own = 1;
+    int64_t E = n->in[2]->dims[0];
+    for (int i = 2; i < n->nin; i++) {
+        int cap = 0;
+        if (i != 5 && !own_weight(ds, n->in[i]))
+            own &= stack_parts(ds, n->in[i], &parts[i], &nparts[i], &cap) && nparts[i] == E &&
+                    same_store(ds, parts[i], nparts[i]);
+    }
+    if (!own || !splits(ds, n, E, "experts")) {
         gather_operands(ds, n);
         push(ds, n);
         return;
@@ -394,6 +497,8 @@ static void moe(Dist *ds, Node *n)
     for (int i = 2; i < n->nin; i++)
         if (i == 5)
             n->in[5] = whole(ds, n->in[5]);     /* the router's bias */
+        else if (parts[i])
+            n->in[i] = split_stack(ds, n->in[i], parts[i], nparts[i]);
         else
             shard(ds, n->in[i], 0);
     partial_sum(ds, n);
@@ -500,6 +605,20 @@ static int64_t calls_tokens(const Module *m)
     return ir_decoder(m, &dec) ? dec.tokens : 1;
 }
 
+/* "weight 'W' one tensor of the file per rank: rank 0 reads 'A', rank 1
+ * reads 'B' (8192 bytes each)"; the first and last past 8 ranks. */
+static void note_tensors(Dist *ds, const Node *w)
+{
+    const char *parts = "";
+    for (int r = 0; r < ds->N; r++)
+        if (ds->N <= 8 || r == 0 || r == ds->N - 1)
+            parts = arena_printf(ds->a, "%s%s rank %d reads '%s'", parts,
+                                 r == 0 ? "" : r == ds->N - 1 && ds->N > 8 ? ", ...," : ",", r,
+                                 w->shard.tensors[r]);
+    ir_note(ds->a, &ds->m->notes, "weight '%s' one tensor of the file per rank:%s (%zu bytes each)",
+            w->name, parts, node_bytes(w));
+}
+
 static void note_distribution(Dist *ds)
 {
     Module *m = ds->m;
@@ -508,7 +627,9 @@ static void note_distribution(Dist *ds)
         Node *w = m->weights[i];
         all += (int64_t)node_bytes(w) * (w->shard.ranks ? ds->N : 1);
         held += (int64_t)node_bytes(w);
-        if (w->shard.ranks)
+        if (w->shard.tensors)
+            note_tensors(ds, w);
+        else if (w->shard.ranks)
             note_weight(ds, w);
     }
     int nsum = 0, ngather = 0;
@@ -530,13 +651,28 @@ static void note_distribution(Dist *ds)
             (long long)sum, ngather, (long long)gathered);
 }
 
+/* cx->weight_stores, by weight index, for the weights left (in the same
+ * order; m->nodes is the new order, their indices still the old). */
+static void keep_stores(Dist *ds)
+{
+    Module *m = ds->m;
+    if (!ds->cx->weight_stores)
+        return;
+    Storage *st = arena_alloc(ds->a, sizeof *st * (size_t)(m->nweights + 1));
+    int k = 0;
+    for (int i = 0; i < m->nnodes; i++)
+        if (m->nodes[i]->op == OP_WEIGHT)
+            st[k++] = ds->cx->weight_stores[m->nodes[i]->index];
+    ds->cx->weight_stores = st;
+}
+
 /* The leaves take their parts' dims; every node is inferred again. */
 static int reshape_parts(Dist *ds)
 {
     Module *m = ds->m;
     for (int i = 0; i < m->nnodes; i++) {
         Node *n = m->nodes[i];
-        if (n->shard.ranks && n->dims[n->shard.axis] == n->shard.of)
+        if (n->shard.ranks && n->shard.axis >= 0 && n->dims[n->shard.axis] == n->shard.of)
             n->dims[n->shard.axis] /= ds->N;
     }
     InferCx ic = {m, ds->cx->d};
@@ -557,6 +693,7 @@ int pass_distribute(Module *m, PassCtx *cx)
     ds.rep = arena_alloc(m->a, sizeof *ds.rep * (size_t)cap);
     ds.whole = arena_alloc(m->a, sizeof *ds.whole * (size_t)cap);
     ds.table = arena_alloc(m->a, (size_t)cap);
+    ds.dead = arena_alloc(m->a, (size_t)cap);
     for (int i = 0; i < n0; i++)
         for (int j = 0; j < m->nodes[i]->nin; j++)
             ds.uses[m->nodes[i]->in[j]->id]++;
@@ -587,9 +724,13 @@ int pass_distribute(Module *m, PassCtx *cx)
         }
         return -1;
     }
+    m->nnodes = 0;
+    for (int i = 0; i < ds.nout; i++)
+        if (!ds.dead[ds.out[i]->id])
+            ds.out[m->nnodes++] = ds.out[i];
     m->nodes = ds.out;
-    m->nnodes = ds.nout;
     m->capnodes = ds.cap;
+    keep_stores(&ds);
     ir_module_renumber(m);
     if (reshape_parts(&ds) != 0)
         return -1;

@@ -52,7 +52,8 @@ struct PassCtx {
     /* --weight-dtype: how lower stores every weight of rank >= 2 (the
      * matrices, tables and experts a run streams); ST_F32: as f32.
      * weight_stores (auto: as the weights file stores each), by weight
-     * index, replaces it when not NULL. */
+     * index, replaces it when not NULL (distribute, which drops the
+     * experts other ranks hold, points it at the stores of those left). */
     Storage weight_store;
     const Storage *weight_stores;
     /* --ranks: MPI ranks the program runs on (distribute); 0 or 1: one. */

@@ -53,26 +53,19 @@ static void same_derived(const Module *lead, const Module *m, int i)
     }
 }
 
-/* Leaf x's dim d as the model declares it: a sharded leaf's whole size
- * (distribute has run on one variant, not yet on the other). */
-static int64_t whole_dim(const Node *x, int d)
-{
-    return x->shard.ranks && d == x->shard.axis ? x->shard.of : x->dims[d];
-}
-
 static int same_leaves(Node *const *x, Node *const *y, int n)
 {
-    for (int i = 0; i < n; i++) {
-        if (strcmp(x[i]->name, y[i]->name) || x[i]->rank != y[i]->rank)
+    for (int i = 0; i < n; i++)
+        if (strcmp(x[i]->name, y[i]->name) || x[i]->rank != y[i]->rank ||
+            memcmp(x[i]->dims, y[i]->dims, sizeof x[i]->dims[0] * (size_t)x[i]->rank) ||
+            x[i]->shard.ranks != y[i]->shard.ranks || x[i]->shard.axis != y[i]->shard.axis)
             return 0;
-        for (int d = 0; d < x[i]->rank; d++)
-            if (whole_dim(x[i], d) != whole_dim(y[i], d))
-                return 0;
-    }
     return 1;
 }
 
-/* v[i] declares the leader's weights and state. */
+/* v[i] declares the leader's weights and state, both compiled (the
+ * distribute pass changes them alike: each its parts, the experts other
+ * ranks hold dropped). */
 static int shares(const Module *lead, const Module *m, Diags *d, int i)
 {
     if (m->nweights == lead->nweights && m->nstates == lead->nstates &&
@@ -86,12 +79,13 @@ static int shares(const Module *lead, const Module *m, Diags *d, int i)
 /* Variants from i on compiled with the nw layouts `want` (NULL: free). */
 static int compile(Module **v, int from, int n, PassCtx *cx, const int64_t *want, int nw)
 {
-    PassCtx c = *cx;
-    c.panels = want;
-    c.npanels = nw;
-    for (int i = from; i < n; i++)
-        if (!shares(v[0], v[i], cx->d, i) || pass_pipeline(v[i], &c) != 0)
+    for (int i = from; i < n; i++) {
+        PassCtx c = *cx;           /* each from the module's weight_stores */
+        c.panels = want;
+        c.npanels = nw;
+        if (pass_pipeline(v[i], &c) != 0 || !shares(v[0], v[i], cx->d, i))
             return -1;
+    }
     return 0;
 }
 

@@ -112,6 +112,11 @@ typedef struct {
      * shard_of 0: the whole tensor */
     int shard_axis;
     int64_t shard_of;
+    /* weights of a program of several MPI ranks read as one whole tensor
+     * of the file per rank (one expert of a moe's, each rank another):
+     * rank r reads tensors[r], of the weight's shape; NULL-terminated, one
+     * name per rank. NULL: the tensor `name` */
+    const char *const *tensors;
 } rt_tensor_info;
 
 /* ---- ranks (rt_ranks.c) --------------------------------------------------- */

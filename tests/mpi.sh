@@ -5,8 +5,11 @@
 # qwen2 (biases, a tied classifier) folders built with --ranks 2 give the
 # one-rank program's greedy tokens and text (the prompt given on rank 0's
 # standard input too), as does a Qwen3-MoE GGUF whose experts are split
-# over the ranks (4 experts refused on 3 ranks), and `kiln check --ranks
-# 2` agrees on the three. The 2-rank program prints the collectives and
+# over the ranks (4 experts refused on 3 ranks), and Mixtral and
+# Qwen3-MoE folders whose experts, one tensor each, are split alike, each
+# rank reading only its own (its weights image the lighter by them; f32,
+# and q8_0), and `kiln check --ranks 2` agrees on the five. The 2-rank
+# program prints the collectives and
 # bytes per decode token, the dump's and the model's shape's. A llama2.c
 # checkpoint, tied and untied, and a q8_0 GGUF have their embedding table
 # split by vocabulary rows and give the one-rank tokens. The one-rank
@@ -169,8 +172,68 @@ if [ "$st" = 1 ] && grep -q "ffn_out: the 4 experts do not split evenly over 3 r
     [ ! -e "$T/never" ]; then ok "qwen3_moe: --ranks 3 of 4 experts is refused, naming the experts and the rank counts that work"
 else bad "qwen3_moe: --ranks 3 refused (exit $st)"; sed 's/^/      /' "$T/err"; fi
 
+# held IMAGE: the bytes of the buffers a weights image holds (its table:
+# runtime/core/rt_image.c, n at 30, the key's length at 38, then the key
+# and n entries {offset, bytes, check} of 8 bytes each)
+u64() { od -A n -t u8 -j "$2" -N 8 "$1" | tr -d ' '; }
+held() {
+    n=$(u64 "$1" 30) k=$(u64 "$1" 38) s=0 i=0
+    while [ "$i" -lt "$n" ]; do s=$((s + $(u64 "$1" $((46 + k + 24 * i + 8))))); i=$((i + 1)); done
+    echo "$s"
+}
+
+# ---- expert parallel: a folder's experts, one tensor each, each rank reading its own ----
+# Of the 4 experts' tensors of each projection rank r reads experts 2r and
+# 2r + 1's (the dump's notes). Each rank's weights image (the weights it
+# holds, prepared) holds the bytes the dump says a rank holds (and a few
+# derived), less than the one-rank program's by more than the bytes of
+# the experts' tensors it does not read (the notes' bytes); the two
+# ranks' images differ.
+for type in mixtral qwen3_moe; do
+    "$MKCKPT" hf "$type" "$T/$type" >/dev/null || bad "mkckpt hf $type"
+    "$KILN" print "$T/$type" --ranks 2 --stop-after distribute >"$T/$type.ir" 2>"$T/err"
+    if [ "$(grep -c "one tensor of the file per rank: rank 0 reads '[^']*experts\.0\.[^']*', rank 1 reads '[^']*experts\.2\." "$T/$type.ir")" = 6 ] &&
+        [ "$(grep -c "one tensor of the file per rank: rank 0 reads '[^']*experts\.1\.[^']*', rank 1 reads '[^']*experts\.3\." "$T/$type.ir")" = 6 ] &&
+        [ "$(grep -c "weight %[0-9]* \"[^\"]*experts\.[23]\." "$T/$type.ir")" = 0 ] &&
+        [ "$(grep -c "= moe .*ranks=2[,}]" "$T/$type.ir")" = 2 ]
+    then ok "$type: 2 moe layers expert parallel, rank 0 reading experts 0, 1's tensors, rank 1 experts 2, 3's: $(grep "# 2 ranks" "$T/$type.ir" | sed 's/^ *# //')"
+    else bad "$type: each rank's expert tensors in the distribution dump"; sed 's/^/      /' "$T/err"; fi
+    run "$type: kiln build --ranks 2" "$KILN" build "$T/$type" --ranks 2 -o "$T/$type-2"
+    run "$type: kiln build (1 rank)" "$KILN" build "$T/$type" -o "$T/$type-1"
+    mkdir -p "$T/wc-$type-1" "$T/wc-$type-2"
+    # shellcheck disable=SC2086
+    KILN_WEIGHTS_CACHE="$T/wc-$type-1" "$T/$type-1" $GEN >"$T/$type-1.tok" 2>"$T/err"
+    # shellcheck disable=SC2086
+    KILN_WEIGHTS_CACHE="$T/wc-$type-2" timeout 60 $MPIRUN -np 2 -x KILN_WEIGHTS_CACHE "$T/$type-2" $GEN \
+        >"$T/$type-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
+    same "$type: 2 ranks' greedy tokens (experts of a tensor each split) are 1 rank's" "$T/$type-2.tok" "$T/$type-1.tok"
+    unread=$(sed -n "s/.*one tensor of the file per rank: .* (\([0-9]*\) bytes each)$/\1/p" "$T/$type.ir" |
+        awk '{ s += $1 } END { print s + 0 }')
+    x=$(sed -n "s/^  # 2 ranks: each holds \([0-9]*\) weight bytes.*/\1/p" "$T/$type.ir")
+    one=$(held "$T/wc-$type-1"/*.kwi)
+    set -- "$T/wc-$type-2"/*.kwi
+    h0=$(held "$1") h1=$(held "${2:-$1}")
+    if [ "$#" = 2 ] && [ "$unread" -gt 0 ] && ! cmp -s "$1" "$2" && [ "$h0" -ge "$x" ] &&
+        [ "$h0" -le $((x + 1024)) ] && [ "$h1" -ge "$x" ] && [ "$h1" -le $((x + 1024)) ] &&
+        [ $((one - h0)) -ge "$unread" ] && [ $((one - h1)) -ge "$unread" ]
+    then ok "$type: each rank's weights image holds $h0 and $h1 bytes (the dump's $x and its rank's derived), the 1-rank program's $one: lighter by more than the $unread bytes of the other rank's experts"
+    else bad "$type: each rank's weights image holds its experts only ($one; $h0, $h1; $x; $unread)"; fi
+done
+"$KILN" build "$T/mixtral" --ranks 3 -o "$T/never" >"$T/out" 2>"$T/err"
+st=$?
+if [ "$st" = 1 ] && grep -q "ffn_out: the 4 experts do not split evenly over 3 ranks .*--ranks that split every sharded dimension: 1, 2" "$T/err" &&
+    [ ! -e "$T/never" ]; then ok "mixtral: --ranks 3 of 4 experts of a tensor each is refused, naming the experts and the rank counts that work"
+else bad "mixtral: --ranks 3 refused (exit $st)"; sed 's/^/      /' "$T/err"; fi
+run "mixtral: kiln build --ranks 2 --weight-dtype q8_0" "$KILN" build "$T/mixtral" --ranks 2 --weight-dtype q8_0 -o "$T/mixtral-2q"
+run "mixtral: kiln build --weight-dtype q8_0 (1 rank)" "$KILN" build "$T/mixtral" --weight-dtype q8_0 -o "$T/mixtral-1q"
+# shellcheck disable=SC2086
+"$T/mixtral-1q" $GEN >"$T/mixtral-1q.tok" 2>"$T/err"
+# shellcheck disable=SC2086
+timeout 60 $MPIRUN -np 2 "$T/mixtral-2q" $GEN >"$T/mixtral-2q.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
+same "mixtral q8_0: 2 ranks' greedy tokens are 1 rank's" "$T/mixtral-2q.tok" "$T/mixtral-1q.tok"
+
 # ---- kiln check --ranks 2: the reference simulating the ranks, the cc build under mpirun ----
-for type in llama qwen2 moe.gguf; do
+for type in llama qwen2 moe.gguf mixtral qwen3_moe; do
     "$KILN" check "$T/$type" --ranks 2 >"$T/check" 2>"$T/err"
     st=$?
     if [ "$st" = 0 ] && grep -q "^ok: every output within tolerance" "$T/check" &&

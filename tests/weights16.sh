@@ -53,7 +53,7 @@ fi
 
 if "$KILN" emit-c examples/llama2-step.json --weight-dtype bf16 -o "$T/l.c" 2>"$T/err" &&
    grep -q "rt_gemm_bf16(" "$T/l.c" && grep -q "= rt_bf16_f32(b[0-9]*\[" "$T/l.c" &&
-   grep -q "RT_BF16, NULL, [0-9]*, NULL, 0, 0}," "$T/l.c"; then
+   grep -q "RT_BF16, NULL, [0-9]*, NULL, 0, 0, NULL}," "$T/l.c"; then
     ok "emit-c: rt_gemm_bf16 calls, widening loads, weights declared RT_BF16"
 else
     bad "emit-c: rt_gemm_bf16 calls, widening loads, weights declared RT_BF16"; cat "$T/err"

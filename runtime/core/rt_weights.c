@@ -17,7 +17,11 @@
  * rt_quant.h), then kept f32, rounded to 16 bits (to nearest even: lossy,
  * asked for by --weight-dtype), or quantized by the info's quantize. A
  * weight sharded over MPI ranks (rt_tensor_info.shard_of) is its whole
- * shape in the file, and this rank (rt_ranks_now) reads its part only. On
+ * shape in the file, and this rank (rt_ranks_now) reads its part only; a
+ * weight of one tensor per rank (rt_tensor_info.tensors: a moe's experts
+ * of a Hugging Face folder, each rank its own) is read by each rank from
+ * its own tensor, and the check of the file (wt_check, at every load and
+ * by rt_check_weights) checks every rank's tensor. On
  * error nothing stays allocated and dst[] is all NULL.
  *
  * FP8 (docs/fp8.md): a safetensors tensor of dtype F8_E4M3 comes with its
@@ -386,11 +390,21 @@ static int wt_companion(const wt_file *f, const char *key, const char **names, i
  * weights' names, sorted (a MoE model has tens of thousands). */
 static int wt_no_extras(const wt_file *f, const rt_tensor_info *w, int nw, rt_err *e)
 {
-    const char **names = malloc(sizeof *names * ((size_t)nw + 1));
+    size_t n = 0;                       /* a weight of a tensor per rank: every rank's */
+    for (int i = 0; i < nw; i++)
+        for (int r = 0; r == 0 || (w[i].tensors && w[i].tensors[r]); r++)
+            n++;
+    const char **names = malloc(sizeof *names * (n + 1));
     if (!names)
         return rt_errf(e, RT_EINTERNAL, "out of memory checking %s", f->path);
+    n = 0;
     for (int i = 0; i < nw; i++)
-        names[i] = w[i].name;
+        if (!w[i].tensors)
+            names[n++] = w[i].name;
+        else
+            for (int r = 0; w[i].tensors[r]; r++)
+                names[n++] = w[i].tensors[r];
+    nw = (int)n;
     qsort(names, (size_t)nw, sizeof *names, wt_by_name);
     int rc = 0;
     for (int i = 0; i < wt_count(f) && !rc; i++) {
@@ -635,12 +649,32 @@ static int wt_source(const wt_file *f, const rt_tensor_info *w, wt_tensor *t, in
     return 0;
 }
 
+/* w as rank r reads it: a weight of a tensor per rank is its tensor
+ * tensors[r] of the file (r past them: name NULL). */
+static rt_tensor_info wt_of_rank(const rt_tensor_info *w, int r)
+{
+    rt_tensor_info v = *w;
+    if (w->tensors) {
+        int n = 0;
+        while (w->tensors[n])
+            n++;
+        v.name = r < n ? w->tensors[r] : NULL;
+        v.tensors = NULL;
+    }
+    return v;
+}
+
+/* Every weight's source, of every rank for a weight of a tensor per
+ * rank: each rank checks all the ranks' tensors, as a build does. */
 static int wt_check(const wt_file *f, const rt_tensor_info *w, int nw, rt_err *e)
 {
     int rc = wt_no_extras(f, w, nw, e), found;
     wt_tensor t;
     for (int i = 0; !rc && i < nw; i++)
-        rc = wt_source(f, &w[i], &t, &found, e);
+        for (int r = 0; !rc && (r == 0 || (w[i].tensors && w[i].tensors[r])); r++) {
+            rt_tensor_info v = wt_of_rank(&w[i], r);
+            rc = wt_source(f, &v, &t, &found, e);
+        }
     return rc;
 }
 
@@ -733,10 +767,15 @@ static int wt_part(wt_tensor *t, const rt_tensor_info *w, void **owned, rt_err *
 }
 
 /* One weight (its source checked): this rank's part of it when sharded. */
-static int wt_one(const wt_file *f, const rt_tensor_info *w, void **out, rt_err *e)
+static int wt_one(const wt_file *f, const rt_tensor_info *w0, void **out, rt_err *e)
 {
     wt_tensor t;
     void *owned = NULL;
+    const rt_ranks *rk = rt_ranks_now();
+    rt_tensor_info mine = wt_of_rank(w0, rk->rank), *w = &mine;
+    if (w0->tensors && (!mine.name || wt_of_rank(w0, rk->size).name))
+        return rt_errf(e, RT_EINVAL, "weight '%s' is one tensor of the file per rank, for another "
+                       "number of ranks; this is rank %d of %d", w0->name, rk->rank, rk->size);
     int found, rc = wt_source(f, w, &t, &found, e);
     if (!rc && found && w->shard_of && (t.store == RT_F8_E4M3 || t.blocks))
         rc = rt_errf(e, RT_EINVAL, "%s: weight '%s' is %s, which kiln does not split over ranks "

@@ -47,6 +47,14 @@ for f in tests/passes/*/*.kir; do
     p=$(basename "$(dirname "$f")")
     sed -n '/^# >>> input/,/^# >>> expect/p' "$f" | sed '1d;$d' >"$C/kir/golden-$p-$(basename "$f")"
 done
+# a distributed graph's leaves: a part of a tensor, a tensor per rank
+cat >"$C/kir/shard.kir" <<'EOF'
+graph t
+  weight %0 "w" : f32[2,3] shard(axis=0, of=4, ranks=2)
+  weight %1 "e.0" : f32[2] shard(tensors=["e.0", "e.1"])
+  output %0
+  output %1
+EOF
 
 # ---- binary helpers ------------------------------------------------------------
 byte() { printf "\\$(printf %03o "$1")"; }

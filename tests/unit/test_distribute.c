@@ -3,9 +3,10 @@
  * and run by the reference simulating them (ref_run_ranks), each rank on
  * its part of the folder's weights, cut as Node.shard says: the logits of
  * several decode steps and of a prefill chunk equal the one-rank graph's.
- * The Megatron layout of a Llama is pinned, and refusals name the
- * dimension and the rank counts that work (mistral's one KV head among
- * them). */
+ * The Megatron layout of a Llama is pinned, and Mixtral's experts of one
+ * tensor each (each rank reading its own; a stack of more than 64 too),
+ * and refusals name the dimension and the rank counts that work
+ * (mistral's one KV head among them, the experts 3 ranks do not split). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,15 +46,17 @@ static Module *load(Arena *a, const char *text, int ranks, char *err, size_t err
     return m;
 }
 
-/* Weight w's data in the folder's safetensors file (f32). */
-static const float *file_weight(const rt_safetensors *st, const Node *w)
+/* Weight w's data on rank r in the folder's safetensors file (f32): its
+ * tensor, or rank r's of a weight of a tensor per rank. */
+static const float *file_weight(const rt_safetensors *st, const Node *w, int r)
 {
+    const char *name = w->shard.tensors ? w->shard.tensors[r] : w->name;
     for (int i = 0; i < st->n; i++)
-        if (strcmp(st->t[i].name, w->name) == 0) {
+        if (strcmp(st->t[i].name, name) == 0) {
             assert_int_equal(st->t[i].dtype, RT_ST_F32);
             return (const float *)st->t[i].data;
         }
-    fail_msg("no tensor '%s' in the weights file", w->name);
+    fail_msg("no tensor '%s' in the weights file", name);
     return NULL;
 }
 
@@ -62,7 +65,7 @@ static float *part(const Node *w, const float *whole, int r)
 {
     int64_t count = node_count(w);
     float *p = malloc((size_t)count * 4 + 4);
-    if (!w->shard.ranks) {
+    if (!w->shard.ranks || w->shard.tensors) {
         memcpy(p, whole, (size_t)count * 4);
         return p;
     }
@@ -91,7 +94,7 @@ static void run_open(Run *g, Module *m, int ranks, const rt_safetensors *st)
     for (int r = 0; r < ranks; r++) {
         for (int i = 0; i < m->nweights; i++)
             g->w[r][i] = tensor_wrap(m->weights[i], part(m->weights[i],
-                                                         file_weight(st, m->weights[i]), r));
+                                                         file_weight(st, m->weights[i], r), r));
         for (int i = 0; i < m->nstates; i++)
             g->st[r][i] = tensor_new(m->states[i]);
         g->wr[r] = g->w[r];
@@ -178,8 +181,9 @@ static void qwen3_head_norms(void **state) { (void)state; agree("qwen3", 3, 2); 
 /* GPT-2's Conv1D weights are read through matmul, which the pass does
  * not split: the graph stays whole, and agrees. */
 static void gpt2_whole(void **state) { (void)state; agree("gpt2", 2, 2); }
-/* moe blocks get their operands whole (an allgather) and stay whole. */
-static void mixtral_experts_whole(void **state) { (void)state; agree("mixtral", 1, 2); }
+/* Experts of one tensor each, split by experts: each rank reads its own. */
+static void mixtral_experts_split(void **state) { (void)state; agree("mixtral", 1, 2); }
+static void qwen3_moe_experts_split(void **state) { (void)state; agree("qwen3_moe", 3, 2); }
 
 /* count of lines of text that hold `part` */
 static int lines_with(const char *text, const char *part)
@@ -228,6 +232,155 @@ static void llama_layout(void **state)
     tl_assert_has(g, "# weight 'lm_head.weight' split by rows (320 of them): rank 0 holds "
                      "0..159, rank 1 holds 160..319 (40960 bytes each)");
     free(g);
+    arena_free(a);
+}
+
+/* Mixtral's experts, one tensor each: of the 4 per projection the first
+ * 2 weights stay, rank r reading experts 2r, 2r + 1's tensors, stacked
+ * by a concat of 2 for the moe over 2 ranks, whose part an allreduce
+ * completes; the notes say which rank reads which tensor, and the bytes
+ * each rank holds; the graph's text reads back. */
+static void mixtral_experts_layout(void **state)
+{
+    (void)state;
+    const char *dir = folder("mixtral");
+    Arena *a = arena_new();
+    char err[2000] = "";
+    Module *one = load(a, ti_hf(a, dir, 1, 16), 1, err, sizeof err);
+    Module *m = load(a, ti_hf(a, dir, 1, 16), NR, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(m->nweights, one->nweights - 12);       /* 2 layers, 3 x 2 experts */
+    char *g = tl_graph_text(m);
+    tl_assert_has(g, "weight %10 \"model.layers.0.block_sparse_moe.experts.0.w1.weight\" : "
+                     "f32[48,64] shard(tensors=[\"model.layers.0.block_sparse_moe.experts.0.w1."
+                     "weight\", \"model.layers.0.block_sparse_moe.experts.2.w1.weight\"])\n");
+    tl_assert_has(g, "\"model.layers.1.block_sparse_moe.experts.1.w2.weight\" : f32[64,48] "
+                     "shard(tensors=[\"model.layers.1.block_sparse_moe.experts.1.w2.weight\", "
+                     "\"model.layers.1.block_sparse_moe.experts.3.w2.weight\"])\n");
+    assert_int_equal(lines_with(g, "shard(tensors="), 12);
+    assert_int_equal(lines_with(g, ".w1\" = reshape %"), 4);
+    assert_int_equal(lines_with(g, "\"layers.0.experts.2.w1\""), 0);
+    tl_assert_has(g, "\"layers.0.w1_stack.0.0\" = concat %56, %57 {axis=0} : f32[2,48,64]\n");
+    tl_assert_has(g, "\"layers.0.ffn_out.part\" = moe %55, %9, %62, %63, %64 {top_k=2, "
+                     "norm_topk_prob=true, ranks=2");
+    tl_assert_has(g, "\"layers.0.ffn_out\" = allreduce %65 {ranks=2} : f32[1,64]\n");
+    tl_assert_has(g, "# weight 'model.layers.0.block_sparse_moe.experts.1.w3.weight' one tensor "
+                     "of the file per rank: rank 0 reads 'model.layers.0.block_sparse_moe.experts."
+                     "1.w3.weight', rank 1 reads 'model.layers.0.block_sparse_moe.experts.3.w3."
+                     "weight' (12288 bytes each)\n");
+    assert_int_equal(lines_with(g, "one tensor of the file per rank"), 12);
+    tl_assert_has(g, "# 2 ranks: each holds 284416 weight bytes of 565504");
+    Diags d;                                    /* the .kir reads back, byte for byte */
+    diag_init(&d, a, "split.kir");
+    Module *back = ir_parse(a, "split.kir", g, &d);
+    assert_non_null(back);
+    char *again = tl_graph_text(back);
+    assert_string_equal(again, g);
+    free(again);
+    free(g);
+    arena_free(a);
+}
+
+/* A stack of 130 experts (concats of 64, as the frontend makes them)
+ * over 2 ranks: 65 a rank, stacked again by 64 and 1, then by 2; rank r
+ * reading expert 65 r + j's tensor for its j. The reference (every
+ * expert kept: top_k 130) agrees with the one-rank graph's, each rank
+ * given the tensors its weights name. */
+static void wide_stack(void **state)
+{
+    (void)state;
+    enum { E = 130, D = 4, I = 2 };
+    static const char *const proj[3] = {"g", "u", "d"};
+    Arena *a = arena_new();
+    int id = 2;
+    char *t = arena_printf(a, "graph t\n  input  %%0 \"x\" : f32[1,%d]\n  weight %%1 \"router\" : "
+                              "f32[%d,%d]\n", D, E, D);
+    for (int p = 0; p < 3; p++)
+        for (int e = 0; e < E; e++)
+            t = arena_printf(a, "%s  weight %%%d \"e.%d.%s\" : f32[%d,%d]\n", t, id++, e, proj[p],
+                             p == 2 ? D : I, p == 2 ? I : D);
+    int stack[3];
+    for (int p = 0; p < 3; p++) {
+        int r0 = id, rows = p == 2 ? D : I, cols = p == 2 ? I : D;
+        for (int e = 0; e < E; e++)
+            t = arena_printf(a, "%s  %%%d = reshape %%%d {shape=[1,%d,%d]} : f32[1,%d,%d]\n", t,
+                             id++, 2 + p * E + e, rows, cols, rows, cols);
+        int g0 = id;
+        for (int g = 0; g < 3; g++) {
+            int n = g < 2 ? 64 : E - 128;
+            t = arena_printf(a, "%s  %%%d \"%s_stack.0.%d\" = concat", t, id++, proj[p], g);
+            for (int i = 0; i < n; i++)
+                t = arena_printf(a, "%s%s %%%d", t, i ? "," : "", r0 + g * 64 + i);
+            t = arena_printf(a, "%s {axis=0} : f32[%d,%d,%d]\n", t, n, rows, cols);
+        }
+        stack[p] = id;
+        t = arena_printf(a, "%s  %%%d \"%s_stack.1.0\" = concat %%%d, %%%d, %%%d {axis=0} : "
+                            "f32[%d,%d,%d]\n", t, id++, proj[p], g0, g0 + 1, g0 + 2, E, rows, cols);
+    }
+    t = arena_printf(a, "%s  %%%d \"y\" = moe %%0, %%1, %%%d, %%%d, %%%d {top_k=%d} : f32[1,%d]\n"
+                        "  output %%%d\n", t, id, stack[0], stack[1], stack[2], E, D, id);
+    Module *mod[2];
+    for (int n = 0; n < 2; n++) {
+        Diags d;
+        diag_init(&d, a, "t.kir");
+        mod[n] = ir_parse(a, "t.kir", t, &d);
+        if (!mod[n]) {
+            diag_print(&d, stderr);
+            fail_msg("the wide stack does not parse");
+        }
+        PassCtx cx = {.d = &d, .verify = 1, .ranks = n ? NR : 1};
+        assert_int_equal(pass_distribute(mod[n], &cx), n);
+        ir_verify_graph(mod[n]);
+    }
+    Module *m = mod[1];
+    assert_int_equal(m->nweights, 1 + 3 * E / NR);
+    char *g = tl_graph_text(m);
+    tl_assert_has(g, "\"e.64.u\" : f32[2,4] shard(tensors=[\"e.64.u\", \"e.129.u\"])\n");
+    tl_assert_has(g, "\"e.0.d\" : f32[4,2] shard(tensors=[\"e.0.d\", \"e.65.d\"])\n");
+    tl_assert_has(g, "{axis=0} : f32[64,2,4]\n");
+    tl_assert_has(g, "{axis=0} : f32[1,4,2]\n");
+    tl_assert_has(g, "\"d_stack.1.0\" = concat ");
+    tl_assert_has(g, "{axis=0} : f32[65,4,2]\n");
+    tl_assert_has(g, "\"y.part\" = moe %0, %1, ");
+    assert_int_equal(lines_with(g, "= concat"), 3 * 3);
+    free(g);
+    /* the one-rank graph's weights at random; rank r's by the names its weights read */
+    Tensor *w1[1 + 3 * E], *wr[NR][1 + 3 * E];
+    Tensor *const *wp[NR];
+    for (int i = 0; i < mod[0]->nweights; i++) {
+        w1[i] = tensor_new(mod[0]->weights[i]);
+        for (int64_t j = 0; j < w1[i]->count; j++)
+            w1[i]->f[j] = (float)((i * 131 + j * 17) % 97) / 97.0f - 0.5f;
+    }
+    for (int r = 0; r < NR; r++) {
+        for (int i = 0; i < m->nweights; i++) {
+            const Node *w = m->weights[i];
+            const char *name = w->shard.tensors ? w->shard.tensors[r] : w->name;
+            wr[r][i] = tensor_new(w);
+            for (int k = 0; k < mod[0]->nweights; k++)
+                if (strcmp(mod[0]->weights[k]->name, name) == 0)
+                    memcpy(wr[r][i]->f, w1[k]->f, (size_t)w1[k]->count * 4);
+        }
+        wp[r] = wr[r];
+    }
+    float xs[D] = {0.3f, -0.7f, 0.2f, 0.9f}, want[D], got[D];
+    Tensor *x = tensor_wrap(mod[0]->inputs[0], xs), *o1 = tensor_wrap(mod[0]->outputs[0], want),
+           *on = tensor_wrap(m->outputs[0], got);
+    Tensor *const *w1p = w1, *const *none[NR] = {NULL, NULL};
+    char err[512] = "";
+    if (ref_run_ranks(mod[0], 1, &x, &w1p, none, &o1, err, sizeof err) ||
+        ref_run_ranks(m, NR, &x, wp, none, &on, err, sizeof err))
+        fail_msg("reference: %s", err);
+    tl_assert_close(got, want, D);
+    assert_true(want[0] != 0 && want[1] != 0);
+    for (int i = 0; i < mod[0]->nweights; i++)
+        tensor_free(w1[i]);
+    for (int r = 0; r < NR; r++)
+        for (int i = 0; i < m->nweights; i++)
+            tensor_free(wr[r][i]);
+    free(x);
+    free(o1);
+    free(on);
     arena_free(a);
 }
 
@@ -288,6 +441,11 @@ static void refusals(void **state)
         "imported: nodes[14]: layers.0.att: the KV heads (2 of them, for 4 query heads) do not "
         "split evenly over 4 ranks (and 1 more places); --ranks that split every sharded "
         "dimension: 1, 2\n");
+    free(err);
+    err = refused("mixtral", 3);          /* experts of a tensor each, as stacked ones */
+    tl_assert_has(err, "imported: nodes[34]: layers.0.ffn_out: the 4 experts do not split evenly "
+                       "over 3 ranks (and 1 more places); --ranks that split every sharded "
+                       "dimension: 1, 2\n");
     free(err);
     err = refused("mistral", 2);
     assert_string_equal(err,
@@ -366,6 +524,30 @@ static void shard_text(void **state)
     assert_null(ir_parse(a, "t.kir", bad, &d));
     assert_string_equal(d.lines[0], "t.kir: line 2: shard(axis=1, of=4, ranks=2) does not fit "
                                     "the weight's shape");
+    static const char tensors[] = "graph t\n"
+                                  "  weight %0 \"w\" : f32[2,3] shard(tensors=[\"w\", \"e.1\", "
+                                  "\"e\\\"2\"])\n"
+                                  "  output %0\n";
+    m = ir_parse(a, "t.kir", tensors, &d);
+    assert_non_null(m);
+    assert_int_equal(m->weights[0]->shard.ranks, 3);
+    assert_string_equal(m->weights[0]->shard.tensors[2], "e\"2");
+    text = tl_graph_text(m);
+    assert_string_equal(text, tensors);
+    free(text);
+    static const char *const refused_text[][2] = {
+        {"  weight %0 \"w\" : f32[2] shard(tensors=[\"w\"])\n",
+         "t.kir: line 2: shard(tensors=...) names a tensor for each of 2 ranks or more"},
+        {"  state  %0 \"s\" : f32[2] shard(tensors=[\"a\", \"b\"])\n",
+         "t.kir: line 2: only a weight reads a tensor per rank"},
+        {"  weight %0 \"w\" : f32[2] shard(tensors=[\"a\", \"\"])\n",
+         "t.kir: line 2: a tensor's name is not empty"},
+    };
+    for (size_t i = 0; i < sizeof refused_text / sizeof refused_text[0]; i++) {
+        diag_init(&d, a, "t.kir");
+        assert_null(ir_parse(a, "t.kir", arena_printf(a, "graph t\n%s", refused_text[i][0]), &d));
+        assert_string_equal(d.lines[0], refused_text[i][1]);
+    }
     arena_free(a);
 }
 
@@ -383,7 +565,10 @@ int main(void)
         cmocka_unit_test(uneven_table_whole),
         cmocka_unit_test(qwen3_head_norms),
         cmocka_unit_test(gpt2_whole),
-        cmocka_unit_test(mixtral_experts_whole),
+        cmocka_unit_test(mixtral_experts_split),
+        cmocka_unit_test(qwen3_moe_experts_split),
+        cmocka_unit_test(mixtral_experts_layout),
+        cmocka_unit_test(wide_stack),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }

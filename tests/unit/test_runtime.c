@@ -675,6 +675,42 @@ static void test_weights_16bit(void **state)
     free_all(w, 2);
 }
 
+/* A weight of one tensor per rank (rt_tensor_info.tensors): rank r
+ * reads tensors[r] and nothing else; every rank checks every rank's
+ * tensor (a missing one, a wrong shape: refused on rank 0 too); the
+ * others' tensors are no extras; a rank past the names is refused. */
+static void test_weights_per_rank(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"e.0", "e.1", NULL};
+    float d[4] = {1, 2, 3, 4};
+    const char *p = st_file("ranks.st", "{" T("e.0", "F32", "[2]", "[0, 8]") ", "
+                                        T("e.1", "F32", "[2]", "[8, 16]") "}", d, 16);
+    rt_tensor_info t = {.name = "e.0", .rank = 1, .dims = {2}, .count = 2, .tensors = names};
+    float *w[1];
+    rt_err e = {0};
+    for (int r = 0; r < 2; r++) {
+        rt_ranks_set(&(rt_ranks){r, 2, NULL, NULL});
+        assert_int_equal(rt_load_weights(p, &t, 1, (void **)w, &e), 0);
+        assert_true(w[0][0] == d[2 * r] && w[0][1] == d[2 * r + 1]);
+        free_all(w, 1);
+    }
+    rt_ranks_set(&(rt_ranks){2, 3, NULL, NULL});
+    weights_refused(p, &t, 1, "weight 'e.0' is one tensor of the file per rank, for another "
+                              "number of ranks; this is rank 2 of 3");
+    rt_ranks_set(&(rt_ranks){0, 2, NULL, NULL});
+    char want[512];
+    const char *q = st_file("rank0.st", "{" T("e.0", "F32", "[2]", "[0, 8]") "}", d, 8);
+    snprintf(want, sizeof want, "%s: weight 'e.1' is not in the file and has no init", q);
+    weights_refused(q, &t, 1, want);
+    q = st_file("rank1.st", "{" T("e.0", "F32", "[2]", "[0, 8]") ", "
+                            T("e.1", "F32", "[1]", "[8, 12]") "}", d, 12);
+    snprintf(want, sizeof want, "%s: 'e.1': shape [1] in the file, the model declares [2]", q);
+    weights_refused(q, &t, 1, want);
+    assert_int_equal(rt_check_weights(q, &t, 1, &e), RT_EINVAL);
+    rt_ranks_set(&(rt_ranks){0, 1, NULL, NULL});
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -688,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_st_malformed),      cmocka_unit_test(test_st_bad_lengths),
         cmocka_unit_test(test_st_io_errors),      cmocka_unit_test(test_weights_load),
         cmocka_unit_test(test_weights_errors),    cmocka_unit_test(test_weights_16bit),
+        cmocka_unit_test(test_weights_per_rank),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }
