@@ -34,7 +34,8 @@
  *    part stays one contiguous run of the row (a head axis of D-wide heads
  *    in and out of [T, H * D]) and N divides the new axis.
  * 4. attention with q, k and v split along the head axis is split alike:
- *    whole KV-head groups per rank (N must divide the KV heads); a
+ *    whole KV-head groups per rank (N must divide the KV heads), and its
+ *    sinks (gpt-oss: a weight of one logit a query head) with them; a
  *    cache_write of a split value into a state only it writes shards the
  *    state (each rank caches its own heads).
  * 4b. moe(x, router, gate, up, down[, biases]) whose stacked experts
@@ -356,9 +357,12 @@ static int split_not_last(Dist *ds, const Node *n, int i)
 static void attention(Dist *ds, Node *n)
 {
     Node *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    Node *sinks = n->nin >= 5 && n->in[n->nin - 1]->dtype == DT_F32 ? n->in[n->nin - 1] : NULL;
     ARR_PUSH(ds->a, ds->dims, ds->ndims, ds->capdims, k->dims[1]);
     if (ds->ax[q->id] == 1 && ds->ax[k->id] == 1 && ds->ax[v->id] == 1 &&
-        (n->nin < 4 || ds->ax[n->in[3]->id] < 0)) {
+        (n->nin < 4 || ds->ax[n->in[3]->id] < 0) && (!sinks || own_weight(ds, sinks))) {
+        if (sinks)
+            shard(ds, sinks, 0);                    /* one a query head: split alike */
         ds->ax[n->id] = 1;
         push(ds, n);
         return;

@@ -8,7 +8,8 @@
 # over the ranks (4 experts refused on 3 ranks), and Mixtral and
 # Qwen3-MoE folders whose experts, one tensor each, are split alike, each
 # rank reading only its own (its weights image the lighter by them; f32,
-# and q8_0), and `kiln check --ranks 2` agrees on the five. The 2-rank
+# and q8_0), a gpt-oss folder (its sinks split with the query heads), and
+# `kiln check --ranks 2` agrees on the six. The 2-rank
 # program prints the collectives and
 # bytes per decode token, the dump's and the model's shape's. A llama2.c
 # checkpoint, tied and untied, and a q8_0 GGUF have their embedding table
@@ -232,8 +233,22 @@ run "mixtral: kiln build --weight-dtype q8_0 (1 rank)" "$KILN" build "$T/mixtral
 timeout 60 $MPIRUN -np 2 "$T/mixtral-2q" $GEN >"$T/mixtral-2q.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
 same "mixtral q8_0: 2 ranks' greedy tokens are 1 rank's" "$T/mixtral-2q.tok" "$T/mixtral-1q.tok"
 
+# gpt-oss: attention's sinks (one logit a query head) split with the heads.
+"$MKCKPT" hf gpt_oss "$T/gpt_oss" >/dev/null || bad "mkckpt hf gpt_oss"
+"$KILN" print "$T/gpt_oss" --ranks 2 --stop-after distribute >"$T/gpt_oss.ir" 2>"$T/err"
+if [ "$(grep -c "weight %[0-9]* \"[^\"]*self_attn\.sinks\" : f32\[2\] shard(axis=0, of=4, ranks=2)" "$T/gpt_oss.ir")" = 2 ]
+then ok "gpt_oss: each layer's 4 sinks split 2 a rank with the query heads"
+else bad "gpt_oss: sinks split with the heads"; sed 's/^/      /' "$T/err"; fi
+run "gpt_oss: kiln build --ranks 2" "$KILN" build "$T/gpt_oss" --ranks 2 -o "$T/gpt_oss-2"
+run "gpt_oss: kiln build (1 rank)" "$KILN" build "$T/gpt_oss" -o "$T/gpt_oss-1"
+# shellcheck disable=SC2086
+"$T/gpt_oss-1" $GEN >"$T/gpt_oss-1.tok" 2>"$T/err"
+# shellcheck disable=SC2086
+timeout 60 $MPIRUN -np 2 "$T/gpt_oss-2" $GEN >"$T/gpt_oss-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
+same "gpt_oss: 2 ranks' greedy tokens are 1 rank's" "$T/gpt_oss-2.tok" "$T/gpt_oss-1.tok"
+
 # ---- kiln check --ranks 2: the reference simulating the ranks, the cc build under mpirun ----
-for type in llama qwen2 moe.gguf mixtral qwen3_moe; do
+for type in llama qwen2 moe.gguf mixtral qwen3_moe gpt_oss; do
     "$KILN" check "$T/$type" --ranks 2 >"$T/check" 2>"$T/err"
     st=$?
     if [ "$st" = 0 ] && grep -q "^ok: every output within tolerance" "$T/check" &&
