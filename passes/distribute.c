@@ -164,8 +164,19 @@ static int own_weight(Dist *ds, const Node *w)
     return w->op == OP_WEIGHT && ds->uses[w->id] == 1;
 }
 
+/* w split along axis: its part on each rank. A weight the file holds as
+ * FP8 or MXFP4 (--weight-dtype auto) is refused: the loader reads no part
+ * of those yet. */
 static void shard(Dist *ds, Node *w, int axis)
 {
+    Storage st = w->op == OP_WEIGHT && ds->cx->weight_stores && w->index >= 0
+                     ? ds->cx->weight_stores[w->index] : ST_F32;
+    if (st == ST_F8_E4M3 || st == ST_MXFP4) {
+        ARR_PUSH(ds->a, ds->dims, ds->ndims, ds->capdims, 1);
+        refuse(ds, w, arena_printf(ds->a, "a weight held %s as the file stores it, which kiln "
+                                   "does not split over ranks yet (build with --weight-dtype "
+                                   "bf16)", storage_name(st)));
+    }
     w->shard = (Shard){ds->N, axis, w->dims[axis], NULL};
     ds->ax[w->id] = axis;
 }
