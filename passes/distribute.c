@@ -51,6 +51,11 @@
  *    expert r k + j (Shard.tensors; it keeps rank 0's name), stacked
  *    again for the moe; the other parts, their weights and the old
  *    concats are dropped (cx->weight_stores follows: keep_stores).
+ *    Experts read through views of stacked weights (gpt-oss: transposes
+ *    keeping axis 0, reshapes keeping [E, ..], slices of another axis)
+ *    that only the moe reads are split alike: their weights along axis 0,
+ *    their reshapes' first dimension E / N; weights the file holds as FP8
+ *    or MXFP4 stay whole (the loader reads no part of those).
  * 5. Anything else needing a split operand gets it whole first (an
  *    allgather, made once per value); outputs are gathered too (the
  *    logits, split by vocabulary rows, are whole where sampling reads
@@ -491,17 +496,77 @@ static Node *split_stack(Dist *ds, Node *s, Node **parts, int E)
  * their biases, each a weight only n reads, stacked along axis 0, or a
  * stack of one weight per expert (parts[i], nparts[i]); N must divide the
  * experts. */
+/* x, a moe's operand, as a view of weights along the experts' axis
+ * (gpt-oss's: transposes keeping axis 0 first, reshapes keeping [E, ..],
+ * slices of another axis, down to weights [E, ..]); its nodes, each once,
+ * appended to v. 0 when x is no such view. */
+static int expert_view(Dist *ds, Node *x, int64_t E, Node ***v, int *n, int *cap)
+{
+    for (int i = 0; i < *n; i++)
+        if ((*v)[i] == x)                   /* gate and up: one tensor's views */
+            return 1;
+    const AttrVal *at = x->op == OP_TRANSPOSE ? attr_v(x, "perm")
+                        : x->op == OP_RESHAPE ? attr_v(x, "shape") : NULL;
+    int64_t axis = x->op == OP_SLICE ? attr_i(x, "axis") : 0;
+    int ok = x->rank >= 1 && x->dims[0] == E &&
+             (x->op == OP_WEIGHT || (at && at->nints && at->ints[0] == (x->op == OP_RESHAPE ? E : 0)) ||
+              (x->op == OP_SLICE && axis != 0 && axis != -x->rank));
+    if (!ok)
+        return 0;
+    ARR_PUSH(ds->a, *v, *n, *cap, x);
+    return x->op == OP_WEIGHT || expert_view(ds, x->in[0], E, v, n, cap);
+}
+
+/* The view nodes v read only by each other and by moe n; their weights
+ * held so that the loader reads a part (not FP8 or MXFP4 as stored). */
+static int views_own(Dist *ds, const Node *n, Node **v, int nv)
+{
+    for (int i = 0; i < nv; i++) {
+        int users = 0;
+        for (int j = 0; j < nv; j++)
+            users += v[j]->op != OP_WEIGHT && v[j]->in[0] == v[i];
+        for (int j = 0; j < n->nin; j++)
+            users += n->in[j] == v[i];
+        Storage st = v[i]->op == OP_WEIGHT && ds->cx->weight_stores && v[i]->index >= 0
+                         ? ds->cx->weight_stores[v[i]->index] : ST_F32;
+        if (users != ds->uses[v[i]->id] || st == ST_F8_E4M3 || st == ST_MXFP4)
+            return 0;
+    }
+    return 1;
+}
+
+/* Views v split by experts: their weights along axis 0, their reshapes'
+ * first dimension E / N. */
+static void split_views(Dist *ds, Node **v, int nv)
+{
+    for (int i = 0; i < nv; i++)
+        if (v[i]->op == OP_WEIGHT) {
+            shard(ds, v[i], 0);
+        } else if (v[i]->op == OP_RESHAPE) {
+            AttrVal *sh = (AttrVal *)attr_v(v[i], "shape");
+            int64_t *ints = arena_alloc(ds->a, sizeof *ints * (size_t)sh->nints);
+            memcpy(ints, sh->ints, sizeof *ints * (size_t)sh->nints);
+            ints[0] /= ds->N;
+            sh->ints = ints;
+        }
+}
+
 static void moe(Dist *ds, Node *n)
 {
-    Node **parts[9] = {0};
-    int nparts[9] = {0}, own = 1;
+    Node **parts[9] = {0}, **views = NULL;
+    int nparts[9] = {0}, own = 1, nviews = 0, capviews = 0;
     int64_t E = n->in[2]->dims[0];
     for (int i = 2; i < n->nin; i++) {
         int cap = 0;
-        if (i != 5 && !own_weight(ds, n->in[i]))
-            own &= stack_parts(ds, n->in[i], &parts[i], &nparts[i], &cap) && nparts[i] == E &&
-                    same_store(ds, parts[i], nparts[i]);
+        if (i == 5 || own_weight(ds, n->in[i]))
+            continue;
+        if (stack_parts(ds, n->in[i], &parts[i], &nparts[i], &cap) && nparts[i] == E &&
+            same_store(ds, parts[i], nparts[i]))
+            continue;
+        parts[i] = NULL;
+        own &= expert_view(ds, n->in[i], E, &views, &nviews, &capviews);
     }
+    own = own && views_own(ds, n, views, nviews);
     if (!own || !splits(ds, n, E, "experts")) {
         gather_operands(ds, n);
         push(ds, n);
@@ -509,12 +574,13 @@ static void moe(Dist *ds, Node *n)
     }
     n->in[0] = whole(ds, n->in[0]);
     n->in[1] = whole(ds, n->in[1]);
+    split_views(ds, views, nviews);
     for (int i = 2; i < n->nin; i++)
         if (i == 5)
             n->in[5] = whole(ds, n->in[5]);     /* the router's bias */
         else if (parts[i])
             n->in[i] = split_stack(ds, n->in[i], parts[i], nparts[i]);
-        else
+        else if (n->in[i]->op == OP_WEIGHT)
             shard(ds, n->in[i], 0);
     partial_sum(ds, n);
 }

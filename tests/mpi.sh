@@ -8,7 +8,8 @@
 # over the ranks (4 experts refused on 3 ranks), and Mixtral and
 # Qwen3-MoE folders whose experts, one tensor each, are split alike, each
 # rank reading only its own (its weights image the lighter by them; f32,
-# and q8_0), a gpt-oss folder (its sinks split with the query heads), and
+# and q8_0), gpt-oss folders (sinks split with the query heads, experts
+# read through views split by experts; f32, bf16; MXFP4 experts whole), and
 # `kiln check --ranks 2` agrees on the six; an FP8 folder is refused at
 # build (built with --weight-dtype bf16). The 2-rank
 # program prints the collectives and
@@ -234,12 +235,18 @@ run "mixtral: kiln build --weight-dtype q8_0 (1 rank)" "$KILN" build "$T/mixtral
 timeout 60 $MPIRUN -np 2 "$T/mixtral-2q" $GEN >"$T/mixtral-2q.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
 same "mixtral q8_0: 2 ranks' greedy tokens are 1 rank's" "$T/mixtral-2q.tok" "$T/mixtral-1q.tok"
 
-# gpt-oss: attention's sinks (one logit a query head) split with the heads.
+# gpt-oss: attention's sinks (one logit a query head) split with the heads;
+# the experts, which the moe reads through views of the stacked tensors
+# (transposed, gate and up interleaved), split by experts.
 "$MKCKPT" hf gpt_oss "$T/gpt_oss" >/dev/null || bad "mkckpt hf gpt_oss"
 "$KILN" print "$T/gpt_oss" --ranks 2 --stop-after distribute >"$T/gpt_oss.ir" 2>"$T/err"
 if [ "$(grep -c "weight %[0-9]* \"[^\"]*self_attn\.sinks\" : f32\[2\] shard(axis=0, of=4, ranks=2)" "$T/gpt_oss.ir")" = 2 ]
 then ok "gpt_oss: each layer's 4 sinks split 2 a rank with the query heads"
 else bad "gpt_oss: sinks split with the heads"; sed 's/^/      /' "$T/err"; fi
+if [ "$(grep -c "# weight '[^']*experts\.\(gate_up_proj\|down_proj\)' split by experts (4 of them): rank 0 holds 0..1, rank 1 holds 2..3" "$T/gpt_oss.ir")" = 4 ] &&
+    [ "$(grep -c "= moe .*ranks=2[,}]" "$T/gpt_oss.ir")" = 2 ]
+then ok "gpt_oss: the experts' stacked tensors, read through views, split by experts: 2 moe layers expert parallel"
+else bad "gpt_oss: experts split by experts"; sed 's/^/      /' "$T/err"; fi
 run "gpt_oss: kiln build --ranks 2" "$KILN" build "$T/gpt_oss" --ranks 2 -o "$T/gpt_oss-2"
 run "gpt_oss: kiln build (1 rank)" "$KILN" build "$T/gpt_oss" -o "$T/gpt_oss-1"
 # shellcheck disable=SC2086
@@ -247,6 +254,14 @@ run "gpt_oss: kiln build (1 rank)" "$KILN" build "$T/gpt_oss" -o "$T/gpt_oss-1"
 # shellcheck disable=SC2086
 timeout 60 $MPIRUN -np 2 "$T/gpt_oss-2" $GEN >"$T/gpt_oss-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
 same "gpt_oss: 2 ranks' greedy tokens are 1 rank's" "$T/gpt_oss-2.tok" "$T/gpt_oss-1.tok"
+"$MKCKPT" hf gpt_oss "$T/gpt_oss_b" --bf16 >/dev/null || bad "mkckpt hf gpt_oss --bf16"
+run "gpt_oss bf16: kiln build --ranks 2" "$KILN" build "$T/gpt_oss_b" --ranks 2 -o "$T/gpt_oss_b-2"
+run "gpt_oss bf16: kiln build (1 rank)" "$KILN" build "$T/gpt_oss_b" -o "$T/gpt_oss_b-1"
+# shellcheck disable=SC2086
+"$T/gpt_oss_b-1" $GEN >"$T/gpt_oss_b-1.tok" 2>"$T/err"
+# shellcheck disable=SC2086
+timeout 60 $MPIRUN -np 2 "$T/gpt_oss_b-2" $GEN >"$T/gpt_oss_b-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
+same "gpt_oss bf16: 2 ranks' greedy tokens (experts split) are 1 rank's" "$T/gpt_oss_b-2.tok" "$T/gpt_oss_b-1.tok"
 "$MKCKPT" hf gpt_oss "$T/gpt_oss_mx" --mxfp4 blocks >/dev/null || bad "mkckpt hf gpt_oss --mxfp4 blocks"
 run "gpt_oss MXFP4: kiln build --ranks 2 (experts whole)" "$KILN" build "$T/gpt_oss_mx" --ranks 2 -o "$T/gpt_oss_mx-2"
 run "gpt_oss MXFP4: kiln build (1 rank)" "$KILN" build "$T/gpt_oss_mx" -o "$T/gpt_oss_mx-1"
