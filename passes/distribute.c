@@ -54,8 +54,9 @@
  *    Experts read through views of stacked weights (gpt-oss: transposes
  *    keeping axis 0, reshapes keeping [E, ..], slices of another axis)
  *    that only the moe reads are split alike: their weights along axis 0,
- *    their reshapes' first dimension E / N; weights the file holds as FP8
- *    or MXFP4 stay whole (the loader reads no part of those).
+ *    their reshapes' first dimension E / N, when the weights are held as
+ *    the file stores them (--weight-dtype auto) and not as FP8 or MXFP4
+ *    (the loader reads no part of those); else they stay whole.
  * 5. Anything else needing a split operand gets it whole first (an
  *    allgather, made once per value); outputs are gathered too (the
  *    logits, split by vocabulary rows, are whole where sampling reads
@@ -179,8 +180,8 @@ static void shard(Dist *ds, Node *w, int axis)
     if (st == ST_F8_E4M3 || st == ST_MXFP4) {
         ARR_PUSH(ds->a, ds->dims, ds->ndims, ds->capdims, 1);
         refuse(ds, w, arena_printf(ds->a, "a weight held %s as the file stores it, which kiln "
-                                   "does not split over ranks yet (build with --weight-dtype "
-                                   "bf16)", storage_name(st)));
+                                   "does not split over ranks yet (convert the file to bf16, or "
+                                   "run one rank)", storage_name(st)));
     }
     w->shard = (Shard){ds->N, axis, w->dims[axis], NULL};
     ds->ax[w->id] = axis;
@@ -518,9 +519,13 @@ static int expert_view(Dist *ds, Node *x, int64_t E, Node ***v, int *n, int *cap
 }
 
 /* The view nodes v read only by each other and by moe n; their weights
- * held so that the loader reads a part (not FP8 or MXFP4 as stored). */
+ * held as the file stores them (--weight-dtype auto), and so that the
+ * loader reads a part (not FP8 or MXFP4): with another --weight-dtype the
+ * pass cannot see what the file holds. */
 static int views_own(Dist *ds, const Node *n, Node **v, int nv)
 {
+    if (nv && !ds->cx->weight_stores)
+        return 0;
     for (int i = 0; i < nv; i++) {
         int users = 0;
         for (int j = 0; j < nv; j++)

@@ -779,7 +779,7 @@ static int wt_one(const wt_file *f, const rt_tensor_info *w0, void **out, rt_err
     int found, rc = wt_source(f, w, &t, &found, e);
     if (!rc && found && w->shard_of && (t.store == RT_F8_E4M3 || t.blocks))
         rc = rt_errf(e, RT_EINVAL, "%s: weight '%s' is %s, which kiln does not split over ranks "
-                     "yet (build with --weight-dtype bf16)", f->path, w->name,
+                     "yet (convert the file to bf16, or run one rank)", f->path, w->name,
                      t.blocks ? "MXFP4" : "FP8");
     if (!rc && found && w->shard_of)
         rc = wt_part(&t, w, &owned, e);

@@ -184,8 +184,9 @@ static void gpt2_whole(void **state) { (void)state; agree("gpt2", 2, 2); }
 /* Experts of one tensor each, split by experts: each rank reads its own. */
 static void mixtral_experts_split(void **state) { (void)state; agree("mixtral", 1, 2); }
 static void qwen3_moe_experts_split(void **state) { (void)state; agree("qwen3_moe", 3, 2); }
-/* gpt-oss: sinks split with the query heads, experts read through views of
- * stacked tensors split by experts beneath the views. */
+/* gpt-oss: sinks split with the query heads (its experts, read through
+ * views, stay whole here: the pass splits views only knowing the file's
+ * storage, --weight-dtype auto's; tests/mpi.sh builds them split). */
 static void gpt_oss_sinks_views(void **state) { (void)state; agree("gpt_oss", 3, 2); }
 
 /* count of lines of text that hold `part` */
