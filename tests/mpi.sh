@@ -52,6 +52,20 @@ same() {
         bad "$1"; echo "      $(cat "$2" 2>/dev/null) vs $(cat "$3" 2>/dev/null)"; fi
 }
 
+# agree ID WHAT MODEL [BUILD OPTIONS]: MODEL built for 2 ranks and for 1
+# ($T/ID-2, $T/ID-1) gives the same greedy tokens.
+agree() {
+    id=$1 what=$2 model=$3
+    shift 3
+    run "$what: kiln build --ranks 2" "$KILN" build "$model" --ranks 2 "$@" -o "$T/$id-2"
+    run "$what: kiln build (1 rank)" "$KILN" build "$model" "$@" -o "$T/$id-1"
+    # shellcheck disable=SC2086
+    "$T/$id-1" $GEN >"$T/$id-1.tok" 2>"$T/err"
+    # shellcheck disable=SC2086
+    timeout 60 $MPIRUN -np 2 "$T/$id-2" $GEN >"$T/$id-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
+    same "$what: 2 ranks' greedy tokens are 1 rank's" "$T/$id-2.tok" "$T/$id-1.tok"
+}
+
 # ---- the same tokens on 1 and 2 ranks ------------------------------------------
 for type in llama qwen2; do
     "$MKCKPT" hf "$type" "$T/$type" >/dev/null || bad "mkckpt hf $type"
@@ -162,13 +176,7 @@ if [ "$(grep -c "split by experts (4 of them): rank 0 holds 0..1, rank 1 holds 2
     [ "$(grep -c "= moe .*ranks=2[,}]" "$T/moe.ir")" = 2 ] && grep -q "^  # 2 ranks: each holds" "$T/moe.ir"
 then ok "qwen3_moe: 2 moe layers expert parallel, each rank holding 2 of 4 experts: $(grep "# 2 ranks" "$T/moe.ir" | sed 's/^ *# //')"
 else bad "qwen3_moe: experts split in the distribution dump"; sed 's/^/      /' "$T/err"; fi
-run "qwen3_moe: kiln build --ranks 2" "$KILN" build "$T/moe.gguf" --ranks 2 -o "$T/moe-2"
-run "qwen3_moe: kiln build (1 rank)" "$KILN" build "$T/moe.gguf" -o "$T/moe-1"
-# shellcheck disable=SC2086
-"$T/moe-1" $GEN >"$T/moe-1.tok" 2>"$T/err"
-# shellcheck disable=SC2086
-timeout 60 $MPIRUN -np 2 "$T/moe-2" $GEN >"$T/moe-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
-same "qwen3_moe: 2 ranks' greedy tokens (experts split) are 1 rank's" "$T/moe-2.tok" "$T/moe-1.tok"
+agree moe "qwen3_moe (experts split)" "$T/moe.gguf"
 "$KILN" build "$T/moe.gguf" --ranks 3 -o "$T/never" >"$T/out" 2>"$T/err"
 st=$?
 if [ "$st" = 1 ] && grep -q "ffn_out: the 4 experts do not split evenly over 3 ranks .*--ranks that split every sharded dimension: 1, 2" "$T/err" &&
@@ -227,13 +235,7 @@ st=$?
 if [ "$st" = 1 ] && grep -q "ffn_out: the 4 experts do not split evenly over 3 ranks .*--ranks that split every sharded dimension: 1, 2" "$T/err" &&
     [ ! -e "$T/never" ]; then ok "mixtral: --ranks 3 of 4 experts of a tensor each is refused, naming the experts and the rank counts that work"
 else bad "mixtral: --ranks 3 refused (exit $st)"; sed 's/^/      /' "$T/err"; fi
-run "mixtral: kiln build --ranks 2 --weight-dtype q8_0" "$KILN" build "$T/mixtral" --ranks 2 --weight-dtype q8_0 -o "$T/mixtral-2q"
-run "mixtral: kiln build --weight-dtype q8_0 (1 rank)" "$KILN" build "$T/mixtral" --weight-dtype q8_0 -o "$T/mixtral-1q"
-# shellcheck disable=SC2086
-"$T/mixtral-1q" $GEN >"$T/mixtral-1q.tok" 2>"$T/err"
-# shellcheck disable=SC2086
-timeout 60 $MPIRUN -np 2 "$T/mixtral-2q" $GEN >"$T/mixtral-2q.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
-same "mixtral q8_0: 2 ranks' greedy tokens are 1 rank's" "$T/mixtral-2q.tok" "$T/mixtral-1q.tok"
+agree mixtral_q8 "mixtral q8_0" "$T/mixtral" --weight-dtype q8_0
 
 # gpt-oss: attention's sinks (one logit a query head) split with the heads;
 # the experts, which the moe reads through views of the stacked tensors
@@ -247,29 +249,11 @@ if [ "$(grep -c "# weight '[^']*experts\.\(gate_up_proj\|down_proj\)' split by e
     [ "$(grep -c "= moe .*ranks=2[,}]" "$T/gpt_oss.ir")" = 2 ]
 then ok "gpt_oss: the experts' stacked tensors, read through views, split by experts: 2 moe layers expert parallel"
 else bad "gpt_oss: experts split by experts"; sed 's/^/      /' "$T/err"; fi
-run "gpt_oss: kiln build --ranks 2" "$KILN" build "$T/gpt_oss" --ranks 2 -o "$T/gpt_oss-2"
-run "gpt_oss: kiln build (1 rank)" "$KILN" build "$T/gpt_oss" -o "$T/gpt_oss-1"
-# shellcheck disable=SC2086
-"$T/gpt_oss-1" $GEN >"$T/gpt_oss-1.tok" 2>"$T/err"
-# shellcheck disable=SC2086
-timeout 60 $MPIRUN -np 2 "$T/gpt_oss-2" $GEN >"$T/gpt_oss-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
-same "gpt_oss: 2 ranks' greedy tokens are 1 rank's" "$T/gpt_oss-2.tok" "$T/gpt_oss-1.tok"
+agree gpt_oss "gpt_oss" "$T/gpt_oss"
 "$MKCKPT" hf gpt_oss "$T/gpt_oss_b" --bf16 >/dev/null || bad "mkckpt hf gpt_oss --bf16"
-run "gpt_oss bf16: kiln build --ranks 2" "$KILN" build "$T/gpt_oss_b" --ranks 2 -o "$T/gpt_oss_b-2"
-run "gpt_oss bf16: kiln build (1 rank)" "$KILN" build "$T/gpt_oss_b" -o "$T/gpt_oss_b-1"
-# shellcheck disable=SC2086
-"$T/gpt_oss_b-1" $GEN >"$T/gpt_oss_b-1.tok" 2>"$T/err"
-# shellcheck disable=SC2086
-timeout 60 $MPIRUN -np 2 "$T/gpt_oss_b-2" $GEN >"$T/gpt_oss_b-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
-same "gpt_oss bf16: 2 ranks' greedy tokens (experts split) are 1 rank's" "$T/gpt_oss_b-2.tok" "$T/gpt_oss_b-1.tok"
+agree gpt_oss_b "gpt_oss bf16 (experts split)" "$T/gpt_oss_b"
 "$MKCKPT" hf gpt_oss "$T/gpt_oss_mx" --mxfp4 blocks >/dev/null || bad "mkckpt hf gpt_oss --mxfp4 blocks"
-run "gpt_oss MXFP4: kiln build --ranks 2 (experts whole)" "$KILN" build "$T/gpt_oss_mx" --ranks 2 -o "$T/gpt_oss_mx-2"
-run "gpt_oss MXFP4: kiln build (1 rank)" "$KILN" build "$T/gpt_oss_mx" -o "$T/gpt_oss_mx-1"
-# shellcheck disable=SC2086
-"$T/gpt_oss_mx-1" $GEN >"$T/gpt_oss_mx-1.tok" 2>"$T/err"
-# shellcheck disable=SC2086
-timeout 60 $MPIRUN -np 2 "$T/gpt_oss_mx-2" $GEN >"$T/gpt_oss_mx-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
-same "gpt_oss MXFP4: 2 ranks' greedy tokens are 1 rank's" "$T/gpt_oss_mx-2.tok" "$T/gpt_oss_mx-1.tok"
+agree gpt_oss_mx "gpt_oss MXFP4 (experts whole)" "$T/gpt_oss_mx"
 run "gpt_oss MXFP4: kiln build --ranks 2 --weight-dtype bf16 (experts whole)" "$KILN" build "$T/gpt_oss_mx" --ranks 2 --weight-dtype bf16 -o "$T/gpt_oss_mxb-2"
 # shellcheck disable=SC2086
 timeout 60 $MPIRUN -np 2 "$T/gpt_oss_mxb-2" $GEN >"$T/gpt_oss_mxb-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
