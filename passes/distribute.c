@@ -170,14 +170,24 @@ static int own_weight(Dist *ds, const Node *w)
     return w->op == OP_WEIGHT && ds->uses[w->id] == 1;
 }
 
+/* How weight w is held as the file stores it (--weight-dtype auto's
+ * stores); f32 for anything else, or without those stores. */
+static Storage held(Dist *ds, const Node *w)
+{
+    return w->op == OP_WEIGHT && ds->cx->weight_stores && w->index >= 0
+               ? ds->cx->weight_stores[w->index] : ST_F32;
+}
+
+/* No part of it is read by the loader yet: FP8, MXFP4. */
+static int unsplittable(Storage st) { return st == ST_F8_E4M3 || st == ST_MXFP4; }
+
 /* w split along axis: its part on each rank. A weight the file holds as
  * FP8 or MXFP4 (--weight-dtype auto) is refused: the loader reads no part
  * of those yet. */
 static void shard(Dist *ds, Node *w, int axis)
 {
-    Storage st = w->op == OP_WEIGHT && ds->cx->weight_stores && w->index >= 0
-                     ? ds->cx->weight_stores[w->index] : ST_F32;
-    if (st == ST_F8_E4M3 || st == ST_MXFP4) {
+    Storage st = held(ds, w);
+    if (unsplittable(st)) {
         ARR_PUSH(ds->a, ds->dims, ds->ndims, ds->capdims, 1);
         refuse(ds, w, arena_printf(ds->a, "a weight held %s as the file stores it, which kiln "
                                    "does not split over ranks yet (convert the file to bf16, or "
@@ -193,7 +203,7 @@ static void shard(Dist *ds, Node *w, int axis)
  * quantized from an f32 file are made of each rank's part.) */
 static void whole_blocks(Dist *ds, const Node *n, const Node *w)
 {
-    Storage st = ds->cx->weight_stores && w->index >= 0 ? ds->cx->weight_stores[w->index] : ST_F32;
+    Storage st = held(ds, w);
     int b = storage_block(st);
     if (b && w->dims[1] % b == 0)
         splits(ds, n, w->dims[1] / b, arena_printf(ds->a, "blocks of %d in a row of its %s weight",
@@ -532,9 +542,7 @@ static int views_own(Dist *ds, const Node *n, Node **v, int nv)
             users += v[j]->op != OP_WEIGHT && v[j]->in[0] == v[i];
         for (int j = 0; j < n->nin; j++)
             users += n->in[j] == v[i];
-        Storage st = v[i]->op == OP_WEIGHT && ds->cx->weight_stores && v[i]->index >= 0
-                         ? ds->cx->weight_stores[v[i]->index] : ST_F32;
-        if (users != ds->uses[v[i]->id] || st == ST_F8_E4M3 || st == ST_MXFP4)
+        if (users != ds->uses[v[i]->id] || unsplittable(held(ds, v[i])))
             return 0;
     }
     return 1;
