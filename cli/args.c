@@ -149,7 +149,7 @@ int cli_parse_opts(Opts *o, int argc, char **argv)
         } else if ((v = cli_opt_value(argc, argv, &i, "--machine"))) {
             Machine mc;
             if (machine_parse(&mc, v) != 0)
-                return cli_usage("--machine takes default or l1d=48K,l2=2M,l3=32M,vector=64,cores=2; got '%s'", v);
+                return cli_usage("--machine takes default or l1d=48K,l2=2M,l3=32M,vector=64,cores=2,amx=1; got '%s'", v);
             o->machine = v;
         } else if ((v = cli_opt_value(argc, argv, &i, "--ranks"))) {
             char *end;

@@ -14,8 +14,9 @@
     "                                lower, codegen)\n" \
     "  --max-memory BYTES            fail when the intermediates need more (plan-memory)\n" \
     "  --machine SPEC                the figures tile and parallelize use, instead of\n" \
-    "                                this machine's: l1d=48K,l2=2M,l3=32M,vector=64,cores=2\n" \
-    "                                (any subset), or default (fixed figures, as kiln opt)\n" \
+    "                                this machine's: l1d=48K,l2=2M,l3=32M,vector=64,cores=2,\n" \
+    "                                amx=1 (any subset), or default (fixed figures, as\n" \
+    "                                kiln opt)\n" \
     "  --weight-dtype TYPE           hold every weight of rank >= 2 so in memory: auto (the\n" \
     "                                default: as the weights file stores it), f32, bf16, f16\n" \
     "                                (rounded at load, lossy; docs/16-bit-weights.md), q8_0,\n" \
@@ -186,7 +187,7 @@ static const Usage usages[] = {
      "Runs the passes named, in order, on a stage kiln dump wrote (edited or not) and\n"
      "writes the result (stdout without -o). Tile sizes use fixed figures, the same on\n"
      "every machine, unless --machine gives others: l1d=48K,l2=2M,l3=32M,vector=64,\n"
-     "cores=2 (any subset).\n"
+     "cores=2,amx=1 (any subset).\n"
      "\n" EXIT_TEXT},
     {"passes",
      "usage: kiln passes\n"

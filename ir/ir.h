@@ -507,6 +507,9 @@ typedef struct {
  *   gemm(C, A, B)  C[m,n] += A[m,k] B[k,n]: each element of C adds its k
  *                  products to itself in k order (fused multiply-adds),
  *                  so calls over consecutive k ranges continue one sum.
+                  With B held bf16 and 16 rows or more, where the program
+                  runs on AMX tiles: A rounded to bf16, products added in
+                  pairs by the tiles (lossy; runtime/core/rt_amx.c).
  *   qgemm(C, A, W) C[m,n] += A[m,k] W[n,k]^T, W a weight held quantized
  *                  (rows as stored, k a multiple of its block): each row of
  *                  A quantized per block to int8, each block's product
@@ -629,6 +632,9 @@ int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld);
  * multiples of the block), so that qgemm can read it as stored; 1 for
  * any other buffer. */
 int ir_whole_blocks(const Buf *b);
+/* The gemm calls of p that AMX tiles may run (rt_gemm_bf16_amx): B held
+ * bf16, 16 rows or more. Their rows of A are rounded to bf16 there. */
+int ir_prog_amx_calls(Prog *p);
 /* Why call s is malformed (tile count, shapes that do not agree, an
  * extent past its dim, a written tile in read-only storage or sharing
  * storage with another tile), or NULL. */

@@ -312,6 +312,23 @@ int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld)
     return 1;
 }
 
+static void amx_call(Stmt *s, void *ctx)
+{
+    int64_t rows, cols, ld;
+    if (s->kind == S_CALL && s->call == CALL_GEMM && s->ntiles == 3 &&
+        ir_storage(s->tiles[2].buf)->store == ST_BF16 &&
+        ir_tile_matrix(&s->tiles[0], &rows, &cols, &ld) && rows >= 16)
+        (*(int *)ctx)++;
+}
+
+int ir_prog_amx_calls(Prog *p)
+{
+    int n = 0;
+    for (int i = 0; p && i < p->nkernels; i++)
+        ir_block_walk(&p->kernels[i]->body, amx_call, &n);
+    return n;
+}
+
 /* gemm(C, A, B): C [m,n], A [m,k], B [k,n]. */
 static const char *gemm_refusal(Arena *a, const Tile *t)
 {

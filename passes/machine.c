@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 void machine_default(Machine *mc)
 {
@@ -13,6 +16,7 @@ void machine_default(Machine *mc)
     mc->l3 = 8 * 1024 * 1024;
     mc->vector_bytes = 32;
     mc->cores = 1;
+    mc->amx = 0;
 }
 
 /* "48K", "2048K", "32M" as bytes; 0 when unreadable. */
@@ -82,6 +86,19 @@ static int vector_bytes(void)
     return 16;
 }
 
+/* Whether the CPU has AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and
+ * 22). The kernel's leave to use them is asked by the program at run time
+ * (runtime/core/rt_amx.c), which falls back where it is refused. */
+static int amx_bf16(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 22 & 1);
+#else
+    return 0;
+#endif
+}
+
 void machine_detect(Machine *mc)
 {
     machine_default(mc);
@@ -89,6 +106,7 @@ void machine_detect(Machine *mc)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     mc->cores = n > 0 ? (int)n : 1;
     mc->vector_bytes = vector_bytes();
+    mc->amx = amx_bf16();
 }
 
 int machine_target(Machine *mc, const char *target)
@@ -100,24 +118,29 @@ int machine_target(Machine *mc, const char *target)
     for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++)
         if (!strcmp(target, levels[i].name)) {
             mc->vector_bytes = levels[i].bytes;
+            mc->amx = 0;
             return 0;
         }
     return -1;
 }
 
-/* Sets field `key` (of length len) to v; -1 when there is no such field. */
+/* Sets field `key` (of length len) to v; -1 when there is no such field
+ * or v is not one of its values (sizes and counts > 0, amx 0 or 1). */
 static int set_field(Machine *mc, const char *key, size_t len, int64_t v)
 {
-    static const char *const keys[] = {"l1d", "l2", "l3", "vector", "cores"};
+    static const char *const keys[] = {"l1d", "l2", "l3", "vector", "cores", "amx"};
     int i = 0;
-    while (i < 5 && !(strlen(keys[i]) == len && strncmp(key, keys[i], len) == 0))
+    while (i < 6 && !(strlen(keys[i]) == len && strncmp(key, keys[i], len) == 0))
         i++;
+    if (i == 5 ? v > 1 : v == 0)
+        return -1;
     switch (i) {
     case 0: mc->l1d = v; return 0;
     case 1: mc->l2 = v; return 0;
     case 2: mc->l3 = v; return 0;
     case 3: mc->vector_bytes = (int)v; return 0;
     case 4: mc->cores = (int)v; return 0;
+    case 5: mc->amx = (int)v; return 0;
     default: return -1;
     }
 }
@@ -127,7 +150,7 @@ static int64_t parse_size(const char *s, const char **end)
 {
     char *e;
     long long v = strtoll(s, &e, 10);
-    if (e == s || v <= 0 || v > (1LL << 40))
+    if (e == s || v < 0 || v > (1LL << 40))
         return -1;
     if (*e == 'K' || *e == 'M')
         v *= *e++ == 'K' ? 1024 : 1024 * 1024;

@@ -15,6 +15,7 @@ typedef struct {
     int64_t l1d, l2, l3;           /* data cache bytes per core (l3: shared) */
     int vector_bytes;              /* 64 with AVX-512, 32 with AVX2 */
     int cores;
+    int amx;                       /* 1: AMX-BF16 tiles (bf16 gemms of 16 rows or more) */
 } Machine;
 /* The machine kiln runs on; fields it cannot read keep portable defaults
  * (32 KiB, 1 MiB, 8 MiB, 32-byte vectors, 1 core). */
@@ -25,7 +26,7 @@ void machine_detect(Machine *mc);
 int machine_target(Machine *mc, const char *target);
 /* Fixed figures for golden tests and reproducible dumps. */
 void machine_default(Machine *mc);
-/* Overrides from "l1d=48K,l2=2M,l3=32M,vector=64,cores=2" (any subset;
+/* Overrides from "l1d=48K,l2=2M,l3=32M,vector=64,cores=2,amx=1" (any subset;
  * K and M suffixes), or "default" for machine_default's figures. Returns
  * 0, or -1 for a malformed spec. */
 int machine_parse(Machine *mc, const char *spec);

@@ -812,6 +812,7 @@ int pass_tile(Module *m, PassCtx *cx)
     t.l1 = cx->machine.l1d;
     t.l2 = cx->machine.l2;
     t.cores = cx->machine.cores > 1 ? cx->machine.cores : 1;
+    t.amx = cx->machine.amx;
     t.kn = arena_alloc(m->a, sizeof *t.kn * (size_t)(m->prog->nkernels + 1));
     t.panels = cx->panels;
     t.npanels = cx->npanels;

@@ -29,6 +29,7 @@ typedef struct {
     int V, L, R;                         /* lanes per vector, per accumulator; rows */
     int accs;                            /* vector registers kept for accumulators */
     int64_t l1, l2, cores;
+    int amx;                             /* Machine.amx */
     KernelNotes *kn;                     /* by kernel id */
     const int64_t *panels;               /* PassCtx.panels: imposed layouts */
     int npanels;

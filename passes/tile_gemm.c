@@ -718,10 +718,11 @@ static int64_t reduction(Rw *w, Block *blk, const Stmt *red)
 }
 
 /* Rows per local tile: M, unless the tiles of the accumulators pass L1/2
- * (qgemm's L2/2); then the largest divisor of M that fits, a multiple of MR if one is. */
-static int64_t pick_mb(Tiler *t, const Nest *n, int64_t mr)
+ * (L2/2 for a kernel that prepares its operands once a call: qgemm, AMX);
+ * then the largest divisor of M that fits, a multiple of MR if one is. */
+static int64_t pick_mb(Tiler *t, const Nest *n, int64_t mr, int l2)
 {
-    int64_t fit = (n->q ? t->l2 : t->l1) / 2 / (n->nr * 4 * n->nacc), best = 1;
+    int64_t fit = (l2 ? t->l2 : t->l1) / 2 / (n->nr * 4 * n->nacc), best = 1;
     if (n->M <= fit)
         return n->M;
     for (int64_t mb = fit; mb > 1; mb--) {
@@ -735,13 +736,26 @@ static int64_t pick_mb(Tiler *t, const Nest *n, int64_t mr)
     return best;
 }
 
+/* Whether the nest's calls go to AMX tiles: the machine has them, every
+ * B is bf16 and a call would have the 16 rows or more they take. */
+static int amx_nest(const Tiler *t, const Nest *n)
+{
+    int all = t->amx && !n->q && n->M >= 16;
+    for (int q = 0; all && q < n->nacc; q++)
+        all = ir_storage(n->acc[q].b->buf)->store == ST_BF16;
+    return all;
+}
+
 static void rewrite(Tiler *t, Nest *n)
 {
     Arena *a = t->a;
     Rw w = {t, n, NULL, NULL, NULL, 0, 0, {0}};
     int64_t regs = n->nr > t->V ? n->nr / t->V : 1, mr = t->accs / regs;
+    int amx = amx_nest(t, n);
     w.mr = mr < 1 ? 1 : mr < n->M ? mr : n->M;     /* < 1: panels of qgemm alone */
-    w.mb = pick_mb(t, n, w.mr);
+    w.mb = pick_mb(t, n, w.mr, n->q || amx);
+    if (amx)                            /* one call a block: its rows prepared once */
+        w.mr = w.mb;
     Block none = {NULL, 0, 0};
     w.jo = s_loop(a, t->k, &none, e_int(a, 0), e_int(a, n->N / n->nr), 0);
     w.col0 = e_add(a, e_mul(a, e_var(a, w.jo->v), e_int(a, n->nr)), e_int(a, n->j->lo->i));
@@ -770,12 +784,19 @@ static void rewrite(Tiler *t, Nest *n)
     for (int q = 0; q < n->nacc; q++)
         nq += n->acc[q].q;
     const char *rows = w.mb < n->M ? arena_printf(a, ", rows in blocks of %lld (tiles within "
-                                                  "L%d/2)", (long long)w.mb, n->q ? 2 : 1) : "";
+                                                  "L%d/2)", (long long)w.mb, n->q || amx ? 2 : 1) : "";
     if (n->q)
         tile_note(t, w.jo->v, NULL, NULL,
                   "gemm %lld x %lld: calls of qgemm on weights held quantized, as stored, "
                   "outputs in panels of %lld (@)%s%s; every output adds its blocks' products "
                   "in order (qgemm's contract)", (long long)n->M, (long long)n->N,
+                  (long long)n->nr, rows, kcs);
+    else if (amx)
+        tile_note(t, w.jo->v, NULL, NULL,
+                  "gemm %lld x %lld: calls of gemm on %lld x %lld blocks, AMX tiles where the "
+                  "program runs on them (rows rounded to bf16, products added in pairs: "
+                  "docs/16-bit-weights.md), outputs in panels of %lld (@)%s%s",
+                  (long long)n->M, (long long)n->N, (long long)w.mb, (long long)n->nr,
                   (long long)n->nr, rows, kcs);
     else
         tile_note(t, w.jo->v, NULL, NULL,

@@ -10,7 +10,11 @@
 #      by default (auto: held as the file stores them, copied) and with
 #      bf16 (the same), its dump showing bf16 buffers, and with f32
 #      (widened);
-#   4. a bad --weight-dtype is a usage error.
+#   4. AMX tiles (--machine amx=1): the gemms over bf16 weights are one
+#      call per block of rows, noted in the dump; kiln check says they may
+#      round their rows and its tolerance holds; KILN_AMX=off computes
+#      them exactly (1e-4 holds); with amx=0 nothing is noted;
+#   5. a bad --weight-dtype is a usage error.
 # KILN and MKCKPT name the binaries.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -86,6 +90,30 @@ if "$MKCKPT" hf llama "$T/hf" --bf16 >"$T/out" 2>&1; then
     fi
 else
     bad "mkckpt hf llama --bf16"; cat "$T/out"
+fi
+
+"$KILN" print examples/mlp.json --weight-dtype bf16 --machine amx=1 >"$T/amx.kir" 2>&1
+"$KILN" print examples/mlp.json --weight-dtype bf16 --machine amx=0 >"$T/noamx.kir" 2>&1
+if grep -q "calls of gemm on 40 x 32 blocks, AMX tiles where the program runs on them" "$T/amx.kir" &&
+   ! grep -q "AMX" "$T/noamx.kir"; then
+    ok "print --machine amx=1: the bf16 gemms are one call per block of 40 rows, on AMX tiles"
+else
+    bad "print --machine amx=1: the bf16 gemms are one call per block of 40 rows, on AMX tiles"
+    grep "tile:" "$T/amx.kir"
+fi
+if "$KILN" check examples/mlp.json --weight-dtype bf16 --machine amx=1 >"$T/out" 2>&1 &&
+   grep -q "^gemms: 2 calls on bf16 weights of 16 rows or more, on AMX tiles" "$T/out" &&
+   grep -q "tolerance 0.01 " "$T/out"; then
+    ok "check --machine amx=1: the table says the rows may be rounded; tolerance 1e-2 holds"
+else
+    bad "check --machine amx=1: the table says the rows may be rounded; tolerance 1e-2 holds"
+    cat "$T/out"
+fi
+if KILN_AMX=off "$KILN" check examples/mlp.json --weight-dtype bf16 --machine amx=1 \
+       --tolerance 1e-4 >"$T/out" 2>&1; then
+    ok "check --machine amx=1 with KILN_AMX=off: exact sums, 1e-4 holds"
+else
+    bad "check --machine amx=1 with KILN_AMX=off: exact sums, 1e-4 holds"; cat "$T/out"
 fi
 
 if "$KILN" build examples/mlp.json --weight-dtype f64 -o "$T/x" >"$T/out" 2>&1; then

@@ -50,6 +50,11 @@ RT_API int rt_read_file(const char *path, uint64_t max, char **data, size_t *len
  * file", "PATH: cannot map: why" (RT_EIO). */
 RT_API int rt_map_file(const char *path, void **map, size_t *size, rt_err *e);
 
+/* rt_gemm_bf16 on AMX tiles (rt_amx.c): m >= 16 rows, n a multiple of 16,
+ * A rounded to bf16 (lossy); 1 when done, 0 when this machine cannot. */
+RT_API int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                            const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+
 /* rt_st_open's two halves: one safetensors file (rt_safetensors.c), and an
  * index of shards, a path ending in .json (rt_safetensors_index.c). */
 RT_API int rt_st_open_file(rt_safetensors *st, const char *path, rt_err *e);

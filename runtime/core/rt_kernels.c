@@ -252,6 +252,8 @@ void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const
 void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
+    if (m >= 16 && rt_gemm_bf16_amx(m, n, k, a, lda, b, ldb, c, ldc))
+        return;
     kr_gemm(RT_BF16, m, n, k, a, lda, b, ldb, c, ldc);
 }
 

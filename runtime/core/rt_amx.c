@@ -1,0 +1,200 @@
+/* runtime/core/rt_amx.c: rt_gemm_bf16's calls of 16 rows or more on the
+ * CPU's AMX tiles (tdpbf16ps), where it has them.
+ *
+ * Contract (rt_gemm_bf16_amx): C[m][n] += A[m][k] B[k][n] as rt_gemm_bf16
+ * takes them (A f32, B bf16, row strides lda, ldb, ldc), for m >= 16 and n
+ * a multiple of 16; returns 1 when done, 0 when this machine cannot (no
+ * AMX in the CPU, the kernel or this build; KILN_AMX=off in the
+ * environment), and the caller computes the call itself. Lossy: A is
+ * rounded to bf16 (to nearest even) as it is read, and the tiles add
+ * their products in pairs of k, in the hardware's order and rounding
+ * (tdpbf16ps), not rt_gemm's one fused multiply-add at a time. The numbers
+ * depend only on the call's operands, never on threads.
+ *
+ * Algorithm: rows in blocks of RA_M, columns in blocks of RA_N, the
+ * reduction in chunks of RA_K. Per chunk, the block's rows of A become
+ * bf16 rows (rows past m and k past the chunk zero), and its columns of B
+ * are interleaved in pairs of k (the layout tdpbf16ps reads: per pair,
+ * 16 columns x 2 halves), both in the thread's stack; then each 32 x 32
+ * block of C is four tiles, loaded, fed the chunk 32 k at a time (two
+ * tiles of A, two of B) and stored. Zeros add nothing, so padding is
+ * exact. A block of C with rows or columns past the call's goes through a
+ * zero-padded copy.
+ *
+ * The tiles need the kernel's leave (arch_prctl ARCH_REQ_XCOMP_PERM for
+ * XTILEDATA, once a process) and a configuration per thread, loaded and
+ * released by every call. Measured on the Zen 5 machine (AMX-BF16), one
+ * thread, a 32 x 32 tile over k = 768 in L2: 1400-1450 GFLOP/s against
+ * 190-197 for rt_gemm_bf16's exact widening (docs/benchmarks.md). */
+#include "runtime/core/rt_core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) &&                       \
+    (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__) && \
+    defined(__linux__) && defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+enum { RA_M = 64, RA_N = 64, RA_K = 256, RA_T = 16 };
+
+typedef struct {
+    uint8_t palette, start, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((packed)) ra_cfg;
+
+/* The kernel's leave to use the tile data (XTILEDATA is feature 18): the
+ * raw system call, as syscall() is not in strict C's headers. */
+static int ra_permit(void)
+{
+    long r;
+    __asm__ volatile("syscall" : "=a"(r) : "0"(158L), "D"(0x1023L), "S"(18L)
+                     : "rcx", "r11", "memory");
+    return r == 0;
+}
+
+/* 1 where the tiles may be used: the CPU has AMX-TILE and AMX-BF16
+ * (CPUID 7.0 EDX bits 24 and 22), the kernel grants them, and KILN_AMX is
+ * not "off". Decided once; two threads deciding at once agree. */
+static int ra_usable(void)
+{
+    static int state;                   /* 0 unknown, 1 yes, -1 no */
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (s == 0) {
+        unsigned a, b, c, d;
+        const char *env = getenv("KILN_AMX");
+        s = -1;
+        if (!(env && strcmp(env, "off") == 0) && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+            (d >> 24 & 1) && (d >> 22 & 1) && ra_permit())
+            s = 1;
+        __atomic_store_n(&state, s, __ATOMIC_RELEASE);
+    }
+    return s == 1;
+}
+
+/* Rows [0, mb) of A's chunk [0, kc) as bf16 rows of RA_K, zero past them
+ * (up to the multiple of 32 rows and 32 k the tiles read). */
+static void ra_rows(uint16_t *dst, int64_t mb, int64_t kc, const float *a, int64_t lda)
+{
+    int64_t kp = (kc + 31) & ~(int64_t)31, mp = (mb + 31) & ~(int64_t)31;
+    for (int64_t r = 0; r < mp; r++)
+        for (int64_t kk = 0; kk < kp; kk += 32) {
+            int64_t left = r < mb ? kc - kk : 0;
+            __mmask16 lo = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+            __mmask16 hi = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+            const float *x = a + r * lda + kk;
+            __m512 vl = _mm512_maskz_loadu_ps(lo, x), vh = _mm512_maskz_loadu_ps(hi, x + 16);
+            _mm512_storeu_si512(dst + r * RA_K + kk, (__m512i)_mm512_cvtne2ps_pbh(vh, vl));
+        }
+}
+
+/* Columns [0, nb) of B's chunk of kc rows as tiles of 16 columns: per
+ * tile, per pair of k, the 16 columns' two values side by side; zero past
+ * kc and nb (up to 32 k and 32 columns). */
+static void ra_cols(uint16_t *dst, int64_t nb, int64_t kc, const uint16_t *b, int64_t ldb)
+{
+    static const uint16_t even[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                      8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    __m512i ilo = _mm512_loadu_si512(even), ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+    int64_t kp = (kc + 31) & ~(int64_t)31, np = (nb + 31) & ~(int64_t)31;
+    for (int64_t j = 0; j < np; j += 32)
+        for (int64_t p = 0; p < kp / 2; p++) {
+            __m512i r0 = _mm512_setzero_si512(), r1 = _mm512_setzero_si512();
+            int64_t cols = nb - j < 32 ? nb - j : 32;
+            __mmask32 mask = cols <= 0 ? 0 : cols >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << cols) - 1;
+            if (2 * p < kc)
+                r0 = _mm512_maskz_loadu_epi16(mask, b + 2 * p * ldb + j);
+            if (2 * p + 1 < kc)
+                r1 = _mm512_maskz_loadu_epi16(mask, b + (2 * p + 1) * ldb + j);
+            uint16_t *t = dst + (j / RA_T) * (RA_K / 2) * 2 * RA_T + p * 2 * RA_T;
+            _mm512_storeu_si512(t, _mm512_permutex2var_epi16(r0, ilo, r1));
+            _mm512_storeu_si512(t + (RA_K / 2) * 2 * RA_T, _mm512_permutex2var_epi16(r0, ihi, r1));
+        }
+}
+
+/* One 32 x 32 block of C (rows i, columns j of the chunk's buffers) plus
+ * the chunk: tiles 0-3 C, 4-5 A, 6-7 B. c has ldc; a full block is read
+ * in place, a partial one (rows mr, columns nr) through a padded copy. */
+static void ra_block(float *c, int64_t ldc, int64_t mr, int64_t nr, const uint16_t *ab,
+                     const uint16_t *bb, int64_t kp)
+{
+    _Alignas(64) float pad[32 * 32];
+    float *t = c;
+    int64_t ld = ldc;
+    if (mr < 32 || nr < 32) {
+        memset(pad, 0, sizeof pad);
+        for (int64_t r = 0; r < mr; r++)
+            memcpy(pad + r * 32, c + r * ldc, (size_t)nr * sizeof(float));
+        t = pad;
+        ld = 32;
+    }
+    size_t s = (size_t)ld * sizeof(float), tb = (size_t)(RA_K / 2) * 2 * RA_T;
+    _tile_loadd(0, t, s);
+    _tile_loadd(1, t + 16, s);
+    _tile_loadd(2, t + 16 * ld, s);
+    _tile_loadd(3, t + 16 * ld + 16, s);
+    for (int64_t kk = 0; kk < kp; kk += 32) {
+        _tile_loadd(4, ab + kk, RA_K * 2);
+        _tile_loadd(5, ab + 16 * RA_K + kk, RA_K * 2);
+        _tile_loadd(6, bb + kk * RA_T, 64);
+        _tile_loadd(7, bb + tb + kk * RA_T, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, t, s);
+    _tile_stored(1, t + 16, s);
+    _tile_stored(2, t + 16 * ld, s);
+    _tile_stored(3, t + 16 * ld + 16, s);
+    if (t == pad)
+        for (int64_t r = 0; r < mr; r++)
+            memcpy(c + r * ldc, pad + r * 32, (size_t)nr * sizeof(float));
+}
+
+int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                     const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+{
+    if (m < 16 || n % 16 || k < 1 || !ra_usable())
+        return 0;
+    ra_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+    }
+    _tile_loadconfig(&cfg);
+    _Alignas(64) uint16_t ab[RA_M * RA_K], bb[RA_N * RA_K];
+    for (int64_t i0 = 0; i0 < m; i0 += RA_M) {
+        int64_t mb = m - i0 < RA_M ? m - i0 : RA_M;
+        for (int64_t j0 = 0; j0 < n; j0 += RA_N) {
+            int64_t nb = n - j0 < RA_N ? n - j0 : RA_N;
+            for (int64_t k0 = 0; k0 < k; k0 += RA_K) {
+                int64_t kc = k - k0 < RA_K ? k - k0 : RA_K, kp = (kc + 31) & ~(int64_t)31;
+                ra_rows(ab, mb, kc, a + i0 * lda + k0, lda);
+                ra_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
+                for (int64_t i = 0; i < mb; i += 32)
+                    for (int64_t j = 0; j < nb; j += 32)
+                        ra_block(c + (i0 + i) * ldc + j0 + j, ldc, mb - i < 32 ? mb - i : 32,
+                                 nb - j < 32 ? nb - j : 32, ab + i * RA_K,
+                                 bb + (j / RA_T) * (RA_K / 2) * 2 * RA_T, kp);
+            }
+        }
+    }
+    _tile_release();
+    return 1;
+}
+
+#else
+
+int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                     const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+{
+    (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
+    return 0;
+}
+
+#endif
