@@ -28,7 +28,9 @@
  * 16-bit shift (32 at a time as 16 words, a shift for the even columns
  * and a mask for the odd ones, the accumulators split alike: see
  * KR_EVEN), IEEE half by scaling its bits (kr_half: subnormals, inf and
- * NaN as rt_f16_f32 gives them), so the sums are rt_gemm's on the widened B.
+ * NaN as rt_f16_f32 gives them), so the sums are rt_gemm's on the widened B;
+ * except that bf16 calls of 16 rows or more go to AMX tiles where the
+ * program can use them (rt_amx.c: A rounded to bf16, lossy).
  * Decode (m = 1) streams B once: half the bytes, about twice as fast
  * where memory bandwidth bounds it.
  *
