@@ -11,11 +11,13 @@
  * (tdpbf16ps), not rt_gemm's one fused multiply-add at a time. The numbers
  * depend only on the call's operands, never on threads.
  *
- * Algorithm: rows in blocks of RA_M, columns in blocks of RA_N, the
- * reduction in chunks of RA_K. Per chunk, the block's rows of A become
- * bf16 rows (rows past m and k past the chunk zero), and its columns of B
- * are interleaved in pairs of k (the layout tdpbf16ps reads: per pair,
- * 16 columns x 2 halves), both in the thread's stack; then each 32 x 32
+ * Algorithm: columns in blocks of RA_N, the reduction in chunks of RA_K,
+ * rows in blocks of RA_M. Per chunk, its columns of B are interleaved in
+ * pairs of k (the layout tdpbf16ps reads: per pair, 16 columns x 2
+ * halves), once for all the rows; per block of rows, the chunk's rows of
+ * A become bf16 rows (rows past m and k past the chunk zero), both in the
+ * thread's stack (a call of n <= RA_N columns rounds each row of A once);
+ * then each 32 x 32
  * block of C is four tiles, loaded, fed the chunk 32 k at a time (two
  * tiles of A, two of B) and stored. Zeros add nothing, so padding is
  * exact. A block of C with rows or columns past the call's goes through a
@@ -78,16 +80,23 @@ static int ra_usable(void)
  * (up to the multiple of 32 rows and 32 k the tiles read). */
 static void ra_rows(uint16_t *dst, int64_t mb, int64_t kc, const float *a, int64_t lda)
 {
-    int64_t kp = (kc + 31) & ~(int64_t)31, mp = (mb + 31) & ~(int64_t)31;
-    for (int64_t r = 0; r < mp; r++)
-        for (int64_t kk = 0; kk < kp; kk += 32) {
-            int64_t left = r < mb ? kc - kk : 0;
+    int64_t kp = (kc + 31) & ~(int64_t)31, mp = (mb + 31) & ~(int64_t)31, full = kc & ~(int64_t)31;
+    for (int64_t r = 0; r < mb; r++) {
+        const float *x = a + r * lda;
+        uint16_t *d = dst + r * RA_K;
+        for (int64_t kk = 0; kk < full; kk += 32)
+            _mm512_storeu_si512(d + kk, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + kk + 16),
+                                                                     _mm512_loadu_ps(x + kk)));
+        if (full < kc) {
+            int64_t left = kc - full;
             __mmask16 lo = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-            __mmask16 hi = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
-            const float *x = a + r * lda + kk;
-            __m512 vl = _mm512_maskz_loadu_ps(lo, x), vh = _mm512_maskz_loadu_ps(hi, x + 16);
-            _mm512_storeu_si512(dst + r * RA_K + kk, (__m512i)_mm512_cvtne2ps_pbh(vh, vl));
+            __mmask16 hi = left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+            __m512 vl = _mm512_maskz_loadu_ps(lo, x + full), vh = _mm512_maskz_loadu_ps(hi, x + full + 16);
+            _mm512_storeu_si512(d + full, (__m512i)_mm512_cvtne2ps_pbh(vh, vl));
         }
+    }
+    for (int64_t r = mb; r < mp; r++)
+        memset(dst + r * RA_K, 0, (size_t)kp * sizeof *dst);
 }
 
 /* Columns [0, nb) of B's chunk of kc rows as tiles of 16 columns: per
@@ -99,19 +108,24 @@ static void ra_cols(uint16_t *dst, int64_t nb, int64_t kc, const uint16_t *b, in
                                       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
     __m512i ilo = _mm512_loadu_si512(even), ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
     int64_t kp = (kc + 31) & ~(int64_t)31, np = (nb + 31) & ~(int64_t)31;
-    for (int64_t j = 0; j < np; j += 32)
-        for (int64_t p = 0; p < kp / 2; p++) {
-            __m512i r0 = _mm512_setzero_si512(), r1 = _mm512_setzero_si512();
-            int64_t cols = nb - j < 32 ? nb - j : 32;
-            __mmask32 mask = cols <= 0 ? 0 : cols >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << cols) - 1;
-            if (2 * p < kc)
-                r0 = _mm512_maskz_loadu_epi16(mask, b + 2 * p * ldb + j);
-            if (2 * p + 1 < kc)
-                r1 = _mm512_maskz_loadu_epi16(mask, b + (2 * p + 1) * ldb + j);
-            uint16_t *t = dst + (j / RA_T) * (RA_K / 2) * 2 * RA_T + p * 2 * RA_T;
+    for (int64_t j = 0; j < np; j += 32) {
+        int64_t cols = nb - j < 32 ? nb - j : 32;
+        __mmask32 mask = cols >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << cols) - 1;
+        uint16_t *t = dst + (j / RA_T) * (RA_K / 2) * 2 * RA_T;
+        const uint16_t *s = b + j;
+        for (int64_t p = 0; p < kp / 2; p++, t += 2 * RA_T, s += 2 * ldb) {
+            __m512i r0, r1;
+            if (cols == 32 && 2 * p + 1 < kc) {
+                r0 = _mm512_loadu_si512(s);
+                r1 = _mm512_loadu_si512(s + ldb);
+            } else {
+                r0 = 2 * p < kc ? _mm512_maskz_loadu_epi16(mask, s) : _mm512_setzero_si512();
+                r1 = 2 * p + 1 < kc ? _mm512_maskz_loadu_epi16(mask, s + ldb) : _mm512_setzero_si512();
+            }
             _mm512_storeu_si512(t, _mm512_permutex2var_epi16(r0, ilo, r1));
             _mm512_storeu_si512(t + (RA_K / 2) * 2 * RA_T, _mm512_permutex2var_epi16(r0, ihi, r1));
         }
+    }
 }
 
 /* One 32 x 32 block of C (rows i, columns j of the chunk's buffers) plus
@@ -168,14 +182,14 @@ int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
     }
     _tile_loadconfig(&cfg);
     _Alignas(64) uint16_t ab[RA_M * RA_K], bb[RA_N * RA_K];
-    for (int64_t i0 = 0; i0 < m; i0 += RA_M) {
-        int64_t mb = m - i0 < RA_M ? m - i0 : RA_M;
-        for (int64_t j0 = 0; j0 < n; j0 += RA_N) {
-            int64_t nb = n - j0 < RA_N ? n - j0 : RA_N;
-            for (int64_t k0 = 0; k0 < k; k0 += RA_K) {
-                int64_t kc = k - k0 < RA_K ? k - k0 : RA_K, kp = (kc + 31) & ~(int64_t)31;
+    for (int64_t j0 = 0; j0 < n; j0 += RA_N) {
+        int64_t nb = n - j0 < RA_N ? n - j0 : RA_N;
+        for (int64_t k0 = 0; k0 < k; k0 += RA_K) {
+            int64_t kc = k - k0 < RA_K ? k - k0 : RA_K, kp = (kc + 31) & ~(int64_t)31;
+            ra_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
+            for (int64_t i0 = 0; i0 < m; i0 += RA_M) {
+                int64_t mb = m - i0 < RA_M ? m - i0 : RA_M;
                 ra_rows(ab, mb, kc, a + i0 * lda + k0, lda);
-                ra_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
                 for (int64_t i = 0; i < mb; i += 32)
                     for (int64_t j = 0; j < nb; j += 32)
                         ra_block(c + (i0 + i) * ldc + j0 + j, ldc, mb - i < 32 ? mb - i : 32,
