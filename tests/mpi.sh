@@ -289,6 +289,9 @@ rel=$(awk '/^logits  /{print $NF}' "$T/check")
 if [ "$st" = 0 ] && [ -n "$rel" ] && awk -v r="$rel" 'BEGIN{exit !(r < 1e-6)}'
 then ok "FP8 block folder: kiln check --ranks 2 --weight-dtype f32: each rank's parts are the whole's ($rel)"
 else bad "FP8 block folder: kiln check --ranks 2 --weight-dtype f32 (exit $st, 1-rank rel '$rel')"; sed 's/^/      /' "$T/check" "$T/err"; fi
+refuse 2 "FP8 block folder: kiln check --ranks 2 of weights held f8_e4m3 says how to check it" \
+    "weight 'model.layers.0.self_attn.q_proj.weight' is held as f8_e4m3 (check it with --weight-dtype f32)" \
+    "$KILN" check "$T/fp8block" --ranks 2
 # The tiny folder's down_proj rows of 96 (3 blocks of 32) cannot split by
 # columns over 2 ranks held f8_e4m3: refused at build; held bf16 they split.
 "$MKCKPT" hf llama "$T/fp8" --fp8 block >/dev/null || bad "mkckpt hf llama --fp8 block"
