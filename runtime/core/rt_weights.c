@@ -63,7 +63,8 @@
  * repacked (wt_mx_repack) into kiln's (rt_quant.h: the scale byte, then
  * byte j = value j | value j + 16 << 4), nothing widened; held otherwise
  * it is widened to those f32 values (wt_mx_f32) as any tensor. A scale of
- * 255 (NaN) is refused by place. Messages:
+ * 255 (NaN) is refused by place (wt_mx_nan: of a sharded weight, by each
+ * rank in its part as it loads, so that no rank reads another's). Messages:
  *   W: 'e.gate_up_proj_blocks' is MXFP4 but its scales 'e.gate_up_proj_scales'
  *      are not in the file
  *   W: 'e.gate_up_proj_scales': U8 [2,64], for 'e.gate_up_proj_blocks'
@@ -315,10 +316,19 @@ static int wt_mx_check(const wt_file *f, const wt_tensor *t, rt_err *e)
                        rt_fmt_shape(a, sizeof a, sc->rank, sc->dims), bl->name,
                        rt_fmt_shape(b, sizeof b, r, bl->dims),
                        rt_fmt_shape(c, sizeof c, r - 1, bl->dims));
-    for (int64_t i = 0; i < sc->count; i++)
-        if (sc->data[i] == 255)
-            return rt_errf(e, RT_EINVAL, "%s: '%s': element %lld is 255 (NaN)", f->path, sc->name,
-                           (long long)i);
+    return 0;
+}
+
+/* MXFP4 tensor t's scales hold no NaN (255): the whole tensor's, or a
+ * rank's part's (part r of `size` of each run of `run` scales), each
+ * named by its place in the file's tensor. */
+static int wt_mx_nan(const wt_file *f, const wt_tensor *t, int64_t run, int r, int size,
+                     rt_err *e)
+{
+    for (int64_t i = 0; i < t->count / 32; i++)
+        if (t->sdata[i] == 255)
+            return rt_errf(e, RT_EINVAL, "%s: '%s': element %lld is 255 (NaN)", f->path,
+                           t->scale->name, (long long)((i / run * size + r) * run + i % run));
     return 0;
 }
 
@@ -628,8 +638,10 @@ static int wt_source(const wt_file *f, const rt_tensor_info *w, wt_tensor *t, in
     if (*found && t->store < 0)
         return rt_errf(e, RT_EINVAL, "%s: '%s': U8, which kiln reads only as MXFP4 blocks "
                        "('%s_blocks' with '%s_scales')", f->path, w->name, w->name, w->name);
-    if (*found && t->blocks) {
+    if (*found && t->blocks) {              /* a part's scales: as it is read */
         int rc = wt_mx_check(f, t, e);
+        if (!rc && !w->shard_of)
+            rc = wt_mx_nan(f, t, t->count / 32, 0, 1, e);
         if (rc)
             return rc;
     }
@@ -760,10 +772,12 @@ static const unsigned char *wt_runs(const unsigned char *p, int64_t outer, int64
  * a view of the mapping when outer is 1, else the runs copied into
  * owned[0] (rt_alloc'd). Only the part's bytes are read. A quantized
  * tensor's runs must hold whole blocks; an MXFP4 tensor's scales are cut
- * alike (into owned[1]); an FP8 tensor's part keeps the place it begins
+ * alike (into owned[1]), a NaN among them refused (each rank checks
+ * its own); an FP8 tensor's part keeps the place it begins
  * at in the whole (r0, c0, ld), where its scale is read, and is a run of
  * rows (outer 1) or of columns (the last axis). */
-static int wt_part(wt_tensor *t, const rt_tensor_info *w, void **owned, rt_err *e)
+static int wt_part(const wt_file *f, wt_tensor *t, const rt_tensor_info *w, void **owned,
+                   rt_err *e)
 {
     const rt_ranks *rk = rt_ranks_now();
     int a = w->shard_axis;
@@ -794,7 +808,7 @@ static int wt_part(wt_tensor *t, const rt_tensor_info *w, void **owned, rt_err *
                        (long long)(bytes * outer));
     t->dims = w->dims;
     t->count = w->count;
-    return 0;
+    return t->blocks ? wt_mx_nan(f, t, run / 32, rk->rank, rk->size, e) : 0;
 }
 
 /* One weight (its source checked): this rank's part of it when sharded. */
@@ -809,7 +823,7 @@ static int wt_one(const wt_file *f, const rt_tensor_info *w0, void **out, rt_err
                        "number of ranks; this is rank %d of %d", w0->name, rk->rank, rk->size);
     int found, rc = wt_source(f, w, &t, &found, e);
     if (!rc && found && w->shard_of)
-        rc = wt_part(&t, w, owned, e);
+        rc = wt_part(f, &t, w, owned, e);
     if (!rc)
         rc = wt_make(f, found ? &t : NULL, w, out, e);
     rt_free(owned[0]);

@@ -148,7 +148,8 @@ static void nan_and_u8(void **state)
  * ranks by axis 0 (each rank a run of two: a view of the file) and by
  * axis 1 (a block of each run: copied), held as mxfp4 and as f32: rank
  * r's blocks and scales are its part's; by axis 2 a part would be half a
- * block, refused. */
+ * block, refused; a NaN scale is refused by the rank whose part holds it,
+ * named by its place in the file's tensor. */
 static void parts(void **state)
 {
     (void)state;
@@ -192,6 +193,20 @@ static void parts(void **state)
                 }
                 rt_free(q);
             }
+    sc[3] = 255;                    /* a NaN scale: refused by the rank that reads it */
+    assert_int_equal(imp_st_write(path, t, 2, why, sizeof why), 0);
+    for (int r = 0; r < 2; r++) {
+        rt_tensor_info info = {.name = "w", .dtype = RT_F32, .rank = 3, .dims = {2, 1, 32},
+                               .count = 64, .store = RT_MXFP4, .shard_axis = 1, .shard_of = 2};
+        void *q = NULL;
+        rt_err e = {0, ""};
+        rt_ranks_set(&(rt_ranks){r, 2, NULL, NULL});
+        int rc = rt_load_weights(path, &info, 1, &q, &e);
+        rt_ranks_set(&(rt_ranks){0, 1, NULL, NULL});
+        assert_int_equal(rc, r ? RT_EINVAL : 0);
+        assert_true(r ? strstr(e.msg, "'w_scales': element 3 is 255 (NaN)") != NULL : q != NULL);
+        rt_free(q);
+    }
 }
 
 int main(void)
