@@ -593,7 +593,7 @@ static int load_rank_weights(Check *c, const rt_tensor_info *f32, rt_err *err)
     for (int i = 0; i < m->nweights; i++)
         if (c->info.weights[i].store != RT_F32)
             return rt_errf(err, RT_EUSAGE, "a program of %d ranks is checked in f32; weight '%s' "
-                           "is held as %s (drop --weight-dtype)", c->nranks, f32[i].name,
+                           "is held as %s (check it with --weight-dtype f32)", c->nranks, f32[i].name,
                            storage_name((Storage)c->info.weights[i].store));
     c->rweights = arena_alloc(m->a, sizeof *c->rweights * (size_t)c->nranks);
     c->rweights[0] = c->weights;

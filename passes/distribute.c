@@ -28,7 +28,11 @@
  * 2. linear(x, W[, b]) with x split along its last axis (the sum's) and W
  *    a weight only it reads: row parallel, W split by columns, each rank's
  *    result a partial sum completed by an allreduce (o, down); a bias is
- *    added after it, once.
+ *    added after it, once. W held in blocks as the file stores them
+ *    (GGUF's, FP8's, MXFP4's) needs N to divide a row's blocks of 32 or
+ *    256: refused otherwise. An FP8 weight's part may begin inside one of
+ *    the file's 128 x 128 scale blocks: each rank reads the scales of its
+ *    values' places, exact.
  * 3. Element-wise ops of operands split alike, rope and norms over another
  *    axis than the split one keep the split; a reshape keeps it where the
  *    part stays one contiguous run of the row (a head axis of D-wide heads
@@ -53,10 +57,9 @@
  *    concats are dropped (cx->weight_stores follows: keep_stores).
  *    Experts read through views of stacked weights (gpt-oss: transposes
  *    keeping axis 0, reshapes keeping [E, ..], slices of another axis)
- *    that only the moe reads are split alike: their weights along axis 0,
- *    their reshapes' first dimension E / N, when the weights are held as
- *    the file stores them (--weight-dtype auto) and not as FP8 or MXFP4
- *    (the loader reads no part of those); else they stay whole.
+ *    that only the moe reads are split alike: their weights along axis 0
+ *    (MXFP4 experts too: whole experts are whole blocks), their reshapes'
+ *    first dimension E / N.
  * 5. Anything else needing a split operand gets it whole first (an
  *    allgather, made once per value); outputs are gathered too (the
  *    logits, split by vocabulary rows, are whole where sampling reads
@@ -178,36 +181,28 @@ static Storage held(Dist *ds, const Node *w)
                ? ds->cx->weight_stores[w->index] : ST_F32;
 }
 
-/* No part of it is read by the loader yet: FP8, MXFP4. */
-static int unsplittable(Storage st) { return st == ST_F8_E4M3 || st == ST_MXFP4; }
-
-/* w split along axis: its part on each rank. A weight the file holds as
- * FP8 or MXFP4 (--weight-dtype auto) is refused: the loader reads no part
- * of those yet. */
+/* w split along axis: its part on each rank (the loader reads that part
+ * of any tensor; an FP8 one's scales where it lies in the whole). */
 static void shard(Dist *ds, Node *w, int axis)
 {
-    Storage st = held(ds, w);
-    if (unsplittable(st)) {
-        ARR_PUSH(ds->a, ds->dims, ds->ndims, ds->capdims, 1);
-        refuse(ds, w, arena_printf(ds->a, "a weight held %s as the file stores it, which kiln "
-                                   "does not split over ranks yet (convert the file to bf16, or "
-                                   "run one rank)", storage_name(st)));
-    }
     w->shard = (Shard){ds->N, axis, w->dims[axis], NULL};
     ds->ax[w->id] = axis;
 }
 
-/* Linear n's weight w, split by columns, as the weights file holds it in
- * blocks (GGUF's q8_0 ...: --weight-dtype auto): each rank reads whole
- * blocks of every row or none, so N must divide a row's blocks. (Blocks
- * quantized from an f32 file are made of each rank's part.) */
-static void whole_blocks(Dist *ds, const Node *n, const Node *w)
+/* Whether linear n's weight w splits by columns as the weights file
+ * holds it in blocks (GGUF's q8_0 ...; FP8 re-blocked by 32 values of a
+ * row; MXFP4: --weight-dtype auto): each rank holds whole blocks of
+ * every row or none, so N must divide a row's blocks (refused otherwise:
+ * held f32 instead, an FP8 part would take 4 bytes a weight on every
+ * rank). (Blocks quantized from an f32 file are made of each rank's
+ * part.) */
+static int whole_blocks(Dist *ds, const Node *n, const Node *w)
 {
     Storage st = held(ds, w);
     int b = storage_block(st);
-    if (b && w->dims[1] % b == 0)
-        splits(ds, n, w->dims[1] / b, arena_printf(ds->a, "blocks of %d in a row of its %s weight",
-                                                     b, storage_name(st)));
+    return !b || w->dims[1] % b ||
+           splits(ds, n, w->dims[1] / b, arena_printf(ds->a, "blocks of %d in a row of its %s "
+                                                      "weight", b, storage_name(st)));
 }
 
 /* ---- 1, 2. linear ----------------------------------------------------------- */
@@ -242,7 +237,11 @@ static void linear(Dist *ds, Node *n)
         return;
     }
     if (own && ds->ax[x->id] == x->rank - 1) {         /* row parallel */
-        whole_blocks(ds, n, w);
+        if (!whole_blocks(ds, n, w)) {
+            gather_operands(ds, n);
+            push(ds, n);
+            return;
+        }
         shard(ds, w, 1);
         n->nin = 2;
         const char *name = name_of(ds, n);
@@ -528,21 +527,16 @@ static int expert_view(Dist *ds, Node *x, int64_t E, Node ***v, int *n, int *cap
     return x->op == OP_WEIGHT || expert_view(ds, x->in[0], E, v, n, cap);
 }
 
-/* The view nodes v read only by each other and by moe n; their weights
- * held as the file stores them (--weight-dtype auto), and so that the
- * loader reads a part (not FP8 or MXFP4): with another --weight-dtype the
- * pass cannot see what the file holds. */
+/* The view nodes v read only by each other and by moe n. */
 static int views_own(Dist *ds, const Node *n, Node **v, int nv)
 {
-    if (nv && !ds->cx->weight_stores)
-        return 0;
     for (int i = 0; i < nv; i++) {
         int users = 0;
         for (int j = 0; j < nv; j++)
             users += v[j]->op != OP_WEIGHT && v[j]->in[0] == v[i];
         for (int j = 0; j < n->nin; j++)
             users += n->in[j] == v[i];
-        if (users != ds->uses[v[i]->id] || unsplittable(held(ds, v[i])))
+        if (users != ds->uses[v[i]->id])
             return 0;
     }
     return 1;

@@ -82,7 +82,7 @@ suite sample fails "checks: top-k 1 is greedy, seeds, penalties, stop strings, -
 suite batch fails "checks: slotted decoders checked, batched decode = one sequence at a time"
 suite chat fails "checks: chat on a terminal, the KV cache kept, turns dropped, Ctrl-C, templates"
 suite serve fails "checks: the server with curl: completions = generate, streams, errors, busy, keys"
-suite mpi fails "checks: 2 ranks under mpirun = 1 rank, experts and vocabulary split, collectives per token, check --ranks 2, a prompt on stdin, refusals, a failed or killed rank ends the job"
+suite mpi fails "checks: 2 ranks under mpirun = 1 rank, experts and vocabulary split, FP8 and MXFP4 weights split, collectives per token, check --ranks 2, a prompt on stdin, refusals, a failed or killed rank ends the job"
 suite fp8 fails "checks: FP8 folders checked, held as e4m3 blocks, decoded as the reference; bad scales; published configs"
 suite gptoss fails "checks: gpt-oss folders checked, greedy = reference, bad input, published configs"
 

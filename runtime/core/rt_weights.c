@@ -17,7 +17,11 @@
  * rt_quant.h), then kept f32, rounded to 16 bits (to nearest even: lossy,
  * asked for by --weight-dtype), or quantized by the info's quantize. A
  * weight sharded over MPI ranks (rt_tensor_info.shard_of) is its whole
- * shape in the file, and this rank (rt_ranks_now) reads its part only; a
+ * shape in the file, and this rank (rt_ranks_now) reads its part only
+ * (wt_part: quantized blocks whole; an FP8 tensor's rows or columns, each
+ * value scaled by the scale of its place in the whole tensor, so a part
+ * may begin inside a 128 x 128 scale block; an MXFP4 tensor's blocks and
+ * their scales alike); a
  * weight of one tensor per rank (rt_tensor_info.tensors: a moe's experts
  * of a Hugging Face folder, each rank its own) is read by each rank from
  * its own tensor, and the check of the file (wt_check, at every load and
@@ -59,7 +63,8 @@
  * repacked (wt_mx_repack) into kiln's (rt_quant.h: the scale byte, then
  * byte j = value j | value j + 16 << 4), nothing widened; held otherwise
  * it is widened to those f32 values (wt_mx_f32) as any tensor. A scale of
- * 255 (NaN) is refused by place. Messages:
+ * 255 (NaN) is refused by place (wt_mx_nan: of a sharded weight, by each
+ * rank in its part as it loads, so that no rank reads another's). Messages:
  *   W: 'e.gate_up_proj_blocks' is MXFP4 but its scales 'e.gate_up_proj_scales'
  *      are not in the file
  *   W: 'e.gate_up_proj_scales': U8 [2,64], for 'e.gate_up_proj_blocks'
@@ -127,13 +132,16 @@ typedef struct {
     int64_t count;
     const unsigned char *data;  /* inside the mapping, little-endian */
     /* RT_F8_E4M3: its scale (wt_fp8_scale), element (r, c) of the tensor
-     * (r a row, c a column) scaled by scale element (r / srow) * sld + c /
-     * scol */
+     * (r a row, c a column) scaled by scale element (r0 + r) / srow * sld
+     * + (c0 + c) / scol: a rank's part (wt_part) begins at row r0, column
+     * c0 of the file's tensor, whose rows are ld long (0: cols) */
     const rt_st_tensor *scale;
-    int64_t srow, scol, sld;
+    int64_t srow, scol, sld, r0, c0, ld;
     /* RT_MXFP4 of a safetensors file: NAME_blocks (data) and, in scale,
-     * NAME_scales; dims point at mx_dims */
+     * NAME_scales, a byte a block at sdata (a rank's part's); dims point
+     * at mx_dims */
     const rt_st_tensor *blocks;
+    const unsigned char *sdata;
     int64_t mx_dims[RT_MAX_RANK];
 } wt_tensor;
 
@@ -193,6 +201,7 @@ static void wt_mx_tensor(const wt_file *f, const char *name, const rt_st_tensor 
     t->data = b->data;
     t->blocks = b;
     t->scale = sn ? rt_st_find(&f->st, sn) : NULL;
+    t->sdata = t->scale ? t->scale->data : NULL;
 }
 
 /* Tensor `name` of f (f NULL: none) into *t: 1 when found, else 0. A
@@ -203,14 +212,14 @@ static int wt_find(const wt_file *f, const char *name, wt_tensor *t)
     if (f && f->gguf) {
         const rt_gguf_tensor *g = f->g.find(f->g.g, name);
         if (g)
-            *t = (wt_tensor){g->name, g->store, g->rank, g->dims, g->count, g->data, NULL, 0, 0, 0,
-                             NULL, {0}};
+            *t = (wt_tensor){.name = g->name, .store = g->store, .rank = g->rank, .dims = g->dims,
+                             .count = g->count, .data = g->data};
         return g != NULL;
     }
     const rt_st_tensor *s = f ? rt_st_find(&f->st, name) : NULL;
     if (s) {
-        *t = (wt_tensor){s->name, st_store[s->dtype], s->rank, s->dims, s->count, s->data,
-                         NULL, 0, 0, 0, NULL, {0}};
+        *t = (wt_tensor){.name = s->name, .store = st_store[s->dtype], .rank = s->rank,
+                         .dims = s->dims, .count = s->count, .data = s->data};
         return 1;
     }
     const rt_st_tensor *b = f ? wt_mx_blocks(f, name) : NULL;
@@ -273,7 +282,7 @@ static int wt_fp8_scale(const wt_file *f, wt_tensor *t, rt_err *e)
 static float wt_scale(const wt_tensor *t, int64_t r, int64_t c)
 {
     const rt_st_tensor *s = t->scale;
-    int64_t i = r / t->srow * t->sld + c / t->scol;
+    int64_t i = (t->r0 + r) / t->srow * t->sld + (t->c0 + c) / t->scol;
     const unsigned char *p = s->data + i * (s->dtype == RT_ST_F32 ? 4 : 2);
     if (s->dtype == RT_ST_F32) {
         uint32_t u = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -307,10 +316,19 @@ static int wt_mx_check(const wt_file *f, const wt_tensor *t, rt_err *e)
                        rt_fmt_shape(a, sizeof a, sc->rank, sc->dims), bl->name,
                        rt_fmt_shape(b, sizeof b, r, bl->dims),
                        rt_fmt_shape(c, sizeof c, r - 1, bl->dims));
-    for (int64_t i = 0; i < sc->count; i++)
-        if (sc->data[i] == 255)
-            return rt_errf(e, RT_EINVAL, "%s: '%s': element %lld is 255 (NaN)", f->path, sc->name,
-                           (long long)i);
+    return 0;
+}
+
+/* MXFP4 tensor t's scales hold no NaN (255): the whole tensor's, or a
+ * rank's part's (part r of `size` of each run of `run` scales), each
+ * named by its place in the file's tensor. */
+static int wt_mx_nan(const wt_file *f, const wt_tensor *t, int64_t run, int r, int size,
+                     rt_err *e)
+{
+    for (int64_t i = 0; i < t->count / 32; i++)
+        if (t->sdata[i] == 255)
+            return rt_errf(e, RT_EINVAL, "%s: '%s': element %lld is 255 (NaN)", f->path,
+                           t->scale->name, (long long)((i / run * size + r) * run + i % run));
     return 0;
 }
 
@@ -324,8 +342,7 @@ static void wt_mx_f32(const wt_tensor *t, float *d)
                                    -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
     for (int64_t i = 0; i < t->count / 32; i++)
         for (int k = 0; k < 32; k++)
-            d[i * 32 + k] = ldexpf(e2m1[wt_mx_nibble(t->data + i * 16, k)],
-                                   t->scale->data[i] - 127);
+            d[i * 32 + k] = ldexpf(e2m1[wt_mx_nibble(t->data + i * 16, k)], t->sdata[i] - 127);
 }
 
 /* MXFP4 tensor t into kiln's blocks at d: the scale byte, then byte j =
@@ -334,7 +351,7 @@ static void wt_mx_repack(const wt_tensor *t, unsigned char *d)
 {
     for (int64_t i = 0; i < t->count / 32; i++, d += 17) {
         const unsigned char *q = t->data + i * 16;
-        d[0] = t->scale->data[i];
+        d[0] = t->sdata[i];
         for (int j = 0; j < 16; j++)
             d[1 + j] = (unsigned char)(wt_mx_nibble(q, j) | wt_mx_nibble(q, j + 16) << 4);
     }
@@ -503,7 +520,8 @@ static int wt_reblock(const wt_file *f, const wt_tensor *t, unsigned char *d, rt
         for (int j = 0; j < 32; j++)
             if ((d[4 + j] & 0x7f) == 0x7f)
                 return rt_errf(e, RT_EINVAL, "%s: '%s': element %lld is NaN (0x%02x)", f->path,
-                               t->name, (long long)(i + j), d[4 + j]);
+                               t->name, (long long)((t->r0 + i / cols) * (t->ld ? t->ld : cols) +
+                                                    t->c0 + i % cols + j), d[4 + j]);
     }
     return 0;
 }
@@ -620,8 +638,10 @@ static int wt_source(const wt_file *f, const rt_tensor_info *w, wt_tensor *t, in
     if (*found && t->store < 0)
         return rt_errf(e, RT_EINVAL, "%s: '%s': U8, which kiln reads only as MXFP4 blocks "
                        "('%s_blocks' with '%s_scales')", f->path, w->name, w->name, w->name);
-    if (*found && t->blocks) {
+    if (*found && t->blocks) {              /* a part's scales: as it is read */
         int rc = wt_mx_check(f, t, e);
+        if (!rc && !w->shard_of)
+            rc = wt_mx_nan(f, t, t->count / 32, 0, 1, e);
         if (rc)
             return rc;
     }
@@ -726,12 +746,38 @@ static int wt_make(const wt_file *f, const wt_tensor *src, const rt_tensor_info 
     return rc;
 }
 
+/* The file's bytes of n values of t: FP8's one a value, MXFP4's 16 a
+ * block of 32 (its scales apart), else as it is held. */
+static int64_t wt_file_bytes(const wt_tensor *t, int64_t n)
+{
+    return t->store == RT_F8_E4M3 ? n : t->blocks ? n / 32 * 16 : rt_store_bytes(t->store, n);
+}
+
+/* Part `r` of each of `outer` runs of `size` parts of `bytes` at p: p's
+ * own bytes when outer is 1, else the parts copied into *owned
+ * (rt_alloc'd); NULL when out of memory. */
+static const unsigned char *wt_runs(const unsigned char *p, int64_t outer, int64_t bytes, int r,
+                                    int size, void **owned)
+{
+    if (outer == 1)
+        return p + bytes * r;
+    unsigned char *d = *owned = rt_alloc((size_t)(bytes * outer));
+    for (int64_t o = 0; d && o < outer; o++)
+        memcpy(d + o * bytes, p + (o * size + r) * bytes, (size_t)bytes);
+    return d;
+}
+
 /* t, the whole of a sharded weight w in the file ([outer, of, inner]
  * around its shard axis), becomes this rank's part ([outer, len, inner]):
  * a view of the mapping when outer is 1, else the runs copied into
- * *owned (rt_alloc'd). Only the part's bytes are read. A quantized
- * tensor's runs must hold whole blocks. */
-static int wt_part(wt_tensor *t, const rt_tensor_info *w, void **owned, rt_err *e)
+ * owned[0] (rt_alloc'd). Only the part's bytes are read. A quantized
+ * tensor's runs must hold whole blocks; an MXFP4 tensor's scales are cut
+ * alike (into owned[1]), a NaN among them refused (each rank checks
+ * its own); an FP8 tensor's part keeps the place it begins
+ * at in the whole (r0, c0, ld), where its scale is read, and is a run of
+ * rows (outer 1) or of columns (the last axis). */
+static int wt_part(const wt_file *f, wt_tensor *t, const rt_tensor_info *w, void **owned,
+                   rt_err *e)
 {
     const rt_ranks *rk = rt_ranks_now();
     int a = w->shard_axis;
@@ -743,49 +789,45 @@ static int wt_part(wt_tensor *t, const rt_tensor_info *w, void **owned, rt_err *
     if (w->shard_of / len != rk->size || rk->rank >= rk->size)
         return rt_errf(e, RT_EINVAL, "weight '%s' is split over %lld ranks; this is rank %d of %d",
                        w->name, (long long)(w->shard_of / len), rk->rank, rk->size);
-    int64_t run = len * inner, bytes = rt_store_bytes(t->store, run);
-    int64_t stride = rt_store_bytes(t->store, w->shard_of * inner), at = bytes * rk->rank;
-    if (bytes * rk->size != stride)
+    int64_t run = len * inner, bytes = wt_file_bytes(t, run);
+    if (bytes * rk->size != wt_file_bytes(t, w->shard_of * inner))
         return rt_errf(e, RT_EINVAL, "weight '%s': its parts of %lld values do not hold whole "
                        "blocks", w->name, (long long)run);
-    *owned = NULL;
-    if (outer > 1) {
-        unsigned char *d = rt_alloc((size_t)(bytes * outer));
-        if (!d)
-            return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
-                           (long long)(bytes * outer));
-        for (int64_t o = 0; o < outer; o++)
-            memcpy(d + o * bytes, t->data + o * stride + at, (size_t)bytes);
-        *owned = d;
-        t->data = d;
-    } else {
-        t->data += at;
-    }
+    if (t->store == RT_F8_E4M3 && a == w->rank - 1)
+        t->c0 = len * rk->rank, t->ld = w->shard_of;
+    else if (t->store == RT_F8_E4M3 && outer == 1)
+        t->r0 = run / wt_cols(t) * rk->rank;
+    else if (t->store == RT_F8_E4M3)
+        return rt_errf(e, RT_EINVAL, "weight '%s': F8_E4M3 split along axis %d of %d, where "
+                       "kiln reads no part of it", w->name, a, w->rank);
+    t->data = wt_runs(t->data, outer, bytes, rk->rank, rk->size, &owned[0]);
+    if (t->data && t->blocks)
+        t->sdata = wt_runs(t->sdata, outer, run / 32, rk->rank, rk->size, &owned[1]);
+    if (!t->data || (t->blocks && !t->sdata))
+        return rt_errf(e, RT_EINTERNAL, "weight '%s': out of memory (%lld bytes)", w->name,
+                       (long long)(bytes * outer));
     t->dims = w->dims;
     t->count = w->count;
-    return 0;
+    return t->blocks ? wt_mx_nan(f, t, run / 32, rk->rank, rk->size, e) : 0;
 }
 
 /* One weight (its source checked): this rank's part of it when sharded. */
 static int wt_one(const wt_file *f, const rt_tensor_info *w0, void **out, rt_err *e)
 {
     wt_tensor t;
-    void *owned = NULL;
+    void *owned[2] = {NULL, NULL};
     const rt_ranks *rk = rt_ranks_now();
     rt_tensor_info mine = wt_of_rank(w0, rk->rank), *w = &mine;
     if (w0->tensors && (!mine.name || wt_of_rank(w0, rk->size).name))
         return rt_errf(e, RT_EINVAL, "weight '%s' is one tensor of the file per rank, for another "
                        "number of ranks; this is rank %d of %d", w0->name, rk->rank, rk->size);
     int found, rc = wt_source(f, w, &t, &found, e);
-    if (!rc && found && w->shard_of && (t.store == RT_F8_E4M3 || t.blocks))
-        rc = rt_errf(e, RT_EINVAL, "%s: weight '%s' is %s, which kiln does not split over ranks "
-                     "yet (convert the file to bf16, or run one rank)", f->path, w->name,
-                     t.blocks ? "MXFP4" : "FP8");
     if (!rc && found && w->shard_of)
-        rc = wt_part(&t, w, &owned, e);
+        rc = wt_part(f, &t, w, owned, e);
     if (!rc)
         rc = wt_make(f, found ? &t : NULL, w, out, e);
-    rt_free(owned);
+    rt_free(owned[0]);
+    rt_free(owned[1]);
     return rc;
 }
 

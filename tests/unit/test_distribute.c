@@ -6,7 +6,8 @@
  * The Megatron layout of a Llama is pinned, and Mixtral's experts of one
  * tensor each (each rank reading its own; a stack of more than 64 too),
  * and refusals name the dimension and the rank counts that work
- * (mistral's one KV head among them, the experts 3 ranks do not split). */
+ * (mistral's one KV head among them, the experts 3 ranks do not split,
+ * an FP8 weight's row of blocks of 32 that 8 ranks do not split). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -184,9 +185,8 @@ static void gpt2_whole(void **state) { (void)state; agree("gpt2", 2, 2); }
 /* Experts of one tensor each, split by experts: each rank reads its own. */
 static void mixtral_experts_split(void **state) { (void)state; agree("mixtral", 1, 2); }
 static void qwen3_moe_experts_split(void **state) { (void)state; agree("qwen3_moe", 3, 2); }
-/* gpt-oss: sinks split with the query heads (its experts, read through
- * views, stay whole here: the pass splits views only knowing the file's
- * storage, --weight-dtype auto's; tests/mpi.sh builds them split). */
+/* gpt-oss: sinks split with the query heads, its experts, read through
+ * views, split by experts beneath them (tests/mpi.sh: MXFP4 ones too). */
 static void gpt_oss_sinks_views(void **state) { (void)state; agree("gpt_oss", 3, 2); }
 
 /* count of lines of text that hold `part` */
@@ -459,6 +459,53 @@ static void refusals(void **state)
     free(err);
 }
 
+/* Weights held f8_e4m3 as the file stores them (--weight-dtype auto's
+ * stores): the column-parallel one split by rows, the row-parallel one by
+ * columns where N divides a row's 4 blocks of 32 (its parts may begin
+ * inside a 128-wide scale block: each rank reads its places' scales);
+ * over 8 ranks a part would be half a block, refused by the linear's
+ * name with the rank counts that work. */
+static void fp8_held(void **state)
+{
+    (void)state;
+    static const char text[] = "graph t\n"
+                               "  input  %0 \"x\" : f32[1,64]\n"
+                               "  weight %1 \"up\" : f32[128,64]\n"
+                               "  weight %2 \"down\" : f32[64,128]\n"
+                               "  %3 \"h\" = linear %0, %1 : f32[1,128]\n"
+                               "  %4 \"y\" = linear %3, %2 : f32[1,64]\n"
+                               "  output %4\n";
+    static const Storage f8[2] = {ST_F8_E4M3, ST_F8_E4M3};
+    Arena *a = arena_new();
+    for (int n = 2; n <= 8; n *= 2) {
+        Diags d;
+        diag_init(&d, a, "t.kir");
+        Module *m = ir_parse(a, "t.kir", text, &d);
+        assert_non_null(m);
+        PassCtx cx = {.d = &d, .verify = 1, .ranks = n, .weight_stores = f8};
+        if (n == 8) {
+            assert_int_equal(pass_distribute(m, &cx), -1);
+            assert_int_equal(d.n, 1);
+            assert_string_equal(d.lines[0], "t.kir: line 6: y: the 4 blocks of 32 in a row of its "
+                                            "f8_e4m3 weight do not split evenly over 8 ranks; "
+                                            "--ranks that split every sharded dimension: 1, 2, 4");
+            continue;
+        }
+        assert_int_equal(pass_distribute(m, &cx), 1);
+        ir_verify_graph(m);
+        char *g = tl_graph_text(m);
+        tl_assert_has(g, arena_printf(a, "\"up\" : f32[%d,64] shard(axis=0, of=128, ranks=%d)\n",
+                                      128 / n, n));
+        tl_assert_has(g, arena_printf(a, "\"down\" : f32[64,%d] shard(axis=1, of=128, ranks=%d)\n",
+                                      128 / n, n));
+        tl_assert_has(g, "\"y\" = allreduce ");
+        assert_int_equal(cx.weight_stores[0], ST_F8_E4M3);
+        assert_int_equal(cx.weight_stores[1], ST_F8_E4M3);
+        free(g);
+    }
+    arena_free(a);
+}
+
 /* At 1 rank the pass changes nothing. */
 static void one_rank(void **state)
 {
@@ -560,6 +607,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(llama_layout),
         cmocka_unit_test(refusals),
+        cmocka_unit_test(fp8_held),
         cmocka_unit_test(one_rank),
         cmocka_unit_test(shard_text),
         cmocka_unit_test(llama_decode),

@@ -5,7 +5,8 @@
  * scalar C (the Makefile builds this test against the kernel's AVX-512
  * path and again its portable C, test_fp8_c) and near the f32 product;
  * rt_load_weights of an FP8 safetensors tensor with each kind of scale,
- * held as f8_e4m3 (re-blocked) and as f32 (widened), and its faults. */
+ * held as f8_e4m3 (re-blocked) and as f32 (widened), and its faults;
+ * a rank's part of one, by rows or by columns, scaled as in the whole. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -258,6 +259,85 @@ static void loader(void **state)
     assert_null(q);
 }
 
+/* Rank `rank` of n's part of "w.weight" [256, 256] in the file at path,
+ * split along axis, held as store, into *out. */
+static int load_part(const char *path, int rank, int n, int axis, int store, void **out,
+                     rt_err *e)
+{
+    int64_t len = 256 / n;
+    rt_tensor_info info = {.name = "w.weight", .dtype = RT_F32, .rank = 2,
+                           .dims = {axis ? 256 : len, axis ? len : 256}, .count = 256 * len,
+                           .store = store, .quantize = rt_quantize, .shard_axis = axis,
+                           .shard_of = 256};
+    rt_ranks_set(&(rt_ranks){rank, n, NULL, NULL});
+    int rc = rt_load_weights(path, &info, 1, out, e);
+    rt_ranks_set(&(rt_ranks){0, 1, NULL, NULL});
+    return rc;
+}
+
+/* A [256, 256] FP8 tensor split over 2 and 4 ranks, by rows and by
+ * columns, with each kind of scale (blocks of 128 x 128 of four scales:
+ * parts of 64 begin inside them), held as f8_e4m3 and as f32: rank r's
+ * part holds the whole tensor's values at its places, each scaled by the
+ * scale of its place in the whole; a NaN byte is named by its place in
+ * the whole. */
+static void parts(void **state)
+{
+    (void)state;
+    enum { D = 256 };
+    static unsigned char w[D * D];
+    for (int r = 0; r < D; r++)
+        for (int c = 0; c < D; c++)
+            w[r * D + c] = codes[(3 * r + c) % 8];
+    float sb[4] = {0.5f, 3.0f, 0.25f, 7.0f}, sr[D], st = 0.125f;
+    for (int r = 0; r < D; r++)
+        sr[r] = (float)(r + 1) / 32;
+    struct {
+        const char *name;
+        int rank;
+        int64_t dims[2];
+        const float *s;
+    } kinds[] = {{"w.weight_scale_inv", 2, {2, 2}, sb}, {"w.weight_scale", 2, {D, 1}, sr},
+                 {"w.weight_scale", 1, {1}, &st}};
+    const char *path = tl_tmp_path("parts.safetensors");
+    char why[256];
+    for (int k = 0; k < 3; k++) {
+        ImpTensor t[2] = {{"w.weight", "F8_E4M3", 2, {D, D}, w},
+                          {kinds[k].name, "F32", kinds[k].rank, {kinds[k].dims[0], kinds[k].dims[1]},
+                           kinds[k].s}};
+        assert_int_equal(imp_st_write(path, t, 2, why, sizeof why), 0);
+        for (int n = 2; n <= 4; n += 2)
+            for (int axis = 0; axis < 2; axis++)
+                for (int held = 0; held < 2; held++)
+                    for (int rank = 0; rank < n; rank++) {
+                        void *q = NULL;
+                        rt_err e = {0, ""};
+                        assert_int_equal(load_part(path, rank, n, axis, held ? RT_F32 : RT_F8_E4M3,
+                                                   &q, &e), 0);
+                        int64_t len = D / n, rows = axis ? D : len, cols = axis ? len : D;
+                        for (int64_t i = 0; i < rows; i++)
+                            for (int64_t j = 0; j < cols; j++) {
+                                int64_t r = axis ? i : rank * len + i, c = axis ? rank * len + j : j;
+                                float s = k == 0 ? sb[r / 128 * 2 + c / 128] : k == 1 ? sr[r] : st;
+                                float v = held ? ((float *)q)[i * cols + j]
+                                               : rt_f8_e4m3_at(q, i * cols + j);
+                                assert_true(v == rt_e4m3_f32(w[r * D + c]) * s);
+                            }
+                        rt_free(q);
+                    }
+    }
+    w[200 * D + 150] = 0xff;
+    ImpTensor t[2] = {{"w.weight", "F8_E4M3", 2, {D, D}, w}, {"w.weight_scale", "F32", 1, {1}, &st}};
+    assert_int_equal(imp_st_write(path, t, 2, why, sizeof why), 0);
+    for (int axis = 0; axis < 2; axis++) {
+        void *q = NULL;
+        rt_err e = {0, ""};
+        assert_int_equal(load_part(path, 1, 2, axis, RT_F8_E4M3, &q, &e), RT_EINVAL);
+        assert_non_null(strstr(e.msg, "'w.weight': element 51350 is NaN (0xff)"));
+        assert_null(q);
+    }
+}
+
 /* A scale missing: the weight's own message (the file has no companion). */
 static void scale_missing(void **state)
 {
@@ -285,6 +365,7 @@ int main(void)
         cmocka_unit_test(gemm),
         cmocka_unit_test(loader),
         cmocka_unit_test(scale_missing),
+        cmocka_unit_test(parts),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }

@@ -4,8 +4,9 @@
  * (value 2j the low nibble of byte j), the kiln block bytes the loader
  * repacks them into (the scale, then byte j = value j | value j + 16 << 4)
  * checked byte by byte, the values widened to f32 and read back from the
- * repacked blocks (rt_mxfp4_at) checked against the E2M1 table; and the
- * bad files, each refused in one line naming its tensor. */
+ * repacked blocks (rt_mxfp4_at) checked against the E2M1 table; a rank's
+ * part (by experts, by rows) of blocks and scales; and the bad files,
+ * each refused in one line naming its tensor. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,12 +144,78 @@ static void nan_and_u8(void **state)
                                   "with 'w_scales')"));
 }
 
+/* w [2, 2, 32] of four blocks (the rows above: 0, 1, 1, 0) split over 2
+ * ranks by axis 0 (each rank a run of two: a view of the file) and by
+ * axis 1 (a block of each run: copied), held as mxfp4 and as f32: rank
+ * r's blocks and scales are its part's; by axis 2 a part would be half a
+ * block, refused; a NaN scale is refused by the rank whose part holds it,
+ * named by its place in the file's tensor. */
+static void parts(void **state)
+{
+    (void)state;
+    static const int row[4] = {0, 1, 1, 0};
+    unsigned char b[4][16], sc[4];
+    for (int i = 0; i < 4; i++) {
+        memcpy(b[i], file_blocks[row[i]], 16);
+        sc[i] = file_scales[row[i]];
+    }
+    ImpTensor t[2] = {{"w_blocks", "U8", 4, {2, 2, 1, 16}, b}, {"w_scales", "U8", 3, {2, 2, 1}, sc}};
+    char why[256];
+    const char *path = tl_tmp_path("parts.safetensors");
+    assert_int_equal(imp_st_write(path, t, 2, why, sizeof why), 0);
+    for (int axis = 0; axis < 3; axis++)
+        for (int held = 0; held < 2; held++)
+            for (int r = 0; r < 2; r++) {
+                rt_tensor_info info = {.name = "w", .dtype = RT_F32, .rank = 3, .dims = {2, 2, 32},
+                                       .count = 64, .store = held ? RT_F32 : RT_MXFP4,
+                                       .shard_axis = axis};
+                info.shard_of = info.dims[axis];
+                info.dims[axis] /= 2;
+                void *q = NULL;
+                rt_err e = {0, ""};
+                rt_ranks_set(&(rt_ranks){r, 2, NULL, NULL});
+                int rc = rt_load_weights(path, &info, 1, &q, &e);
+                rt_ranks_set(&(rt_ranks){0, 1, NULL, NULL});
+                if (axis == 2) {
+                    assert_int_equal(rc, RT_EINVAL);
+                    assert_non_null(strstr(e.msg, "weight 'w': its parts of 16 values do not hold "
+                                                  "whole blocks"));
+                    continue;
+                }
+                assert_int_equal(rc, 0);
+                for (int i = 0; i < 2; i++) {          /* the part's blocks: whole block j */
+                    int j = axis == 0 ? 2 * r + i : 2 * i + r;
+                    if (!held)
+                        assert_memory_equal((unsigned char *)q + i * 17, kiln_blocks[row[j]], 17);
+                    for (int k = 0; k < 32; k++)
+                        assert_true((held ? ((float *)q)[i * 32 + k] : rt_mxfp4_at(q, i * 32 + k)) ==
+                                    want(row[j], k));
+                }
+                rt_free(q);
+            }
+    sc[3] = 255;                    /* a NaN scale: refused by the rank that reads it */
+    assert_int_equal(imp_st_write(path, t, 2, why, sizeof why), 0);
+    for (int r = 0; r < 2; r++) {
+        rt_tensor_info info = {.name = "w", .dtype = RT_F32, .rank = 3, .dims = {2, 1, 32},
+                               .count = 64, .store = RT_MXFP4, .shard_axis = 1, .shard_of = 2};
+        void *q = NULL;
+        rt_err e = {0, ""};
+        rt_ranks_set(&(rt_ranks){r, 2, NULL, NULL});
+        int rc = rt_load_weights(path, &info, 1, &q, &e);
+        rt_ranks_set(&(rt_ranks){0, 1, NULL, NULL});
+        assert_int_equal(rc, r ? RT_EINVAL : 0);
+        assert_true(r ? strstr(e.msg, "'w_scales': element 3 is 255 (NaN)") != NULL : q != NULL);
+        rt_free(q);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(repacked),
         cmocka_unit_test(bad_files),
         cmocka_unit_test(nan_and_u8),
+        cmocka_unit_test(parts),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
 }
