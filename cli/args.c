@@ -74,7 +74,7 @@ int cli_parse_opts(Opts *o, int argc, char **argv)
     o->tol = -1;                    /* unset: tolerance() decides */
     o->seed = 1;
     o->weight_auto = 1;
-    o->chunk = 0;                   /* 64, cli_program's default */
+    o->chunk = 0;                   /* 256, cli_program's default */
     o->pp = 256, o->tg = 64, o->reps = 5;   /* bench MODEL: llama-bench's -r, the P, N */
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;

@@ -35,7 +35,8 @@
     "  --slots N                     ...with the KV caches of N sequences, a token's slot\n" \
     "                                an input: batched decode (docs/serving.md)\n" \
     "  --chunk N                     emit-c, build, run, profile of a decoder: its prefill\n" \
-    "                                variant's tokens a call (default 64; 1: none)\n" \
+    "                                variant's tokens a call (default 256; 1: none); from\n" \
+    "                                128, with one of N/4 for a prompt's rest\n" \
     "  --target LEVEL                not run: compile for native (the default: this CPU),\n" \
     "                                x86-64-v2, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512),\n" \
     "                                to run on other CPUs (docs/program.md)\n"
@@ -160,8 +161,9 @@ static const Usage usages[] = {
      "and rates, the slowest first, with percentages of kiln machine's figures when it\n"
      "has measured them. A decoder without RUN OPTIONS runs generate with a prompt of 256\n"
      "token ids and 64 tokens drawn (as llama-bench's pp256 and tg64, fewer where its KV\n"
-     "cache is smaller): its prefill chunk's kernels show as NAME@64, beside the decode\n"
-     "step's; or give `generate ...` as RUN OPTIONS.\n" MODEL_TEXT
+     "cache is smaller): its prefill chunks' kernels show as NAME@256 (and NAME@64 for\n"
+     "the prompt's rest), beside the decode step's; or give `generate ...` as RUN\n"
+     "OPTIONS.\n" MODEL_TEXT
      "\n" RUN_OPTS "\n" MODEL_OPTS "\n" EXIT_TEXT},
     {"check",
      "usage: kiln check MODEL [CHECK OPTIONS] [options]\n"

@@ -2,38 +2,44 @@
  * and profile.
  *
  * A model that is not a decoder (ir_decoder) is one program as it always
- * was. A decoder (what `kiln import` writes) becomes two shape variants
- * in one program: the leader, a decode step at T = 1, and a prefill
- * chunk at T = --chunk (64; at most the cache's rows), each a clone of
- * the graph as loaded (ir_clone: the model is read once) re-inferred at
- * its T (ir_decoder_tokens), compiled by pass_pipeline_variants so that
- * they share every weight's layout; the chunk hangs on the leader as
- * Module.variants, which codegen writes beside it (NAME_run_chunk). A
- * slotted decoder of N > 1 slots (kiln import --slots N) gets a third, the
- * batch at T = N (NAME_run_batch): a token of each of up to N sequences a
- * call. A decoder whose graph does not hold at another T (reshapes that
- * spell T out) stays one variant, said with -v. */
+ * was. A decoder (what `kiln import` writes) becomes shape variants in
+ * one program: the leader, a decode step at T = 1, and a prefill chunk at
+ * T = --chunk (256; at most the cache's rows), each a clone of the graph
+ * as loaded (ir_clone: the model is read once) re-inferred at its T
+ * (ir_decoder_tokens), compiled by pass_pipeline_variants so that they
+ * share every weight's layout; the others hang on the leader as
+ * Module.variants, each with its role, which codegen writes beside it
+ * (NAME_run_ROLE): the chunk ("chunk"); a slotted decoder's of N > 1
+ * slots (kiln import --slots N) batch at T = N ("batch"): a token of each
+ * of up to N sequences a call; and with a chunk of 128 tokens or more, a
+ * chunk of a quarter of it for the rest of a prompt ("rest"), so that a
+ * prompt's last few tokens do not pay for a whole chunk (the prefill's
+ * layout: runtime/gen/rt_decode.c). Both chunks give their last row's
+ * logits alone. A decoder whose graph does not hold at another T
+ * (reshapes that spell T out) stays one variant, said with -v; one that
+ * holds at C but not at C / 4 has no rest chunk. */
 #include "cli.h"
 #include "codegen/codegen.h"
 #include "passes/passes.h"
 
+#include <string.h>
 #include <unistd.h>
 
 typedef struct {
     const Module *model;        /* the decoder as loaded, never compiled */
-    int64_t T[3];
+    int64_t T[4];               /* tokens a call of each variant */
+    int last[4];                /* 1: its last row's logits alone (a prefill chunk) */
 } Fresh;
 
-/* A fresh copy of the model at T[i] tokens a call (the prefill chunk, i
- * = 1: its last token's logits alone); NULL when its graph does not hold
- * at T[i]. */
+/* A fresh copy of the model at T[i] tokens a call; NULL when its graph
+ * does not hold at T[i]. */
 static Module *fresh(void *user, int i)
 {
     Fresh *f = user;
     Module *m = ir_clone(f->model->a, f->model);
     Diags d;
     diag_init(&d, m->a, m->file);
-    if (ir_decoder_tokens(m, f->T[i], &d) != 0 || (i == 1 && ir_decoder_last_row(m, &d) != 0))
+    if (ir_decoder_tokens(m, f->T[i], &d) != 0 || (f->last[i] && ir_decoder_last_row(m, &d) != 0))
         return NULL;
     return m;
 }
@@ -48,33 +54,55 @@ int cli_program(Module **mp, PassCtx *cx, int64_t chunk, int verbose)
         fprintf(stderr, "kiln: %s: --chunk %lld is more than the KV cache's %lld rows: prefill "
                 "chunks of %lld\n", m->file, (long long)chunk, (long long)dec.max_seq,
                 (long long)dec.max_seq);
-    chunk = chunk ? chunk : 64;
+    chunk = chunk ? chunk : 256;
     if (chunk > dec.max_seq)
         chunk = dec.max_seq;
-    Fresh f = {ir_clone(m->a, m), {1, chunk, dec.slots}};
-    int nv = dec.slots > 1 ? 3 : 2;
-    Module *v[3] = {dec.tokens == 1 ? m : fresh(&f, 0), chunk > 1 ? fresh(&f, 1) : NULL,
-                    nv == 3 ? fresh(&f, 2) : NULL};
-    if (!v[0] || !v[1] || (nv == 3 && !v[2])) {
-        if (verbose && chunk > 1)
-            fprintf(stderr, "kiln: %s: a decoder, but its graph does not hold at %lld tokens a "
-                    "call: one variant, no prefill chunks\n", m->file, (long long)chunk);
-        return v[0] ? (*mp = v[0], pass_pipeline(v[0], cx)) : pass_pipeline(m, cx);
+    int64_t rest = chunk >= 128 ? chunk / 4 : 0;          /* the prompt's rest's chunk */
+    Fresh f = {ir_clone(m->a, m), {1}, {0}};
+    static const char *const roles[4] = {NULL, "chunk", "batch", "rest"};
+    int64_t want[4] = {1, chunk > 1 ? chunk : 0, dec.slots > 1 ? dec.slots : 0, rest};
+    Module *v[4] = {dec.tokens == 1 ? m : fresh(&f, 0)};
+    const char *role[4] = {NULL};
+    if (!v[0])
+        return pass_pipeline(m, cx);
+    int nv = 1;
+    for (int r = 1; r < 4; r++) {
+        if (!want[r])
+            continue;
+        f.T[nv] = want[r];
+        f.last[nv] = r != 2;
+        if (!(v[nv] = fresh(&f, nv)) && r == 3)     /* none: the prompt's rest as before */
+            continue;
+        if (!v[nv]) {
+            if (verbose && r == 1)
+                fprintf(stderr, "kiln: %s: a decoder, but its graph does not hold at %lld tokens "
+                        "a call: one variant, no prefill chunks\n", m->file, (long long)chunk);
+            return *mp = v[0], pass_pipeline(v[0], cx);
+        }
+        role[nv++] = roles[r];
     }
+    if (nv == 1)
+        return *mp = v[0], pass_pipeline(v[0], cx);
     if (pass_pipeline_variants(v, nv, cx, fresh, &f) != 0)
         return -1;
     v[0]->variants = arena_alloc(v[0]->a, sizeof *v[0]->variants * (size_t)(nv - 1));
-    for (int i = 1; i < nv; i++)
+    for (int i = 1; i < nv; i++) {
+        v[i]->role = role[i];
         v[0]->variants[i - 1] = v[i];
+    }
     v[0]->nvariants = nv - 1;
     *mp = v[0];
     if (verbose)
-        fprintf(stderr, "kiln: %s: decoder variants: decode (1 token, %d kernels) and prefill "
-                "(%lld tokens, %d kernels)\n", m->file, v[0]->prog->nkernels, (long long)chunk,
-                v[1]->prog->nkernels);
-    if (verbose && nv == 3)
-        fprintf(stderr, "kiln: %s: and batch (%lld sequences a token each, %d kernels)\n",
-                m->file, (long long)dec.slots, v[2]->prog->nkernels);
+        fprintf(stderr, "kiln: %s: decoder variants: decode (1 token, %d kernels)", m->file,
+                v[0]->prog->nkernels);
+    for (int i = 1; verbose && i < nv; i++)
+        fprintf(stderr, "%s %s (%lld %s, %d kernels)", i + 1 < nv ? "," : " and",
+                !strcmp(role[i], "chunk") ? "prefill" : !strcmp(role[i], "rest")
+                ? "the prompt's rest" : "batch", (long long)f.T[i],
+                !strcmp(role[i], "batch") ? "sequences a token each" : "tokens",
+                v[i]->prog->nkernels);
+    if (verbose)
+        fputc('\n', stderr);
     return 0;
 }
 

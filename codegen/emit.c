@@ -346,8 +346,14 @@ static void run_kernels(FILE *f, const Module *m, const char *fn)
     fputs("    return rc;\n}\n\n", f);
 }
 
-/* The variants' entry points: Module.variants[j] is NAME_run_<vname[j]>. */
-static const char *const vname[2] = {"chunk", "batch"};
+/* The variant of m with role `role` (Module.role), or NULL. */
+static const Module *role_variant(const Module *m, const char *role)
+{
+    for (int j = 0; j < m->nvariants; j++)
+        if (!strcmp(m->variants[j]->role, role))
+            return m->variants[j];
+    return NULL;
+}
 
 /* The kernels before variant j's (the leader's, then each variant's). */
 static int kernels_before(const Module *m, int j)
@@ -358,11 +364,12 @@ static int kernels_before(const Module *m, int j)
     return n;
 }
 
-/* A decoder's shape variants (Module.variants[j]: the prefill chunk, and a
- * slotted decoder's batch): their kernels, numbered on after the leader's
- * so that their C names differ, over the same handle (weights, state,
- * arena), and NAME_run_chunk (NAME_run_batch), which runs them, timed as
- * the leader's are when a profile is attached (run_timed). */
+/* A decoder's shape variants (Module.variants[j]: the prefill chunk, a
+ * slotted decoder's batch, the prompt's rest's chunk): their kernels,
+ * numbered on after the leader's so that their C names differ, over the
+ * same handle (weights, state, arena), and NAME_run_ROLE (Module.role),
+ * which runs them, timed as the leader's are when a profile is attached
+ * (run_timed). */
 static void variant(CgCx *cx, const Module *m, int j)
 {
     FILE *f = cx->f;
@@ -374,14 +381,14 @@ static void variant(CgCx *cx, const Module *m, int j)
     vx.m = v;
     for (int i = 0; i < v->prog->nkernels; i++)
         cg_kernel(&vx, v->prog->kernels[i]);
-    run_kernels(f, v, arena_printf(m->a, "kiln_run_%s_kernels", vname[j]));
+    run_kernels(f, v, arena_printf(m->a, "kiln_run_%s_kernels", v->role));
 }
 
-/* NAME_run_chunk (NAME_run_batch), after run_timed. */
+/* NAME_run_ROLE, after run_timed. */
 static void variant_run(FILE *f, const Module *m, int j)
 {
     const Module *v = m->variants[j];
-    const char *n = m->name, *vn = vname[j];
+    const char *n = m->name, *vn = v->role;
     int first = kernels_before(m, j);
     fprintf(f, "int %s_run_%s(%s_model *m, const void *const *inputs, void *const *outputs)\n{\n",
             n, vn, n);
@@ -408,7 +415,7 @@ static int timed_kernels(const Module *m)
 static void run_timed(FILE *f, const Module *m)
 {
     int nk = timed_kernels(m);
-    const char *at[2] = {"@variant", "@variant"};
+    const char *at[3] = {"@variant", "@variant", "@variant"};
     for (int j = 0; j < m->nvariants; j++) {
         IrDecoder dec;
         if (ir_decoder(m->variants[j], &dec))
@@ -491,14 +498,16 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
     fputs("    kiln_inputs, kiln_outputs, kiln_weights, kiln_states,\n"
           "    kiln_open, kiln_status, kiln_error, kiln_run, kiln_close,\n", f);
     fprintf(f, "    %d, kiln_kernels, kiln_profile, KILN_MACHINE,\n", timed_kernels(m));
-    if (m->nvariants)
+    const Module *chunk = role_variant(m, "chunk"), *bv = role_variant(m, "batch");
+    const Module *rest = role_variant(m, "rest");
+    if (chunk)
         fprintf(f, "    %lld, kiln_run_chunk, kiln_reset, NULL,",
-                (long long)m->variants[0]->inputs[0]->dims[0]);
+                (long long)chunk->inputs[0]->dims[0]);
     else
         fputs("    0, NULL, kiln_reset, NULL,", f);
-    const char *batch = m->nvariants > 1 ? arena_printf(m->a, "%lld, kiln_run_batch",
-                                           (long long)m->variants[1]->inputs[0]->dims[0])
-                                         : "0, NULL";
+    const char *batch = bv ? arena_printf(m->a, "%lld, kiln_run_batch",
+                                          (long long)bv->inputs[0]->dims[0])
+                           : "0, NULL";
     fprintf(f, " %s,\n    ", cg_rt_uses(m, fl) >> CG_RT_GEN & 1 ? "rt_generate" : "NULL");
     cg_print_cstring(f, KILN_VERSION);
     fputs(fl == CG_CC ? ", KILN_BUILD_FLAGS" : ", \"the JIT: libtcc, in memory (kiln run)\"", f);
@@ -510,8 +519,12 @@ static void descriptor(FILE *f, const Module *m, CgFlavour fl)
         else
             fputs("NULL", f);
     }
-    fprintf(f, ",\n    %s,\n    %s,\n};\n", batch,
+    fprintf(f, ",\n    %s,\n    %s,\n", batch,
             cg_rt_uses(m, fl) >> CG_RT_SERVE & 1 ? "rt_serve" : "NULL");
+    if (rest)
+        fprintf(f, "    %lld, kiln_run_rest,\n};\n", (long long)rest->inputs[0]->dims[0]);
+    else
+        fputs("    0, NULL,\n};\n", f);
     if (fl == CG_CC && cg_ranks(m) > 1)
         fprintf(f, "\n#ifndef KILN_NO_MAIN\nint main(int argc, char **argv)\n{\n"
                 "    return rt_mpi_main(argc, argv, &kiln_model, %d);\n}\n#endif\n", cg_ranks(m));
@@ -562,7 +575,7 @@ unsigned cg_rt_uses(const Module *m, CgFlavour fl)
     if (ir_decoder(m, &dec) && dec.tokens == 1)
         uses |= 1u << CG_RT_GEN;
     if (fl == CG_CC && ir_decoder(m, &dec) && dec.tokens == 1 && dec.slots > 1 &&
-        m->nvariants > 1)
+        role_variant(m, "batch"))
         uses |= 1u << CG_RT_SERVE;
     for (int i = 0; i < m->prog->nbufs; i++)
         if (storage_block(m->prog->bufs[i]->store))
@@ -649,7 +662,7 @@ static void api_decls(FILE *f, const Module *m)
     fprintf(f, "void %s_reset(%s_model *m);\n", n, n);
     for (int j = 0; j < m->nvariants; j++)
         fprintf(f, "int %s_run_%s(%s_model *m, const void *const *inputs, void *const *outputs);\n",
-                n, vname[j], n);
+                n, m->variants[j]->role, n);
     fprintf(f, "void %s_close(%s_model *m);\n\n", n, n);
 }
 
@@ -735,18 +748,25 @@ void cg_emit_header(FILE *f, const Module *m)
     fprintf(f, "int %s_run(%s_model *m, const void *const *inputs, void *const *outputs);\n", n, n);
     fputs("/* Zeroes the state (KV caches). */\n", f);
     fprintf(f, "void %s_reset(%s_model *m);\n", n, n);
-    if (m->nvariants) {
+    const Module *chunk = role_variant(m, "chunk"), *batch = role_variant(m, "batch");
+    const Module *rest = role_variant(m, "rest");
+    if (chunk) {
         fprintf(f, "/* The prefill variant: as %s_run, with %lld tokens and positions a call\n"
-                   " * and their %lld rows of logits, over the same weights and state. */\n", n,
-                (long long)m->variants[0]->inputs[0]->dims[0],
-                (long long)m->variants[0]->inputs[0]->dims[0]);
+                   " * and the logits of the last, over the same weights and state. */\n", n,
+                (long long)chunk->inputs[0]->dims[0]);
         fprintf(f, "int %s_run_chunk(%s_model *m, const void *const *inputs, void *const *outputs);\n",
                 n, n);
     }
-    if (m->nvariants > 1) {
+    if (rest) {
+        fprintf(f, "/* The same with %lld tokens a call: a prompt's rest. */\n",
+                (long long)rest->inputs[0]->dims[0]);
+        fprintf(f, "int %s_run_rest(%s_model *m, const void *const *inputs, void *const *outputs);\n",
+                n, n);
+    }
+    if (batch) {
         fprintf(f, "/* The batch variant of a slotted decoder: %lld rows a call, each a token\n"
                    " * of the sequence in its slot (inputs tokens, positions, slots). */\n",
-                (long long)m->variants[1]->inputs[0]->dims[0]);
+                (long long)batch->inputs[0]->dims[0]);
         fprintf(f, "int %s_run_batch(%s_model *m, const void *const *inputs, void *const *outputs);\n",
                 n, n);
     }

@@ -282,6 +282,10 @@ struct Module {
      * writes them into the same program (NULL, 0: none). */
     struct Module **variants;
     int nvariants;
+    /* A variant's role, its entry point NAME_run_ROLE: "chunk" (the
+     * prefill chunk), "batch" (a slotted decoder's), "rest" (the smaller
+     * prefill chunk of a prompt's rest); NULL for the leader. */
+    const char *role;
     /* The model folder's files a program built of it opens by default
      * (rt_model.weights_file, .tokenizer_file): absolute paths, set by
      * the command line for emit-c and build of a folder; NULL: none. */

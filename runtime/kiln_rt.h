@@ -493,6 +493,11 @@ struct rt_model {
     /* `PROG serve` (rt_serve.h: rt_serve) for a slotted decoder built
      * for serving; NULL: the program has no serving part and says so */
     int (*serve)(int argc, char **argv, const rt_model *md);
+    /* a decoder with a second, smaller prefill variant for the rest of a
+     * prompt: run_rest runs `rest` tokens a call (rest 0, run_rest NULL:
+     * none; rt_decode.c) */
+    int rest;
+    int (*run_rest)(void *h, const void *const *in, void *const *out);
 };
 /* What `PROG generate` says of a model that is no decoder (%s: its name),
  * with or without the generation part. */

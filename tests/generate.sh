@@ -9,7 +9,8 @@
 # chunks, of a padded chunk and whole chunks, and one that fills the cache;
 # --prefill-min 2: a chunk for 2 tokens or more before the whole chunks),
 # decode-only (--chunk 1), the default chunk
-# (64) from the folder itself, and the JIT; GPT-2, gemma, gemma2,
+# (the cache's 64 rows) from the folder itself, and the JIT; a chunk of
+# 128 with the rest's of 32 (four layouts); GPT-2, gemma, gemma2,
 # gemma3_text, mistral, mixtral, phi3, qwen3 and qwen3_moe folders under
 # the JIT too, and with their own
 # tokenizer.json qwen3_moe, gpt2 (byte-level), llama and mistral
@@ -70,6 +71,32 @@ prompt "5 tokens (a chunk of 4 padded, a decode step)" 5 12
 prompt "19 tokens (a decode step, 3 whole chunks)" 19 16
 prompt "22 tokens (a chunk of 4 padded, 3 whole chunks)" 22 8
 prompt "62 tokens (a chunk of 2 padded, 10 whole chunks; stops at 64)" 62 8
+
+# A chunk of 128 tokens and, for the rest of a prompt, one of 32 (a KV
+# cache of 192 rows): each layout of the two against the reference.
+run "import hf --max-seq 192" "$KILN" import hf "$T/hf" --max-seq 192 -o "$T/m192.json"
+run "build --chunk 128 (and the rest's of 32)" "$KILN" build "$T/m192.json" -o "$T/c128" \
+    --chunk 128 -v
+grep -q "prefill (128 tokens, [0-9]* kernels) and the prompt's rest (32 tokens" "$T/err" &&
+    ok "  said: a chunk of 128 and the rest's of 32" ||
+    bad "  said: a chunk of 128 and the rest's of 32"
+rest() {
+    name=$1 len=$2
+    P=$(seq -s, 7 $((len + 6)))
+    if ! "$REFGEN" "$T/m192.json" "$W" --tokens "$P" -n 6 >"$T/rest.want" 2>"$T/err"; then
+        bad "refgen $name"; cat "$T/err"; return
+    fi
+    same "$name: greedy = reference" "$T/rest.want" \
+        "$T/c128" generate --tokens "$P" -n 6 --temperature 0 --weights "$W" --prefill-min 2
+}
+rest "20 tokens (a rest's chunk padded, a decode step)" 20
+rest "40 tokens (8 in a rest's chunk padded, a whole one)" 40
+rest "128 tokens (a whole chunk)" 128
+rest "165 tokens (5 in a rest's chunk padded, a whole one, a chunk)" 165
+"$T/c128" generate --tokens "$(seq -s, 7 171)" -n 1 --temperature 0 --weights "$W" \
+    --prefill-min 2 >/dev/null 2>"$T/err"
+grep -q "prefill: 165 tokens in .* (chunks of 128 and 32)" "$T/err" &&
+    ok "  said: chunks of 128 and 32" || { bad "  said: chunks of 128 and 32"; cat "$T/err"; }
 
 # The other model types, under the JIT: 11 tokens in chunks of 4.
 for type in gpt2 gemma gemma2 gemma3_text mistral mixtral phi3 qwen3 qwen3_moe; do

@@ -6,11 +6,13 @@
  * tokens through the prefill variant (rt_model.run_chunk) gives the
  * logits of its last row alone (the classifier runs on that row only,
  * ir/decoder.c), so the chunks are laid out from the end: the last q =
- * n / C whole chunks end at the prompt's last token, and the h = n - q C
- * tokens before them (n - 1 when q = 0, the last token then a decode
- * step) go first, as one chunk padded past them when at least
- * prefill_min of them are left and a whole chunk fits in the cache, else
- * one by one through the decode step; their logits are not needed. A
+ * n / C whole chunks end at the prompt's last token; before them, where
+ * the program has the rest's chunk of R < C tokens (rt_model.run_rest),
+ * r = (n - q C) / R whole chunks of R; and the h tokens before those (n -
+ * 1 when q = r = 0, the last token then a decode step) go first, as one
+ * chunk of the smaller size (R, else C) padded past them when at least
+ * prefill_min of them are left and a whole such chunk fits in the cache,
+ * else one by one through the decode step; their logits are not needed. A
  * padded chunk's rows past its tokens repeat its last token at the next
  * positions: the cache rows they write are written again (by the next
  * chunk or decode step, at its position) before any attention reads
@@ -48,8 +50,9 @@ int rt_dec_contract(rt_dec *d, const rt_model *md, rt_err *e)
     d->V = out[0].dims[1];
     d->S = md->states[0].dims[d->slotted];
     d->C = md->run_chunk && md->chunk > 1 ? md->chunk : 1;
+    d->R = d->C > 1 && md->run_rest && md->rest > 1 && md->rest < d->C ? md->rest : 1;
     d->B = d->slotted && md->run_batch && md->batch > d->C ? md->batch : d->C;
-    d->prefill_min = rt_dec_chunk_min(md, d->C);
+    d->prefill_min = rt_dec_chunk_min(md, d->R > 1 ? d->R : d->C);
     return 0;
 }
 
@@ -91,7 +94,8 @@ int rt_dec_call(rt_dec *d, int chunk, rt_err *e)
 {
     const void *in[3] = {d->tk, d->ps, d->sl};
     void *out[1] = {d->logits};
-    int rc = chunk == 2 ? d->md->run_batch(d->h, in, out)
+    int rc = chunk == 3 ? d->md->run_rest(d->h, in, out)
+             : chunk == 2 ? d->md->run_batch(d->h, in, out)
              : chunk ? d->md->run_chunk(d->h, in, out) : d->md->run(d->h, in, out);
     if (rc) {
         const char *msg = d->md->error(d->h);
@@ -101,11 +105,13 @@ int rt_dec_call(rt_dec *d, int chunk, rt_err *e)
     return 0;
 }
 
-/* ids[0, k) at pos: one chunk (padded when k < C), else k decode steps. */
+/* ids[0, k) at pos: one chunk of C (chunk 1) or R (chunk 3) tokens,
+ * padded when k is fewer, else (chunk 0) k decode steps. */
 static int dec_run(rt_dec *d, const int32_t *ids, int64_t pos, int64_t k, int chunk, rt_err *e)
 {
+    int64_t rows = chunk == 3 ? d->R : chunk ? d->C : 1;
     for (int64_t j = 0; j < (chunk ? 1 : k); j++) {
-        for (int64_t i = 0; i < (chunk ? d->C : 1); i++) {
+        for (int64_t i = 0; i < rows; i++) {
             d->tk[i] = ids[chunk ? (i < k ? i : k - 1) : j];
             d->ps[i] = (int32_t)(pos + (chunk ? i : j));
             d->sl[i] = d->slot;
@@ -121,12 +127,17 @@ int rt_dec_prefill(rt_dec *d, const int32_t *ids, int64_t pos, int64_t n, rt_err
 {
     if (n <= 0)
         return 0;
-    int64_t q = d->C > 1 ? n / d->C : 0, h = q ? n - q * d->C : n - 1;
-    int chunk = d->C > 1 && h >= d->prefill_min && h > 1 && pos + d->C <= d->S;
+    int64_t q = d->C > 1 ? n / d->C : 0, r = d->R > 1 ? (n - q * d->C) / d->R : 0;
+    int64_t h = q || r ? n - q * d->C - r * d->R : n - 1;
+    int first = d->R > 1 ? 3 : 1;                   /* the smaller chunk pads the first */
+    int64_t T = d->R > 1 ? d->R : d->C;
+    int chunk = T > 1 && h >= d->prefill_min && h > 1 && pos + T <= d->S ? first : 0;
     int rc = h ? dec_run(d, ids, pos, h, chunk, e) : 0;
-    for (int64_t i = 0; !rc && i < q; i++)
-        rc = dec_run(d, ids + h + i * d->C, pos + h + i * d->C, d->C, 1, e);
-    if (!rc && !q)
+    for (int64_t i = 0; !rc && i < r; i++)
+        rc = dec_run(d, ids + h + i * d->R, pos + h + i * d->R, d->R, 3, e);
+    for (int64_t i = 0, at = h + r * d->R; !rc && i < q; i++)
+        rc = dec_run(d, ids + at + i * d->C, pos + at + i * d->C, d->C, 1, e);
+    if (!rc && !q && !r)
         rc = dec_run(d, ids + h, pos + h, 1, 0, e);
     return rc;
 }

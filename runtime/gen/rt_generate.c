@@ -207,7 +207,8 @@ static void rg_help(const rg_ctx *g)
            md->usage ? md->usage : g->prog,
            md->tokenizer_file ? md->tokenizer_file : "none (needed for a text prompt)",
            md->weights_file ? md->weights_file : "each weight's init", (long long)md->chunk,
-           (long long)rt_dec_chunk_min(md, md->run_chunk && md->chunk > 1 ? md->chunk : 1));
+           (long long)rt_dec_chunk_min(md, md->run_rest && md->rest > 1 ? md->rest
+                                           : md->run_chunk && md->chunk > 1 ? md->chunk : 1));
 }
 
 /* The prompt is given one way: ids, or text with a tokenizer (given or
@@ -433,6 +434,13 @@ static int rg_encode(rg_ctx *g)
 }
 
 /* ---- running ---------------------------------------------------------- */
+
+/* " and R" into buf: the rest's chunk beside the chunk's size. */
+static const char *rg_and(char *buf, size_t size, int64_t R)
+{
+    snprintf(buf, size, " and %lld", (long long)R);
+    return buf;
+}
 
 static int rg_call(rg_ctx *g, int chunk)
 {
@@ -795,21 +803,23 @@ static int rg_main(rg_ctx *g)
         fprintf(stderr, "%s: generate: stopped after %lld of %llu tokens: the KV cache holds "
                 "%lld positions (--max-seq at import)\n", g->prog, (long long)g->n_decode,
                 (unsigned long long)g->n, (long long)g->d.S);
-    char note[96];
+    char note[96], and[32];
     int report = !rc && rt_ranks_now()->rank == 0;      /* rank 0 alone reports */
     if (report && g->json)
         fprintf(stderr, "{\"prompt_tokens\": %d, \"tokens\": %lld, \"finish\": \"%s\", "
                 "\"prefill_ms\": %.3f, \"prefill_tokens_per_s\": %.1f, \"chunk\": %lld, "
+                "\"rest_chunk\": %lld, "
                 "\"decode_ms\": %.3f, \"decode_tokens_per_s\": %.1f, \"decode_steps\": %lld, "
                 "\"threads\": %d, \"steps_on_fewer_threads\": %lld, \"seed\": %llu",
                 g->nids, (long long)g->n_decode, g->finish, g->t_prefill * 1e3,
-                rg_rate(g->nids, g->t_prefill), (long long)g->d.C, g->t_decode * 1e3,
-                rg_rate(g->calls, g->t_decode), (long long)g->calls, g->gov.most,
+                rg_rate(g->nids, g->t_prefill), (long long)g->d.C, (long long)g->d.R,
+                g->t_decode * 1e3, rg_rate(g->calls, g->t_decode), (long long)g->calls, g->gov.most,
                 (long long)g->gov.fewer, (unsigned long long)g->seed);
     else if (report)
-        fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld); "
+        fprintf(stderr, "%s: prefill: %d tokens in %.1f ms, %.1f tokens/s (chunks of %lld%s); "
                 "decode: %lld tokens in %.1f ms, %.1f tokens/s%s\n", g->prog, g->nids,
                 g->t_prefill * 1e3, rg_rate(g->nids, g->t_prefill), (long long)g->d.C,
+                g->d.R > 1 ? rg_and(and, sizeof and, g->d.R) : "",
                 (long long)g->n_decode, g->t_decode * 1e3,
                 rg_rate(g->calls, g->t_decode), rg_fewer(g, note, sizeof note));
     if (report && rt_ranks_now()->comm)

@@ -183,7 +183,8 @@ typedef struct {
     const rt_model *md;
     void *h;
     int64_t V, S, C;                    /* vocabulary, cache rows, chunk (1: none) */
-    int64_t prefill_min;                /* fewest tokens a chunk takes (rt_dec_chunk_min) */
+    int64_t R;                          /* the rest's chunk (rt_model.rest; 1: none) */
+    int64_t prefill_min;                /* fewest tokens the first chunk takes (rt_dec_chunk_min) */
     int64_t B;                          /* rows of the buffers: C, or the batch's if more */
     int slotted;                        /* the model takes slots */
     int32_t slot;                       /* the slot prefill and steps write (slotted) */
@@ -191,17 +192,19 @@ typedef struct {
     int32_t *tk, *ps, *sl;              /* [B]: a call's tokens, positions, slots */
     void *scratch;                      /* rt_sample's */
 } rt_dec;
-/* md keeps the contract (else RT_NOT_A_DECODER); V, S, C from its
- * tables, prefill_min rt_dec_chunk_min's. */
+/* md keeps the contract (else RT_NOT_A_DECODER); V, S, C, R from its
+ * tables, prefill_min rt_dec_chunk_min's of the smaller chunk. */
 RT_API int rt_dec_contract(rt_dec *d, const rt_model *md, rt_err *e);
 RT_API int rt_dec_buffers(rt_dec *d, rt_err *e);
 /* One call of d->tk, d->ps (d->sl): the prefill variant when chunk is 1,
- * the batch (rt_model.run_batch, a slotted program's) when 2, else a step. */
+ * the batch (rt_model.run_batch, a slotted program's) when 2, the rest's
+ * chunk (rt_model.run_rest) when 3, else a step. */
 RT_API int rt_dec_call(rt_dec *d, int chunk, rt_err *e);
 /* ids[0, n) at positions pos .. pos + n - 1 (pos + n <= S) in slot
- * d->slot: whole chunks ending at the last token, the tokens before them
- * as a padded chunk when at least prefill_min and it fits, else decode
- * steps (rt_decode.c); the logits of the last left in logits[0, V). */
+ * d->slot: whole chunks ending at the last token (of C, and of R before
+ * them), the tokens before those as a padded chunk of the smaller size
+ * when at least prefill_min and it fits, else decode steps (rt_decode.c);
+ * the logits of the last left in logits[0, V). */
 RT_API int rt_dec_prefill(rt_dec *d, const int32_t *ids, int64_t pos, int64_t n, rt_err *e);
 /* The fewest tokens worth md's prefill chunk of C: a chunk's cost over a
  * decode step's, by the kernels' costs (rt_decode.c), from 2 to C. */
