@@ -295,7 +295,9 @@ bench: $(KILN) $(B)/tests/mkckpt
 
 # A stories110M-shaped decoder (the test tools' llama2.c checkpoint, random
 # weights) in every weight type, as llama-bench -p 256 -n 64 -r 3 -t 2 times
-# its own: build/bench-tokens-TYPE.json each.
+# its own: build/bench-tokens-TYPE.json each; then a Qwen2-0.5B-shaped
+# folder (mkckpt --shape qwen2-0.5b) in f32 and bf16:
+# build/bench-tokens-qwen2-TYPE.json.
 BENCH_TYPES := f32 bf16 q8_0 q4_0 q4_k_m
 bench-tokens: $(KILN) $(B)/tests/mkckpt
 	@mkdir -p $(B)/bench-s110
@@ -305,6 +307,12 @@ bench-tokens: $(KILN) $(B)/tests/mkckpt
 	@for t in $(BENCH_TYPES); do \
 	  ./$(KILN) bench $(B)/bench-s110/s110.json --weights $(B)/bench-s110/s110.safetensors \
 	    --weight-dtype $$t -p 256 -n 64 -r 3 --threads 2 --json $(B)/bench-tokens-$$t.json || exit 1; \
+	done
+	@[ -f $(B)/bench-q05/model.safetensors ] || $(B)/tests/mkckpt hf qwen2 $(B)/bench-q05 \
+	  --shape qwen2-0.5b >/dev/null
+	@for t in f32 bf16; do \
+	  ./$(KILN) bench $(B)/bench-q05 --weight-dtype $$t -p 256 -n 64 -r 3 --threads 2 \
+	    --json $(B)/bench-tokens-qwen2-$$t.json || exit 1; \
 	done
 
 deps-bench:

@@ -289,6 +289,13 @@ int ck_hf_shape_named(const char *type, const char *name, CkShape *s)
                        .published = llama3_8b_config, .llama3_tok = 1};
         return 0;
     }
+    if (!strcmp(name, "qwen2-0.5b") && !strcmp(type, "qwen2")) {
+        /* Qwen2-0.5B's dimensions (q, k, v biases and tied embeddings, as
+         * every qwen2 of the tools), a cache of 4096 rows: for make bench */
+        *s = (CkShape){.type = CK_QWEN2, .vocab = 151936, .dim = 896, .hidden = 4864,
+                       .layers = 24, .heads = 14, .kv_heads = 2, .seq = 4096, .tied = 1};
+        return 0;
+    }
     if (!strcmp(name, "blocks") && !strcmp(type, "llama")) {
         /* rows of 256 and 512, which every quantized type's block divides;
          * 8 layers, for q4_k_m's mix (tests/quant.sh) */

@@ -6,8 +6,8 @@
  *   mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe|
  *          gpt_oss DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
- *          [--shape tiny|small|blocks|tinyllama|llama3-8b] [--stream] [--no-weights]
- *          [--fp8 block|channel|tensor] [--mxfp4 blocks|values]
+ *          [--shape tiny|small|blocks|tinyllama|llama3-8b|qwen2-0.5b] [--stream]
+ *          [--no-weights] [--fp8 block|channel|tensor] [--mxfp4 blocks|values]
  *   mkckpt gguf TYPE FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k]
  *          [--bf16] [--untied] [--seed N] [--shape tiny|small|blocks]
  *          [--drop-key KEY] [--arch NAME] [--reshape TENSOR=D0,D1...]
@@ -20,8 +20,9 @@
  * buffers) instead of as the Hub has it. Shapes: small is qwen3_moe's and gpt_oss's,
  * for timing; tinyllama and llama3-8b are llama's, TinyLlama-1.1B's and
  * Llama-3.1-8B's with their published config.json (4.4 GB of f32, 16 GB
- * of bf16), to measure at real sizes. Those are written tensor by tensor
- * (ckpt_stream.c), as --stream writes any llama: the same bytes, never
+ * of bf16), to measure at real sizes; qwen2-0.5b is qwen2's, Qwen2-0.5B's
+ * dimensions (2 GB of f32, in memory), for make bench. Those are written tensor by tensor
+ * (tinyllama and llama3-8b: ckpt_stream.c), as --stream writes any llama: the same bytes, never
  * the model in memory; their shards default to the Hub's (files of at
  * most 5 GB). --no-weights writes config.json and tokenizer.json only,
  * and lists the tensors the weights would hold (llama), then the
@@ -68,7 +69,8 @@ static void put_usage(FILE *f)
             "                      [--bf16]\n"
             "                      [--shards N] [--untied]\n"
             "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
-            "                      [--shape tiny|small|blocks|tinyllama|llama3-8b] [--stream] [--no-weights]\n"
+            "                      [--shape tiny|small|blocks|tinyllama|llama3-8b|qwen2-0.5b]\n"
+            "                      [--stream] [--no-weights]\n"
             "       mkckpt gguf TYPE FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k]\n"
             "                      [--bf16] [--untied] [--seed N] [--shape tiny|small|blocks]\n"
             "                      [--drop-key KEY] [--arch NAME] [--reshape TENSOR=D0,D1...]\n"
@@ -76,7 +78,8 @@ static void put_usage(FILE *f)
             "shapes: small (qwen3_moe, gpt_oss) to time a decode step; blocks (llama): rows of 256\n"
             "        and 512, 8 layers, for quantized types; tinyllama, llama3-8b (llama):\n"
             "        TinyLlama-1.1B's and Llama-3.1-8B's, their published config.json, random\n"
-            "        weights (4.4 GB of f32, 16 GB of bf16) written tensor by tensor\n"
+            "        weights (4.4 GB of f32, 16 GB of bf16) written tensor by tensor;\n"
+            "        qwen2-0.5b (qwen2): Qwen2-0.5B's dimensions (2 GB of f32)\n"
             "--stream: write a llama tensor by tensor, never holding the model (the same bytes)\n"
             "--no-weights: config.json and tokenizer.json only; list the tensors (llama)\n"
             "--fp8 block|channel|tensor (hf): linear weights as FP8 e4m3 with scales, as\n"
