@@ -81,14 +81,14 @@ static int ra_usable(void)
 
 int rt_amx_begin(void)
 {
-    /* In static storage: gcc's _tile_loadconfig tells the compiler it reads
-     * 8 bytes, so a local's other stores may be dropped. */
-    static const ra_cfg cfg = {.palette = 1,
-                               .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
-                               .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+    const ra_cfg cfg = {.palette = 1,
+                        .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                        .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
     if (!ra_usable())
         return 0;
-    _tile_loadconfig(&cfg);
+    /* Not gcc's _tile_loadconfig, whose operand is the configuration's
+     * first 8 bytes: the compiler may then store no more of it. */
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
     return 1;
 }
 
