@@ -773,7 +773,7 @@ static void header(FILE *f, const Check *c)
                 "machine has them: rows rounded to bf16 (lossy)\n", amx - qamx,
                 amx - qamx == 1 ? "" : "s");
     if (qamx)
-        fprintf(f, "gemms: %d call%s on q8_0, q4_0 or q4_k weights of 16 rows or more, on AMX "
+        fprintf(f, "gemms: %d call%s on q8_0, q4_0, q4_k or q6_k weights of 16 rows or more, on AMX "
                 "tiles where the machine has them: rows rounded to bf16 rather than int8, "
                 "weights dequantized to bf16 (lossy; KILN_AMX=off: int8)\n", qamx,
                 qamx == 1 ? "" : "s");

@@ -633,7 +633,7 @@ int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld);
  * any other buffer. */
 int ir_whole_blocks(const Buf *b);
 /* The calls of p that AMX tiles may run, of 16 rows or more: gemm with B
- * held bf16 (rt_gemm_bf16_amx), and qgemm on q8_0, q4_0 or q4_k weights
+ * held bf16 (rt_gemm_bf16_amx), and qgemm on q8_0, q4_0, q4_k or q6_k weights
  * (rt_gemm_q_amx; their number also in *quantized). Their rows of A are
  * rounded to bf16 there, qgemm's weights dequantized to bf16. */
 int ir_prog_amx_calls(Prog *p, int *quantized);

@@ -320,7 +320,7 @@ static void amx_call(Stmt *s, void *ctx)
         rows < 16)
         return;
     Storage st = ir_storage(s->tiles[2].buf)->store;
-    int q = s->call == CALL_QGEMM && (st == ST_Q8_0 || st == ST_Q4_0 || st == ST_Q4_K);
+    int q = s->call == CALL_QGEMM && st >= ST_Q8_0 && st <= ST_Q6_K;
     if (q || (s->call == CALL_GEMM && st == ST_BF16)) {
         ((int *)ctx)[0]++;
         ((int *)ctx)[1] += q;

@@ -60,7 +60,7 @@
  * The path is chosen where this file is compiled (-march): AVX-512 VNNI
  * (with AVX512BW), AVX2 with FMA, else portable C; the Makefile's unit
  * tests build all three. A call of 16 rows or more goes first to AMX tiles
- * (rt_gemm_q_amx.c: q8_0, q4_0 and q4_k, where the program can use them;
+ * (rt_gemm_q_amx.c: q8_0, q4_0, q4_k and q6_k, where the program can use them;
  * not this contract's numbers); fewer rows (decode) never do. */
 #include "runtime/quant/rt_qk.h"
 

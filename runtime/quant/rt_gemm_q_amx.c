@@ -1,10 +1,10 @@
 /* runtime/quant/rt_gemm_q_amx.c: qgemm's calls of 16 rows or more on the
- * CPU's AMX tiles (tdpbf16ps), where it has them: q8_0, q4_0 and q4_k.
+ * CPU's AMX tiles (tdpbf16ps), where it has them: q8_0, q4_0, q4_k, q6_k.
  *
  * Contract (rt_gemm_q_amx, rt_qk.h): C[m][n] += A[m][k] W^T as qgemm takes
  * them (rt_quant.h), with A rounded to bf16 and each weight the value
  * rt_dequantize gives it (the block's scale times its integer, q4_k's min
- * subtracted, in f32) rounded to bf16, both to nearest even (subnormals
+ * subtracted, q6_k's sub-block scale times d first, in f32) rounded to bf16, both to nearest even (subnormals
  * to zero), the products added in pairs of k in f32 by the tiles, in the
  * hardware's order and rounding. The numbers depend only on the call's
  * operands, never on threads, but the split of k into calls changes them
@@ -84,6 +84,28 @@ QA_I __m512i qa_q4_k(const uint8_t *row, int64_t kk)
                    _mm512_sub_ps(_mm512_mul_ps(ds, _mm512_cvtepi32_ps(hi)), dm));
 }
 
+/* q6_k: j = kk % 256 = 128 h + 32 g, values j + l (l < 32): low 4 bits in
+ * byte 64 h + 32 (g % 2) + l (low nibble for g < 2), high 2 bits 2 g up in
+ * byte 128 + 32 h + l; x = (d sc) (q - 32), sc sub-block (j + l) / 16's. */
+QA_I __m512i qa_q6_k(const uint8_t *row, int64_t kk)
+{
+    const uint8_t *b = row + kk / 256 * 210;
+    int j = (int)(kk % 256), h = j / 128, g = j / 32 % 4;
+    const uint8_t *ql = b + 64 * h + 32 * (g % 2), *qh = b + 128 + 32 * h;
+    float d = rt_qk_half(b + 208);
+    __m512 x[2];
+    for (int s = 0; s < 2; s++) {
+        __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ql + 16 * s)));
+        __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qh + 16 * s)));
+        lo = g < 2 ? _mm512_and_si512(lo, _mm512_set1_epi32(15)) : _mm512_srli_epi32(lo, 4);
+        hi = _mm512_and_si512(_mm512_srli_epi32(hi, (unsigned)(2 * g)), _mm512_set1_epi32(3));
+        __m512i q = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)),
+                                     _mm512_set1_epi32(32));
+        x[s] = _mm512_mul_ps(_mm512_set1_ps(d * (int8_t)b[192 + j / 16 + s]), _mm512_cvtepi32_ps(q));
+    }
+    return qa_bf16(x[0], x[1]);
+}
+
 /* The 16 x 16 32-bit words of v transposed in place: word c of v[r]
  * becomes word r of v[c]. */
 QA_I void qa_t16(__m512i v[16])
@@ -129,7 +151,8 @@ QA_I void qa_cols_t(int store, uint16_t *dst, int64_t nb, int64_t kc, const uint
                 v[r] = j + r >= nb           ? _mm512_setzero_si512()
                        : store == RT_Q8_0 ? qa_q8_0(row, kk)
                        : store == RT_Q4_0 ? qa_q4_0(row, kk)
-                                          : qa_q4_k(row, kk);
+                       : store == RT_Q4_K ? qa_q4_k(row, kk)
+                                          : qa_q6_k(row, kk);
             }
             qa_t16(v);
             for (int p = 0; p < 16; p++)
@@ -144,14 +167,16 @@ static void qa_cols(int store, uint16_t *dst, int64_t nb, int64_t kc, const uint
         qa_cols_t(RT_Q8_0, dst, nb, kc, w, rb);
     else if (store == RT_Q4_0)
         qa_cols_t(RT_Q4_0, dst, nb, kc, w, rb);
-    else
+    else if (store == RT_Q4_K)
         qa_cols_t(RT_Q4_K, dst, nb, kc, w, rb);
+    else
+        qa_cols_t(RT_Q6_K, dst, nb, kc, w, rb);
 }
 
 int rt_gemm_q_amx(int store, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)
 {
-    if (m < 16 || (store != RT_Q8_0 && store != RT_Q4_0 && store != RT_Q4_K) || !rt_amx_begin())
+    if (m < 16 || store < RT_Q8_0 || store > RT_Q6_K || !rt_amx_begin())
         return 0;
     const int64_t B = rt_q_block(store);
     const size_t bytes = (size_t)rt_q_block_bytes(store), rb = (size_t)(ldw / B) * bytes;

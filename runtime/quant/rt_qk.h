@@ -41,8 +41,8 @@ RT_API void rt_qk_quantize(int store, const float *x, unsigned char *b);
 /* The 256 values of one block of store at b into y. */
 RT_API void rt_qk_dequantize(int store, const unsigned char *b, float *y);
 
-/* qgemm's call (rt_quant.h) on AMX tiles, for store RT_Q8_0, RT_Q4_0 or
- * RT_Q4_K and m >= 16 rows: C += A W^T with A rounded to bf16 and W's
+/* qgemm's call (rt_quant.h) on AMX tiles, for store RT_Q8_0, RT_Q4_0,
+ * RT_Q4_K or RT_Q6_K and m >= 16 rows: C += A W^T with A rounded to bf16 and W's
  * values (rt_dequantize's) rounded to bf16, both to nearest even
  * (subnormals to zero), products added in pairs by tdpbf16ps in f32. 1
  * when done; 0 (C untouched) for another store, fewer rows, or where the
