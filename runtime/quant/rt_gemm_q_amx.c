@@ -14,8 +14,10 @@
  * exactly).
  *
  * Algorithm: the reduction in chunks of RT_AMX_K values (a multiple of
- * every block), rows in blocks of QA_M. Per chunk and block of rows, the
- * rows become bf16 rows (rt_amx_rows: once a call up to QA_M rows); then
+ * every block), all rows at once (their bf16 rows in a per-thread scratch
+ * past QA_M rows; without one, blocks of QA_M rows on the stack, the same
+ * sums). Per chunk and block of rows, the rows become bf16 rows
+ * (rt_amx_rows: once a call); then
  * per 32 outputs, their 32 rows of W over the chunk are dequantized into
  * the tiles' layout (qa_cols): 16 rows x 32 values at a time, each row's
  * 32 values scaled in f32 and rounded to bf16 (vcvtne2ps2bf16), one vector
@@ -25,13 +27,15 @@
  * block, meanwhile the next 32 rows' (or the next chunk's) bytes of W are
  * prefetched: read cold, 16 rows at a time, they stalled the dequantizing
  * (a stories110M-shaped q8_0 prefill, 2 threads: calls ran at half the
- * rate they had with the weights in cache). All in the thread's stack (48
- * KiB). */
+ * rate they had with the weights in cache). Up to QA_M rows all in the
+ * thread's stack (48 KiB); so the weights are dequantized once a call. */
 #include "runtime/core/rt_core.h"
 #include "runtime/quant/rt_qk.h"
 
 #ifdef RT_AMX
 #include <immintrin.h>
+#include <pthread.h>
+#include <stdlib.h>
 
 #define QA_I static inline __attribute__((always_inline))
 
@@ -185,6 +189,33 @@ static void qa_prefetch(const uint8_t *w, size_t rb, int64_t rows, size_t bytes)
             _mm_prefetch((const char *)(w + (size_t)r * rb + o), _MM_HINT_T0);
 }
 
+/* The calling thread's scratch of at least `bytes` (64-byte aligned), kept
+ * for its next calls and freed when it ends; NULL when out of memory. */
+static pthread_key_t qa_key;
+static pthread_once_t qa_once = PTHREAD_ONCE_INIT;
+static void qa_key_make(void)
+{
+    pthread_key_create(&qa_key, free);
+}
+
+static uint16_t *qa_scratch(size_t bytes)
+{
+    pthread_once(&qa_once, qa_key_make);
+    size_t *p = pthread_getspecific(qa_key);
+    if (p && p[0] >= bytes)
+        return (uint16_t *)((uint8_t *)p + 64);
+    size_t size = (bytes + 64 + 4095) & ~(size_t)4095;
+    free(p);
+    pthread_setspecific(qa_key, NULL);
+    p = aligned_alloc(64, size);
+    if (!p || pthread_setspecific(qa_key, p) != 0) {
+        free(p);
+        return NULL;
+    }
+    p[0] = size - 64;
+    return (uint16_t *)((uint8_t *)p + 64);
+}
+
 int rt_gemm_q_amx(int store, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)
 {
@@ -193,11 +224,17 @@ int rt_gemm_q_amx(int store, int64_t m, int64_t n, int64_t k, const float *a, in
     const int64_t B = rt_q_block(store);
     const size_t bytes = (size_t)rt_q_block_bytes(store), rb = (size_t)(ldw / B) * bytes;
     const uint8_t *wb = (const uint8_t *)w + (size_t)(woff / B) * bytes;
-    _Alignas(64) uint16_t ab[QA_M * RT_AMX_K], bb[32 * RT_AMX_K];
+    _Alignas(64) uint16_t small[QA_M * RT_AMX_K], bb[32 * RT_AMX_K];
+    uint16_t *ab = m > QA_M && (size_t)m < SIZE_MAX / (4 * RT_AMX_K)
+                       ? qa_scratch((size_t)((m + 31) & ~(int64_t)31) * RT_AMX_K * 2)
+                       : NULL;
+    int64_t rows = ab ? m : QA_M;
+    if (!ab)
+        ab = small;
     for (int64_t k0 = 0; k0 < k; k0 += RT_AMX_K) {
         int64_t kc = k - k0 < RT_AMX_K ? k - k0 : RT_AMX_K;
-        for (int64_t i0 = 0; i0 < m; i0 += QA_M) {
-            int64_t mb = m - i0 < QA_M ? m - i0 : QA_M;
+        for (int64_t i0 = 0; i0 < m; i0 += rows) {
+            int64_t mb = m - i0 < rows ? m - i0 : rows;
             rt_amx_rows(ab, mb, kc, a + i0 * lda + k0, lda);
             for (int64_t j0 = 0; j0 < n; j0 += 32) {
                 int64_t nb = n - j0 < 32 ? n - j0 : 32;
