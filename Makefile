@@ -65,6 +65,8 @@ $(B)/runtime/jit/rt_vec.o: KILN_CFLAGS += -O3 -mtune=native -fno-math-errno
 # -g0: with debug information gcc takes minutes over their inlined bodies
 # (3.5 min of CPU against 38 s without, here).
 $(B)/runtime/quant/rt_gemm_q.o: KILN_CFLAGS += -O3 -march=native -g0
+# Its AMX path likewise (runtime/quant/rt_gemm_q_amx.c: AMX tiles or none).
+$(B)/runtime/quant/rt_gemm_q_amx.o: KILN_CFLAGS += -O3 -march=native -g0
 # FP8's kernel likewise (runtime/quant/rt_gemm_f8.c: AVX-512 or C).
 $(B)/runtime/quant/rt_gemm_f8.o: KILN_CFLAGS += -O3 -march=native -g0
 

@@ -530,8 +530,9 @@ static int int8_blocks(const Prog *p)
 }
 
 /* --tolerance, else 1e-4, or 3e-2 when weights are held in GGML's blocks:
- * the kernels then round activations to int8 (qgemm), which the reference
- * does not; about 1 % of the largest output on the examples
+ * the kernels then round activations to int8 (qgemm), or with AMX tiles
+ * (calls of 16 rows or more) activations and weights to bf16, which the
+ * reference does not; about 1 % of the largest output on the examples
  * (docs/quantized-weights.md). f8_e4m3's kernels keep f32 activations:
  * 1e-4 (docs/fp8.md). 1e-2 when gemms on bf16 weights may run on AMX
  * tiles, which round their rows to bf16: 0.04-0.22 % of the largest
@@ -543,7 +544,7 @@ static double tolerance(const Module *m, const Opts *o)
     int amx = 0;
     if (m->prog) {
         quant = int8_blocks(m->prog) || int8_blocks(m->open);
-        amx = ir_prog_amx_calls(m->prog) > 0;
+        amx = ir_prog_amx_calls(m->prog, NULL) > 0;
     }
     return o->tol >= 0 ? o->tol : quant ? 3e-2 : amx ? 1e-2 : 1e-4;
 }

@@ -767,10 +767,16 @@ static void header(FILE *f, const Check *c)
                     storage_block((Storage)st) ? "dequantized" : "rounded", act ? ", " : "",
                     act ? act : "");
     }
-    int amx = ir_prog_amx_calls(c->m->prog);
-    if (amx)
+    int qamx, amx = ir_prog_amx_calls(c->m->prog, &qamx);
+    if (amx - qamx)
         fprintf(f, "gemms: %d call%s on bf16 weights of 16 rows or more, on AMX tiles where the "
-                "machine has them: rows rounded to bf16 (lossy)\n", amx, amx == 1 ? "" : "s");
+                "machine has them: rows rounded to bf16 (lossy)\n", amx - qamx,
+                amx - qamx == 1 ? "" : "s");
+    if (qamx)
+        fprintf(f, "gemms: %d call%s on q8_0, q4_0, q4_k or q6_k weights of 16 rows or more, on AMX "
+                "tiles where the machine has them: rows rounded to bf16 rather than int8, "
+                "weights dequantized to bf16 (lossy; KILN_AMX=off: int8)\n", qamx,
+                qamx == 1 ? "" : "s");
     if (c->weights32)
         fprintf(f, "f32 rel: the %s build's error against the reference on the weights as they "
                 "are, unquantized (information, not checked)\n", c->o->skip_cc ? "JIT" : "cc");

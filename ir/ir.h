@@ -636,9 +636,11 @@ int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld);
  * multiples of the block), so that qgemm can read it as stored; 1 for
  * any other buffer. */
 int ir_whole_blocks(const Buf *b);
-/* The gemm calls of p that AMX tiles may run (rt_gemm_bf16_amx): B held
- * bf16, 16 rows or more. Their rows of A are rounded to bf16 there. */
-int ir_prog_amx_calls(Prog *p);
+/* The calls of p that AMX tiles may run, of 16 rows or more: gemm with B
+ * held bf16 (rt_gemm_bf16_amx), and qgemm on q8_0, q4_0, q4_k or q6_k weights
+ * (rt_gemm_q_amx; their number also in *quantized). Their rows of A are
+ * rounded to bf16 there, qgemm's weights dequantized to bf16. */
+int ir_prog_amx_calls(Prog *p, int *quantized);
 /* Why call s is malformed (tile count, shapes that do not agree, an
  * extent past its dim, a written tile in read-only storage or sharing
  * storage with another tile), or NULL. */

@@ -312,21 +312,29 @@ int ir_tile_matrix(const Tile *t, int64_t *rows, int64_t *cols, int64_t *ld)
     return 1;
 }
 
+/* ctx: int[2], the calls and the qgemm calls among them */
 static void amx_call(Stmt *s, void *ctx)
 {
     int64_t rows, cols, ld;
-    if (s->kind == S_CALL && s->call == CALL_GEMM && s->ntiles == 3 &&
-        ir_storage(s->tiles[2].buf)->store == ST_BF16 &&
-        ir_tile_matrix(&s->tiles[0], &rows, &cols, &ld) && rows >= 16)
-        (*(int *)ctx)++;
+    if (s->kind != S_CALL || s->ntiles != 3 || !ir_tile_matrix(&s->tiles[0], &rows, &cols, &ld) ||
+        rows < 16)
+        return;
+    Storage st = ir_storage(s->tiles[2].buf)->store;
+    int q = s->call == CALL_QGEMM && st >= ST_Q8_0 && st <= ST_Q6_K;
+    if (q || (s->call == CALL_GEMM && st == ST_BF16)) {
+        ((int *)ctx)[0]++;
+        ((int *)ctx)[1] += q;
+    }
 }
 
-int ir_prog_amx_calls(Prog *p)
+int ir_prog_amx_calls(Prog *p, int *quantized)
 {
-    int n = 0;
+    int n[2] = {0, 0};
     for (int i = 0; p && i < p->nkernels; i++)
-        ir_block_walk(&p->kernels[i]->body, amx_call, &n);
-    return n;
+        ir_block_walk(&p->kernels[i]->body, amx_call, n);
+    if (quantized)
+        *quantized = n[1];
+    return n[0];
 }
 
 /* gemm(C, A, B): C [m,n], A [m,k], B [k,n]. */

@@ -96,7 +96,12 @@ RT_API float rt_e8m0_half(int e);
  * scalings; the same bits for any path (AVX-512 VNNI, AVX2 or portable C,
  * as the compiler targets: -march), thread count and split of rows,
  * columns or k (at a block) into calls. rt_gemm_q.c's top comment has
- * the details. */
+ * the details. Except on AMX tiles: a call of m >= 16 rows on q8_0, q4_0,
+ * q4_k or q6_k runs there where the program can (rt_gemm_q_amx.c: the CPU and
+ * kernel allow it, this build targets it, KILN_AMX is not "off"), with A
+ * rounded to bf16 instead and the weights' dequantized values rounded to
+ * bf16 (to nearest even), their products added in pairs in f32 by
+ * tdpbf16ps; the same for any thread count, not for any split of k. */
 RT_API void rt_gemm_q8_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 RT_API void rt_gemm_q4_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,

@@ -23,6 +23,11 @@
  * exact. A block of C with rows or columns past the call's goes through a
  * zero-padded copy.
  *
+ * The machinery beside rt_gemm_bf16_amx's own pairing of B (rt_amx_begin,
+ * rt_amx_rows, rt_amx_blocks, rt_amx_end: rt_core.h) serves qgemm's AMX
+ * path too (runtime/quant/rt_gemm_q_amx.c), which pairs dequantized
+ * weights instead.
+ *
  * The tiles need the kernel's leave (arch_prctl ARCH_REQ_XCOMP_PERM for
  * XTILEDATA, once a process) and a configuration per thread, loaded and
  * released by every call. Measured on the Zen 5 machine (AMX-BF16), one
@@ -33,13 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) &&                       \
-    (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__) && \
-    defined(__linux__) && defined(__x86_64__)
+#ifdef RT_AMX
 #include <cpuid.h>
 #include <immintrin.h>
 
-enum { RA_M = 64, RA_N = 64, RA_K = 256, RA_T = 16 };
+enum { RA_M = 64, RA_N = 64, RA_K = RT_AMX_K, RA_T = 16 };
 
 typedef struct {
     uint8_t palette, start, reserved[14];
@@ -76,9 +79,25 @@ static int ra_usable(void)
     return s == 1;
 }
 
-/* Rows [0, mb) of A's chunk [0, kc) as bf16 rows of RA_K, zero past them
- * (up to the multiple of 32 rows and 32 k the tiles read). */
-static void ra_rows(uint16_t *dst, int64_t mb, int64_t kc, const float *a, int64_t lda)
+int rt_amx_begin(void)
+{
+    const ra_cfg cfg = {.palette = 1,
+                        .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                        .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+    if (!ra_usable())
+        return 0;
+    /* Not gcc's _tile_loadconfig, whose operand is the configuration's
+     * first 8 bytes: the compiler may then store no more of it. */
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+    return 1;
+}
+
+void rt_amx_end(void)
+{
+    _tile_release();
+}
+
+void rt_amx_rows(uint16_t *dst, int64_t mb, int64_t kc, const float *a, int64_t lda)
 {
     int64_t kp = (kc + 31) & ~(int64_t)31, mp = (mb + 31) & ~(int64_t)31, full = kc & ~(int64_t)31;
     for (int64_t r = 0; r < mb; r++) {
@@ -168,19 +187,20 @@ static void ra_block(float *c, int64_t ldc, int64_t mr, int64_t nr, const uint16
             memcpy(c + r * ldc, pad + r * 32, (size_t)nr * sizeof(float));
 }
 
+void rt_amx_blocks(int64_t m, int64_t n, int64_t kp, const uint16_t *a, const uint16_t *b,
+                   float *c, int64_t ldc)
+{
+    for (int64_t i = 0; i < m; i += 32)
+        for (int64_t j = 0; j < n; j += 32)
+            ra_block(c + i * ldc + j, ldc, m - i < 32 ? m - i : 32, n - j < 32 ? n - j : 32,
+                     a + i * RA_K, b + (j / RA_T) * (RA_K / 2) * 2 * RA_T, kp);
+}
+
 int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                      const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
-    if (m < 16 || n % 16 || k < 1 || !ra_usable())
+    if (m < 16 || n % 16 || k < 1 || !rt_amx_begin())
         return 0;
-    ra_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = 64;
-    }
-    _tile_loadconfig(&cfg);
     _Alignas(64) uint16_t ab[RA_M * RA_K], bb[RA_N * RA_K];
     for (int64_t j0 = 0; j0 < n; j0 += RA_N) {
         int64_t nb = n - j0 < RA_N ? n - j0 : RA_N;
@@ -189,16 +209,12 @@ int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
             ra_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
             for (int64_t i0 = 0; i0 < m; i0 += RA_M) {
                 int64_t mb = m - i0 < RA_M ? m - i0 : RA_M;
-                ra_rows(ab, mb, kc, a + i0 * lda + k0, lda);
-                for (int64_t i = 0; i < mb; i += 32)
-                    for (int64_t j = 0; j < nb; j += 32)
-                        ra_block(c + (i0 + i) * ldc + j0 + j, ldc, mb - i < 32 ? mb - i : 32,
-                                 nb - j < 32 ? nb - j : 32, ab + i * RA_K,
-                                 bb + (j / RA_T) * (RA_K / 2) * 2 * RA_T, kp);
+                rt_amx_rows(ab, mb, kc, a + i0 * lda + k0, lda);
+                rt_amx_blocks(mb, nb, kp, ab, bb, c + i0 * ldc + j0, ldc);
             }
         }
     }
-    _tile_release();
+    rt_amx_end();
     return 1;
 }
 

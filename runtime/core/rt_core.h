@@ -55,6 +55,36 @@ RT_API int rt_map_file(const char *path, void **map, size_t *size, rt_err *e);
 RT_API int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                             const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 
+/* The tiles' machinery (rt_amx.c), for rt_gemm_bf16_amx and qgemm's AMX
+ * path (runtime/quant/rt_gemm_q_amx.c): only in a build for a CPU with
+ * AMX-BF16 (RT_AMX defined; callers test it too). The reduction goes in
+ * chunks of RT_AMX_K; operands are prepared per chunk in the thread's
+ * stack: rows of A as bf16 rows of RT_AMX_K values (rt_amx_rows), columns
+ * of B as tiles of 16 columns, each RT_AMX_K / 2 pairs of k of 16 columns
+ * x 2 bf16 (the layout tdpbf16ps reads: value B[2p + h][16t + c] at
+ * t * RT_AMX_K * 16 + p * 32 + 2c + h), zero past the chunk (up to 32 k)
+ * and the columns (up to 32). */
+#if (defined(__AMX_TILE__) || defined(__AMXTILE__)) &&                       \
+    (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__AVX512BF16__) && \
+    defined(__linux__) && defined(__x86_64__)
+#define RT_AMX 1
+enum { RT_AMX_K = 256 };
+/* 1 and the thread's tiles configured when they may be used (the CPU has
+ * AMX-TILE and AMX-BF16, the kernel grants them, KILN_AMX is not "off");
+ * else 0. Every 1 is followed by rt_amx_end, which releases them. */
+RT_API int rt_amx_begin(void);
+RT_API void rt_amx_end(void);
+/* Rows [0, m) of a chunk of kc values (row stride lda) as bf16 rows at dst,
+ * to nearest even (subnormals to zero), zero past kc and past m (up to
+ * the multiples of 32 the tiles read). */
+RT_API void rt_amx_rows(uint16_t *dst, int64_t m, int64_t kc, const float *a, int64_t lda);
+/* C[m][n] (row stride ldc) += the chunk's A B over kp (a multiple of 32)
+ * values of k: a rows of rt_amx_rows, b tiles of columns as above; 32 x
+ * 32 blocks of C in four tiles, fed 32 k at a time by tdpbf16ps. */
+RT_API void rt_amx_blocks(int64_t m, int64_t n, int64_t kp, const uint16_t *a, const uint16_t *b,
+                          float *c, int64_t ldc);
+#endif
+
 /* rt_st_open's two halves: one safetensors file (rt_safetensors.c), and an
  * index of shards, a path ending in .json (rt_safetensors_index.c). */
 RT_API int rt_st_open_file(rt_safetensors *st, const char *path, rt_err *e);

@@ -59,8 +59,10 @@
  *
  * The path is chosen where this file is compiled (-march): AVX-512 VNNI
  * (with AVX512BW), AVX2 with FMA, else portable C; the Makefile's unit
- * tests build all three. */
-#include "runtime/rt_quant.h"
+ * tests build all three. A call of 16 rows or more goes first to AMX tiles
+ * (rt_gemm_q_amx.c: q8_0, q4_0, q4_k and q6_k, where the program can use them;
+ * not this contract's numbers); fewer rows (decode) never do. */
+#include "runtime/quant/rt_qk.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -855,7 +857,8 @@ static uint8_t *qg_scratch(size_t bytes)
 QG_I void qg_gemm(int t, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)
 {
-    if (m <= 0 || n <= 0 || k <= 0)
+    if (m <= 0 || n <= 0 || k <= 0 || (m >= 16 && rt_gemm_q_amx(t, m, n, k, a, lda, w, woff, ldw,
+                                                                 c, ldc)))
         return;
     const int B = qg_block(t);
     const size_t bytes = (size_t)qg_bytes(t), rowbytes = (size_t)(ldw / B) * bytes;

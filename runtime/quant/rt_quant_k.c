@@ -58,20 +58,6 @@ static int qk_clamp(int l, int lo, int hi)
 }
 
 /* ---- q4_k: d, dmin, 12 bytes of scales and mins, 128 of nibbles ------------ */
-/* Sub-block s's 6-bit scale and min from the 12 bytes p: s < 4 in the low
- * 6 bits of p[s] and p[s + 4]; s >= 4 in the nibbles of p[s + 4] (scale
- * low, min high) and the top 2 bits of p[s - 4] and p[s]. */
-static void qk_scale_min(const unsigned char *p, int s, int *sc, int *mn)
-{
-    if (s < 4) {
-        *sc = p[s] & 63;
-        *mn = p[s + 4] & 63;
-    } else {
-        *sc = (p[s + 4] & 15) | (p[s - 4] >> 6) << 4;
-        *mn = (p[s + 4] >> 4) | (p[s] >> 6) << 4;
-    }
-}
-
 /* Step 1 for one sub-block: L, the scale (returned) and the min (*mn). */
 static float qk_fit4(const float *x, const float *w, uint8_t *L, float *mn)
 {
@@ -189,7 +175,7 @@ static void qk_quantize_q4_k(const float *x, unsigned char *b)
 static float qk_q4_k(const unsigned char *b, int j)
 {
     int sc, mn;
-    qk_scale_min(b + 4, j / 32, &sc, &mn);
+    rt_qk_scale_min(b + 4, j / 32, &sc, &mn);
     int byte = b[16 + 32 * (j / 64) + j % 32];
     int q = j / 32 % 2 ? byte >> 4 : byte & 15;
     return rt_qk_half(b) * sc * q - rt_qk_half(b + 2) * mn;

@@ -17,7 +17,9 @@
  * The Makefile builds this file three times, each with its own build of
  * rt_gemm_q.c: for this CPU (-march=native: AVX-512 VNNI where it has
  * it), AVX2 (-mavx2 -mfma -mno-avx512f) and plain x86-64 (portable C):
- * test_gemm_q, test_gemm_q_avx2, test_gemm_q_c. */
+ * test_gemm_q, test_gemm_q_avx2, test_gemm_q_c. Calls of 16 rows or more
+ * would take AMX tiles where the machine has them (rt_gemm_q_amx.c, not
+ * this contract): main turns AMX off (test_qamx has it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -483,6 +485,7 @@ static void act_round(void **state)
 
 int main(void)
 {
+    setenv("KILN_AMX", "off", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(act_round), cmocka_unit_test(gemm_q8_0), cmocka_unit_test(gemm_q4_0),
         cmocka_unit_test(gemm_q4_k), cmocka_unit_test(gemm_q6_k), cmocka_unit_test(gemm_mxfp4),
