@@ -707,14 +707,57 @@ static void note_tensors(Dist *ds, const Node *w)
             w->name, parts, node_bytes(w));
 }
 
+/* The split weights under x (a moe's expert operand: a weight, or the
+ * concats and views of weights over them), each marked in `in` by id,
+ * counted with their bytes. */
+static void expert_weights(const Node *x, char *in, int *count, int64_t *bytes)
+{
+    if (x->op == OP_WEIGHT && x->shard.ranks && !in[x->id]) {
+        in[x->id] = 1;
+        (*count)++;
+        *bytes += (int64_t)node_bytes(x);
+    }
+    for (int i = 0; x->op != OP_WEIGHT && i < x->nin; i++)
+        expert_weights(x->in[i], in, count, bytes);
+}
+
+/* "moe 'M': 4 experts over the ranks, 2 each: rank 0 holds experts 0..1,
+ * rank 1 holds 2..3 (6 weight tensors, 49152 bytes a rank)", one line for
+ * its experts' weights, marked in `in` (their lines would be one per
+ * expert and projection); a formula past 8 ranks. */
+static void note_moe(Dist *ds, const Node *n, char *in)
+{
+    int count = 0;
+    int64_t bytes = 0, k = n->in[2]->dims[0];
+    for (int i = 2; i < n->nin; i++)
+        if (i != 5)                     /* the router's bias, whole */
+            expert_weights(n->in[i], in, &count, &bytes);
+    const char *parts = "";
+    for (int r = 0; r < ds->N && ds->N <= 8; r++)
+        parts = arena_printf(ds->a, "%s%s rank %d holds %s%lld..%lld", parts, r ? "," : "", r,
+                             r ? "" : "experts ", (long long)(r * k), (long long)((r + 1) * k - 1));
+    if (ds->N > 8)
+        parts = arena_printf(ds->a, " rank r holds experts %lld r..%lld r + %lld", (long long)k,
+                             (long long)k, (long long)(k - 1));
+    ir_note(ds->a, &ds->m->notes, "moe '%s': %lld experts over the ranks, %lld each:%s (%d weight "
+            "tensors, %lld bytes a rank)", n->name ? n->name : "", (long long)(k * ds->N),
+            (long long)k, parts, count, (long long)bytes);
+}
+
 static void note_distribution(Dist *ds)
 {
     Module *m = ds->m;
     int64_t held = 0, all = 0, sum = 0, gathered = 0;
+    char *in = arena_alloc(ds->a, (size_t)m->nnodes + 1);     /* by id: a moe's, noted so */
+    for (int i = 0; i < m->nnodes; i++)
+        if (m->nodes[i]->op == OP_MOE && attr_i(m->nodes[i], "ranks") > 1)
+            note_moe(ds, m->nodes[i], in);
     for (int i = 0; i < m->nweights; i++) {
         Node *w = m->weights[i];
         all += (int64_t)node_bytes(w) * (w->shard.ranks ? ds->N : 1);
         held += (int64_t)node_bytes(w);
+        if (in[w->id])
+            continue;
         if (w->shard.tensors)
             note_tensors(ds, w);
         else if (w->shard.ranks)

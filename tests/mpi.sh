@@ -174,7 +174,8 @@ ldd "$T/llama-2" | grep -q libmpi && ok "the 2-rank program links Open MPI" ||
 # ---- expert parallel: a Qwen3-MoE GGUF's stacked experts split over the ranks ----
 "$MKCKPT" gguf qwen3_moe "$T/moe.gguf" >/dev/null || bad "mkckpt gguf qwen3_moe"
 "$KILN" print "$T/moe.gguf" --ranks 2 --stop-after distribute >"$T/moe.ir" 2>"$T/err"
-if [ "$(grep -c "split by experts (4 of them): rank 0 holds 0..1, rank 1 holds 2..3" "$T/moe.ir")" = 6 ] &&
+if [ "$(grep -c "# moe '[^']*': 4 experts over the ranks, 2 each: rank 0 holds experts 0..1, rank 1 holds 2..3 (3 weight tensors, [0-9]* bytes a rank)" "$T/moe.ir")" = 2 ] &&
+    [ "$(grep -c "split by experts" "$T/moe.ir")" = 0 ] &&
     [ "$(grep -c "= moe .*ranks=2[,}]" "$T/moe.ir")" = 2 ] && grep -q "^  # 2 ranks: each holds" "$T/moe.ir"
 then ok "qwen3_moe: 2 moe layers expert parallel, each rank holding 2 of 4 experts: $(grep "# 2 ranks" "$T/moe.ir" | sed 's/^ *# //')"
 else bad "qwen3_moe: experts split in the distribution dump"; sed 's/^/      /' "$T/err"; fi
@@ -197,16 +198,18 @@ held() {
 
 # ---- expert parallel: a folder's experts, one tensor each, each rank reading its own ----
 # Of the 4 experts' tensors of each projection rank r reads experts 2r and
-# 2r + 1's (the dump's notes). Each rank's weights image (the weights it
-# holds, prepared) holds the bytes the dump says a rank holds (and a few
+# 2r + 1's (the weights' shard(tensors=[...]) in the .kir; the notes say
+# it once a moe). Each rank's weights image (the weights it holds,
+# prepared) holds the bytes the dump says a rank holds (and a few
 # derived), less than the one-rank program's by more than the bytes of
-# the experts' tensors it does not read (the notes' bytes); the two
-# ranks' images differ.
+# the experts' tensors it does not read (the notes' bytes a rank); the
+# two ranks' images differ.
 for type in mixtral qwen3_moe; do
     "$MKCKPT" hf "$type" "$T/$type" >/dev/null || bad "mkckpt hf $type"
     "$KILN" print "$T/$type" --ranks 2 --stop-after distribute >"$T/$type.ir" 2>"$T/err"
-    if [ "$(grep -c "one tensor of the file per rank: rank 0 reads '[^']*experts\.0\.[^']*', rank 1 reads '[^']*experts\.2\." "$T/$type.ir")" = 6 ] &&
-        [ "$(grep -c "one tensor of the file per rank: rank 0 reads '[^']*experts\.1\.[^']*', rank 1 reads '[^']*experts\.3\." "$T/$type.ir")" = 6 ] &&
+    if [ "$(grep -c "shard(tensors=\[\"[^\"]*experts\.0\.[^\"]*\", \"[^\"]*experts\.2\." "$T/$type.ir")" = 6 ] &&
+        [ "$(grep -c "shard(tensors=\[\"[^\"]*experts\.1\.[^\"]*\", \"[^\"]*experts\.3\." "$T/$type.ir")" = 6 ] &&
+        [ "$(grep -c "# moe '[^']*': 4 experts over the ranks, 2 each: rank 0 holds experts 0..1, rank 1 holds 2..3 (6 weight tensors" "$T/$type.ir")" = 2 ] &&
         [ "$(grep -c "weight %[0-9]* \"[^\"]*experts\.[23]\." "$T/$type.ir")" = 0 ] &&
         [ "$(grep -c "= moe .*ranks=2[,}]" "$T/$type.ir")" = 2 ]
     then ok "$type: 2 moe layers expert parallel, rank 0 reading experts 0, 1's tensors, rank 1 experts 2, 3's: $(grep "# 2 ranks" "$T/$type.ir" | sed 's/^ *# //')"
@@ -220,7 +223,7 @@ for type in mixtral qwen3_moe; do
     KILN_WEIGHTS_CACHE="$T/wc-$type-2" timeout 60 $MPIRUN -np 2 -x KILN_WEIGHTS_CACHE "$T/$type-2" $GEN \
         >"$T/$type-2.tok" 2>"$T/err" || sed 's/^/      /' "$T/err"
     same "$type: 2 ranks' greedy tokens (experts of a tensor each split) are 1 rank's" "$T/$type-2.tok" "$T/$type-1.tok"
-    unread=$(sed -n "s/.*one tensor of the file per rank: .* (\([0-9]*\) bytes each)$/\1/p" "$T/$type.ir" |
+    unread=$(sed -n "s/.*experts over the ranks, .* weight tensors, \([0-9]*\) bytes a rank)$/\1/p" "$T/$type.ir" |
         awk '{ s += $1 } END { print s + 0 }')
     x=$(sed -n "s/^  # 2 ranks: each holds \([0-9]*\) weight bytes.*/\1/p" "$T/$type.ir")
     one=$(held "$T/wc-$type-1"/*.kwi)
@@ -247,7 +250,8 @@ agree mixtral_q8 "mixtral q8_0" "$T/mixtral" --weight-dtype q8_0
 if [ "$(grep -c "weight %[0-9]* \"[^\"]*self_attn\.sinks\" : f32\[2\] shard(axis=0, of=4, ranks=2)" "$T/gpt_oss.ir")" = 2 ]
 then ok "gpt_oss: each layer's 4 sinks split 2 a rank with the query heads"
 else bad "gpt_oss: sinks split with the heads"; sed 's/^/      /' "$T/err"; fi
-if [ "$(grep -c "# weight '[^']*experts\.\(gate_up_proj\|down_proj\)' split by experts (4 of them): rank 0 holds 0..1, rank 1 holds 2..3" "$T/gpt_oss.ir")" = 4 ] &&
+if [ "$(grep -c "weight %[0-9]* \"[^\"]*experts\.\(gate_up_proj\|down_proj\)\" : f32\[2,[0-9,]*\] shard(axis=0, of=4, ranks=2)" "$T/gpt_oss.ir")" = 4 ] &&
+    [ "$(grep -c "# moe '[^']*': 4 experts over the ranks, 2 each: rank 0 holds experts 0..1, rank 1 holds 2..3 (4 weight tensors" "$T/gpt_oss.ir")" = 2 ] &&
     [ "$(grep -c "= moe .*ranks=2[,}]" "$T/gpt_oss.ir")" = 2 ]
 then ok "gpt_oss: the experts' stacked tensors, read through views, split by experts: 2 moe layers expert parallel"
 else bad "gpt_oss: experts split by experts"; sed 's/^/      /' "$T/err"; fi
@@ -259,7 +263,7 @@ agree gpt_oss_b "gpt_oss bf16 (experts split)" "$T/gpt_oss_b"
 "$MKCKPT" hf gpt_oss "$T/gpt_oss_mx" --mxfp4 blocks >/dev/null || bad "mkckpt hf gpt_oss --mxfp4 blocks"
 "$KILN" print "$T/gpt_oss_mx" --ranks 2 --stop-after distribute >"$T/gpt_oss_mx.ir" 2>"$T/err"
 "$KILN" print "$T/gpt_oss_mx" --ranks 2 --stop-after lower >"$T/gpt_oss_mx.lir" 2>>"$T/err"
-if [ "$(grep -c "# weight '[^']*experts\.\(gate_up_proj\|down_proj\)' split by experts (4 of them)" "$T/gpt_oss_mx.ir")" = 4 ] &&
+if [ "$(grep -c "# moe '[^']*': 4 experts over the ranks, 2 each" "$T/gpt_oss_mx.ir")" = 2 ] &&
     [ "$(grep -c "buf b[0-9]* weight [0-9]* %[0-9]* : f32\[2,64,[0-9]*\] mxfp4$" "$T/gpt_oss_mx.lir")" = 4 ]
 then ok "gpt_oss MXFP4: the experts' blocks split by experts, held mxfp4 (2 of 4 a rank)"
 else bad "gpt_oss MXFP4: experts split by experts, held mxfp4"; sed 's/^/      /' "$T/err"; fi
