@@ -825,8 +825,8 @@ QG_I void qg_pass(int t, int64_t rows, int64_t n, int64_t kv, const uint8_t *s, 
     }
 }
 
-/* The calling thread's scratch of at least `bytes` (64-byte aligned), kept
- * for its next calls and freed when it ends; NULL when out of memory. */
+/* rt_q_scratch (rt_qk.h): a pthread key's buffer, freed when its thread
+ * ends; its size in its first word, the scratch 64 bytes in. */
 static pthread_key_t qg_key;
 static pthread_once_t qg_once = PTHREAD_ONCE_INIT;
 static void qg_key_make(void)
@@ -834,7 +834,7 @@ static void qg_key_make(void)
     pthread_key_create(&qg_key, free);
 }
 
-static uint8_t *qg_scratch(size_t bytes)
+void *rt_q_scratch(size_t bytes)
 {
     pthread_once(&qg_once, qg_key_make);
     size_t *p = pthread_getspecific(qg_key);
@@ -866,7 +866,7 @@ QG_I void qg_gemm(int t, int64_t m, int64_t n, int64_t k, const float *a, int64_
     _Alignas(64) uint8_t small[QG_KC + QG_KC / 32 * 4 * 2 + 64];
     int64_t rows = m, kv = k;
     size_t row = qg_row_bytes(t, k);
-    uint8_t *s = (size_t)m <= SIZE_MAX / row ? qg_scratch((size_t)m * row) : NULL;
+    uint8_t *s = (size_t)m <= SIZE_MAX / row ? rt_q_scratch((size_t)m * row) : NULL;
     if (!s) {
         rows = 1;
         kv = k < QG_KC ? k : QG_KC;

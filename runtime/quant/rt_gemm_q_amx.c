@@ -34,7 +34,6 @@
 
 #ifdef RT_AMX
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 #define QA_I static inline __attribute__((always_inline))
@@ -189,33 +188,6 @@ static void qa_prefetch(const uint8_t *w, size_t rb, int64_t rows, size_t bytes)
             _mm_prefetch((const char *)(w + (size_t)r * rb + o), _MM_HINT_T0);
 }
 
-/* The calling thread's scratch of at least `bytes` (64-byte aligned), kept
- * for its next calls and freed when it ends; NULL when out of memory. */
-static pthread_key_t qa_key;
-static pthread_once_t qa_once = PTHREAD_ONCE_INIT;
-static void qa_key_make(void)
-{
-    pthread_key_create(&qa_key, free);
-}
-
-static uint16_t *qa_scratch(size_t bytes)
-{
-    pthread_once(&qa_once, qa_key_make);
-    size_t *p = pthread_getspecific(qa_key);
-    if (p && p[0] >= bytes)
-        return (uint16_t *)((uint8_t *)p + 64);
-    size_t size = (bytes + 64 + 4095) & ~(size_t)4095;
-    free(p);
-    pthread_setspecific(qa_key, NULL);
-    p = aligned_alloc(64, size);
-    if (!p || pthread_setspecific(qa_key, p) != 0) {
-        free(p);
-        return NULL;
-    }
-    p[0] = size - 64;
-    return (uint16_t *)((uint8_t *)p + 64);
-}
-
 int rt_gemm_q_amx(int store, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)
 {
@@ -226,7 +198,7 @@ int rt_gemm_q_amx(int store, int64_t m, int64_t n, int64_t k, const float *a, in
     const uint8_t *wb = (const uint8_t *)w + (size_t)(woff / B) * bytes;
     _Alignas(64) uint16_t small[QA_M * RT_AMX_K], bb[32 * RT_AMX_K];
     uint16_t *ab = m > QA_M && (size_t)m < SIZE_MAX / (4 * RT_AMX_K)
-                       ? qa_scratch((size_t)((m + 31) & ~(int64_t)31) * RT_AMX_K * 2)
+                       ? rt_q_scratch((size_t)((m + 31) & ~(int64_t)31) * RT_AMX_K * 2)
                        : NULL;
     int64_t rows = ab ? m : QA_M;
     if (!ab)
