@@ -28,13 +28,7 @@ static int amx_here(void)
     return rt_gemm_bf16_amx(16, 16, 1, a, 1, b, 16, c, 16);
 }
 
-#define NEED_AMX()                                                           \
-    do {                                                                     \
-        if (!amx_here()) {                                                   \
-            print_message("no AMX tiles on this machine (or KILN_AMX=off): skipped\n"); \
-            skip();                                                          \
-        }                                                                    \
-    } while (0)
+#define NEED_AMX() TL_NEED(amx_here(), "no AMX tiles on this machine (or KILN_AMX=off)")
 
 static float bits(uint32_t u)
 {

@@ -29,13 +29,7 @@ static int amx_here(void)
     return rt_gemm_q_amx(RT_Q8_0, 16, 1, 32, a, 32, w, 0, 32, c, 1);
 }
 
-#define NEED_AMX()                                                           \
-    do {                                                                     \
-        if (!amx_here()) {                                                   \
-            print_message("no AMX tiles on this machine (or KILN_AMX=off): skipped\n"); \
-            skip();                                                          \
-        }                                                                    \
-    } while (0)
+#define NEED_AMX() TL_NEED(amx_here(), "no AMX tiles on this machine (or KILN_AMX=off)")
 
 /* q8_0: d = 1 + 2^-8 (half 0x3c04), q 1 and 3: weights 1.00390625 (a tie:
  * bf16 1) and 3.01171875 (bf16 3.015625); a row 2.0078125 (a tie: 2) and

@@ -133,4 +133,14 @@ void tl_put_file(const char *path, const void *data, size_t n);
 /* The whole file, NUL-terminated, malloc'd; its size in *n. */
 char *tl_get_file(const char *path, size_t *n);
 
+/* Skips the running cmocka test unless cond, saying why (a machine
+ * without what the test needs: never a silent pass). */
+#define TL_NEED(cond, why)                                                   \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            print_message("%s: skipped\n", why);                             \
+            skip();                                                          \
+        }                                                                    \
+    } while (0)
+
 #endif
