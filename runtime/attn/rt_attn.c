@@ -41,7 +41,18 @@ enum { AT_LANES = 16 };
 enum { AT_KEYS = 64, AT_QVECS = 64, AT_AHEAD = 8, AT_TILED = 16, AT_TDIM = 128 };
 
 typedef float at_v8 __attribute__((vector_size(32)));
+typedef int32_t at_i32 __attribute__((vector_size(64)));
 typedef float at_v4 __attribute__((vector_size(16)));
+
+/* The 16 lanes of acc summed by halving. */
+static inline float at_lanes(at_acc acc)
+{
+    at_v8 h8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
+    at_v4 h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) +
+               __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
+    return (h4[0] + h4[2]) + (h4[1] + h4[3]);
+}
 
 /* a . b over n: 16 lanes (fused multiply-adds, in order), summed by
  * halving, then the last n % 16 products one by one. */
@@ -51,11 +62,7 @@ static inline float at_dot(const float *a, const float *b, int64_t n)
     int64_t c = 0;
     for (; c + AT_LANES <= n; c += AT_LANES)
         acc += *(const at_vec *)(a + c) * *(const at_vec *)(b + c);
-    at_v8 h8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) +
-               __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
-    at_v4 h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) +
-               __builtin_shufflevector(h8, h8, 4, 5, 6, 7);
-    float s = (h4[0] + h4[2]) + (h4[1] + h4[3]);
+    float s = at_lanes(acc);
     for (; c < n; c++)
         s += a[c] * b[c];
     return s;
@@ -83,25 +90,88 @@ static inline void at_axpy(float *o, int64_t n, float alpha, const float *w, int
 
 static inline float at_cap(float x, float cap) { return cap > 0 ? cap * tanhf(x * (1 / cap)) : x; }
 
+/* The largest of m and x[0 .. n): 16 lanes, then halving; NaNs lost, as
+ * the scalar comparison loses them. */
+static inline float at_max(const float *x, int64_t n, float m)
+{
+    at_acc acc = {0};
+    acc += m;
+    int64_t j = 0;
+    for (; j + AT_LANES <= n; j += AT_LANES) {
+        at_acc y = *(const at_vec *)(x + j);
+        at_i32 gt = y > acc;
+        acc = (at_acc)(((at_i32)y & gt) | ((at_i32)acc & ~gt));
+    }
+    for (int h = 0; h < AT_LANES; h++)
+        m = acc[h] > m ? acc[h] : m;
+    for (; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+/* x[0 .. n) summed: 16 lanes, in order within each, then halving, then
+ * the last n % 16 one by one. */
+static inline float at_sum(const float *x, int64_t n)
+{
+    at_acc acc = {0};
+    int64_t j = 0;
+    for (; j + AT_LANES <= n; j += AT_LANES)
+        acc += *(const at_vec *)(x + j);
+    float s = at_lanes(acc);
+    for (; j < n; j++)
+        s += x[j];
+    return s;
+}
+
 /* One vector's update (output ov, state *mx, *sum) by its scores sc[0 ..
  * n) of keys a .. a + n - 1: the max, the weights (into sc) and their sum;
  * ov = ov * exp(old max - max) + the weighted values. */
-static void at_update(float *sc, int64_t n, float *ov, float *mx, float *sum, int64_t d,
-                           const float *v, int64_t ldv, int64_t a)
+static float at_weights(float *sc, int64_t n, float *mx, float *sum)
 {
-    float m = *mx, s = 0;
-    for (int64_t j = 0; j < n; j++)
-        m = sc[j] > m ? sc[j] : m;
-    float alpha = expf(*mx - m);       /* 0 on the first block (*mx = -inf) without a sink */
-    for (int64_t j = 0; j < n; j++) {
-        sc[j] = expf(sc[j] - m);
-        s += sc[j];
-    }
-    *sum = *sum * alpha + s;
+    float m = at_max(sc, n, *mx);
+    float alpha = rt_expf(*mx - m);    /* 0 on the first block (*mx = -inf) without a sink */
+    for (int64_t j = 0; j < n; j++)    /* vectorised: rt_expf is branch-free */
+        sc[j] = rt_expf(sc[j] - m);
+    *sum = *sum * alpha + at_sum(sc, n);
     *mx = m;
+    return alpha;
+}
+
+static void at_update(float *sc, int64_t n, float *ov, float *mx, float *sum, int64_t d,
+                      const float *v, int64_t ldv, int64_t a)
+{
+    float alpha = at_weights(sc, n, mx, sum);
     for (int64_t j = 0; j < n; j += 4) {
         int nk = n - j < 4 ? (int)(n - j) : 4;
         at_axpy(ov, d, j ? 1.0f : alpha, sc + j, nk, v + (a + j) * ldv, ldv);
+    }
+}
+
+/* 4 vectors' updates by the same keys a .. a + n - 1 (their weights
+ * w[x][0 .. n), their rescaling al[x]), d a multiple of 64: per 64
+ * columns, the 4 output rows in 16 accumulators, each row of v read once
+ * for the 4; each element scaled, then its terms added in key order, as
+ * at_axpy adds them. */
+static void at_pv4(float *const ov[4], const float al[4], float *const w[4], int64_t n,
+                   int64_t d, const float *v, int64_t ldv)
+{
+    for (int64_t c = 0; c < d; c += 4 * AT_LANES) {
+        at_acc acc[4][4];
+        for (int x = 0; x < 4; x++)
+            for (int u = 0; u < 4; u++)
+                acc[x][u] = *(const at_vec *)(ov[x] + c + u * AT_LANES) * al[x];
+        for (int64_t j = 0; j < n; j++) {
+            const float *vr = v + j * ldv + c;
+            at_acc vv[4];
+            for (int u = 0; u < 4; u++)
+                vv[u] = *(const at_vec *)(vr + u * AT_LANES);
+            for (int x = 0; x < 4; x++)
+                for (int u = 0; u < 4; u++)
+                    acc[x][u] += w[x][j] * vv[u];
+        }
+        for (int x = 0; x < 4; x++)
+            for (int u = 0; u < 4; u++)
+                *(at_vec *)(ov[x] + c + u * AT_LANES) = acc[x][u];
     }
 }
 
@@ -144,6 +214,22 @@ static void at_tile(const float *const *qp, const float *kt, int64_t d,
             *(at_vec *)(sc[x] + u * AT_LANES) = acc[x][u];
 }
 
+/* Whether the 4 vectors from x0 see the same keys of the block (j0, nb
+ * of them), at least one, and their rows are whole 64-column chunks:
+ * then at_pv4 updates them together. */
+static int at_shared(int64_t x0, int64_t nv, int64_t j0, int64_t nb, const int64_t *lo,
+                     const int64_t *up, int64_t d)
+{
+    if (x0 + 4 > nv || d % (4 * AT_LANES))
+        return 0;
+    int64_t a = lo[x0] > j0 ? lo[x0] : j0, b = up[x0] < j0 + nb ? up[x0] : j0 + nb;
+    for (int u = 1; u < 4; u++)
+        if ((lo[x0 + u] > j0 ? lo[x0 + u] : j0) != a ||
+            (up[x0 + u] < j0 + nb ? up[x0 + u] : j0 + nb) != b)
+            return 0;
+    return a < b;
+}
+
 void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, const float *k,
              int64_t ldk, const float *v, int64_t ldv, float *o, int64_t ldo, const float *sinks,
              int64_t p0, int64_t hi, int64_t window, float scale, float softcap)
@@ -179,6 +265,21 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
                     }
                     if (tiled)
                         at_tile(qp, kt, d, sc);
+                    if (tiled && at_shared(x0, nv, j0, nb, lo, up, d)) {
+                        int64_t a = lo[x0] > j0 ? lo[x0] : j0;
+                        int64_t b = up[x0] < j0 + nb ? up[x0] : j0 + nb;
+                        float *ov[4], al[4], *w[4];
+                        for (int u = 0; u < 4; u++) {
+                            int64_t x = x0 + u;
+                            ov[u] = o + (i0 + x / nr) * ldo + (h0 + x % nr) * d;
+                            w[u] = sc[u] + (a - j0);
+                            for (int64_t j = 0; j < b - a; j++)
+                                w[u][j] = at_cap(w[u][j] * scale, softcap);
+                            al[u] = at_weights(w[u], b - a, &mx[x], &sum[x]);
+                        }
+                        at_pv4(ov, al, w, b - a, d, v + a * ldv, ldv);
+                        continue;
+                    }
                     for (int64_t x = x0; x < nv && x < x0 + (tiled ? 4 : 1); x++) {
                         int64_t a = lo[x] > j0 ? lo[x] : j0;
                         int64_t b = up[x] < j0 + nb ? up[x] : j0 + nb;

@@ -18,8 +18,8 @@
  * never depend on how the caller blocks rows, columns or the reduction
  * around the call (a reduction split into calls over k ranges continues
  * the same sum), nor on threads. Fast when n is a multiple of 16 and
- * m * n <= 256 (16 vector accumulators: MR x NR = 16 x 16, 8 x 32, 4 x
- * 64, what the tile pass asks for); any other shape is computed right,
+ * m * n <= 384 (24 vector accumulators of AVX-512's 32: MR x NR = 24 x
+ * 16, 12 x 32, 6 x 64, what the tile pass asks for; with AVX2, 8 of 16); any other shape is computed right,
  * in pieces of those or, for the last n % 16 columns, one element at a
  * time.
  *
@@ -72,7 +72,9 @@ typedef int32_t kr_i32 __attribute__((vector_size(64)));
 /* 32 bf16 as 16 words (any address, any type's storage) */
 typedef uint32_t kr_w32 __attribute__((vector_size(64), aligned(2), may_alias));
 
-enum { KR_LANES = 16, KR_ACCS = 16 };
+/* accumulators a tile keeps: 24 of AVX-512's 32 registers (KR_F16C), 16
+ * elsewhere; KR_ROWS bounds a tile's rows (one vector each) */
+enum { KR_LANES = 16, KR_ROWS = 24, KR_ACCS = KR_F16C ? 24 : 16 };
 
 /* 16 IEEE halves (the low 16 bits of each word of h) as floats, exactly:
  * the half's exponent and mantissa moved into an f32's low bits and
@@ -139,7 +141,7 @@ static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv,
                                                           const void *b, int64_t ldb,
                                                           float *c, int64_t ldc)
 {
-    kr_acc acc[KR_ACCS][4];
+    kr_acc acc[KR_ROWS][4];
     int pairs = (bt == RT_BF16 || (bt == RT_F16 && !KR_F16C)) && nv % 2 == 0;
     for (int r = 0; r < m; r++)
         for (int v = 0; v < nv; v++)
@@ -204,11 +206,13 @@ static inline __attribute__((always_inline)) void kr_rows(int bt, int64_t m, int
     if (nv == 4)
         switch (m) {
             KR_CASE(1, 4) KR_CASE(2, 4) KR_CASE(3, 4) KR_CASE(4, 4)
+            KR_CASE(5, 4) KR_CASE(6, 4)
         }
     if (nv == 2)
         switch (m) {
             KR_CASE(1, 2) KR_CASE(2, 2) KR_CASE(3, 2) KR_CASE(4, 2)
             KR_CASE(5, 2) KR_CASE(6, 2) KR_CASE(7, 2) KR_CASE(8, 2)
+            KR_CASE(9, 2) KR_CASE(10, 2) KR_CASE(11, 2) KR_CASE(12, 2)
         }
     if (nv == 1)
         switch (m) {
@@ -216,6 +220,8 @@ static inline __attribute__((always_inline)) void kr_rows(int bt, int64_t m, int
             KR_CASE(5, 1) KR_CASE(6, 1) KR_CASE(7, 1) KR_CASE(8, 1)
             KR_CASE(9, 1) KR_CASE(10, 1) KR_CASE(11, 1) KR_CASE(12, 1)
             KR_CASE(13, 1) KR_CASE(14, 1) KR_CASE(15, 1) KR_CASE(16, 1)
+            KR_CASE(17, 1) KR_CASE(18, 1) KR_CASE(19, 1) KR_CASE(20, 1)
+            KR_CASE(21, 1) KR_CASE(22, 1) KR_CASE(23, 1) KR_CASE(24, 1)
         }
 }
 

@@ -59,7 +59,7 @@ static void gemm_any_shape(void **state)
 {
     (void)state;
     /* rows past a tile, 48 columns (32 + 16), column leftovers, k of 1 */
-    int64_t ms[] = {1, 3, 9, 17, 40}, ns[] = {1, 5, 16, 17, 48, 80, 100}, ks[] = {1, 2, 31, 300};
+    int64_t ms[] = {1, 3, 6, 9, 17, 24, 40}, ns[] = {1, 5, 16, 17, 48, 80, 100}, ks[] = {1, 2, 31, 300};
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++)
         for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)
             for (size_t q = 0; q < sizeof ks / sizeof *ks; q++)
