@@ -808,9 +808,8 @@ int pass_tile(Module *m, PassCtx *cx)
     t.R = 8 * t.V / t.L > 1 ? 8 * t.V / t.L : 1;
     if (t.R > MAX_R)
         t.R = MAX_R;
-    /* Of AVX-512's 32 registers, 24 accumulators (6 x 64: a stories110M
-     * f32 pp256 1.02-1.10x faster than 4 x 64 on the Intel host); of AVX2's 16, 8. */
-    t.accs = cx->machine.vector_bytes >= 64 ? 24 : 8;
+    t.accs = cx->machine.vector_bytes >= 64 ? 16 : 8;     /* of 32 registers, of 16 */
+    t.accs4 = cx->machine.vector_bytes >= 64 ? 24 : t.accs;
     t.l1 = cx->machine.l1d;
     t.l2 = cx->machine.l2;
     t.cores = cx->machine.cores > 1 ? cx->machine.cores : 1;

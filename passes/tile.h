@@ -28,6 +28,7 @@ typedef struct {
     Kernel *k;                           /* the kernel being rewritten */
     int V, L, R;                         /* lanes per vector, per accumulator; rows */
     int accs;                            /* vector registers kept for accumulators */
+    int accs4;                           /* the same for rows of 4 vectors (tile_gemm.c) */
     int64_t l1, l2, cores;
     int amx;                             /* Machine.amx */
     KernelNotes *kn;                     /* by kernel id */

@@ -38,9 +38,11 @@
  *       row, the widest of 64, 32, 16 that divides N: four independent
  *       vector chains where a row has nothing else in flight);
  *   MR  rows per call: accs x V / NR, so that a call keeps `accs` vector
- *       accumulators in registers (24 of AVX-512's 32: 12 x 32, 6 x 64;
- *       on the Intel host 6 x 64 ran a 256 x 768 x 768 gemm at 393 GFLOP/s
- *       where 4 x 64 ran at 347);
+ *       accumulators in registers (16 of AVX-512's 32: 8 x 32; rows of 4
+ *       vectors 24: 6 x 64, where a 256 x 768 x 768 gemm ran at 438 GFLOP/s
+ *       against 4 x 64's 401 on the Intel host, and a stories110M f32
+ *       pp256 1.02-1.10x faster; 12 x 32 + 4 x 32 made deepseek-r1-block's
+ *       16 rows 7 % slower than 8 x 32 twice);
  *   MB  rows per local tile: M, unless the tiles pass L1/2 (L2/2 for
  *       qgemm, which packs its panel of weights once a call for all its
  *       rows: 64 rows rather than 16 make a stories110M-shaped pp256 1.1-
@@ -752,7 +754,7 @@ static void rewrite(Tiler *t, Nest *n)
 {
     Arena *a = t->a;
     Rw w = {t, n, NULL, NULL, NULL, 0, 0, {0}};
-    int64_t regs = n->nr > t->V ? n->nr / t->V : 1, mr = t->accs / regs;
+    int64_t regs = n->nr > t->V ? n->nr / t->V : 1, mr = (regs == 4 ? t->accs4 : t->accs) / regs;
     int amx = amx_nest(t, n);
     w.mr = mr < 1 ? 1 : mr < n->M ? mr : n->M;     /* < 1: panels of qgemm alone */
     w.mb = pick_mb(t, n, w.mr, n->q || amx);

@@ -18,8 +18,8 @@
  * never depend on how the caller blocks rows, columns or the reduction
  * around the call (a reduction split into calls over k ranges continues
  * the same sum), nor on threads. Fast when n is a multiple of 16 and
- * m * n <= 384 (24 vector accumulators of AVX-512's 32: MR x NR = 24 x
- * 16, 12 x 32, 6 x 64, what the tile pass asks for; with AVX2, 8 of 16); any other shape is computed right,
+ * m * n <= 256 (16 vector accumulators: MR x NR = 16 x 16, 8 x 32, 4 x
+ * 64; with AVX-512's 32 registers 6 x 64: what the tile pass asks for); any other shape is computed right,
  * in pieces of those or, for the last n % 16 columns, one element at a
  * time.
  *
@@ -72,9 +72,9 @@ typedef int32_t kr_i32 __attribute__((vector_size(64)));
 /* 32 bf16 as 16 words (any address, any type's storage) */
 typedef uint32_t kr_w32 __attribute__((vector_size(64), aligned(2), may_alias));
 
-/* accumulators a tile keeps: 24 of AVX-512's 32 registers (KR_F16C), 16
- * elsewhere; KR_ROWS bounds a tile's rows (one vector each) */
-enum { KR_LANES = 16, KR_ROWS = 24, KR_ACCS = KR_F16C ? 24 : 16 };
+/* accumulators a tile keeps: 16; of rows of 4 vectors, 24 of AVX-512's
+ * 32 registers (KR_F16C: 6 x 64), else 16 */
+enum { KR_LANES = 16, KR_ACCS = 16, KR_ACCS4 = KR_F16C ? 24 : 16 };
 
 /* 16 IEEE halves (the low 16 bits of each word of h) as floats, exactly:
  * the half's exponent and mantissa moved into an f32's low bits and
@@ -134,14 +134,14 @@ static inline float kr_one(int bt, const void *b, int64_t i)
 #define KR_LO 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
 #define KR_HI 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
 
-/* One register tile: m rows of nv vectors, m * nv <= KR_ACCS. Inlined
+/* One register tile: m rows of nv vectors, m <= kr_mr(nv). Inlined
  * with constant m, nv and bt, the accumulators live in registers. */
 static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv, int64_t k,
                                                           const float *a, int64_t lda,
                                                           const void *b, int64_t ldb,
                                                           float *c, int64_t ldc)
 {
-    kr_acc acc[KR_ROWS][4];
+    kr_acc acc[KR_ACCS][4];
     int pairs = (bt == RT_BF16 || (bt == RT_F16 && !KR_F16C)) && nv % 2 == 0;
     for (int r = 0; r < m; r++)
         for (int v = 0; v < nv; v++)
@@ -197,7 +197,9 @@ static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv,
         kr_tile(bt, M, NV, k, a, lda, b, ldb, c, ldc);                       \
         return;
 
-/* m rows (1 <= m <= KR_ACCS / nv) of nv vectors. */
+/* m rows (1 <= m <= kr_mr(nv)) of nv vectors. */
+static inline int kr_mr(int nv) { return (nv == 4 ? KR_ACCS4 : KR_ACCS) / nv; }
+
 static inline __attribute__((always_inline)) void kr_rows(int bt, int64_t m, int nv, int64_t k,
                                                           const float *a, int64_t lda,
                                                           const void *b, int64_t ldb,
@@ -212,7 +214,6 @@ static inline __attribute__((always_inline)) void kr_rows(int bt, int64_t m, int
         switch (m) {
             KR_CASE(1, 2) KR_CASE(2, 2) KR_CASE(3, 2) KR_CASE(4, 2)
             KR_CASE(5, 2) KR_CASE(6, 2) KR_CASE(7, 2) KR_CASE(8, 2)
-            KR_CASE(9, 2) KR_CASE(10, 2) KR_CASE(11, 2) KR_CASE(12, 2)
         }
     if (nv == 1)
         switch (m) {
@@ -220,8 +221,6 @@ static inline __attribute__((always_inline)) void kr_rows(int bt, int64_t m, int
             KR_CASE(5, 1) KR_CASE(6, 1) KR_CASE(7, 1) KR_CASE(8, 1)
             KR_CASE(9, 1) KR_CASE(10, 1) KR_CASE(11, 1) KR_CASE(12, 1)
             KR_CASE(13, 1) KR_CASE(14, 1) KR_CASE(15, 1) KR_CASE(16, 1)
-            KR_CASE(17, 1) KR_CASE(18, 1) KR_CASE(19, 1) KR_CASE(20, 1)
-            KR_CASE(21, 1) KR_CASE(22, 1) KR_CASE(23, 1) KR_CASE(24, 1)
         }
 }
 
@@ -236,7 +235,7 @@ static inline __attribute__((always_inline)) void kr_gemm(int bt, int64_t m, int
     size_t bsize = bt == RT_F32 ? 4 : 2;
     for (; j + KR_LANES <= n;) {
         int nv = n - j >= 4 * KR_LANES ? 4 : n - j >= 2 * KR_LANES ? 2 : 1;
-        int64_t mr = KR_ACCS / nv;
+        int64_t mr = kr_mr(nv);
         for (int64_t r = 0; r < m; r += mr)
             kr_rows(bt, m - r < mr ? m - r : mr, nv, k, a + r * lda, lda,
                     (const char *)b + j * bsize, ldb, c + r * ldc + j, ldc);
