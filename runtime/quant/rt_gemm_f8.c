@@ -27,8 +27,7 @@
  *    of W at once, whose latency chains interleave. Tiles go over the rows
  *    of W, and within them over the rows of A, so a tile's rows of W stay
  *    in cache while A's rows pass. The first rows of A to pass prefetch
- *    the next tile's rows of W (a block's 132 bytes touch up to 3 cache
- *    lines: its first byte's, 64 on and its last's): the hardware
+ *    the next tile's rows of W, 3 lines a block (qf_tile): the hardware
  *    prefetcher alone runs too short a way ahead of QF_NR streams.
  *
  * The path is chosen where this file is compiled (-march): AVX-512F and
@@ -119,8 +118,9 @@ QF_I float qf_sum(qf_v v)
 
 /* One tile: mr rows of A (rows lda apart) by nr rows of W (rowbytes
  * apart), nb blocks of k; the next tile's QF_NR rows of W (next, unless
- * NULL) prefetched into L2 as block b passes their bytes b * 132 to
- * b * 132 + 131. */
+ * NULL) prefetched into L2 as block b passes: the lines of their bytes
+ * b * 132, 64 and 128 on (a block's 132 bytes reach into a fourth line
+ * where the next block's first prefetch falls). */
 QF_I void qf_tile(int mr, int nr, int64_t nb, const float *a, int64_t lda, const uint8_t *w,
                   size_t rowbytes, const uint8_t *next, float *c, int64_t ldc)
 {
@@ -134,7 +134,7 @@ QF_I void qf_tile(int mr, int nr, int64_t nb, const float *a, int64_t lda, const
             const uint8_t *p = next + o * rowbytes + (size_t)b * 132;
             __builtin_prefetch(p, 0, 2);
             __builtin_prefetch(p + 64, 0, 2);
-            __builtin_prefetch(p + 131, 0, 2);
+            __builtin_prefetch(p + 128, 0, 2);
         }
         for (int o = 0; o < nr; o++) {
             const uint8_t *p = w + o * rowbytes + (size_t)b * 132;
