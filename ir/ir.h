@@ -120,7 +120,7 @@ const char *dtype_name(DType t);                 /* "f32", "i32" */
  * quantized in GGML's blocks (runtime/rt_quant.h: a row, the last dim, a
  * multiple of the block) and read through the runtime's element reads
  * and gemm kernels; ST_F8_E4M3, an FP8 checkpoint's e4m3 bytes in blocks
- * of 32 with an f32 scale each (docs/fp8.md), likewise; ST_MXFP4, OCP
+ * of 128 with an f32 scale each (docs/fp8.md), likewise; ST_MXFP4, OCP
  * MXFP4 blocks (32 E2M1 values sharing an E8M0 scale), likewise. Values
  * equal RT_F32, RT_BF16, ... RT_Q6_K, RT_F8_E4M3, RT_MXFP4 (kiln_rt.h).
  * ST_Q4_K_M is no storage but --weight-dtype's mix of q4_k and q6_k, which

@@ -26,9 +26,10 @@ int storage_parse(const char *name, Storage *s)
 
 int storage_block(Storage s)
 {
-    return s == ST_Q8_0 || s == ST_Q4_0 || s == ST_F8_E4M3 || s == ST_MXFP4 ? 32
-           : s == ST_Q4_K || s == ST_Q6_K                                   ? 256
-                                                                            : 0;
+    return s == ST_Q8_0 || s == ST_Q4_0 || s == ST_MXFP4 ? 32
+           : s == ST_F8_E4M3                              ? 128
+           : s == ST_Q4_K || s == ST_Q6_K                 ? 256
+                                                          : 0;
 }
 
 int64_t storage_bytes(Storage s, int64_t count)
@@ -40,7 +41,7 @@ int64_t storage_bytes(Storage s, int64_t count)
     case ST_Q4_0: return count / 32 * 18;
     case ST_Q4_K: return count / 256 * 144;
     case ST_Q6_K: return count / 256 * 210;
-    case ST_F8_E4M3: return count / 32 * 36;
+    case ST_F8_E4M3: return count / 128 * 132;
     case ST_MXFP4: return count / 32 * 17;
     default: return count * 4;
     }

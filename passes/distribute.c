@@ -29,8 +29,8 @@
  *    a weight only it reads: row parallel, W split by columns, each rank's
  *    result a partial sum completed by an allreduce (o, down); a bias is
  *    added after it, once. W held in blocks as the file stores them
- *    (GGUF's, FP8's, MXFP4's) needs N to divide a row's blocks of 32 or
- *    256: refused otherwise. An FP8 weight's part may begin inside one of
+ *    (GGUF's, FP8's, MXFP4's) needs N to divide a row's blocks (32, 128
+ *    or 256 values: storage_block): refused otherwise. An FP8 weight's part may begin inside one of
  *    the file's 128 x 128 scale blocks: each rank reads the scales of its
  *    values' places, exact.
  * 3. Element-wise ops of operands split alike, rope and norms over another
@@ -190,7 +190,7 @@ static void shard(Dist *ds, Node *w, int axis)
 }
 
 /* Whether linear n's weight w splits by columns as the weights file
- * holds it in blocks (GGUF's q8_0 ...; FP8 re-blocked by 32 values of a
+ * holds it in blocks (GGUF's q8_0 ...; FP8 re-blocked by 128 values of a
  * row; MXFP4: --weight-dtype auto): each rank holds whole blocks of
  * every row or none, so N must divide a row's blocks (refused otherwise:
  * held f32 instead, an FP8 part would take 4 bytes a weight on every

@@ -311,8 +311,11 @@ RT_API uint16_t rt_f32_f16(float f);
  * or NaN: the NaN byte of its sign; no infinities). */
 RT_API float rt_e4m3_f32(uint8_t b);
 RT_API uint8_t rt_f32_e4m3(float f);
-/* The bytes count elements take held as store (RT_F32, RT_BF16, RT_F16,
- * RT_Q8_0 ... RT_Q6_K, RT_MXFP4; a quantized count is a multiple of its block). */
+/* The values a block of store holds (32; f8_e4m3 128; q4_k, q6_k 256; 0 for
+ * a store that is not in blocks), and the bytes count elements take held
+ * as store (RT_F32, RT_BF16, RT_F16, RT_Q8_0 ... RT_Q6_K, RT_F8_E4M3,
+ * RT_MXFP4; a quantized count is a multiple of its block). */
+RT_API int rt_store_block(int store);
 RT_API int64_t rt_store_bytes(int store, int64_t count);
 /* n floats rounded into 16-bit store (RT_BF16, RT_F16). */
 RT_API void rt_round_half(uint16_t *dst, const float *src, int64_t n, int store);
@@ -531,7 +534,7 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
     X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half) X(rt_store_bytes) \
-    X(rt_e4m3_f32) X(rt_f32_e4m3)                                            \
+    X(rt_store_block) X(rt_e4m3_f32) X(rt_f32_e4m3)                          \
     X(rt_profile_add) X(rt_image_open) X(rt_image_save) X(rt_image_close)    \
     X(rt_is_gguf) X(rt_gguf_weights)
 

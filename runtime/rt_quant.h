@@ -21,10 +21,12 @@
  *   q6_k  256 values in 210 bytes: 128 bytes ql (low 4 bits), 64 bytes qh
  *         (high 2 bits), 16 int8 scales, d; sub-block s (16 values) is
  *         x = d * scales[s] * (q - 32).
- *   f8_e4m3  32 values in 36 bytes: an f32 scale d, then 32 FP8 e4m3
+ *   f8_e4m3  128 values in 132 bytes: an f32 scale d, then 128 FP8 e4m3
  *         bytes q (kiln_rt.h's rt_e4m3_f32); x = d * e4m3(q). An FP8
- *         checkpoint's bytes as stored, its scales spread per 32 values
- *         (rt_load_weights; docs/fp8.md); kiln's own layout.
+ *         checkpoint's bytes as stored, its scales spread per 128 values
+ *         of a row (rt_load_weights; docs/fp8.md: a checkpoint's scale
+ *         blocks are 128 x 128, rows or the tensor, so one scale covers
+ *         them); kiln's own layout.
  *   mxfp4 32 values in 17 bytes (OCP Microscaling's MXFP4, GGML's
  *         block_mxfp4, GGUF type 39): e, an E8M0 scale (8 exponent bits,
  *         2^(e - 127); e = 255 is NaN, as the OCP format has it), then 16
@@ -46,8 +48,9 @@
 
 /* ---- the types (rt_quant.c) --------------------------------------------- */
 /* The values of RT_Q8_0 ... RT_Q6_K (a weight's store) are kiln_rt.h's. */
-/* Values a block holds (32 or 256) and its bytes, by store (RT_Q8_0 ...
- * RT_Q6_K, RT_F8_E4M3, RT_MXFP4); 0 for a store that is not quantized. */
+/* Values a block holds (32, 128 or 256: kiln_rt.h's rt_store_block) and
+ * its bytes, by store (RT_Q8_0 ... RT_Q6_K, RT_F8_E4M3, RT_MXFP4); 0 for a
+ * store that is not quantized. */
 RT_API int rt_q_block(int store);
 RT_API int rt_q_block_bytes(int store);
 /* "q8_0", "q4_0", "q4_k", "q6_k", "f8_e4m3", "mxfp4"; NULL for another store. */
@@ -114,9 +117,10 @@ RT_API void rt_gemm_mxfp4(int64_t m, int64_t n, int64_t k, const float *a, int64
                           const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 /* The same over f8_e4m3 blocks, activations kept in f32 (rt_gemm_f8.c):
  * per element of C, 16 f32 lanes L from 0; per block of k in k order,
- * lane l's t = w_l a_l, t = fmaf(w_{l+16}, a_{l+16}, t) (w the block's
- * e4m3 values / 2^8, exact in f32; a the row of A there), L_l = fmaf(t,
- * d, L_l); then L_l += L_{l+h} for h = 8, 4, 2, 1, and C += L_0 * 2^8
+ * lane l's t = w_l a_l, then t = fmaf(w_{l+16i}, a_{l+16i}, t) for i = 1
+ * ... 7 (w the block's 128 e4m3 values / 2^8, exact in f32; a the row of
+ * A there), L_l = fmaf(t, d, L_l); then L_l += L_{l+h} for h = 8, 4, 2,
+ * 1, and C += L_0 * 2^8
  * (the same as with w unscaled, but for underflow). The same
  * bits on every path (AVX-512, portable C), thread count and split of
  * rows or columns into calls; k split into calls changes the order. */

@@ -4,8 +4,9 @@
 #      blocks of 128 x 128 with weight_scale_inv; compressed-tensors'
 #      per-row and per-tensor weight_scale, bf16 scales, input_scale):
 #      the cc build and the JIT against the reference on the dequantized
-#      weights within 1e-4, the table saying they are held as stored and
-#      that activations stay f32;
+#      weights within 1e-4, the table saying how many are held as stored
+#      (every linear: rows of 256 and 512, whole blocks of 128) and that
+#      activations stay f32;
 #   2. the program holds them so: f8_e4m3 buffers read by qgemm, the C
 #      calling rt_gemm_f8_e4m3 on weights declared RT_F8_E4M3;
 #   3. greedy decoding (cc build and kiln run) equals refgen's reference
@@ -24,11 +25,11 @@ REFGEN=${REFGEN:-build/tests/refgen}
 . tests/lib.sh
 scratch fp8
 
-# 1. kiln check per layout
+# 1. kiln check per layout; $2: "N of M" weights held f8_e4m3
 held="held as f8_e4m3 as the file stores them (lossless); the kernels keep activations in f32"
 check() {
-    what=$1; shift
-    if "$KILN" check "$@" >"$T/out" 2>&1 && grep -q "$held" "$T/out" &&
+    what=$1; count=$2; shift 2
+    if "$KILN" check "$@" >"$T/out" 2>&1 && grep -q "weights: $count $held" "$T/out" &&
        grep -q "tolerance 0.0001" "$T/out"; then
         ok "$what"
     else
@@ -37,11 +38,13 @@ check() {
 }
 "$MKCKPT" hf llama "$T/blk" --fp8 block --shape blocks >/dev/null
 "$MKCKPT" hf llama "$T/ch" --fp8 channel --bf16 --shape blocks >/dev/null
-"$MKCKPT" hf qwen3 "$T/pt" --fp8 tensor >/dev/null
+"$MKCKPT" hf qwen3 "$T/pt" --fp8 tensor --shape blocks >/dev/null
 "$MKCKPT" hf llama "$T/f32" --shape blocks >/dev/null
-check "check: blocks of 128 x 128, weight_scale_inv (Qwen3-FP8's layout)" "$T/blk"
-check "check: compressed-tensors per row, bf16 weight_scale, input_scale" "$T/ch"
-check "check: compressed-tensors per tensor (qwen3)" "$T/pt"
+check "check: blocks of 128 x 128, weight_scale_inv (Qwen3-FP8's layout): 56 linears f8_e4m3" \
+    "56 of 75" "$T/blk"
+check "check: compressed-tensors per row, bf16 weight_scale, input_scale: 56 f8_e4m3" \
+    "56 of 75" "$T/ch"
+check "check: compressed-tensors per tensor (qwen3): 14 linears f8_e4m3" "14 of 24" "$T/pt"
 grep -q '"model.layers.0.mlp.down_proj.weight_scale_inv":{"dtype":"F32","shape":\[2,4\]' \
     "$T/blk/model.safetensors" && grep -q '"quant_method": "fp8"' "$T/blk/config.json" &&
     ok "  mkckpt --fp8 block: down_proj [256, 512] has scales [2, 4]; quant_method fp8" ||

@@ -296,11 +296,11 @@ else bad "FP8 block folder: kiln check --ranks 2 --weight-dtype f32 (exit $st, 1
 refuse 2 "FP8 block folder: kiln check --ranks 2 of weights held f8_e4m3 says how to check it" \
     "weight 'model.layers.0.self_attn.q_proj.weight' is held as f8_e4m3 (check it with --weight-dtype f32)" \
     "$KILN" check "$T/fp8block" --ranks 2
-# The tiny folder's down_proj rows of 96 (3 blocks of 32) cannot split by
-# columns over 2 ranks held f8_e4m3: refused at build; held bf16 they split.
-"$MKCKPT" hf llama "$T/fp8" --fp8 block >/dev/null || bad "mkckpt hf llama --fp8 block"
-refuse 1 "FP8 folder whose rows of 3 blocks of 32 split by columns: refused at build" \
-    "layers.0.ffn_out: the 3 blocks of 32 in a row of its f8_e4m3 weight do not split evenly over 2 ranks (and 1 more places); --ranks that split every sharded dimension: 1" \
+# down_proj's rows of 384 (3 blocks of 128) cannot split by columns over
+# 2 ranks held f8_e4m3: refused at build; held bf16 they split.
+"$MKCKPT" hf llama "$T/fp8" --fp8 block --shape blocks384 >/dev/null || bad "mkckpt hf llama --fp8 block"
+refuse 1 "FP8 folder whose rows of 3 blocks of 128 split by columns: refused at build" \
+    "layers.0.ffn_out: the 3 blocks of 128 in a row of its f8_e4m3 weight do not split evenly over 2 ranks (and 1 more places); --ranks that split every sharded dimension: 1" \
     "$KILN" build "$T/fp8" --ranks 2 -o "$T/never"
 agree fp8b "FP8 folder held bf16" "$T/fp8" --weight-dtype bf16
 

@@ -109,6 +109,14 @@ void rt_round_half(uint16_t *dst, const float *src, int64_t n, int store)
             dst[i] = rt_f32_f16(src[i]);
 }
 
+int rt_store_block(int store)
+{
+    return store == RT_Q8_0 || store == RT_Q4_0 || store == RT_MXFP4 ? 32
+           : store == RT_F8_E4M3                                     ? 128
+           : store == RT_Q4_K || store == RT_Q6_K                    ? 256
+                                                                     : 0;
+}
+
 int64_t rt_store_bytes(int store, int64_t count)
 {
     switch (store) {
@@ -118,7 +126,7 @@ int64_t rt_store_bytes(int store, int64_t count)
     case RT_Q4_0: return count / 32 * 18;
     case RT_Q4_K: return count / 256 * 144;
     case RT_Q6_K: return count / 256 * 210;
-    case RT_F8_E4M3: return count / 32 * 36;
+    case RT_F8_E4M3: return count / 128 * 132;
     case RT_MXFP4: return count / 32 * 17;
     default: return count * 4;
     }

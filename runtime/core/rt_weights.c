@@ -34,8 +34,9 @@
  * [] (per tensor), [rows, 1] or [rows] (per row), or [ceil(rows / 128),
  * ceil(cols / 128)] (blocks of 128 x 128); value (r, c) is e4m3(byte) x
  * scale(r, c) (wt_scale). Held as f8_e4m3 it is re-blocked (wt_reblock):
- * per 32 values of a row (cols a multiple of 32, so a block of 32 lies in
- * one scale's block) the f32 scale then the 32 bytes as stored; a NaN
+ * per 128 values of a row (cols a multiple of 128, so a block of 128,
+ * beginning at a multiple of 128 columns, lies in one scale's block) the
+ * f32 scale then the 128 bytes as stored; a NaN
  * byte (0x7f, 0xff) is refused by place. Held otherwise it is widened to
  * those f32 values first, as any tensor. A scale and a compressed-tensors
  * input_scale (NAME minus "weight" plus "input_scale") of an FP8 weight
@@ -505,19 +506,20 @@ static void wt_f32(const wt_tensor *t, const rt_tensor_info *w, float *d)
             d[i] = rt_bf16_f32((uint16_t)(p[0] | p[1] << 8));
 }
 
-/* FP8 tensor t into f8_e4m3 blocks at d (see the top): per 32 values of a
- * row, the f32 scale, then the bytes; a NaN byte refused. */
+/* FP8 tensor t into f8_e4m3 blocks at d (see the top): per block of a
+ * row, the f32 scale of its first value, then the bytes; a NaN byte
+ * refused. */
 static int wt_reblock(const wt_file *f, const wt_tensor *t, unsigned char *d, rt_err *e)
 {
-    int64_t cols = wt_cols(t);
-    if (cols % 32)
+    int64_t cols = wt_cols(t), n = rt_store_block(RT_F8_E4M3);
+    if (cols % n)
         return rt_errf(e, RT_EINTERNAL, "weight '%s': cannot hold it as f8_e4m3: rows of %lld",
                        t->name, (long long)cols);
-    for (int64_t i = 0; i < t->count; i += 32, d += 36) {
+    for (int64_t i = 0; i < t->count; i += n, d += rt_store_bytes(RT_F8_E4M3, n)) {
         float s = wt_scale(t, i / cols, i % cols);
         memcpy(d, &s, 4);
-        memcpy(d + 4, t->data + i, 32);
-        for (int j = 0; j < 32; j++)
+        memcpy(d + 4, t->data + i, (size_t)n);
+        for (int j = 0; j < n; j++)
             if ((d[4 + j] & 0x7f) == 0x7f)
                 return rt_errf(e, RT_EINVAL, "%s: '%s': element %lld is NaN (0x%02x)", f->path,
                                t->name, (long long)((t->r0 + i / cols) * (t->ld ? t->ld : cols) +
@@ -551,7 +553,7 @@ static int wt_small(const wt_file *f, const wt_tensor *t, const rt_tensor_info *
         return 0;
     }
     int64_t row = w->rank ? w->dims[w->rank - 1] : 0;
-    if (quant && (!w->quantize || row % 32))
+    if (quant && (!w->quantize || row % rt_store_block(w->store)))
         return rt_errf(e, RT_EINTERNAL, "weight '%s': cannot hold it quantized (store %d)",
                        w->name, w->store);
     float *x = rt_alloc((size_t)w->count * sizeof *x);

@@ -1,30 +1,34 @@
 /* runtime/quant/rt_gemm_f8.c: the gemm kernel over f8_e4m3 blocks
  * (rt_quant.h's rt_gemm_f8_e4m3): C[m][n] += A[m][k] W^T, W(j, kk)
- * element woff + j * ldw + kk of a weight held as blocks of 32 e4m3 bytes
- * with an f32 scale, activations kept in f32 (an FP8 checkpoint's
- * input_scale, or dynamic FP8 activations, are not emulated: docs/fp8.md).
+ * element woff + j * ldw + kk of a weight held as blocks of 128 e4m3
+ * bytes with an f32 scale (132 bytes), activations kept in f32 (an FP8
+ * checkpoint's input_scale, or dynamic FP8 activations, are not emulated:
+ * docs/fp8.md).
  *
- * 1. Widening, through IEEE half: a block's 32 bytes, sign-extended to
+ * 1. Widening, through IEEE half: 32 bytes of a block, sign-extended to
  *    16-bit lanes and shifted up by 7 with bit 14 cleared, are the halves
  *    w' = w / 2^8 (e4m3's exponent field is half's less its top bit, and
  *    half's bias is e4m3's + 8; subnormals map to subnormals), and
- *    vcvtph2ps widens them exactly: 6 vector operations for 32 weights.
- *    A NaN byte would read as 480: rt_load_weights refuses them, so none
- *    is held. One byte a weight is read, and the block's scale.
+ *    vcvtph2ps widens them exactly: 6 vector operations for 32 weights, a
+ *    block's 128 in 4 such pairs of 16-lane vectors. A NaN byte would read
+ *    as 480: rt_load_weights refuses them, so none is held. One byte a
+ *    weight is read, and the block's scale (1.03 bytes a weight).
  * 2. Arithmetic, per element of C (rt_quant.h): 16 lanes; per block
- *    t = w'[0:16] a[0:16], t = fma(w'[16:32], a[16:32], t), L = fma(t, d,
- *    L); at the end the lanes summed by halves (8, 4, 2, 1), times 2^8
- *    (exact), and added to C. The portable C does the same operations
- *    lane by lane (fmaf, w' as rt_e4m3_f32(b) / 2^8), so both paths give
- *    the same bits.
+ *    t = w'[0:16] a[0:16], then t = fma(w'[16i:16i+16], a[16i:16i+16], t)
+ *    for i = 1 ... 7, and L = fma(t, d, L): 9 vector operations and one
+ *    scale for 128 weights; at the end the lanes summed by halves (8, 4,
+ *    2, 1), times 2^8 (exact), and added to C. The portable C does the
+ *    same operations lane by lane (fmaf, w' as rt_e4m3_f32(b) / 2^8), so
+ *    both paths give the same bits.
  * 3. Shapes. A tile is up to QF_MR rows of A by QF_NR rows of W: each
- *    block's 2 widened vectors of a row of W serve every row of A of the
- *    tile (prefill), and decode (one row of A) streams QF_NR rows of W at
- *    once, whose latency chains interleave. Tiles go over the rows of W,
- *    and within them over the rows of A, so a tile's rows of W stay in
- *    cache while A's rows pass. The first rows of A to pass prefetch the
- *    next tile's rows of W: the hardware prefetcher alone runs too short
- *    a way ahead of QF_NR streams.
+ *    block's 8 widened vectors of a row of W serve every row of A of the
+ *    tile (prefill; 16 accumulators, 8 weights, the scale and t fit
+ *    AVX-512's 32 registers), and decode (one row of A) streams QF_NR rows
+ *    of W at once, whose latency chains interleave. Tiles go over the rows
+ *    of W, and within them over the rows of A, so a tile's rows of W stay
+ *    in cache while A's rows pass. The first rows of A to pass prefetch
+ *    the next tile's rows of W, 3 lines a block (qf_tile): the hardware
+ *    prefetcher alone runs too short a way ahead of QF_NR streams.
  *
  * The path is chosen where this file is compiled (-march): AVX-512F and
  * BW, else portable C; the Makefile's unit tests build both. */
@@ -114,29 +118,38 @@ QF_I float qf_sum(qf_v v)
 
 /* One tile: mr rows of A (rows lda apart) by nr rows of W (rowbytes
  * apart), nb blocks of k; the next tile's QF_NR rows of W (next, unless
- * NULL) prefetched into L2 as block b passes their byte b * 36. */
+ * NULL) prefetched into L2 as block b passes: the lines of their bytes
+ * b * 132, 64 and 128 on (a block's 132 bytes reach into a fourth line
+ * where the next block's first prefetch falls). */
 QF_I void qf_tile(int mr, int nr, int64_t nb, const float *a, int64_t lda, const uint8_t *w,
                   size_t rowbytes, const uint8_t *next, float *c, int64_t ldc)
 {
-    qf_v acc[QF_MR][QF_NR], w0[QF_NR], w1[QF_NR], d[QF_NR];
+    qf_v acc[QF_MR][QF_NR];
     for (int r = 0; r < mr; r++)
         for (int o = 0; o < nr; o++)
             acc[r][o] = qf_zero();
     for (int64_t b = 0; b < nb; b++) {
-        for (int o = 0; next && o < QF_NR; o++)
-            __builtin_prefetch(next + o * rowbytes + (size_t)b * 36, 0, 2);
+        const float *ab = a + b * 128;
+        for (int o = 0; next && o < QF_NR; o++) {
+            const uint8_t *p = next + o * rowbytes + (size_t)b * 132;
+            __builtin_prefetch(p, 0, 2);
+            __builtin_prefetch(p + 64, 0, 2);
+            __builtin_prefetch(p + 128, 0, 2);
+        }
         for (int o = 0; o < nr; o++) {
-            const uint8_t *p = w + o * rowbytes + (size_t)b * 36;
+            const uint8_t *p = w + o * rowbytes + (size_t)b * 132;
+            qf_v x[8];
             float s;
             memcpy(&s, p, 4);
-            d[o] = qf_set(s);
-            qf_widen(p + 4, &w0[o], &w1[o]);
-        }
-        for (int r = 0; r < mr; r++) {
-            qf_v a0 = qf_load(a + r * lda + b * 32), a1 = qf_load(a + r * lda + b * 32 + 16);
-            for (int o = 0; o < nr; o++) {
-                qf_v t = qf_fma(w1[o], a1, qf_mul(w0[o], a0));
-                acc[r][o] = qf_fma(t, d[o], acc[r][o]);
+            qf_v d = qf_set(s);
+            for (int i = 0; i < 4; i++)
+                qf_widen(p + 4 + 32 * i, &x[2 * i], &x[2 * i + 1]);
+            for (int r = 0; r < mr; r++) {
+                const float *ar = ab + r * lda;
+                qf_v t = qf_mul(x[0], qf_load(ar));
+                for (int i = 1; i < 8; i++)
+                    t = qf_fma(x[i], qf_load(ar + 16 * i), t);
+                acc[r][o] = qf_fma(t, d, acc[r][o]);
             }
         }
     }
@@ -165,15 +178,15 @@ void rt_gemm_f8_e4m3(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
         {qf_tile_1_4, qf_tile_2_4, qf_tile_3_4, qf_tile_4_4}};
     if (m <= 0 || n <= 0 || k <= 0)
         return;
-    const size_t rowbytes = (size_t)(ldw / 32) * 36;
-    const uint8_t *wb = (const uint8_t *)w + (size_t)(woff / 32) * 36;
+    const size_t rowbytes = (size_t)(ldw / 128) * 132;
+    const uint8_t *wb = (const uint8_t *)w + (size_t)(woff / 128) * 132;
     for (int64_t j = 0; j < n;) {
         int nr = n - j >= QF_NR ? QF_NR : 1;
         const uint8_t *w = wb + (size_t)j * rowbytes;
         const uint8_t *next = n - j - nr >= QF_NR ? w + nr * rowbytes : NULL;
         for (int64_t i = 0; i < m; i += QF_MR) {
             int mr = m - i < QF_MR ? (int)(m - i) : QF_MR;
-            tiles[nr == QF_NR][mr - 1](k / 32, a + i * lda, lda, w, rowbytes, i ? NULL : next,
+            tiles[nr == QF_NR][mr - 1](k / 128, a + i * lda, lda, w, rowbytes, i ? NULL : next,
                                        c + i * ldc + j, ldc);
         }
         j += nr;

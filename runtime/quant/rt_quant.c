@@ -44,10 +44,7 @@
 
 int rt_q_block(int store)
 {
-    return store == RT_Q8_0 || store == RT_Q4_0 || store == RT_F8_E4M3 || store == RT_MXFP4
-               ? 32
-           : store == RT_Q4_K || store == RT_Q6_K ? 256
-                                                  : 0;
+    return rt_store_block(store);
 }
 
 int rt_q_block_bytes(int store)
@@ -117,16 +114,16 @@ static float qb_q4_0(const unsigned char *b, int j)
     return (float)(q - 8) * rt_qk_half(b);
 }
 
-/* ---- f8_e4m3: an f32 d, then 32 e4m3 bytes --------------------------------- */
+/* ---- f8_e4m3: an f32 d, then 128 e4m3 bytes -------------------------------- */
 static void qb_quantize_f8(const float *x, unsigned char *b)
 {
     float amax = 0.0f;
-    for (int j = 0; j < 32; j++)
+    for (int j = 0; j < 128; j++)
         if (fabsf(x[j]) > amax)
             amax = fabsf(x[j]);
     float d = amax / 448;
     memcpy(b, &d, 4);
-    for (int j = 0; j < 32; j++)
+    for (int j = 0; j < 128; j++)
         b[4 + j] = d ? rt_f32_e4m3(x[j] / d) : 0;
 }
 
@@ -250,7 +247,7 @@ void rt_dequantize(int store, const void *src, float *dst, int64_t n)
             for (int j = 0; j < 32; j++)
                 dst[j] = qb_q4_0(b, j);
         else if (store == RT_F8_E4M3)
-            for (int j = 0; j < 32; j++)
+            for (int j = 0; j < 128; j++)
                 dst[j] = qb_f8(b, j);
         else if (store == RT_MXFP4)
             for (int j = 0; j < 32; j++)
@@ -296,7 +293,7 @@ float rt_q4_0_at(const void *w, int64_t i)
 
 float rt_f8_e4m3_at(const void *w, int64_t i)
 {
-    return qb_f8((const unsigned char *)w + i / 32 * 36, (int)(i % 32));
+    return qb_f8((const unsigned char *)w + i / 128 * 132, (int)(i % 128));
 }
 
 float rt_mxfp4_at(const void *w, int64_t i)

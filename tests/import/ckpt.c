@@ -303,6 +303,19 @@ int ck_hf_shape_named(const char *type, const char *name, CkShape *s)
                        .heads = 4, .kv_heads = 2, .seq = 64, .interleaved = 1};
         return 0;
     }
+    if (!strcmp(name, "blocks") && !strcmp(type, "qwen3")) {
+        /* rows of 256 and 512, so FP8's blocks of 128 (tests/fp8.sh) */
+        *s = (CkShape){.type = CK_QWEN3, .vocab = 350, .dim = 256, .hidden = 512, .layers = 2,
+                       .heads = 4, .kv_heads = 2, .head_dim = 64, .seq = 64, .tied = 1};
+        return 0;
+    }
+    if (!strcmp(name, "blocks384") && !strcmp(type, "llama")) {
+        /* down_proj's rows of 384, 3 blocks of 128, which 2 ranks do not
+         * split by columns held f8_e4m3 (tests/mpi.sh) */
+        *s = (CkShape){.type = CK_LLAMA, .vocab = 320, .dim = 256, .hidden = 384, .layers = 2,
+                       .heads = 4, .kv_heads = 2, .seq = 64, .interleaved = 1};
+        return 0;
+    }
     if (!strcmp(name, "small") && !strcmp(type, "gpt_oss")) {
         /* stories110M's width, 32 experts of 768 (680 MB of them in
          * bf16, 180 MB in MXFP4): to time experts that stream from memory */

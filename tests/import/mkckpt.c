@@ -6,7 +6,8 @@
  *   mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe|
  *          gpt_oss DIR [--bf16] [--shards N]
  *          [--untied] [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]
- *          [--shape tiny|small|blocks|tinyllama|llama3-8b|qwen2-0.5b] [--stream]
+ *          [--shape tiny|small|blocks|blocks384|tinyllama|llama3-8b|qwen2-0.5b]
+ *          [--stream]
  *          [--no-weights] [--fp8 block|channel|tensor] [--mxfp4 blocks|values]
  *   mkckpt gguf TYPE FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k]
  *          [--bf16] [--untied] [--seed N] [--shape tiny|small|blocks]
@@ -69,14 +70,16 @@ static void put_usage(FILE *f)
             "                      [--bf16]\n"
             "                      [--shards N] [--untied]\n"
             "                      [--transformers-names] [--config 'JSON MEMBERS'] [--seed N]\n"
-            "                      [--shape tiny|small|blocks|tinyllama|llama3-8b|qwen2-0.5b]\n"
+            "                      [--shape tiny|small|blocks|blocks384|tinyllama|llama3-8b|\n"
+            "                      qwen2-0.5b]\n"
             "                      [--stream] [--no-weights]\n"
             "       mkckpt gguf TYPE FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k|q6_k]\n"
             "                      [--bf16] [--untied] [--seed N] [--shape tiny|small|blocks]\n"
             "                      [--drop-key KEY] [--arch NAME] [--reshape TENSOR=D0,D1...]\n"
             "hf, gguf: [--qpas N] (gemma2, gemma3_text) [--llama3-rope] (llama)\n"
             "shapes: small (qwen3_moe, gpt_oss) to time a decode step; blocks (llama): rows of 256\n"
-            "        and 512, 8 layers, for quantized types; tinyllama, llama3-8b (llama):\n"
+            "        and 512, 8 layers, for quantized types (qwen3: 2 layers); blocks384 (llama):\n"
+            "        down_proj's rows of 384 (3 blocks of 128); tinyllama, llama3-8b (llama):\n"
             "        TinyLlama-1.1B's and Llama-3.1-8B's, their published config.json, random\n"
             "        weights (4.4 GB of f32, 16 GB of bf16) written tensor by tensor;\n"
             "        qwen2-0.5b (qwen2): Qwen2-0.5B's dimensions (2 GB of f32)\n"

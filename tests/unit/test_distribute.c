@@ -7,7 +7,7 @@
  * tensor each (each rank reading its own; a stack of more than 64 too),
  * and refusals name the dimension and the rank counts that work
  * (mistral's one KV head among them, the experts 3 ranks do not split,
- * an FP8 weight's row of blocks of 32 that 8 ranks do not split). */
+ * an FP8 weight's row of blocks of 128 that 8 ranks do not split). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -461,19 +461,19 @@ static void refusals(void **state)
 
 /* Weights held f8_e4m3 as the file stores them (--weight-dtype auto's
  * stores): the column-parallel one split by rows, the row-parallel one by
- * columns where N divides a row's 4 blocks of 32 (its parts may begin
- * inside a 128-wide scale block: each rank reads its places' scales);
- * over 8 ranks a part would be half a block, refused by the linear's
- * name with the rank counts that work. */
+ * columns where N divides a row's 4 blocks of 128 (a part of rows may
+ * begin inside a 128 x 128 scale block: each rank reads its places'
+ * scales); over 8 ranks a part would be half a block, refused by the
+ * linear's name with the rank counts that work. */
 static void fp8_held(void **state)
 {
     (void)state;
     static const char text[] = "graph t\n"
-                               "  input  %0 \"x\" : f32[1,64]\n"
-                               "  weight %1 \"up\" : f32[128,64]\n"
-                               "  weight %2 \"down\" : f32[64,128]\n"
-                               "  %3 \"h\" = linear %0, %1 : f32[1,128]\n"
-                               "  %4 \"y\" = linear %3, %2 : f32[1,64]\n"
+                               "  input  %0 \"x\" : f32[1,128]\n"
+                               "  weight %1 \"up\" : f32[512,128]\n"
+                               "  weight %2 \"down\" : f32[128,512]\n"
+                               "  %3 \"h\" = linear %0, %1 : f32[1,512]\n"
+                               "  %4 \"y\" = linear %3, %2 : f32[1,128]\n"
                                "  output %4\n";
     static const Storage f8[2] = {ST_F8_E4M3, ST_F8_E4M3};
     Arena *a = arena_new();
@@ -486,7 +486,7 @@ static void fp8_held(void **state)
         if (n == 8) {
             assert_int_equal(pass_distribute(m, &cx), -1);
             assert_int_equal(d.n, 1);
-            assert_string_equal(d.lines[0], "t.kir: line 6: y: the 4 blocks of 32 in a row of its "
+            assert_string_equal(d.lines[0], "t.kir: line 6: y: the 4 blocks of 128 in a row of its "
                                             "f8_e4m3 weight do not split evenly over 8 ranks; "
                                             "--ranks that split every sharded dimension: 1, 2, 4");
             continue;
@@ -494,10 +494,10 @@ static void fp8_held(void **state)
         assert_int_equal(pass_distribute(m, &cx), 1);
         ir_verify_graph(m);
         char *g = tl_graph_text(m);
-        tl_assert_has(g, arena_printf(a, "\"up\" : f32[%d,64] shard(axis=0, of=128, ranks=%d)\n",
-                                      128 / n, n));
-        tl_assert_has(g, arena_printf(a, "\"down\" : f32[64,%d] shard(axis=1, of=128, ranks=%d)\n",
-                                      128 / n, n));
+        tl_assert_has(g, arena_printf(a, "\"up\" : f32[%d,128] shard(axis=0, of=512, ranks=%d)\n",
+                                      512 / n, n));
+        tl_assert_has(g, arena_printf(a, "\"down\" : f32[128,%d] shard(axis=1, of=512, ranks=%d)\n",
+                                      512 / n, n));
         tl_assert_has(g, "\"y\" = allreduce ");
         assert_int_equal(cx.weight_stores[0], ST_F8_E4M3);
         assert_int_equal(cx.weight_stores[1], ST_F8_E4M3);
