@@ -96,18 +96,22 @@ static void init_data(FILE *f, const Module *m)
 
 /* The layout of the held weights, which names their image (rt_image.c):
  * a hash of all that makes their bytes from a weights file: the module
- * (its buffers, stores, panels and open program), the runtime's core
- * (which loads, converts and packs), the flavour (whose compiler runs
- * the open program) and kiln's version. */
+ * (its buffers, stores, panels and open program), the runtime parts that
+ * make those bytes, of those the program uses (the core loads, converts
+ * and packs; the quant part quantizes; the GGUF part reads GGUF files),
+ * the flavour (whose compiler runs the open program) and kiln's version. */
 static void layout(FILE *f, const Module *m, CgFlavour fl)
 {
-    const char *parts[] = {"kiln " KILN_VERSION, fl == CG_JIT ? "jit" : "cc",
-                           cg_rt_parts[CG_RT_CORE].body, ir_module_text(m)};
+    const char *parts[] = {"kiln " KILN_VERSION, fl == CG_JIT ? "jit" : "cc", ir_module_text(m)};
     CgSha256 h;
     char hex[65];
+    unsigned uses = cg_rt_uses(m, fl) & (1u << CG_RT_CORE | 1u << CG_RT_QUANT | 1u << CG_RT_GGUF);
     cg_sha256_init(&h);
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         cg_sha256_add(&h, parts[i], strlen(parts[i]) + 1);
+    for (int p = 0; p < CG_RT_NPARTS; p++)
+        if (uses >> p & 1)
+            cg_sha256_add(&h, cg_rt_parts[p].body, strlen(cg_rt_parts[p].body) + 1);
     cg_sha256_hex(&h, hex);
     fprintf(f, "static const char kiln_layout[] = \"%s\";\n", hex);
 }

@@ -13,7 +13,7 @@
  * $XDG_CACHE_HOME/kiln/weights, else $HOME/.cache/kiln/weights; the
  * image is named by a hash of its key, KEY-HASH.kwi.
  * The key: the program's layout (kiln_layout: a hash of the module kiln
- * compiled, its runtime and kiln's version) and the identity of the
+ * compiled, the runtime parts that make its bytes and kiln's version) and the identity of the
  * weights file(s) (each file's real path, size, modification time,
  * inode, and its safetensors header's bytes, or a GGUF's bytes before
  * its data section; for an index of shards, the index and every shard). A changed file or program is another key,
