@@ -27,8 +27,11 @@
  *    of W at once, whose latency chains interleave. Tiles go over the rows
  *    of W, and within them over the rows of A, so a tile's rows of W stay
  *    in cache while A's rows pass. The first rows of A to pass prefetch
- *    the next tile's rows of W, 3 lines a block (qf_tile): the hardware
- *    prefetcher alone runs too short a way ahead of QF_NR streams.
+ *    the rows of W two tiles on (the last tiles: the next one's), 3
+ *    lines a block (qf_tile): the hardware prefetcher alone runs too
+ *    short a way ahead of QF_NR streams, and one tile on was too short
+ *    too (a stories110M-shaped decode 233-244 tokens/s against 272-276
+ *    two tiles on, quiet, alternating).
  *
  * The path is chosen where this file is compiled (-march): AVX-512F and
  * BW, else portable C; the Makefile's unit tests build both. */
@@ -117,7 +120,7 @@ QF_I float qf_sum(qf_v v)
 #endif
 
 /* One tile: mr rows of A (rows lda apart) by nr rows of W (rowbytes
- * apart), nb blocks of k; the next tile's QF_NR rows of W (next, unless
+ * apart), nb blocks of k; QF_NR rows of W further on (next, unless
  * NULL) prefetched into L2 as block b passes: the lines of their bytes
  * b * 132, 64 and 128 on (a block's 132 bytes reach into a fourth line
  * where the next block's first prefetch falls). */
@@ -183,7 +186,10 @@ void rt_gemm_f8_e4m3(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
     for (int64_t j = 0; j < n;) {
         int nr = n - j >= QF_NR ? QF_NR : 1;
         const uint8_t *w = wb + (size_t)j * rowbytes;
-        const uint8_t *next = n - j - nr >= QF_NR ? w + nr * rowbytes : NULL;
+        int64_t left = n - j - nr;      /* rows of W after this tile */
+        const uint8_t *next = left >= 2 * QF_NR ? w + 2 * nr * rowbytes
+                              : left >= QF_NR   ? w + nr * rowbytes
+                                                : NULL;
         for (int64_t i = 0; i < m; i += QF_MR) {
             int mr = m - i < QF_MR ? (int)(m - i) : QF_MR;
             tiles[nr == QF_NR][mr - 1](k / 128, a + i * lda, lda, w, rowbytes, i ? NULL : next,
