@@ -34,11 +34,15 @@
  * Decode (m = 1) streams B once: half the bytes, about twice as fast
  * where memory bandwidth bounds it.
  *
- * Decode's B stream is prefetched KR_AHEAD rows ahead (m = 1 only, where
- * memory bounds the kernel; prefill reuses each row of B for its rows of
- * A). The hardware prefetcher alone keeps fewer lines in flight: on the
- * AMD EPYC, when other programs shared the memory bandwidth, the step of
- * a stories110M-shaped decoder took 10.2-11.0 ms (medians of 150) with
+ * Decode's B stream is prefetched KR_AHEAD rows ahead (m = 1, where
+ * memory bounds the kernel), and so is that of a tile of up to 8 rows over
+ * up to 32 columns: the gemms of a few rows (a block of 16 tokens) whose
+ * weights stream from memory once a call (deepseek-r1-block, gpt2-block
+ * and mlp 10-12 % faster with it); a prefill chunk's 6 x 64 tiles reuse
+ * each row of B for 256 rows of A, and ran 2-10 % slower with it. The
+ * hardware prefetcher alone keeps fewer lines in flight: on the AMD EPYC,
+ * when other programs shared the memory bandwidth, the step of a
+ * stories110M-shaped decoder took 10.2-11.0 ms (medians of 150) with
  * the prefetch and 11.6-11.9 ms without; distances of 8, 16 and 32 rows
  * were alike, 8 a little ahead. The hint is locality 1 (prefetcht2), not
  * 0 (prefetchnta): on the Intel Xeon (Sapphire Rapids class) VM, the
@@ -155,7 +159,7 @@ static inline __attribute__((always_inline)) void kr_tile(int bt, int m, int nv,
     size_t row = (size_t)nv * KR_LANES * (bt == RT_F32 ? 4 : 2);   /* bytes of B a k reads */
     for (int64_t kk = 0; kk < k; kk++) {
         kr_acc w[4];
-        if (m == 1 && kk + KR_AHEAD < k) {
+        if ((m == 1 || (m <= 8 && nv <= 2)) && kk + KR_AHEAD < k) {
             const char *ahead = (const char *)b + (size_t)(kk + KR_AHEAD) * (size_t)ldb *
                                                       (bt == RT_F32 ? 4 : 2);
             for (size_t at = 0; at < row; at += 64)
