@@ -4,9 +4,12 @@
  * blocks of 64 keys (their k and v rows stay in L1 across the group),
  * each vector with a running max and sum (online softmax) and its output
  * row as accumulator; a block a vector cannot see is skipped. Scores are
- * 16-lane dot products summed by halving; the weighted values are added
- * four keys a pass over the output row, each element's terms in key
- * order. A sink (gpt-oss) starts its vector's running max at the sink's
+ * 16-lane dot products summed by halving; their max and sum go by 16
+ * lanes, their exps through rt_expf (branch-free: vectorised); the
+ * weighted values are added four keys a pass over the output row, or,
+ * for 4 vectors that see the same keys of a block, every key into 16
+ * accumulators, a row of v read once for the 4; each element's terms in
+ * key order either way. A sink (gpt-oss) starts its vector's running max at the sink's
  * logit and its sum at 1, a term the rescaling carries like any other.
  * k rows AT_AHEAD keys ahead and the block's v rows are
  * prefetched (a decode step reads the whole cache once). Every order
@@ -31,7 +34,8 @@ enum { AT_LANES = 16 };
  * whose keys meet the block takes its scores (16-lane dot products, the
  * lanes summed by halving), their max, weights and sum, rescales its
  * output row and adds the weighted values into it, four keys a pass
- * over the row (one sum per element, in key order). The block's k and v
+ * over the row (one sum per element, in key order), or with 3 more
+ * vectors that see the same keys (at_pv4). The block's k and v
  * rows stay in L1 across the group's vectors. Rows wholly masked for a
  * block skip it. The output rows hold the accumulators; the end divides
  * them by the sums. */
@@ -123,9 +127,9 @@ static inline float at_sum(const float *x, int64_t n)
     return s;
 }
 
-/* One vector's update (output ov, state *mx, *sum) by its scores sc[0 ..
- * n) of keys a .. a + n - 1: the max, the weights (into sc) and their sum;
- * ov = ov * exp(old max - max) + the weighted values. */
+/* One vector's state (*mx, *sum) by its scores sc[0 .. n): the max, the
+ * weights (into sc) and their sum; returns alpha = exp(old max - max),
+ * by which its earlier terms are rescaled. */
 static float at_weights(float *sc, int64_t n, float *mx, float *sum)
 {
     float m = at_max(sc, n, *mx);
@@ -137,6 +141,8 @@ static float at_weights(float *sc, int64_t n, float *mx, float *sum)
     return alpha;
 }
 
+/* One vector's update (output ov, state *mx, *sum) by its scores sc[0 ..
+ * n) of keys a .. a + n - 1: ov = ov * alpha + the weighted values. */
 static void at_update(float *sc, int64_t n, float *ov, float *mx, float *sum, int64_t d,
                       const float *v, int64_t ldv, int64_t a)
 {
