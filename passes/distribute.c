@@ -30,8 +30,8 @@
  *    result a partial sum completed by an allreduce (o, down); a bias is
  *    added after it, once. W held in blocks as the file stores them
  *    (GGUF's, FP8's, MXFP4's) needs N to divide a row's blocks (32, 128
- *    or 256 values: storage_block): refused otherwise. An FP8 weight's part may begin inside one of
- *    the file's 128 x 128 scale blocks: each rank reads the scales of its
+ *    or 256 values: storage_block): refused otherwise. An FP8 weight's
+ *    part may begin inside one of the file's 128 x 128 scale blocks: each rank reads the scales of its
  *    values' places, exact.
  * 3. Element-wise ops of operands split alike, rope and norms over another
  *    axis than the split one keep the split; a reshape keeps it where the

@@ -41,8 +41,8 @@
  *       accumulators in registers (16 of AVX-512's 32: 8 x 32; rows of 4
  *       vectors 24: 6 x 64, where a 256 x 768 x 768 gemm ran at 438 GFLOP/s
  *       against 4 x 64's 401 on the Intel host, and a stories110M f32
- *       pp256 1.02-1.10x faster; 12 x 32 + 4 x 32 made deepseek-r1-block's
- *       16 rows 7 % slower than 8 x 32 twice);
+ *       pp256 1.02-1.10x faster; 12 x 32 three times and 4 x 32 made
+ *       deepseek-r1-block's 40 rows 7 % slower than 8 x 32 five times);
  *   MB  rows per local tile: M, unless the tiles pass L1/2 (L2/2 for
  *       qgemm, which packs its panel of weights once a call for all its
  *       rows: 64 rows rather than 16 make a stories110M-shaped pp256 1.1-

@@ -19,9 +19,9 @@
  * around the call (a reduction split into calls over k ranges continues
  * the same sum), nor on threads. Fast when n is a multiple of 16 and
  * m * n <= 256 (16 vector accumulators: MR x NR = 16 x 16, 8 x 32, 4 x
- * 64; with AVX-512's 32 registers 6 x 64: what the tile pass asks for); any other shape is computed right,
- * in pieces of those or, for the last n % 16 columns, one element at a
- * time.
+ * 64; with AVX-512's 32 registers 6 x 64: what the tile pass asks for);
+ * any other shape is computed right, in pieces of those or, for the last
+ * n % 16 columns, one element at a time.
  *
  * rt_gemm_bf16, rt_gemm_f16: the same with B held 16-bit (a weight of
  * --weight-dtype), each element widened exactly as it is read: bf16 by a
@@ -36,7 +36,7 @@
  *
  * Decode's B stream is prefetched KR_AHEAD rows ahead (m = 1, where
  * memory bounds the kernel), and so is that of a tile of up to 8 rows over
- * up to 32 columns: the gemms of a few rows (a block of 16 tokens) whose
+ * up to 32 columns: the gemms of a few rows (a block of 40 tokens) whose
  * weights stream from memory once a call (deepseek-r1-block, gpt2-block
  * and mlp 10-12 % faster with it); a prefill chunk's 6 x 64 tiles reuse
  * each row of B for 256 rows of A, and ran 2-10 % slower with it. The
