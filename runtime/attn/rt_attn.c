@@ -48,9 +48,12 @@ typedef float at_v8 __attribute__((vector_size(32)));
 typedef int32_t at_i32 __attribute__((vector_size(64)));
 typedef float at_v4 __attribute__((vector_size(16)));
 
-/* The 16 lanes of acc summed by halving. */
-static inline float at_lanes(at_acc acc)
+/* The 16 lanes of *a summed by halving (through a pointer: a vector
+ * argument changes the ABI where the file is built without AVX-512, as
+ * -Wpsabi says). */
+static inline float at_lanes(const at_acc *a)
 {
+    at_acc acc = *a;
     at_v8 h8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7) +
                __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
     at_v4 h4 = __builtin_shufflevector(h8, h8, 0, 1, 2, 3) +
@@ -66,7 +69,7 @@ static inline float at_dot(const float *a, const float *b, int64_t n)
     int64_t c = 0;
     for (; c + AT_LANES <= n; c += AT_LANES)
         acc += *(const at_vec *)(a + c) * *(const at_vec *)(b + c);
-    float s = at_lanes(acc);
+    float s = at_lanes(&acc);
     for (; c < n; c++)
         s += a[c] * b[c];
     return s;
@@ -121,7 +124,7 @@ static inline float at_sum(const float *x, int64_t n)
     int64_t j = 0;
     for (; j + AT_LANES <= n; j += AT_LANES)
         acc += *(const at_vec *)(x + j);
-    float s = at_lanes(acc);
+    float s = at_lanes(&acc);
     for (; j < n; j++)
         s += x[j];
     return s;
