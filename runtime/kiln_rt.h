@@ -386,7 +386,8 @@ RT_API int rt_profile_write(const rt_profile *p, const rt_machine *mc, int threa
  * elements, columns contiguous. Each element of C adds its k products in
  * k order, whatever the shape: callers may split rows, columns and k
  * ranges into calls without changing a bit. Fast for n a multiple of 16
- * and m * n <= 256 (6 x 64 with AVX-512). What `call gemm(...)` statements print as. */
+ * and m * n <= 256 (6 x 64 with AVX-512). What `call gemm(...)`
+ * statements print as. */
 RT_API void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float *c, int64_t ldc);
 /* Packs a weight of [batch][n][k] into panels [batch][n/nr][k][nr] (nr
