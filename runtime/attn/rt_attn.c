@@ -223,20 +223,31 @@ static void at_tile(const float *const *qp, const float *kt, int64_t d,
             *(at_vec *)(sc[x] + u * AT_LANES) = acc[x][u];
 }
 
-/* Whether the 4 vectors from x0 see the same keys of the block (j0, nb
- * of them), at least one, and their rows are whole 64-column chunks:
- * then at_pv4 updates them together. */
+/* The keys [*a, *b) of the block (j0, nb keys from it) that vector x,
+ * which sees [lo[x], up[x]), sees. */
+static inline void at_seen(const int64_t *lo, const int64_t *up, int64_t x, int64_t j0,
+                           int64_t nb, int64_t *a, int64_t *b)
+{
+    *a = lo[x] > j0 ? lo[x] : j0;
+    *b = up[x] < j0 + nb ? up[x] : j0 + nb;
+}
+
+/* Whether the 4 vectors from x0 see the same keys [*a, *b) of the block,
+ * at least one, and their rows are whole 64-column chunks: then at_pv4
+ * updates them together. */
 static int at_shared(int64_t x0, int64_t nv, int64_t j0, int64_t nb, const int64_t *lo,
-                     const int64_t *up, int64_t d)
+                     const int64_t *up, int64_t d, int64_t *a, int64_t *b)
 {
     if (x0 + 4 > nv || d % (4 * AT_LANES))
         return 0;
-    int64_t a = lo[x0] > j0 ? lo[x0] : j0, b = up[x0] < j0 + nb ? up[x0] : j0 + nb;
-    for (int u = 1; u < 4; u++)
-        if ((lo[x0 + u] > j0 ? lo[x0 + u] : j0) != a ||
-            (up[x0 + u] < j0 + nb ? up[x0 + u] : j0 + nb) != b)
+    at_seen(lo, up, x0, j0, nb, a, b);
+    for (int u = 1; u < 4; u++) {
+        int64_t au, bu;
+        at_seen(lo, up, x0 + u, j0, nb, &au, &bu);
+        if (au != *a || bu != *b)
             return 0;
-    return a < b;
+    }
+    return *a < *b;
 }
 
 void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, const float *k,
@@ -274,9 +285,8 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
                     }
                     if (tiled)
                         at_tile(qp, kt, d, sc);
-                    if (tiled && at_shared(x0, nv, j0, nb, lo, up, d)) {
-                        int64_t a = lo[x0] > j0 ? lo[x0] : j0;
-                        int64_t b = up[x0] < j0 + nb ? up[x0] : j0 + nb;
+                    int64_t a, b;
+                    if (tiled && at_shared(x0, nv, j0, nb, lo, up, d, &a, &b)) {
                         float *ov[4], al[4], *w[4];
                         for (int u = 0; u < 4; u++) {
                             int64_t x = x0 + u;
@@ -290,8 +300,7 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
                         continue;
                     }
                     for (int64_t x = x0; x < nv && x < x0 + (tiled ? 4 : 1); x++) {
-                        int64_t a = lo[x] > j0 ? lo[x] : j0;
-                        int64_t b = up[x] < j0 + nb ? up[x] : j0 + nb;
+                        at_seen(lo, up, x, j0, nb, &a, &b);
                         float *ov = o + (i0 + x / nr) * ldo + (h0 + x % nr) * d;
                         if (a >= b)   /* the block wholly masked for this vector */
                             continue;
