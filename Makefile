@@ -59,6 +59,7 @@ $(B)/%.o: %.c
 $(B)/runtime/core/rt_kernels.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
 $(B)/runtime/attn/rt_attn.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
 $(B)/runtime/core/rt_amx.o: KILN_CFLAGS += -O3 -march=native
+$(B)/runtime/core/rt_bf16dp.o: KILN_CFLAGS += -O3 -march=native
 $(B)/runtime/jit/rt_vec.o: KILN_CFLAGS += -O3 -mtune=native -fno-math-errno
 # The quantized gemm kernels pick AVX-512 VNNI, AVX2 or C where they are
 # compiled (runtime/quant/rt_gemm_q.c): for this CPU, as generated programs.

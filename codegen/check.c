@@ -769,8 +769,9 @@ static void header(FILE *f, const Check *c)
     }
     int qamx, amx = ir_prog_amx_calls(c->m->prog, &qamx);
     if (amx - qamx)
-        fprintf(f, "gemms: %d call%s on bf16 weights of 16 rows or more, on AMX tiles where the "
-                "machine has them: rows rounded to bf16 (lossy)\n", amx - qamx,
+        fprintf(f, "gemms: %d call%s on bf16 weights of 16 rows or more, on AMX tiles or "
+                "AVX512-BF16 where the machine has them: rows rounded to bf16 (lossy)\n",
+                amx - qamx,
                 amx - qamx == 1 ? "" : "s");
     if (qamx)
         fprintf(f, "gemms: %d call%s on q8_0, q4_0, q4_k or q6_k weights of 16 rows or more, on AMX "

@@ -86,14 +86,18 @@ static int vector_bytes(void)
     return 16;
 }
 
-/* Whether the CPU has AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24 and
- * 22). The kernel's leave to use them is asked by the program at run time
- * (runtime/core/rt_amx.c), which falls back where it is refused. */
+/* Whether the CPU multiplies bf16 pairs: AMX-TILE and AMX-BF16 (CPUID 7.0
+ * EDX bits 24 and 22), or AVX512-BF16 (CPUID 7.1 EAX bit 5). The kernel's
+ * leave to use the tiles is asked by the program at run time
+ * (runtime/core/rt_amx.c), which falls back to vdpbf16ps
+ * (runtime/core/rt_bf16dp.c) where it is refused. */
 static int amx_bf16(void)
 {
 #if defined(__x86_64__)
     unsigned a, b, c, d;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 22 & 1);
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 22 & 1))
+        return 1;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
 #else
     return 0;
 #endif

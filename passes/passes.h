@@ -15,7 +15,8 @@ typedef struct {
     int64_t l1d, l2, l3;           /* data cache bytes per core (l3: shared) */
     int vector_bytes;              /* 64 with AVX-512, 32 with AVX2 */
     int cores;
-    int amx;                       /* 1: AMX-BF16 tiles (bf16 gemms of 16 rows or more) */
+    int amx;                       /* 1: bf16 pair products in hardware, AMX-BF16 tiles
+                                      or AVX512-BF16 (bf16 gemms of 16 rows or more) */
 } Machine;
 /* The machine kiln runs on; fields it cannot read keep portable defaults
  * (32 KiB, 1 MiB, 8 MiB, 32-byte vectors, 1 core). */

@@ -740,8 +740,9 @@ static int64_t pick_mb(Tiler *t, const Nest *n, int64_t mr, int l2)
     return best;
 }
 
-/* Whether the nest's calls go to AMX tiles: the machine has them, every
- * B is bf16 and a call would have the 16 rows or more they take. */
+/* Whether the nest's calls go to bf16 pair products (AMX tiles or
+ * vdpbf16ps): the machine has them, every B is bf16 and a call would have
+ * the 16 rows or more they take. */
 static int amx_nest(const Tiler *t, const Nest *n)
 {
     int all = t->amx && !n->q && n->M >= 16;
@@ -797,8 +798,9 @@ static void rewrite(Tiler *t, Nest *n)
                   (long long)n->nr, rows, kcs);
     else if (amx)
         tile_note(t, w.jo->v, NULL, NULL,
-                  "gemm %lld x %lld: calls of gemm on %lld x %lld blocks, AMX tiles where the "
-                  "program runs on them (rows rounded to bf16, products added in pairs: "
+                  "gemm %lld x %lld: calls of gemm on %lld x %lld blocks, AMX tiles or "
+                  "AVX512-BF16 where the program runs on them (rows rounded to bf16, products "
+                  "added in pairs: "
                   "docs/16-bit-weights.md), outputs in panels of %lld (@)%s%s",
                   (long long)n->M, (long long)n->N, (long long)w.mb, (long long)n->nr,
                   (long long)n->nr, rows, kcs);

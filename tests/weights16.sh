@@ -10,10 +10,11 @@
 #      by default (auto: held as the file stores them, copied) and with
 #      bf16 (the same), its dump showing bf16 buffers, and with f32
 #      (widened);
-#   4. AMX tiles (--machine amx=1): the gemms over bf16 weights are one
-#      call per block of rows, noted in the dump; kiln check says they may
-#      round their rows and its tolerance holds; KILN_AMX=off computes
-#      them exactly (1e-4 holds); with amx=0 nothing is noted;
+#   4. bf16 pair products (--machine amx=1: AMX tiles or AVX512-BF16):
+#      the gemms over bf16 weights are one call per block of rows, noted
+#      in the dump; kiln check says they may round their rows and its
+#      tolerance holds; KILN_AMX=off computes them exactly (1e-4 holds);
+#      with amx=0 nothing is noted;
 #   5. a bad --weight-dtype is a usage error.
 # KILN and MKCKPT name the binaries.
 set -u
@@ -94,7 +95,7 @@ fi
 
 "$KILN" print examples/mlp.json --weight-dtype bf16 --machine amx=1 >"$T/amx.kir" 2>&1
 "$KILN" print examples/mlp.json --weight-dtype bf16 --machine amx=0 >"$T/noamx.kir" 2>&1
-if grep -q "calls of gemm on 40 x 32 blocks, AMX tiles where the program runs on them" "$T/amx.kir" &&
+if grep -q "calls of gemm on 40 x 32 blocks, AMX tiles or AVX512-BF16 where the program runs on them" "$T/amx.kir" &&
    ! grep -q "AMX" "$T/noamx.kir"; then
     ok "print --machine amx=1: the bf16 gemms are one call per block of 40 rows, on AMX tiles"
 else
@@ -102,7 +103,7 @@ else
     grep "tile:" "$T/amx.kir"
 fi
 if "$KILN" check examples/mlp.json --weight-dtype bf16 --machine amx=1 >"$T/out" 2>&1 &&
-   grep -q "^gemms: 2 calls on bf16 weights of 16 rows or more, on AMX tiles" "$T/out" &&
+   grep -q "^gemms: 2 calls on bf16 weights of 16 rows or more, on AMX tiles or AVX512-BF16" "$T/out" &&
    grep -q "tolerance 0.01 " "$T/out"; then
     ok "check --machine amx=1: the table says the rows may be rounded; tolerance 1e-2 holds"
 else

@@ -23,10 +23,11 @@
  * exact. A block of C with rows or columns past the call's goes through a
  * zero-padded copy.
  *
- * The machinery beside rt_gemm_bf16_amx's own pairing of B (rt_amx_begin,
- * rt_amx_rows, rt_amx_blocks, rt_amx_end: rt_core.h) serves qgemm's AMX
- * path too (runtime/quant/rt_gemm_q_amx.c), which pairs dequantized
- * weights instead.
+ * The machinery (rt_amx_begin, rt_amx_rows, rt_amx_cols, rt_amx_blocks,
+ * rt_amx_end: rt_core.h) serves qgemm's AMX path too
+ * (runtime/quant/rt_gemm_q_amx.c), which pairs dequantized weights
+ * instead; the rows and columns (built wherever the CPU has AVX512-BF16)
+ * serve vdpbf16ps's path (rt_bf16dp.c) on CPUs without the tiles.
  *
  * The tiles need the kernel's leave (arch_prctl ARCH_REQ_XCOMP_PERM for
  * XTILEDATA, once a process) and a configuration per thread, loaded and
@@ -38,9 +39,60 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef RT_BF16DP
+#include <immintrin.h>
+
+void rt_amx_rows(uint16_t *dst, int64_t mb, int64_t kc, const float *a, int64_t lda)
+{
+    int64_t kp = (kc + 31) & ~(int64_t)31, mp = (mb + 31) & ~(int64_t)31, full = kc & ~(int64_t)31;
+    for (int64_t r = 0; r < mb; r++) {
+        const float *x = a + r * lda;
+        uint16_t *d = dst + r * RT_AMX_K;
+        for (int64_t kk = 0; kk < full; kk += 32)
+            _mm512_storeu_si512(d + kk, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + kk + 16),
+                                                                     _mm512_loadu_ps(x + kk)));
+        if (full < kc) {
+            int64_t left = kc - full;
+            __mmask16 lo = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+            __mmask16 hi = left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+            __m512 vl = _mm512_maskz_loadu_ps(lo, x + full), vh = _mm512_maskz_loadu_ps(hi, x + full + 16);
+            _mm512_storeu_si512(d + full, (__m512i)_mm512_cvtne2ps_pbh(vh, vl));
+        }
+    }
+    for (int64_t r = mb; r < mp; r++)
+        memset(dst + r * RT_AMX_K, 0, (size_t)kp * sizeof *dst);
+}
+
+void rt_amx_cols(uint16_t *dst, int64_t nb, int64_t kc, const uint16_t *b, int64_t ldb)
+{
+    static const uint16_t even[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                      8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    __m512i ilo = _mm512_loadu_si512(even), ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+    int64_t kp = (kc + 31) & ~(int64_t)31, np = (nb + 31) & ~(int64_t)31;
+    for (int64_t j = 0; j < np; j += 32) {
+        int64_t cols = nb - j < 32 ? nb - j : 32;
+        __mmask32 mask = cols >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << cols) - 1;
+        uint16_t *t = dst + (j / 16) * (RT_AMX_K / 2) * 2 * 16;
+        const uint16_t *s = b + j;
+        for (int64_t p = 0; p < kp / 2; p++, t += 2 * 16, s += 2 * ldb) {
+            __m512i r0, r1;
+            if (cols == 32 && 2 * p + 1 < kc) {
+                r0 = _mm512_loadu_si512(s);
+                r1 = _mm512_loadu_si512(s + ldb);
+            } else {
+                r0 = 2 * p < kc ? _mm512_maskz_loadu_epi16(mask, s) : _mm512_setzero_si512();
+                r1 = 2 * p + 1 < kc ? _mm512_maskz_loadu_epi16(mask, s + ldb) : _mm512_setzero_si512();
+            }
+            _mm512_storeu_si512(t, _mm512_permutex2var_epi16(r0, ilo, r1));
+            _mm512_storeu_si512(t + (RT_AMX_K / 2) * 2 * 16, _mm512_permutex2var_epi16(r0, ihi, r1));
+        }
+    }
+}
+
+#endif
+
 #ifdef RT_AMX
 #include <cpuid.h>
-#include <immintrin.h>
 
 enum { RA_M = 64, RA_N = 64, RA_K = RT_AMX_K, RA_T = 16 };
 
@@ -95,56 +147,6 @@ int rt_amx_begin(void)
 void rt_amx_end(void)
 {
     _tile_release();
-}
-
-void rt_amx_rows(uint16_t *dst, int64_t mb, int64_t kc, const float *a, int64_t lda)
-{
-    int64_t kp = (kc + 31) & ~(int64_t)31, mp = (mb + 31) & ~(int64_t)31, full = kc & ~(int64_t)31;
-    for (int64_t r = 0; r < mb; r++) {
-        const float *x = a + r * lda;
-        uint16_t *d = dst + r * RA_K;
-        for (int64_t kk = 0; kk < full; kk += 32)
-            _mm512_storeu_si512(d + kk, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + kk + 16),
-                                                                     _mm512_loadu_ps(x + kk)));
-        if (full < kc) {
-            int64_t left = kc - full;
-            __mmask16 lo = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-            __mmask16 hi = left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
-            __m512 vl = _mm512_maskz_loadu_ps(lo, x + full), vh = _mm512_maskz_loadu_ps(hi, x + full + 16);
-            _mm512_storeu_si512(d + full, (__m512i)_mm512_cvtne2ps_pbh(vh, vl));
-        }
-    }
-    for (int64_t r = mb; r < mp; r++)
-        memset(dst + r * RA_K, 0, (size_t)kp * sizeof *dst);
-}
-
-/* Columns [0, nb) of B's chunk of kc rows as tiles of 16 columns: per
- * tile, per pair of k, the 16 columns' two values side by side; zero past
- * kc and nb (up to 32 k and 32 columns). */
-static void ra_cols(uint16_t *dst, int64_t nb, int64_t kc, const uint16_t *b, int64_t ldb)
-{
-    static const uint16_t even[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
-                                      8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-    __m512i ilo = _mm512_loadu_si512(even), ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
-    int64_t kp = (kc + 31) & ~(int64_t)31, np = (nb + 31) & ~(int64_t)31;
-    for (int64_t j = 0; j < np; j += 32) {
-        int64_t cols = nb - j < 32 ? nb - j : 32;
-        __mmask32 mask = cols >= 32 ? ~(__mmask32)0 : ((__mmask32)1 << cols) - 1;
-        uint16_t *t = dst + (j / RA_T) * (RA_K / 2) * 2 * RA_T;
-        const uint16_t *s = b + j;
-        for (int64_t p = 0; p < kp / 2; p++, t += 2 * RA_T, s += 2 * ldb) {
-            __m512i r0, r1;
-            if (cols == 32 && 2 * p + 1 < kc) {
-                r0 = _mm512_loadu_si512(s);
-                r1 = _mm512_loadu_si512(s + ldb);
-            } else {
-                r0 = 2 * p < kc ? _mm512_maskz_loadu_epi16(mask, s) : _mm512_setzero_si512();
-                r1 = 2 * p + 1 < kc ? _mm512_maskz_loadu_epi16(mask, s + ldb) : _mm512_setzero_si512();
-            }
-            _mm512_storeu_si512(t, _mm512_permutex2var_epi16(r0, ilo, r1));
-            _mm512_storeu_si512(t + (RA_K / 2) * 2 * RA_T, _mm512_permutex2var_epi16(r0, ihi, r1));
-        }
-    }
 }
 
 /* One 32 x 32 block of C (rows i, columns j of the chunk's buffers) plus
@@ -206,7 +208,7 @@ int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
         int64_t nb = n - j0 < RA_N ? n - j0 : RA_N;
         for (int64_t k0 = 0; k0 < k; k0 += RA_K) {
             int64_t kc = k - k0 < RA_K ? k - k0 : RA_K, kp = (kc + 31) & ~(int64_t)31;
-            ra_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
+            rt_amx_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
             for (int64_t i0 = 0; i0 < m; i0 += RA_M) {
                 int64_t mb = m - i0 < RA_M ? m - i0 : RA_M;
                 rt_amx_rows(ab, mb, kc, a + i0 * lda + k0, lda);

@@ -29,8 +29,9 @@
  * and a mask for the odd ones, the accumulators split alike: see
  * KR_EVEN), IEEE half by scaling its bits (kr_half: subnormals, inf and
  * NaN as rt_f16_f32 gives them), so the sums are rt_gemm's on the widened B;
- * except that bf16 calls of 16 rows or more go to AMX tiles where the
- * program can use them (rt_amx.c: A rounded to bf16, lossy).
+ * except that bf16 calls of 16 rows or more go to AMX tiles, or else to
+ * vdpbf16ps, where the program can use them (rt_amx.c, rt_bf16dp.c: A
+ * rounded to bf16, lossy).
  * Decode (m = 1) streams B once: half the bytes, about twice as fast
  * where memory bandwidth bounds it.
  *
@@ -263,7 +264,8 @@ void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const
 void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
-    if (m >= 16 && rt_gemm_bf16_amx(m, n, k, a, lda, b, ldb, c, ldc))
+    if (m >= 16 && (rt_gemm_bf16_amx(m, n, k, a, lda, b, ldb, c, ldc) ||
+                    rt_gemm_bf16_vdp(m, n, k, a, lda, b, ldb, c, ldc)))
         return;
     kr_gemm(RT_BF16, m, n, k, a, lda, b, ldb, c, ldc);
 }

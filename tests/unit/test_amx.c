@@ -1,10 +1,12 @@
-/* tests/unit/test_amx.c: rt_gemm_bf16 on AMX tiles (runtime/core/rt_amx.c):
- * the rows of A rounded to bf16 to nearest even (hand-computed ties), then
+/* tests/unit/test_amx.c: rt_gemm_bf16's pair products, on AMX tiles
+ * (runtime/core/rt_amx.c) and by vdpbf16ps (runtime/core/rt_bf16dp.c),
+ * each to the same contract: the rows of A rounded to bf16 to nearest even
+ * (hand-computed ties), then
  * every element of C against the products of the rounded rows and B
  * summed in double, for shapes that pad rows, columns and k (partial
  * blocks of 32 and chunks of 256); refused below 16 rows and for columns
- * not a multiple of 16; rt_gemm_bf16 dispatching to it. Skipped, and said
- * so, where the CPU, the kernel or the build has no AMX. */
+ * not a multiple of 16; rt_gemm_bf16 dispatching to them. Each path is
+ * skipped, and said so, where the CPU, the kernel or the build lacks it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,15 +22,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Whether this machine runs the tiles: a 16 x 16 call of k = 1 works. */
-static int amx_here(void)
+typedef int (*gemm_fn)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                       const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+
+/* Whether this machine runs path f: a 16 x 16 call of k = 1 works. */
+static int here(gemm_fn f)
 {
     float a[16] = {0}, c[256] = {0};
     uint16_t b[16] = {0};
-    return rt_gemm_bf16_amx(16, 16, 1, a, 1, b, 16, c, 16);
+    return f(16, 16, 1, a, 1, b, 16, c, 16);
 }
 
-#define NEED_AMX() TL_NEED(amx_here(), "no AMX tiles on this machine (or KILN_AMX=off)")
+/* The path a test runs: each test runs once per path (main). */
+static gemm_fn path;
+
+#define NEED_PATH()                                                          \
+    TL_NEED(here(path), path == rt_gemm_bf16_amx                             \
+                            ? "no AMX tiles on this machine (or KILN_AMX=off)" \
+                            : "no AVX512-BF16 in this build (or KILN_AMX=off)")
 
 static float bits(uint32_t u)
 {
@@ -43,7 +54,7 @@ static float bits(uint32_t u)
 static void rounds_rows_to_nearest_even(void **state)
 {
     (void)state;
-    NEED_AMX();
+    NEED_PATH();
     enum { M = 16, N = 16, K = 2 };
     float a[M * K], c[M * N];
     uint16_t b[K * N];
@@ -56,7 +67,7 @@ static void rounds_rows_to_nearest_even(void **state)
         b[N + j] = j % 2 ? 0xbf80 : 0x3f80;                          /* -1 : 1 */
     }
     memset(c, 0, sizeof c);
-    assert_int_equal(rt_gemm_bf16_amx(M, N, K, a, K, b, N, c, N), 1);
+    assert_int_equal(path(M, N, K, a, K, b, N, c, N), 1);
     for (int r = 0; r < M; r++)
         for (int j = 0; j < N; j++) {
             double x0 = r % 2 ? 1.0 : 1.0, x1 = r % 2 ? 1.0078125 : 1.015625;
@@ -87,7 +98,7 @@ static void shape(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
         b[i] = rt_f32_bf16(rnd());
     for (int64_t i = 0; i < m * ldc; i++)
         c0[i] = c[i] = rnd();
-    assert_int_equal(rt_gemm_bf16_amx(m, n, k, a, lda, b, ldb, c, ldc), 1);
+    assert_int_equal(path(m, n, k, a, lda, b, ldb, c, ldc), 1);
     for (int64_t r = 0; r < m; r++)
         for (int64_t j = 0; j < ldc; j++) {
             if (j >= n) {                               /* past the call's columns: untouched */
@@ -113,7 +124,7 @@ static void shape(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
 static void matches_rounded_products(void **state)
 {
     (void)state;
-    NEED_AMX();
+    NEED_PATH();
     static const int64_t shapes[][3] = {
         {16, 16, 1}, {16, 16, 32}, {17, 48, 33}, {32, 32, 256}, {33, 80, 257},
         {64, 64, 768}, {100, 144, 600}, {65, 16, 31}, {128, 64, 2048},
@@ -130,17 +141,18 @@ static void refuses_what_it_cannot(void **state)
     (void)state;
     float a[32 * 8] = {0}, c[32 * 24] = {0};
     uint16_t b[8 * 24] = {0};
-    assert_int_equal(rt_gemm_bf16_amx(15, 16, 8, a, 8, b, 24, c, 24), 0);     /* rows */
-    assert_int_equal(rt_gemm_bf16_amx(32, 24, 8, a, 8, b, 24, c, 24), 0);     /* columns */
-    assert_int_equal(rt_gemm_bf16_amx(32, 16, 0, a, 8, b, 24, c, 24), 0);     /* no k */
+    assert_int_equal(path(15, 16, 8, a, 8, b, 24, c, 24), 0);     /* rows */
+    assert_int_equal(path(32, 24, 8, a, 8, b, 24, c, 24), 0);     /* columns */
+    assert_int_equal(path(32, 16, 0, a, 8, b, 24, c, 24), 0);     /* no k */
 }
 
-/* rt_gemm_bf16 of 16 rows or more is the tiles' (rows rounded: not
- * rt_gemm's exact sums); of fewer, exact, as ever. */
+/* rt_gemm_bf16 of 16 rows or more is the pair products' (rows rounded:
+ * not rt_gemm's exact sums) where either path runs; of fewer, exact. */
 static void gemm_bf16_dispatches(void **state)
 {
     (void)state;
-    NEED_AMX();
+    TL_NEED(here(rt_gemm_bf16_amx) || here(rt_gemm_bf16_vdp),
+            "no AMX tiles or AVX512-BF16 here (or KILN_AMX=off)");
     enum { M = 16, N = 16, K = 1 };
     float a[M * K], c[M * N], e[M * N];
     uint16_t b[K * N];
@@ -156,12 +168,29 @@ static void gemm_bf16_dispatches(void **state)
     assert_true(e[0] == 1.00390625f);
 }
 
+static int on_tiles(void **state)
+{
+    (void)state;
+    path = rt_gemm_bf16_amx;
+    return 0;
+}
+
+static int on_vectors(void **state)
+{
+    (void)state;
+    path = rt_gemm_bf16_vdp;
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rounds_rows_to_nearest_even),
-        cmocka_unit_test(matches_rounded_products),
-        cmocka_unit_test(refuses_what_it_cannot),
+        cmocka_unit_test_setup(rounds_rows_to_nearest_even, on_tiles),
+        cmocka_unit_test_setup(matches_rounded_products, on_tiles),
+        cmocka_unit_test_setup(refuses_what_it_cannot, on_tiles),
+        cmocka_unit_test_setup(rounds_rows_to_nearest_even, on_vectors),
+        cmocka_unit_test_setup(matches_rounded_products, on_vectors),
+        cmocka_unit_test_setup(refuses_what_it_cannot, on_vectors),
         cmocka_unit_test(gemm_bf16_dispatches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
