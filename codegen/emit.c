@@ -436,7 +436,7 @@ static void run_timed(FILE *f, const Module *m)
         ir_kernel_cost(k, &flops, &bytes);
         fputs("    {", f);
         cg_print_cstring(f, j < 0 ? k->name : arena_printf(m->a, "%s%s", k->name, at[j]));
-        fprintf(f, ", %.17g, %.17g},\n", flops, bytes);
+        fprintf(f, ", %.17g, %.17g, %.17g},\n", flops, bytes, ir_kernel_attn_flops(k));
     }
     fputs(nk ? "};\n" : "    {0},\n};\n", f);
     fprintf(f, "static int (*const kiln_kernel_fns[%d])(%s_model *) = {", count_nonzero(nk), m->name);

@@ -93,18 +93,27 @@ double ir_loop_trips(const Stmt *loop)
     return (double)x.size;
 }
 
-static double block_flops(const Block *blk)
+/* FLOPs of blk; attn: of its attention calls alone. */
+static double block_flops(const Block *blk, int attn)
 {
     double f = 0;
     for (int i = 0; i < blk->n; i++) {
         const Stmt *s = blk->s[i];
         switch (s->kind) {
-        case S_LOOP: f += ir_loop_trips(s) * block_flops(&s->body); break;
-        case S_IF: f += expr_flops(s->e) + block_flops(&s->body) + block_flops(&s->els); break;
+        case S_LOOP: f += ir_loop_trips(s) * block_flops(&s->body, attn); break;
+        case S_IF:
+            f += (attn ? 0 : expr_flops(s->e)) + block_flops(&s->body, attn) +
+                 block_flops(&s->els, attn);
+            break;
         case S_LET:
         case S_SET:
         case S_STORE:
-        case S_CALL: f += expr_flops(s->e) + ir_stmt_op_flops(s); break;
+        case S_CALL:
+            if (!attn)
+                f += expr_flops(s->e) + ir_stmt_op_flops(s);
+            else if (s->kind == S_CALL && s->call == CALL_ATTN)
+                f += ir_stmt_op_flops(s);
+            break;
         case S_CHECK:
         case S_LOCAL: break;
         }
@@ -141,6 +150,11 @@ void ir_kernel_cost(const Kernel *k, double *flops, double *bytes)
     Touch t;
     memset(&t, 0, sizeof t);
     ir_block_bufs((Block *)&k->body, touch_buf, &t);
-    *flops = block_flops(&k->body);
+    *flops = block_flops(&k->body, 0);
     *bytes = t.bytes;
+}
+
+double ir_kernel_attn_flops(const Kernel *k)
+{
+    return block_flops(&k->body, 1);
 }

@@ -773,6 +773,10 @@ int ir_loop_independent(Arena *a, Stmt *s, const char **why);
  * of the buffers it touches (each storage once). Loops whose bounds are
  * known only at run time count at their largest extent. */
 void ir_kernel_cost(const Kernel *k, double *flops, double *bytes);
+/* Of ir_kernel_cost's FLOPs, its attention calls' (CALL_ATTN): every row
+ * against the whole cache, a bound that a profile replaces by what the
+ * calls computed (rt_profile_count). */
+double ir_kernel_attn_flops(const Kernel *k);
 /* FLOPs of e's own operator, not its operands': its scalar.def figure
  * on f32 values; none on integers, nor for a load, variable, constant or
  * select. */

@@ -357,6 +357,9 @@ RT_API double rt_now(void);                    /* seconds, monotonic */
 typedef struct {
     const char *name;           /* from its ops and shapes: gemm_n8960_k1536 */
     double flops, bytes;        /* per call, as the dumps count them */
+    double bound;               /* of flops, its attention calls' bound (every
+                                   row against the whole cache), which a
+                                   profile replaces by what they computed */
 } rt_kernel_info;
 /* The machine's ceilings as `kiln machine` measured them where kiln built
  * the program; zeros when it had none (a profile then has no percentages). */
@@ -372,8 +375,13 @@ typedef struct rt_profile rt_profile;
 /* NULL when out of memory. */
 RT_API rt_profile *rt_profile_new(int nkernels, const rt_kernel_info *kernels);
 RT_API void rt_profile_free(rt_profile *p);
-/* One call of kernel k took `seconds`. */
+/* One call of kernel k took `seconds`; the FLOPs rt_profile_count was
+ * given since the last call of this (of any profile) were that call's. */
 RT_API void rt_profile_add(rt_profile *p, int k, double seconds);
+/* A kernel's work counted as it ran (rt_attn: each row against the keys
+ * it saw), for the profile's FLOPs in place of the kernel's bound. Safe
+ * from every thread; costs one atomic add. */
+RT_API void rt_profile_count(uint64_t flops);
 /* Writes one JSON line per kernel name (kernels that share a name are
  * summed: calls, times, FLOPs, bytes), in program order, to path as
  * rt_write_file does; percentages of mc's figures on `threads` threads,

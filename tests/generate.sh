@@ -300,6 +300,17 @@ run "generate --profile" "$T/c6" generate --tokens 5,6,7,8,9,10,11,12,13,14 -n 4
 grep -q '"name": "gqa_prefill[a-z0-9_]*@6", "kernels": \[[^]]*\], "calls": [1-9]' "$T/gen.jsonl" &&
    grep -q '"name": "gqa_decode[a-z0-9_]*", "kernels": \[[^]]*\], "calls": [1-9]' "$T/gen.jsonl" &&
     ok "  prefill (@6) and decode kernels timed" || { bad "  prefill (@6) and decode kernels timed"; head -3 "$T/gen.jsonl"; }
+# Attention counts what it computed, not every row against the cache's 64
+# (4 FLOPs a key, head dimension and query head: 4 x 16 x 4 = 256 a key):
+# 7 tokens are a decode step at 0 (1 key), a chunk at 1-6 (2 + ... + 7 =
+# 27 keys: 6912), then decode steps at 7, 8, 9 (8, 9, 10 keys), 4 steps
+# of 7 keys on average (1792); the bound would be 98304 and 16384.
+run "generate --profile: attention's FLOPs" "$T/c6" generate --tokens 5,6,7,8,9,10,11 -n 4 \
+    --temperature 0 --weights "$W" --profile "$T/att.jsonl"
+grep -q '"name": "gqa_prefill[a-z0-9_]*@6", "kernels": \[[^]]*\], "calls": 2, [^}]*"flops": 6912,' "$T/att.jsonl" &&
+   grep -q '"name": "gqa_decode[a-z0-9_]*", "kernels": \[[^]]*\], "calls": 8, [^}]*"flops": 1792,' "$T/att.jsonl" &&
+    ok "  the keys each row saw: 6912 a prefill call, 1792 a decode step" ||
+    { bad "  the keys each row saw: 6912 a prefill call, 1792 a decode step"; grep gqa "$T/att.jsonl"; }
 run "kiln profile of a decoder" "$KILN" profile "$T/hf"
 grep -q "^kiln profile: llama, cc build, generate on [0-9]* threads: 1 prefill calls (the kernels @) .* ms in the kernels, 16 decode steps" "$T/out" &&
    grep -q "^gqa_prefill_[a-z0-9_]*@64 " "$T/out" && grep -q "^gqa_decode_[a-z0-9_]* " "$T/out" &&

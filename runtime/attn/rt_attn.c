@@ -13,7 +13,9 @@
  * logit and its sum at 1, a term the rescaling carries like any other.
  * k rows AT_AHEAD keys ahead and the block's v rows are
  * prefetched (a decode step reads the whole cache once). Every order
- * depends on the arguments only.
+ * depends on the arguments only. Each call tells a profile the FLOPs it
+ * computed (rt_profile_count: 4 d a key a vector sees), where the
+ * kernel's static count has every row against the whole cache.
  *
  * Compiled into kiln with -O3 -march=native -ffp-contract=fast, as
  * rt_kernels.c (the Makefile), where JIT code calls it; pasted into the
@@ -258,6 +260,7 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
     float mx[AT_QVECS], sum[AT_QVECS];
     int64_t lo[AT_QVECS], up[AT_QVECS];
     _Alignas(64) float kt[AT_TDIM * AT_KEYS], sc[4][AT_KEYS];
+    uint64_t seen = 0;                  /* keys the vectors see, for the profile */
     for (int64_t i0 = 0; i0 < nt; i0 += rs)
         for (int64_t h0 = 0; h0 < nh; h0 += hs) {
             int64_t ni = nt - i0 < rs ? nt - i0 : rs, nr = nh - h0 < hs ? nh - h0 : hs;
@@ -269,6 +272,7 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
                 sum[x] = mx[x] > -INFINITY ? 1 : 0;   /* the sink's exp(mx - mx) */
                 lo[x] = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
                 up[x] = hi > 0 ? hi : p + 1;
+                seen += up[x] > lo[x] ? (uint64_t)(up[x] - lo[x]) : 0;
                 memset(o + (i0 + x / nr) * ldo + (h0 + x % nr) * d, 0, sizeof *o * (size_t)d);
             }
             for (int64_t j0 = lo[0]; j0 < up[nv - 1]; j0 += AT_KEYS) {
@@ -322,4 +326,5 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
                     ov[c] /= sum[x];
             }
         }
+    rt_profile_count(4 * (uint64_t)d * seen);       /* a score and a weighted value a key */
 }

@@ -16,7 +16,8 @@
  *    "bandwidth_percent": 45.7, "threads": 2}
  * flops and bytes are per call (kiln's count, as the dumps print it: each
  * arithmetic operation one FLOP, each buffer a kernel touches counted once
- * at its full size); gflops and gbs are the totals over all calls divided
+ * at its full size; but a kernel's attention calls count what they
+ * computed, rt_profile_count, in place of their bound, rt_kernel_info); gflops and gbs are the totals over all calls divided
  * by the total time; the median is over every recorded call of the name;
  * the percentages are of the FMA peak on `threads` threads (one core's
  * times the threads, at most every core's) and of the read bandwidth.
@@ -29,10 +30,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* FLOPs rt_profile_count was given since the last kernel's time was added:
+ * the kernels run one after another, each on every thread, so they are
+ * the kernel's that ran in between. */
+static uint64_t rp_counted;
+
 struct rt_profile {
     int n;                      /* kernels */
     const rt_kernel_info *k;    /* [n] */
     uint64_t *calls;            /* [n] */
+    double *counted;            /* [n] FLOPs rt_profile_count was given, in all */
     double *seconds;            /* [n] total per kernel */
     double *ring;               /* [n][RT_PROFILE_SAMPLES]: the last calls' times */
 };
@@ -42,6 +49,7 @@ void rt_profile_free(rt_profile *p)
     if (!p)
         return;
     free(p->calls);
+    free(p->counted);
     free(p->seconds);
     free(p->ring);
     free(p);
@@ -56,18 +64,26 @@ rt_profile *rt_profile_new(int nkernels, const rt_kernel_info *kernels)
     p->n = nkernels > 0 ? nkernels : 0;
     p->k = kernels;
     p->calls = calloc(n, sizeof *p->calls);
+    p->counted = calloc(n, sizeof *p->counted);
     p->seconds = calloc(n, sizeof *p->seconds);
     p->ring = calloc(n * RT_PROFILE_SAMPLES, sizeof *p->ring);
-    if (!p->calls || !p->seconds || !p->ring) {
+    if (!p->calls || !p->counted || !p->seconds || !p->ring) {
         rt_profile_free(p);
         return NULL;
     }
+    (void)__atomic_exchange_n(&rp_counted, 0, __ATOMIC_RELAXED);
     return p;
+}
+
+void rt_profile_count(uint64_t flops)
+{
+    __atomic_fetch_add(&rp_counted, flops, __ATOMIC_RELAXED);
 }
 
 void rt_profile_add(rt_profile *p, int k, double seconds)
 {
     uint64_t c = p->calls[k]++;
+    p->counted[k] += (double)__atomic_exchange_n(&rp_counted, 0, __ATOMIC_RELAXED);
     p->seconds[k] += seconds;
     p->ring[(size_t)k * RT_PROFILE_SAMPLES + c % RT_PROFILE_SAMPLES] = seconds;
 }
@@ -133,7 +149,7 @@ static void rp_line(FILE *f, const rt_profile *p, int i, const rt_machine *mc, i
         fprintf(f, "%s\"k%d\"", j > i ? ", " : "", j);
         calls += c;
         seconds += p->seconds[j];
-        flops += (double)c * p->k[j].flops;
+        flops += (double)c * (p->k[j].flops - p->k[j].bound) + p->counted[j];
         bytes += (double)c * p->k[j].bytes;
         memcpy(buf + nbuf, p->ring + (size_t)j * RT_PROFILE_SAMPLES, keep * sizeof *buf);
         nbuf += keep;

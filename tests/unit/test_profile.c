@@ -1,7 +1,8 @@
 /* tests/unit/test_profile.c: per-kernel profiles. rt_profile_write's lines
  * on times chosen to be exact in binary (kernels of one name summed, the
  * median of the last RT_PROFILE_SAMPLES calls, percentages of the peak
- * on the run's threads, nulls for what is unknown, names escaped); the
+ * on the run's threads, nulls for what is unknown, names escaped; counted
+ * FLOPs in place of a kernel's bound); the
  * generated run function (a JIT build) timing its kernels only while a
  * profile is attached; rt_main's --profile. */
 #include <setjmp.h>
@@ -29,7 +30,8 @@ static char *written(const rt_profile *p, const rt_machine *mc, int threads)
 static void test_lines(void **state)
 {
     (void)state;
-    static const rt_kernel_info k[] = {{"gemm", 3e9, 2e9}, {"norm", 0, 1e9}, {"gemm", 3e9, 2e9}};
+    static const rt_kernel_info k[] = {
+        {"gemm", 3e9, 2e9, 0}, {"norm", 0, 1e9, 0}, {"gemm", 3e9, 2e9, 0}};
     rt_profile *p = rt_profile_new(3, k);
     assert_non_null(p);
     rt_profile_add(p, 0, 0.5);
@@ -57,10 +59,34 @@ static void test_lines(void **state)
     rt_profile_free(p);
 }
 
+/* A kernel's attention calls count what they computed: its bound comes
+ * off its FLOPs, and what rt_profile_count was given between two adds is
+ * the second's; what came before the profile is no kernel's. */
+static void test_counted(void **state)
+{
+    (void)state;
+    static const rt_kernel_info k[] = {{"attn", 100, 8, 60}, {"gemm", 50, 8, 0}};
+    rt_profile_count(1000);
+    rt_profile *p = rt_profile_new(2, k);
+    assert_non_null(p);
+    rt_profile_count(20);
+    rt_profile_count(5);
+    rt_profile_add(p, 0, 0.5);              /* 40 + 25 */
+    rt_profile_add(p, 1, 0.5);              /* 50 */
+    rt_profile_add(p, 0, 0.5);              /* 40 + 0 */
+    char *t = written(p, &(rt_machine){12, 4, 4, 4}, 2);
+    tl_assert_has(t, "\"name\": \"attn\", \"kernels\": [\"k0\"], \"calls\": 2, \"total_ms\": 1000, "
+                     "\"median_ms\": 500, \"flops\": 52.5,");
+    tl_assert_has(t, "\"name\": \"gemm\", \"kernels\": [\"k1\"], \"calls\": 1, \"total_ms\": 500, "
+                     "\"median_ms\": 500, \"flops\": 50,");
+    free(t);
+    rt_profile_free(p);
+}
+
 static void test_ring_and_nulls(void **state)
 {
     (void)state;
-    static const rt_kernel_info k[] = {{"a\"b\\c\n", 1, 4}, {"idle", 1, 4}};
+    static const rt_kernel_info k[] = {{"a\"b\\c\n", 1, 4, 0}, {"idle", 1, 4, 0}};
     rt_profile *p = rt_profile_new(2, k);
     for (int i = 0; i < 3000; i++)          /* only the last 1024 count for the median */
         rt_profile_add(p, 0, i < 3000 - RT_PROFILE_SAMPLES ? 8.0 : 0.5);
@@ -164,7 +190,8 @@ static void test_main_option(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lines), cmocka_unit_test(test_ring_and_nulls),
+        cmocka_unit_test(test_lines), cmocka_unit_test(test_counted),
+        cmocka_unit_test(test_ring_and_nulls),
         cmocka_unit_test(test_generated), cmocka_unit_test(test_main_option),
     };
     return cmocka_run_group_tests(tests, tl_tmp_setup, tl_tmp_teardown);
