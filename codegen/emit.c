@@ -201,7 +201,7 @@ static void api_open(FILE *f, const Module *m, const rt_tensor_info *weights)
     fprintf(f, "    m->arena = rt_alloc(%lldu);\n", arena_bytes(m));
     fprintf(f, "    int ok = m->arena != NULL;\n");
     for (int i = 0; i < m->nstates; i++)
-        fprintf(f, "    ok = ok && (m->s[%d] = rt_alloc(%lluu)) != NULL;\n", i,
+        fprintf(f, "    ok = ok && (m->s[%d] = rt_alloc_lazy(%lluu)) != NULL;\n", i,
                 (unsigned long long)node_bytes(m->states[i]));
     fputs("    if (!ok) {\n        rt_errf(&m->err, RT_EINTERNAL, \"out of memory\");\n"
           "        return m;\n    }\n", f);

@@ -148,6 +148,9 @@ RT_API const rt_ranks *rt_ranks_now(void);
 
 /* ---- memory (rt_mem.c) -------------------------------------------------- */
 RT_API void *rt_alloc(size_t bytes);           /* 64-byte aligned, zeroed */
+/* rt_alloc's block, committed a 4 KB page at a time as it is written, for
+ * state that fills as it runs (a KV cache): never in huge pages. */
+RT_API void *rt_alloc_lazy(size_t bytes);
 RT_API void rt_free(void *p);
 
 /* ---- the documented generator (rt_random.c) ---------------------------- */
@@ -538,7 +541,8 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
  * these to libtcc (X(name) per function; rt_gen.h and rt_jit.h list
  * their parts'). */
 #define RT_CORE_SYMBOLS(X)                                                  \
-    X(rt_errf) X(rt_alloc) X(rt_free) X(rt_splitmix64) X(rt_fill_random)    \
+    X(rt_errf) X(rt_alloc) X(rt_alloc_lazy) X(rt_free) X(rt_splitmix64)     \
+    X(rt_fill_random)                                                       \
     X(rt_seed_input) X(rt_st_open) X(rt_st_close) X(rt_st_find)             \
     X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \

@@ -82,6 +82,54 @@ static void test_alloc(void **state)
     rt_free(NULL);
 }
 
+/* Resident bytes of this process (/proc/self/statm's second field). */
+static double resident(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, res = 0;
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%lu %lu", &size, &res), 2);
+    fclose(f);
+    return (double)res * 4096;
+}
+
+/* Blocks of 2 MB or more, and every rt_alloc_lazy block, are zero
+ * without being touched: resident only as they are written; aligned to 2
+ * MB; rt_free unmaps them (and free()s the others, freed among them). */
+static void test_alloc_mapped(void **state)
+{
+    (void)state;
+    enum { MB = 1 << 20 };
+    double r0 = resident();
+    unsigned char *big = rt_alloc(64 * (size_t)MB + 1), *lazy = rt_alloc_lazy(64 * (size_t)MB);
+    unsigned char *small = rt_alloc_lazy(10), *other = rt_alloc(1000);
+    assert_non_null(big), assert_non_null(lazy), assert_non_null(small), assert_non_null(other);
+    assert_int_equal((uintptr_t)big % (2 * MB), 0);
+    assert_int_equal((uintptr_t)lazy % (2 * MB), 0);
+    assert_true(resident() - r0 < 8.0 * MB);             /* 128 MB asked for */
+    for (size_t i = 0; i < 64 * (size_t)MB + 64; i += 4096)
+        assert_int_equal(big[i], 0);
+    assert_int_equal(big[64 * (size_t)MB + 63], 0);       /* the rounded tail */
+    for (size_t i = 0; i < 64 * (size_t)MB; i += 4096 * 97)
+        assert_int_equal(lazy[i], 0);
+    for (int i = 0; i < 4096; i++)
+        assert_int_equal(small[i], 0);
+    double r1 = resident();
+    lazy[0] = 1;                                          /* one 4 KB page, not 2 MB */
+    lazy[32 * (size_t)MB] = 1;
+    assert_true(resident() - r1 < 1.0 * MB);
+    memset(big, 7, 64 * (size_t)MB);
+    rt_free(other);
+    rt_free(big);
+    rt_free(small);
+    rt_free(lazy);
+    assert_null(rt_alloc_lazy(SIZE_MAX - 10));
+    big = rt_alloc(4 * (size_t)MB);                       /* the list still works */
+    assert_non_null(big);
+    assert_int_equal(big[4 * (size_t)MB - 1], 0);
+    rt_free(big);
+}
+
 /* ---- the documented generator ------------------------------------------ */
 
 static void test_splitmix_pinned(void **state)
@@ -715,6 +763,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errf_first_wins),   cmocka_unit_test(test_alloc),
+        cmocka_unit_test(test_alloc_mapped),
         cmocka_unit_test(test_splitmix_pinned),   cmocka_unit_test(test_fill_random_pinned),
         cmocka_unit_test(test_fill_random_range), cmocka_unit_test(test_seed_input),
         cmocka_unit_test(test_parallel_for),
