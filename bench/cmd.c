@@ -112,19 +112,21 @@ static int make_parents(const char *path, rt_err *err)
     return 0;
 }
 
-/* The cache when it is well-formed and describes this CPU; -1 when not. */
+/* The cache when it is well-formed, describes this CPU and was measured
+ * the way this kiln measures (its "method"); -1 when not. */
 static int cache_load(const char *path, const Host *now, Host *h)
 {
     json_t *j = path ? json_load_file(path, 0, NULL) : NULL;
     const char *cpu = NULL, *date = NULL;
     json_int_t bytes = 0;
     Host c = *now;
-    int ok = j && json_unpack(j, "{s:s, s:i, s:s, s:F, s:F, s:F, s:I}", "cpu", &cpu, "cores",
-                              &c.cores, "date", &date, "fma_peak_gflops", &c.m.peak,
+    int method = 0;
+    int ok = j && json_unpack(j, "{s:s, s:i, s:s, s:F, s:F, s:F, s:I, s?i}", "cpu", &cpu,
+                              "cores", &c.cores, "date", &date, "fma_peak_gflops", &c.m.peak,
                               "fma_peak_1core_gflops", &c.m.peak1, "read_gbs", &c.m.read,
-                              "read_bytes", &bytes) == 0;
+                              "read_bytes", &bytes, "method", &method) == 0;
     ok = ok && strcmp(cpu, now->cpu) == 0 && c.cores == now->cores && c.m.peak > 0 &&
-         c.m.peak1 > 0 && c.m.read > 0;
+         c.m.peak1 > 0 && c.m.read > 0 && method == BENCH_MACHINE_METHOD;
     if (ok) {
         snprintf(c.date, sizeof c.date, "%s", date);
         c.m.read_bytes = bytes;
@@ -136,9 +138,10 @@ static int cache_load(const char *path, const Host *now, Host *h)
 
 static json_t *host_json(const Host *h)
 {
-    return json_pack("{s:s, s:i, s:s, s:f, s:f, s:f, s:I}", "cpu", h->cpu, "cores", h->cores,
-                     "date", h->date, "fma_peak_gflops", h->m.peak, "fma_peak_1core_gflops",
-                     h->m.peak1, "read_gbs", h->m.read, "read_bytes", (json_int_t)h->m.read_bytes);
+    return json_pack("{s:s, s:i, s:s, s:f, s:f, s:f, s:I, s:i}", "cpu", h->cpu, "cores",
+                     h->cores, "date", h->date, "fma_peak_gflops", h->m.peak,
+                     "fma_peak_1core_gflops", h->m.peak1, "read_gbs", h->m.read, "read_bytes",
+                     (json_int_t)h->m.read_bytes, "method", BENCH_MACHINE_METHOD);
 }
 
 /* Writes j (and drops it) to path atomically, two-space indented, 6

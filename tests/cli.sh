@@ -424,7 +424,7 @@ expect 2 "--no-cache is for builds" "$KILN" run tests/models/linear.json --no-ca
 mkdir -p "$XDG_CACHE_HOME/kiln"
 cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -1 | tr -s ' \t' '  ' | sed 's/ *$//')
 printf '{"cpu": "%s", "cores": %d, "date": "2026-01-01T00:00:00Z", "fma_peak_gflops": 100,
- "fma_peak_1core_gflops": 50, "read_gbs": 10, "read_bytes": 268435456}\n' "${cpu:-unknown}" "$(getconf _NPROCESSORS_ONLN)" \
+ "fma_peak_1core_gflops": 50, "read_gbs": 10, "read_bytes": 268435456, "method": 2}\n' "${cpu:-unknown}" "$(getconf _NPROCESSORS_ONLN)" \
     >"$XDG_CACHE_HOME/kiln/machine.json"
 expect 0 "kiln build with kiln machine's figures" "$KILN" build tests/models/linear.json -o "$T/linm"
 hit && bad "  no cache hit (other figures)" || ok "  no cache hit (other figures)"
