@@ -4,10 +4,11 @@
  * Contract (rt_gemm_bf16_vdp): rt_gemm_bf16_amx's (rt_amx.c). C[m][n] +=
  * A[m][k] B[k][n], A f32, B bf16, for m >= 16 and n a multiple of 16;
  * returns 1 when done, 0 when this build has no AVX512-BF16 or KILN_AMX
- * is "off" in the environment (the caller then computes the call itself). Lossy: A is rounded to bf16 (to nearest
- * even) as it is read, and each lane adds its products in pairs of k
- * (vdpbf16ps), not rt_gemm's one fused multiply-add at a time. The
- * numbers depend only on the call's operands, never on threads.
+ * is "off" in the environment (the caller then computes the call
+ * itself). Lossy: A is rounded to bf16 (to nearest even) as it is read,
+ * and each lane adds its products in pairs of k (vdpbf16ps), not
+ * rt_gemm's one fused multiply-add at a time. The numbers depend only on
+ * the call's operands, never on threads.
  *
  * Algorithm: as the tiles', with registers for tiles. Columns in blocks
  * of VD_N, the reduction in chunks of RT_AMX_K, rows in blocks of VD_M;

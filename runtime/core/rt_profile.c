@@ -17,9 +17,10 @@
  * flops and bytes are per call (kiln's count, as the dumps print it: each
  * arithmetic operation one FLOP, each buffer a kernel touches counted once
  * at its full size; but a kernel's attention calls count what they
- * computed, rt_profile_count, in place of their bound, rt_kernel_info); gflops and gbs are the totals over all calls divided
- * by the total time; the median is over every recorded call of the name;
- * the percentages are of the FMA peak on `threads` threads (one core's
+ * computed, rt_profile_count, in place of their bound, rt_kernel_info);
+ * gflops and gbs are the totals over all calls divided by the total
+ * time; the median is over every recorded call of the name; the
+ * percentages are of the FMA peak on `threads` threads (one core's
  * times the threads, at most every core's) and of the read bandwidth.
  * What cannot be known is null: percentages without the machine's
  * figures, rates of a total time of 0. */
