@@ -58,8 +58,8 @@ $(B)/%.o: %.c
 # has no AVX-512; tuned for this CPU.
 $(B)/runtime/core/rt_kernels.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
 $(B)/runtime/attn/rt_attn.o: KILN_CFLAGS += -O3 -march=native -ffp-contract=fast
-$(B)/runtime/core/rt_amx.o: KILN_CFLAGS += -O3 -march=native
-$(B)/runtime/core/rt_bf16dp.o: KILN_CFLAGS += -O3 -march=native
+$(B)/runtime/pairs/rt_amx.o: KILN_CFLAGS += -O3 -march=native
+$(B)/runtime/pairs/rt_bf16dp.o: KILN_CFLAGS += -O3 -march=native
 $(B)/runtime/jit/rt_vec.o: KILN_CFLAGS += -O3 -mtune=native -fno-math-errno
 # The quantized gemm kernels pick AVX-512 VNNI, AVX2 or C where they are
 # compiled (runtime/quant/rt_gemm_q.c): for this CPU, as generated programs.
@@ -89,7 +89,8 @@ RT_PART_jit := runtime/rt_jit.h |
 RT_PART_serve := runtime/rt_serve.h | runtime/rt_gen.h runtime/gen/rt_tok.h \
 	runtime/serve/rt_srv.h $(sort $(wildcard runtime/serve/*.c))
 RT_PART_mpi := runtime/rt_mpi.h | $(sort $(wildcard runtime/mpi/*.c))
-RT_PARTS := core gguf attn gen quant jit serve mpi
+RT_PART_pairs := runtime/rt_pairs.h | $(sort $(wildcard runtime/pairs/*.c))
+RT_PARTS := core gguf attn gen quant jit serve mpi pairs
 $(B)/rt_text.c $(FUZZ_B)/obj/rt_text.c: $(RT_SRCS) Makefile
 	@mkdir -p $(@D)
 	@{ echo '/* generated from runtime/ by the Makefile */'; \

@@ -21,7 +21,10 @@ typedef enum { CG_CC, CG_JIT } CgFlavour;
 
 /* ---- the runtime's parts as C text (rt_text.c, which the Makefile
  * makes from runtime/; runtime/kiln_rt.h says what each part holds) ---- */
-enum { CG_RT_CORE, CG_RT_GGUF, CG_RT_ATTN, CG_RT_GEN, CG_RT_QUANT, CG_RT_JIT, CG_RT_SERVE, CG_RT_MPI, CG_RT_NPARTS };
+enum {
+    CG_RT_CORE, CG_RT_GGUF, CG_RT_ATTN, CG_RT_GEN, CG_RT_QUANT, CG_RT_JIT, CG_RT_SERVE, CG_RT_MPI,
+    CG_RT_PAIRS, CG_RT_NPARTS
+};
 typedef struct {
     const char *name;            /* its folder under runtime/: "core" */
     const char *header;          /* its public header, as C text */
@@ -45,7 +48,9 @@ extern const char cg_rt_core_h[];
  * widening, rt_dequantize), and always in the JIT flavour (kiln's own
  * symbols); the JIT's in the JIT flavour; serving for a slotted decoder of
  * more than one slot (its batch variant), in the cc flavour; MPI's for a
- * program of several ranks (cg_ranks). */
+ * program of several ranks (cg_ranks); the pairs part (bf16 gemms on
+ * pair products) for a program holding a bf16 weight or a quantized one
+ * (whose AMX path shares its machinery), and so in the JIT flavour. */
 unsigned cg_rt_uses(const Module *m, CgFlavour fl);
 /* The libraries a program of those parts links beyond libm and OpenMP,
  * as words each after a space: " -lmicrohttpd -lpthread" with the

@@ -582,11 +582,11 @@ unsigned cg_rt_uses(const Module *m, CgFlavour fl)
         role_variant(m, "batch"))
         uses |= 1u << CG_RT_SERVE;
     for (int i = 0; i < m->prog->nbufs; i++)
-        if (storage_block(m->prog->bufs[i]->store))
-            uses |= 1u << CG_RT_QUANT;
+        uses |= storage_block(m->prog->bufs[i]->store) ? 1u << CG_RT_QUANT
+                : m->prog->bufs[i]->store == ST_BF16 ? 1u << CG_RT_PAIRS : 0;
     for (int i = 0; m->open && i < m->open->nbufs; i++)
-        if (storage_block(m->open->bufs[i]->store))
-            uses |= 1u << CG_RT_QUANT;
+        uses |= storage_block(m->open->bufs[i]->store) ? 1u << CG_RT_QUANT
+                : m->open->bufs[i]->store == ST_BF16 ? 1u << CG_RT_PAIRS : 0;
     size_t n = m->folder_weights ? strlen(m->folder_weights) : 0;
     if (fl == CG_JIT || (n >= 5 && !strcmp(m->folder_weights + n - 5, ".gguf")))
         uses |= 1u << CG_RT_QUANT | 1u << CG_RT_GGUF;
@@ -599,6 +599,8 @@ unsigned cg_rt_uses(const Module *m, CgFlavour fl)
         uses |= 1u << CG_RT_ATTN;
     if (fl == CG_JIT)
         uses |= 1u << CG_RT_JIT;
+    if (uses >> CG_RT_QUANT & 1)        /* its AMX path: the tiles' machinery */
+        uses |= 1u << CG_RT_PAIRS;
     return uses;
 }
 

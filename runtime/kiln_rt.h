@@ -410,8 +410,8 @@ RT_API int rt_pack_panels(void **w, int64_t batch, int64_t n, int64_t k, int64_t
 /* rt_gemm with B a 16-bit weight (bf16, IEEE half), each element widened
  * exactly as it is read: the same sums as rt_gemm on the widened B. But
  * bf16 of m >= 16 rows runs on AMX tiles, or else by AVX512-BF16's
- * vdpbf16ps, where the program can (A rounded to bf16, products added in
- * pairs: runtime/core/rt_amx.c, rt_bf16dp.c). */
+ * vdpbf16ps, where the CPU can and the program carries the pairs part
+ * (runtime/rt_pairs.h: A rounded to bf16, products added in pairs). */
 RT_API void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 RT_API void rt_gemm_f16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,

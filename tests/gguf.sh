@@ -86,7 +86,7 @@ run "  print" "$KILN" print "$T/q8.gguf"
 n=$(grep -c "^  buf b[0-9]* weight [0-9]* %[0-9]* : f32\[[0-9,]*\] q8_0$" "$T/out")
 [ "$n" = 16 ] && ok "  ...its 16 matrices are q8_0 buffers" || bad "  ...q8_0 buffers: $n, not 16"
 run "  emit-c" "$KILN" emit-c "$T/q8.gguf" -o "$T/q8.c"
-grep -q "Runtime parts: core gguf attn gen quant\." "$T/q8.c" && grep -q "rt_gemm_q8_0(1, " "$T/q8.c" &&
+grep -q "Runtime parts: core gguf attn gen quant pairs\." "$T/q8.c" && grep -q "rt_gemm_q8_0(1, " "$T/q8.c" &&
     ok "  ...the quant part, rt_gemm_q8_0 calls" || bad "  ...the quant part, rt_gemm_q8_0 calls"
 run "  check" "$KILN" check "$T/q8.gguf" --no-cc
 grep -q "held as q8_0 as the file stores them (lossless)" "$T/out" &&

@@ -62,7 +62,7 @@ fi
 
 if "$KILN" emit-c examples/llama2-step.json --weight-dtype q8_0 -o "$T/l.c" 2>"$T/err" &&
    grep -q "rt_gemm_q8_0(1, " "$T/l.c" && grep -q "rt_q8_0_at(b[0-9]*, " "$T/l.c" &&
-   grep -q "RT_Q8_0, rt_quantize, 0, rt_dequantize, 0, 0, NULL}," "$T/l.c" && grep -q "Runtime parts: core attn quant\." "$T/l.c" &&
+   grep -q "RT_Q8_0, rt_quantize, 0, rt_dequantize, 0, 0, NULL}," "$T/l.c" && grep -q "Runtime parts: core attn quant pairs\." "$T/l.c" &&
    "$KILN" emit-c examples/llama2-step.json -o "$T/f.c" 2>"$T/err" &&
    grep -q "Runtime parts: core attn\." "$T/f.c" && ! grep -q "rt_q8_0_at" "$T/f.c"; then
     ok "emit-c: rt_gemm_q8_0 calls, element reads, RT_Q8_0 weights; the quant part only then"

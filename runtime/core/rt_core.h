@@ -50,53 +50,13 @@ RT_API int rt_read_file(const char *path, uint64_t max, char **data, size_t *len
  * file", "PATH: cannot map: why" (RT_EIO). */
 RT_API int rt_map_file(const char *path, void **map, size_t *size, rt_err *e);
 
-/* rt_gemm_bf16 on AMX tiles (rt_amx.c): m >= 16 rows, n a multiple of 16,
- * A rounded to bf16 (lossy); 1 when done, 0 when this machine cannot. */
-RT_API int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                            const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
-
-/* rt_gemm_bf16 by AVX512-BF16's vdpbf16ps (rt_bf16dp.c), for machines
- * without AMX tiles: the same contract as rt_gemm_bf16_amx (m >= 16, n a
- * multiple of 16, A rounded to bf16); 1 when done, 0 when this build
- * cannot (no AVX512-BF16 in it) or KILN_AMX=off. */
-RT_API int rt_gemm_bf16_vdp(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                            const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
-
-/* The pairs' machinery (rt_amx.c), for rt_gemm_bf16_amx, rt_gemm_bf16_vdp
- * and qgemm's AMX path (runtime/quant/rt_gemm_q_amx.c): only in a build
- * for a CPU with AVX512-BF16 (RT_BF16DP defined), the tiles' part only
- * with AMX-BF16 too (RT_AMX; callers test them). The reduction goes in
- * chunks of RT_AMX_K; operands are prepared per chunk in the thread's
- * stack: rows of A as bf16 rows of RT_AMX_K values (rt_amx_rows), columns
- * of B as tiles of 16 columns, each RT_AMX_K / 2 pairs of k of 16 columns
- * x 2 bf16 (the layout tdpbf16ps and vdpbf16ps read: value B[2p + h][16t
- * + c] at t * RT_AMX_K * 16 + p * 32 + 2c + h), zero past the chunk (up
- * to 32 k) and the columns (up to 32). */
-#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__x86_64__)
-#define RT_BF16DP 1
-enum { RT_AMX_K = 256 };
-/* Rows [0, m) of a chunk of kc values (row stride lda) as bf16 rows at dst,
- * to nearest even (subnormals to zero), zero past kc and past m (up to
- * the multiples of 32 the tiles read). */
-RT_API void rt_amx_rows(uint16_t *dst, int64_t m, int64_t kc, const float *a, int64_t lda);
-/* Columns [0, nb) of B's chunk of kc rows (row stride ldb) as tiles of 16
- * columns, as above. */
-RT_API void rt_amx_cols(uint16_t *dst, int64_t nb, int64_t kc, const uint16_t *b, int64_t ldb);
-#endif
-#if defined(RT_BF16DP) && (defined(__AMX_TILE__) || defined(__AMXTILE__)) && \
-    (defined(__AMX_BF16__) || defined(__AMXBF16__)) && defined(__linux__)
-#define RT_AMX 1
-/* 1 and the thread's tiles configured when they may be used (the CPU has
- * AMX-TILE and AMX-BF16, the kernel grants them, KILN_AMX is not "off");
- * else 0. Every 1 is followed by rt_amx_end, which releases them. */
-RT_API int rt_amx_begin(void);
-RT_API void rt_amx_end(void);
-/* C[m][n] (row stride ldc) += the chunk's A B over kp (a multiple of 32)
- * values of k: a rows of rt_amx_rows, b tiles of columns as above; 32 x
- * 32 blocks of C in four tiles, fed 32 k at a time by tdpbf16ps. */
-RT_API void rt_amx_blocks(int64_t m, int64_t n, int64_t kp, const uint16_t *a, const uint16_t *b,
-                          float *c, int64_t ldc);
-#endif
+/* Installs the pairs part's gemm (runtime/rt_pairs.h: its constructor
+ * does, so a program without the part runs rt_gemm_bf16 by widening):
+ * rt_gemm_bf16 hands it every call of 16 rows or more, and computes the
+ * call itself when it returns 0. */
+RT_API void rt_pairs_use(int (*gemm)(int64_t m, int64_t n, int64_t k, const float *a,
+                                     int64_t lda, const uint16_t *b, int64_t ldb, float *c,
+                                     int64_t ldc));
 
 /* rt_st_open's two halves: one safetensors file (rt_safetensors.c), and an
  * index of shards, a path ending in .json (rt_safetensors_index.c). */

@@ -261,11 +261,20 @@ void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const
     kr_gemm(RT_F32, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
+/* The pairs part's gemm (rt_pairs_use); NULL in a program without it. */
+static int (*kr_pairs)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                       const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+
+void rt_pairs_use(int (*gemm)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                              const uint16_t *b, int64_t ldb, float *c, int64_t ldc))
+{
+    kr_pairs = gemm;
+}
+
 void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
-    if (m >= 16 && (rt_gemm_bf16_amx(m, n, k, a, lda, b, ldb, c, ldc) ||
-                    rt_gemm_bf16_vdp(m, n, k, a, lda, b, ldb, c, ldc)))
+    if (m >= 16 && kr_pairs && kr_pairs(m, n, k, a, lda, b, ldb, c, ldc))
         return;
     kr_gemm(RT_BF16, m, n, k, a, lda, b, ldb, c, ldc);
 }

@@ -30,6 +30,7 @@
  * rate they had with the weights in cache). Up to QA_M rows all in the
  * thread's stack (48 KiB); so the weights are dequantized once a call. */
 #include "runtime/core/rt_core.h"
+#include "runtime/rt_pairs.h"
 #include "runtime/quant/rt_qk.h"
 
 #ifdef RT_AMX

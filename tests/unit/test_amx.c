@@ -15,6 +15,7 @@
 
 #include "runtime/kiln_rt.h"
 #include "runtime/core/rt_core.h"
+#include "runtime/rt_pairs.h"
 #include "tests/unit/testlib.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* runtime/core/rt_amx.c: rt_gemm_bf16's calls of 16 rows or more on the
+/* runtime/pairs/rt_amx.c: rt_gemm_bf16's calls of 16 rows or more on the
  * CPU's AMX tiles (tdpbf16ps), where it has them.
  *
  * Contract (rt_gemm_bf16_amx): C[m][n] += A[m][k] B[k][n] as rt_gemm_bf16
@@ -11,23 +11,24 @@
  * (tdpbf16ps), not rt_gemm's one fused multiply-add at a time. The numbers
  * depend only on the call's operands, never on threads.
  *
- * Algorithm: columns in blocks of RA_N, the reduction in chunks of RA_K,
- * rows in blocks of RA_M. Per chunk, its columns of B are interleaved in
- * pairs of k (the layout tdpbf16ps reads: per pair, 16 columns x 2
- * halves), once for all the rows; per block of rows, the chunk's rows of
- * A become bf16 rows (rows past m and k past the chunk zero), both in the
- * thread's stack (a call of n <= RA_N columns rounds each row of A once);
- * then each 32 x 32
- * block of C is four tiles, loaded, fed the chunk 32 k at a time (two
+ * Algorithm (rt_pairs_drive, which vdpbf16ps's path shares): columns in
+ * blocks of 64, the reduction in chunks of RT_AMX_K, rows in blocks of
+ * 64. Per chunk, its columns of B are interleaved in pairs of k (the
+ * layout tdpbf16ps reads: per pair, 16 columns x 2 halves), once for all
+ * the rows; per block of rows, the chunk's rows of A become bf16 rows
+ * (rows past m and k past the chunk zero), both in the thread's stack (a
+ * call of n <= 64 columns rounds each row of A once); then
+ * (rt_amx_blocks) each 32 x 32 block of C is four tiles, loaded, fed the chunk 32 k at a time (two
  * tiles of A, two of B) and stored. Zeros add nothing, so padding is
  * exact. A block of C with rows or columns past the call's goes through a
  * zero-padded copy.
  *
  * The machinery (rt_amx_begin, rt_amx_rows, rt_amx_cols, rt_amx_blocks,
- * rt_amx_end: rt_core.h) serves qgemm's AMX path too
+ * rt_amx_end: rt_pairs.h) serves qgemm's AMX path too
  * (runtime/quant/rt_gemm_q_amx.c), which pairs dequantized weights
- * instead; the rows and columns (built wherever the CPU has AVX512-BF16)
- * serve vdpbf16ps's path (rt_bf16dp.c) on CPUs without the tiles.
+ * instead; the rows, the columns and the driver (built wherever the CPU
+ * has AVX512-BF16) serve vdpbf16ps's path (rt_bf16dp.c) on CPUs without
+ * the tiles.
  *
  * The tiles need the kernel's leave (arch_prctl ARCH_REQ_XCOMP_PERM for
  * XTILEDATA, once a process) and a configuration per thread, loaded and
@@ -35,6 +36,7 @@
  * thread, a 32 x 32 tile over k = 768 in L2: 1400-1450 GFLOP/s against
  * 190-197 for rt_gemm_bf16's exact widening (docs/benchmarks.md). */
 #include "runtime/core/rt_core.h"
+#include "runtime/rt_pairs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -89,12 +91,31 @@ void rt_amx_cols(uint16_t *dst, int64_t nb, int64_t kc, const uint16_t *b, int64
     }
 }
 
+void rt_pairs_drive(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                    const uint16_t *b, int64_t ldb, float *c, int64_t ldc, rt_pairs_block *block)
+{
+    enum { PM = 64, PN = 64 };
+    _Alignas(64) uint16_t ab[PM * RT_AMX_K], bb[PN * RT_AMX_K];
+    for (int64_t j0 = 0; j0 < n; j0 += PN) {
+        int64_t nb = n - j0 < PN ? n - j0 : PN;
+        for (int64_t k0 = 0; k0 < k; k0 += RT_AMX_K) {
+            int64_t kc = k - k0 < RT_AMX_K ? k - k0 : RT_AMX_K, kp = (kc + 31) & ~(int64_t)31;
+            rt_amx_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
+            for (int64_t i0 = 0; i0 < m; i0 += PM) {
+                int64_t mb = m - i0 < PM ? m - i0 : PM;
+                rt_amx_rows(ab, mb, kc, a + i0 * lda + k0, lda);
+                block(mb, nb, kp, ab, bb, c + i0 * ldc + j0, ldc);
+            }
+        }
+    }
+}
+
 #endif
 
 #ifdef RT_AMX
 #include <cpuid.h>
 
-enum { RA_M = 64, RA_N = 64, RA_K = RT_AMX_K, RA_T = 16 };
+enum { RA_K = RT_AMX_K, RA_T = 16 };
 
 typedef struct {
     uint8_t palette, start, reserved[14];
@@ -203,19 +224,7 @@ int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
 {
     if (m < 16 || n % 16 || k < 1 || !rt_amx_begin())
         return 0;
-    _Alignas(64) uint16_t ab[RA_M * RA_K], bb[RA_N * RA_K];
-    for (int64_t j0 = 0; j0 < n; j0 += RA_N) {
-        int64_t nb = n - j0 < RA_N ? n - j0 : RA_N;
-        for (int64_t k0 = 0; k0 < k; k0 += RA_K) {
-            int64_t kc = k - k0 < RA_K ? k - k0 : RA_K, kp = (kc + 31) & ~(int64_t)31;
-            rt_amx_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
-            for (int64_t i0 = 0; i0 < m; i0 += RA_M) {
-                int64_t mb = m - i0 < RA_M ? m - i0 : RA_M;
-                rt_amx_rows(ab, mb, kc, a + i0 * lda + k0, lda);
-                rt_amx_blocks(mb, nb, kp, ab, bb, c + i0 * ldc + j0, ldc);
-            }
-        }
-    }
+    rt_pairs_drive(m, n, k, a, lda, b, ldb, c, ldc, rt_amx_blocks);
     rt_amx_end();
     return 1;
 }

@@ -1,4 +1,4 @@
-/* runtime/core/rt_bf16dp.c: rt_gemm_bf16's calls of 16 rows or more by
+/* runtime/pairs/rt_bf16dp.c: rt_gemm_bf16's calls of 16 rows or more by
  * AVX512-BF16's vdpbf16ps, on CPUs that have it but no AMX tiles.
  *
  * Contract (rt_gemm_bf16_vdp): rt_gemm_bf16_amx's (rt_amx.c). C[m][n] +=
@@ -10,22 +10,23 @@
  * rt_gemm's one fused multiply-add at a time. The numbers depend only on
  * the call's operands, never on threads.
  *
- * Algorithm: as the tiles', with registers for tiles. Columns in blocks
- * of VD_N, the reduction in chunks of RT_AMX_K, rows in blocks of VD_M;
- * per chunk its columns of B are paired (rt_amx_cols) once for all rows,
- * per block of rows the chunk's rows of A become bf16 rows (rt_amx_rows),
- * both in the thread's stack. Then C in register tiles of up to 6 rows x
+ * Algorithm: the tiles' driver (rt_pairs_drive: columns in blocks of 64,
+ * the reduction in chunks of RT_AMX_K, rows in blocks of 64; per chunk
+ * its columns of B paired once for all rows, per block of rows the
+ * chunk's rows of A rounded to bf16), with registers for tiles: each block
+ * of C (vd_blocks) in register tiles of up to 6 rows x
  * 64 columns: 24 accumulators, 4 vectors of B pairs a pair of k, each
  * row's pair broadcast. Measured on the Zen 4 machine (AVX512-BF16, no
  * AMX), docs/16-bit-weights.md. */
 #include "runtime/core/rt_core.h"
+#include "runtime/rt_pairs.h"
 
 #ifdef RT_BF16DP
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { VD_M = 64, VD_N = 64, VD_R = 6, VD_T = RT_AMX_K * 16 };
+enum { VD_R = 6, VD_T = RT_AMX_K * 16 };
 
 /* C rows [0, mr) x tiles [0, nt) of 16 columns += the chunk's kp values
  * of k: a bf16 rows RT_AMX_K apart, b the tiles of pairs. */
@@ -76,6 +77,15 @@ static void vd_rows(int mr, int nt, float *c, int64_t ldc, const uint16_t *a, co
 
 #undef VD_CASE
 
+/* A block of rt_pairs_drive, register tile by register tile. */
+static void vd_blocks(int64_t mb, int64_t nb, int64_t kp, const uint16_t *a, const uint16_t *b,
+                      float *c, int64_t ldc)
+{
+    for (int64_t r = 0; r < mb; r += VD_R)
+        vd_rows(mb - r < VD_R ? (int)(mb - r) : VD_R, (int)(nb / 16), c + r * ldc, ldc,
+                a + r * RT_AMX_K, b, kp);
+}
+
 /* 1 unless KILN_AMX is "off", which turns the pair products off, the
  * tiles' and these alike. Decided once; two threads deciding agree. */
 static int vd_usable(void)
@@ -95,21 +105,7 @@ int rt_gemm_bf16_vdp(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
 {
     if (m < 16 || n % 16 || k < 1 || !vd_usable())
         return 0;
-    _Alignas(64) uint16_t ab[VD_M * RT_AMX_K], bb[VD_N * RT_AMX_K];
-    for (int64_t j0 = 0; j0 < n; j0 += VD_N) {
-        int64_t nb = n - j0 < VD_N ? n - j0 : VD_N;
-        for (int64_t k0 = 0; k0 < k; k0 += RT_AMX_K) {
-            int64_t kc = k - k0 < RT_AMX_K ? k - k0 : RT_AMX_K, kp = (kc + 31) & ~(int64_t)31;
-            rt_amx_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
-            for (int64_t i0 = 0; i0 < m; i0 += VD_M) {
-                int64_t mb = m - i0 < VD_M ? m - i0 : VD_M;
-                rt_amx_rows(ab, mb, kc, a + i0 * lda + k0, lda);
-                for (int64_t r = 0; r < mb; r += VD_R)
-                    vd_rows(mb - r < VD_R ? (int)(mb - r) : VD_R, (int)(nb / 16),
-                            c + (i0 + r) * ldc + j0, ldc, ab + r * RT_AMX_K, bb, kp);
-            }
-        }
-    }
+    rt_pairs_drive(m, n, k, a, lda, b, ldb, c, ldc, vd_blocks);
     return 1;
 }
 
@@ -123,3 +119,14 @@ int rt_gemm_bf16_vdp(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
 }
 
 #endif
+
+/* The part's gemm, installed in the core before main (rt_pairs_use): the
+ * tiles where the program can use them, else vdpbf16ps. */
+static int vd_pairs(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                    const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+{
+    return rt_gemm_bf16_amx(m, n, k, a, lda, b, ldb, c, ldc) ||
+           rt_gemm_bf16_vdp(m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+__attribute__((constructor)) static void vd_install(void) { rt_pairs_use(vd_pairs); }
