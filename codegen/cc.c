@@ -379,8 +379,8 @@ static void keep(Arena *a, const Slot *s, const CgBuild *b, int n, const char *c
 static const char *part_text(Arena *a, int p)
 {
     int core = p == CG_RT_CORE;
-    return arena_printf(a, "#define RT_API\n%s%s%s%s%s%s", core ? "" : cg_rt_parts[CG_RT_CORE].header,
-                        core ? "" : cg_rt_core_h,
+    return arena_printf(a, "#define RT_API\n%s%s%s%s%s%s",
+                        core ? "" : cg_rt_parts[CG_RT_CORE].header, core ? "" : cg_rt_core_h,
                         p == CG_RT_GEN ? cg_rt_parts[CG_RT_GGUF].header : "",
                         p == CG_RT_QUANT ? cg_rt_parts[CG_RT_PAIRS].header : "",
                         cg_rt_parts[p].header, cg_rt_parts[p].body);

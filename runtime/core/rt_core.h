@@ -50,13 +50,14 @@ RT_API int rt_read_file(const char *path, uint64_t max, char **data, size_t *len
  * file", "PATH: cannot map: why" (RT_EIO). */
 RT_API int rt_map_file(const char *path, void **map, size_t *size, rt_err *e);
 
+/* A call of rt_gemm_bf16 on pair products: 1 when done, 0 when this
+ * program cannot, and the caller computes it. */
+typedef int rt_pairs_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                          const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 /* Installs the pairs part's gemm (runtime/rt_pairs.h: its constructor
  * does, so a program without the part runs rt_gemm_bf16 by widening):
- * rt_gemm_bf16 hands it every call of 16 rows or more, and computes the
- * call itself when it returns 0. */
-RT_API void rt_pairs_use(int (*gemm)(int64_t m, int64_t n, int64_t k, const float *a,
-                                     int64_t lda, const uint16_t *b, int64_t ldb, float *c,
-                                     int64_t ldc));
+ * rt_gemm_bf16 hands it every call of 16 rows or more. */
+RT_API void rt_pairs_use(rt_pairs_gemm *gemm);
 
 /* rt_st_open's two halves: one safetensors file (rt_safetensors.c), and an
  * index of shards, a path ending in .json (rt_safetensors_index.c). */

@@ -262,14 +262,9 @@ void rt_gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const
 }
 
 /* The pairs part's gemm (rt_pairs_use); NULL in a program without it. */
-static int (*kr_pairs)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                       const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+static rt_pairs_gemm *kr_pairs;
 
-void rt_pairs_use(int (*gemm)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                              const uint16_t *b, int64_t ldb, float *c, int64_t ldc))
-{
-    kr_pairs = gemm;
-}
+void rt_pairs_use(rt_pairs_gemm *gemm) { kr_pairs = gemm; }
 
 void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
