@@ -7,8 +7,9 @@
  * 16-lane dot products summed by halving; their max and sum go by 16
  * lanes, their exps through rt_expf (branch-free: vectorised); the
  * weighted values are added four keys a pass over the output row, or,
- * for 4 vectors that see the same keys of a block, every key into 16
- * accumulators, a row of v read once for the 4; each element's terms in
+ * for 4 vectors at once, every key that one of them sees into 16
+ * accumulators, a row of v read once for the 4, a key a vector does not
+ * see (the causal diagonal's) weighing 0 for it; each element's terms in
  * key order either way. A sink (gpt-oss) starts its vector's running max at the sink's
  * logit and its sum at 1, a term the rescaling carries like any other.
  * k rows AT_AHEAD keys ahead and the block's v rows are
@@ -37,7 +38,8 @@ enum { AT_LANES = 16 };
  * lanes summed by halving), their max, weights and sum, rescales its
  * output row and adds the weighted values into it, four keys a pass
  * over the row (one sum per element, in key order), or with 3 more
- * vectors that see the same keys (at_pv4). The block's k and v
+ * vectors (at_pv4: over the keys that one of them sees, weighing 0
+ * where a vector does not). The block's k and v
  * rows stay in L1 across the group's vectors. Rows wholly masked for a
  * block skip it. The output rows hold the accumulators; the end divides
  * them by the sums. */
@@ -98,6 +100,17 @@ static inline void at_axpy(float *o, int64_t n, float alpha, const float *w, int
 }
 
 static inline float at_cap(float x, float cap) { return cap > 0 ? cap * tanhf(x * (1 / cap)) : x; }
+
+/* sc[0 .. n) = at_cap(sc * scale, cap): without a cap, 16 lanes a step. */
+static inline void at_scale(float *sc, int64_t n, float scale, float cap)
+{
+    int64_t j = 0;
+    if (!(cap > 0))
+        for (; j + AT_LANES <= n; j += AT_LANES)
+            *(at_vec *)(sc + j) = *(const at_vec *)(sc + j) * scale;
+    for (; j < n; j++)
+        sc[j] = at_cap(sc[j] * scale, cap);
+}
 
 /* The largest of m and x[0 .. n): 16 lanes, then halving; NaNs lost, as
  * the scalar comparison loses them. */
@@ -202,27 +215,42 @@ static void at_block(const float *qv, float *ov, float *mx, float *sum, int64_t 
     at_update(sc, b - a, ov, mx, sum, d, v, ldv, a);
 }
 
-/* The scores of 4 vectors (queries qp[]) against the block's keys, kt
- * their transpose [d][AT_KEYS]: sc[x][j] = the products summed in d
- * order, 16 accumulators (4 vectors x 64 keys). */
-static void at_tile(const float *const *qp, const float *kt, int64_t d,
-                         float sc[4][AT_KEYS])
+/* The scores of 4 vectors (queries qp[]) against the block's first 16 nu
+ * keys, kt their transpose [d][AT_KEYS]: sc[x][j] = the products summed
+ * in d order, 4 nu accumulators (4 vectors x 16 nu keys). */
+static inline __attribute__((always_inline)) void at_tile_n(const float *const *qp,
+                                                            const float *kt, int64_t d,
+                                                            float sc[4][AT_KEYS], int nu)
 {
     at_acc acc[4][AT_KEYS / AT_LANES];
     for (int x = 0; x < 4; x++)
-        for (int u = 0; u < AT_KEYS / AT_LANES; u++)
+        for (int u = 0; u < nu; u++)
             acc[x][u] = (at_acc){0};
     for (int64_t c = 0; c < d; c++) {
         const at_acc *kr = (const at_acc *)(kt + c * AT_KEYS);
         for (int x = 0; x < 4; x++) {
             float qc = qp[x][c];
-            for (int u = 0; u < AT_KEYS / AT_LANES; u++)
+            for (int u = 0; u < nu; u++)
                 acc[x][u] += qc * kr[u];
         }
     }
     for (int x = 0; x < 4; x++)
-        for (int u = 0; u < AT_KEYS / AT_LANES; u++)
+        for (int u = 0; u < nu; u++)
             *(at_vec *)(sc[x] + u * AT_LANES) = acc[x][u];
+}
+
+/* at_tile_n for the keys before the block's key `end` (1 .. AT_KEYS): on
+ * the causal diagonal, the 16-key chunks past every vector's last key
+ * are not computed. */
+static void at_tile(const float *const *qp, const float *kt, int64_t d, float sc[4][AT_KEYS],
+                    int64_t end)
+{
+    switch ((end + AT_LANES - 1) / AT_LANES) {
+    case 1: at_tile_n(qp, kt, d, sc, 1); break;
+    case 2: at_tile_n(qp, kt, d, sc, 2); break;
+    case 3: at_tile_n(qp, kt, d, sc, 3); break;
+    default: at_tile_n(qp, kt, d, sc, 4); break;
+    }
 }
 
 /* The keys [*a, *b) of the block (j0, nb keys from it) that vector x,
@@ -234,20 +262,25 @@ static inline void at_seen(const int64_t *lo, const int64_t *up, int64_t x, int6
     *b = up[x] < j0 + nb ? up[x] : j0 + nb;
 }
 
-/* Whether the 4 vectors from x0 see the same keys [*a, *b) of the block,
- * at least one, and their rows are whole 64-column chunks: then at_pv4
- * updates them together. */
+/* Whether the 4 vectors from x0 update together (at_pv4): their rows are
+ * whole 64-column chunks and one of them sees a key of the block; then
+ * [*a, *b) is the union of the keys they see, over which the others'
+ * weights are zero (on the causal diagonal, the keys after each one's
+ * own). */
 static int at_shared(int64_t x0, int64_t nv, int64_t j0, int64_t nb, const int64_t *lo,
                      const int64_t *up, int64_t d, int64_t *a, int64_t *b)
 {
     if (x0 + 4 > nv || d % (4 * AT_LANES))
         return 0;
-    at_seen(lo, up, x0, j0, nb, a, b);
-    for (int u = 1; u < 4; u++) {
+    *a = j0 + nb;
+    *b = j0;
+    for (int u = 0; u < 4; u++) {
         int64_t au, bu;
         at_seen(lo, up, x0 + u, j0, nb, &au, &bu);
-        if (au != *a || bu != *b)
-            return 0;
+        if (au < bu) {
+            *a = au < *a ? au : *a;
+            *b = bu > *b ? bu : *b;
+        }
     }
     return *a < *b;
 }
@@ -287,18 +320,30 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
                         int64_t x = x0 + u < nv ? x0 + u : nv - 1;
                         qp[u] = q + (i0 + x / nr) * ldq + (h0 + x % nr) * d;
                     }
-                    if (tiled)
-                        at_tile(qp, kt, d, sc);
+                    if (tiled) {
+                        int64_t end = 0;   /* past the last key of the block the 4 see */
+                        for (int u = 0; u < 4 && x0 + u < nv; u++)
+                            end = up[x0 + u] - j0 > end ? up[x0 + u] - j0 : end;
+                        if (end <= 0)      /* the block wholly past the 4 vectors' keys */
+                            continue;
+                        at_tile(qp, kt, d, sc, end < nb ? end : nb);
+                    }
                     int64_t a, b;
                     if (tiled && at_shared(x0, nv, j0, nb, lo, up, d, &a, &b)) {
                         float *ov[4], al[4], *w[4];
                         for (int u = 0; u < 4; u++) {
-                            int64_t x = x0 + u;
+                            int64_t x = x0 + u, au, bu;
+                            at_seen(lo, up, x, j0, nb, &au, &bu);
                             ov[u] = o + (i0 + x / nr) * ldo + (h0 + x % nr) * d;
                             w[u] = sc[u] + (a - j0);
-                            for (int64_t j = 0; j < b - a; j++)
-                                w[u][j] = at_cap(w[u][j] * scale, softcap);
-                            al[u] = at_weights(w[u], b - a, &mx[x], &sum[x]);
+                            al[u] = 1;  /* a vector that sees none of the block: unchanged */
+                            if (au < bu) {
+                                at_scale(w[u] + (au - a), bu - au, scale, softcap);
+                                al[u] = at_weights(w[u] + (au - a), bu - au, &mx[x], &sum[x]);
+                            }
+                            for (int64_t j = a; j < b; j++)
+                                if (j < au || j >= bu)
+                                    w[u][j - a] = 0;
                         }
                         at_pv4(ov, al, w, b - a, d, v + a * ldv, ldv);
                         continue;
@@ -314,8 +359,7 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
                             continue;
                         }
                         float *sx = sc[x - x0] + (a - j0);
-                        for (int64_t j = 0; j < b - a; j++)
-                            sx[j] = at_cap(sx[j] * scale, softcap);
+                        at_scale(sx, b - a, scale, softcap);
                         at_update(sx, b - a, ov, &mx[x], &sum[x], d, v, ldv, a);
                     }
                 }

@@ -5,7 +5,8 @@
  * head dim with a tail past its 16-lane chunks, a last block of keys
  * partly filled, more heads than one group of query vectors, groups
  * whose scores come from k transposed (16 vectors and more) and not, 4
- * vectors updated together (head dims of 64 and 128),
+ * vectors updated together (head dims of 64 and 128; on the causal
+ * diagonal too),
  * sinks (a per-head logit in the denominator) above, among and below the
  * scores, and a hand-worked sink. Keys no query of a call may see hold
  * NaN: reading one would show. */
@@ -132,12 +133,18 @@ static void tiled(void **state)
     /* D = 160, past the transposed block's 128: one vector at a time */
     check_case(&(Case){.T = 16, .Hq = 2, .Hkv = 2, .D = 160, .S = 100, .pos = 70, .causal = 1,
                        .scale = 0.1});
-    /* D = 64 and 128: 4 vectors that see the same keys update together
-     * (at_pv4), on the diagonal blocks one by one; a window, a sink */
+    /* D = 64 and 128: 4 vectors update together (at_pv4), on the causal
+     * diagonal over the keys one of them sees, zero weights past each
+     * one's own; a window, a sink */
     check_case(&(Case){.T = 40, .Hq = 4, .Hkv = 2, .D = 64, .S = 300, .pos = 200, .causal = 1,
                        .scale = 0.125});
     check_case(&(Case){.T = 33, .Hq = 2, .Hkv = 1, .D = 128, .S = 200, .pos = 150,
                        .window = 70, .causal = 1, .scale = 0.09, .sinks = 1, .centre = 1});
+    /* a prefill from position 0 (every group's last block a diagonal
+     * one, its score chunks cut at the quads' last keys), 100 rows: a
+     * group of 64, one of 36 */
+    check_case(&(Case){.T = 100, .Hq = 1, .Hkv = 1, .D = 64, .S = 100, .causal = 1,
+                       .scale = 0.125});
 }
 
 static void window_softcap(void **state)
