@@ -79,11 +79,12 @@ typedef struct {
     double mean, stddev;
 } BenchTokensTest;
 typedef struct {
-    BenchTokensTest test[2];     /* ppP, tgN (runs 0: left out) */
+    BenchTokensTest test[3];     /* ppP, tgN, ppP-cold (runs 0: left out) */
     int ntests;
 } BenchTokens;
-/* A warm-up run, then o->reps rounds of ppP and tgN, alternating (top
- * comment of tokens.c). Progress on stderr. 0, or the status with err
+/* A warm-up run, then o->reps rounds of ppP and tgN, alternating, each
+ * the second generation of a process, ppP-cold its first (top comment of
+ * tokens.c). Progress on stderr. 0, or the status with err
  * set (the program's own first line when it failed). */
 int bench_tokens(const BenchTokensOpts *o, BenchTokens *r, rt_err *err);
 

@@ -297,7 +297,9 @@ static const char bench_usage[] =
     "A decoder's tokens per second, as llama-bench measures them (the form taken when\n"
     "-p, -n or -r is given or MODEL is a model folder or GGUF file): its program built,\n"
     "then R rounds of ppP (a prompt of P tokens prefilled) and tgN (N tokens drawn\n"
-    "one decode step each from an empty cache), after one warm-up; mean and standard\n"
+    "one decode step each from an empty cache), after one warm-up; each the second\n"
+    "generation of its process, as llama-bench's repetitions find buffers ready;\n"
+    "ppP-cold the first, a fresh process's first prompt. Mean and standard\n"
     "deviation of each test's tokens/s, with the machine, threads and weights.\n"
     "  -p P           prompt tokens (default 256; 0: no pp test)\n"
     "  -n N           tokens generated (default 64; 0: no tg test)\n"
@@ -760,10 +762,10 @@ int bench_cmd_tokens(const BenchTokensOpts *o, const char *model, const char *we
     printf("machine: %s, %d cores", h.cpu, h.cores);
     if (figures)
         printf(" (kiln machine: %.1f GFLOP/s fp32 FMA, %.1f GB/s read)", mc.peak, mc.read);
-    printf("\n\n%-10s %22s %6s\n", "test", "tokens/s", "runs");
+    printf("\n\n%-12s %22s %6s\n", "test", "tokens/s", "runs");
     for (int i = 0; i < r.ntests; i++)
         if (r.test[i].runs)
-            printf("%-10s %12.2f ± %7.2f %6d\n", r.test[i].name, r.test[i].mean, r.test[i].stddev,
+            printf("%-12s %12.2f ± %7.2f %6d\n", r.test[i].name, r.test[i].mean, r.test[i].stddev,
                    r.test[i].runs);
     if (json && write_json(json, tokens_json(&h, model, weights, o, &r), &err)) {
         fprintf(stderr, "kiln: bench: %s\n", err.msg);

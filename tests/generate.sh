@@ -19,7 +19,8 @@
 # A program built from a folder opens its weights and tokenizer.json by
 # default, and says so in one line when the folder has moved; a full KV
 # cache is said; stdout's errors are (a full disk: exit 3), a closed pipe
-# ends it quietly. Misuse is refused with one line.
+# ends it quietly. --repeat generates again in the same process, alike.
+# kiln bench's table and JSON. Misuse is refused with one line.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-./kiln}
@@ -97,6 +98,25 @@ rest "165 tokens (5 in a rest's chunk padded, a whole one, a chunk)" 165
     --prefill-min 2 >/dev/null 2>"$T/err"
 grep -q "prefill: 165 tokens in .* (chunks of 128 and 32)" "$T/err" &&
     ok "  said: chunks of 128 and 32" || { bad "  said: chunks of 128 and 32"; cat "$T/err"; }
+
+# --repeat 3: the same generation three times in one process, each from
+# an empty cache (sampled, so the seed restarts too): the reference's ids
+# each time, and three rates lines; refused beside --sequences.
+P=$(seq -s, 7 46)
+"$REFGEN" "$T/m192.json" "$W" --tokens "$P" -n 6 >"$T/rest.want" 2>/dev/null
+{ cat "$T/rest.want"; cat "$T/rest.want"; cat "$T/rest.want"; } >"$T/rep.want"
+"$T/c128" generate --tokens "$P" -n 6 --temperature 0 --weights "$W" --prefill-min 2 \
+    --repeat 3 >"$T/out" 2>"$T/err"
+"$T/c128" generate --tokens "$P" -n 6 --weights "$W" --seed 5 >"$T/s1" 2>/dev/null
+"$T/c128" generate --tokens "$P" -n 6 --weights "$W" --seed 5 --repeat 2 >"$T/s2" 2>/dev/null
+if cmp -s "$T/out" "$T/rep.want" && [ "$(grep -c "prefill: 40 tokens in" "$T/err")" = 3 ] &&
+   [ -s "$T/s1" ] && cat "$T/s1" "$T/s1" | cmp -s - "$T/s2"; then
+    ok "generate --repeat 3: the reference's ids three times, three rates lines; sampled --repeat 2 twice alike"
+else
+    bad "generate --repeat"; cat "$T/out" "$T/err"
+fi
+refuse 2 "generate --repeat 0" "--repeat: bad value '0'" \
+    "$T/c128" generate --tokens 7 --weights "$W" --repeat 0
 
 # The other model types, under the JIT: 11 tokens in chunks of 4.
 for type in gpt2 gemma gemma2 gemma3_text mistral mixtral phi3 qwen3 qwen3_moe; do
@@ -343,14 +363,18 @@ if TMPDIR="$T/btmp" "$KILN" bench "$T/hf" -p 16 -n 8 -r 2 --threads 1 --json "$T
    grep -q "^kiln bench: $T/hf, weights as stored (--weight-dtype auto), 1 threads$" "$T/out" &&
    grep -q "^pp16  *[0-9][0-9.]* ± *[0-9.]* *2$" "$T/out" &&
    grep -q "^tg8  *[0-9][0-9.]* ± *[0-9.]* *2$" "$T/out" &&
+   grep -q "^pp16-cold  *[0-9][0-9.]* ± *[0-9.]* *2$" "$T/out" &&
    grep -q '"threads": 1,' "$T/b.json" && grep -q '"test": "pp16",' "$T/b.json" &&
-   grep -q '"test": "tg8",' "$T/b.json" && [ "$(grep -c '"runs": 2,' "$T/b.json")" = 2 ] &&
-   [ "$(grep -c '"tokens_per_s": [1-9]' "$T/b.json")" = 2 ] &&
+   grep -q '"test": "tg8",' "$T/b.json" && grep -q '"test": "pp16-cold",' "$T/b.json" &&
+   [ "$(grep -c '"runs": 2,' "$T/b.json")" = 3 ] &&
+   [ "$(grep -c '"tokens_per_s": [1-9]' "$T/b.json")" = 3 ] &&
    [ -z "$(ls -A "$T/btmp")" ]; then
-    ok "kiln bench DIR -p 16 -n 8 -r 2: pp16 and tg8, 2 runs each, table and JSON"
+    ok "kiln bench DIR -p 16 -n 8 -r 2: pp16, tg8 and pp16-cold, 2 runs each, table and JSON"
 else
     bad "kiln bench DIR -p 16 -n 8 -r 2"; cat "$T/out" "$T/err"; ls -A "$T/btmp"
 fi
+refuse 2 "generate --repeat with --sequences" "--repeat is for one sequence, not --sequences" \
+    "$T/c64" generate --tokens 7,8 --repeat 2 --sequences 2
 refuse 2 "kiln bench of a graph with -p: not a decoder" "is not a decoder" \
     "$KILN" bench examples/mlp.json -p 4
 refuse 2 "kiln bench -p past the KV cache" "-p 100 and -n 64 need 101 and 66 of the KV cache's 64 rows" \

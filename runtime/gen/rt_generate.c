@@ -4,7 +4,7 @@
  *   PROG generate --tokens 1,2,3 | [--tokenizer FILE] (--prompt TEXT | --prompt-file FILE)
  *        [-n N] [--seed S] [SAMPLERS] [--stop TEXT]... [--json]
  *        [--weights W.safetensors|DIR] [--threads N] [--profile FILE]
- *        [--prefill-min N] [--sequences K]
+ *        [--prefill-min N] [--sequences K] [--repeat R]
  *
  * SAMPLERS are rt_sampler_opt's options (--temperature, --top-k, --top-p
  * or --topp, --min-p, --repeat-penalty, --presence-penalty,
@@ -13,6 +13,12 @@
  * output before the first place where TEXT appears in what is drawn: the
  * drawn text that could still begin a stop string is held back until it
  * cannot. --json prints the statistics on stderr as one JSON object.
+ *
+ * --repeat R generates R times in the one process, each time from an
+ * empty cache (position 0) with the same seed, printing each time's
+ * output and rates: a benchmark's repetitions (kiln bench), the second
+ * and later finding the process's buffers, its KV cache's pages and its
+ * threads ready, as llama-bench's repetitions find them.
  *
  * --profile FILE times every kernel call of the prefill and the decode
  * steps (the prefill variant's kernels named NAME@C) and writes
@@ -97,6 +103,7 @@ typedef struct {
     int64_t n_decode, calls;            /* tokens drawn; decode steps run */
     rt_comm comm;                       /* the decode steps' collectives (several ranks) */
     uint64_t K;                         /* --sequences: 0 or 1, one */
+    uint64_t repeat;                    /* --repeat: 0 or 1, once */
     rt_gov gov;
 } rg_ctx;
 
@@ -124,10 +131,11 @@ static int rg_u64(const char *v, uint64_t *out)
 }
 
 #define RG_MAX_SEQUENCES 4096            /* --sequences, at most */
+#define RG_MAX_REPEAT 1000               /* --repeat, at most */
 
 static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "stop",
                                       "seed", "weights", "threads", "prompt-file", "profile",
-                                      "prefill-min", "sequences", "temperature", "top-k", "top-p",
+                                      "prefill-min", "sequences", "repeat", "temperature", "top-k", "top-p",
                                       "topp", "min-p", "repeat-penalty", "presence-penalty",
                                       "frequency-penalty", "repeat-last-n"};
 
@@ -163,7 +171,7 @@ static void rg_help(const rg_ctx *g)
     printf("usage: %s generate (--tokens ID,ID,... | [--tokenizer FILE] --prompt TEXT\n"
            "       | [--tokenizer FILE] --prompt-file FILE) [-n N] [--seed S] [SAMPLERS]\n"
            "       [--stop TEXT]... [--json] [--weights W.safetensors|DIR] [--threads N]\n"
-           "       [--profile FILE] [--prefill-min N] [--sequences K]\n"
+           "       [--profile FILE] [--prefill-min N] [--sequences K] [--repeat R]\n"
            "Generates text: the prompt prefilled, then one decode step a token drawn.\n"
            "  --tokens IDS        the prompt as token ids; prints the drawn ids\n"
            "  --tokenizer FILE    llama2.c tokenizer.bin, Hugging Face tokenizer.json, or a\n"
@@ -195,6 +203,9 @@ static void rg_help(const rg_ctx *g)
            "  --sequences K       a slotted decoder's batch: K sequences at once, sequence k\n"
            "                      from the prompt less its last k tokens; each printed whole\n"
            "                      at the end, a line each (docs/serving.md)\n"
+           "  --repeat R          all of it R times in this process, each from an empty\n"
+           "                      cache, its output and rates printed each time (a\n"
+           "                      benchmark's repetitions: later ones find buffers warm)\n"
            "  --profile FILE      time every kernel call of the prefill (NAME@%lld) and the\n"
            "                      decode steps; write one JSON line per kernel name to FILE\n"
            "                      (calls, times, FLOPs, bytes, rates); the team is fixed\n"
@@ -230,6 +241,8 @@ static int rg_check(rg_ctx *g)
         return rg_fail(g, RT_EUSAGE, "%s needs --tokenizer FILE", text);
     if (g->nstop && g->tokens)
         return rg_fail(g, RT_EUSAGE, "--stop is for a text prompt; --tokens are ids");
+    if (g->repeat > 1 && g->K > 1)
+        return rg_fail(g, RT_EUSAGE, "--repeat is for one sequence, not --sequences");
     return 0;
 }
 
@@ -269,6 +282,7 @@ static int rg_parse(rg_ctx *g, int argc, char **argv)
         case 9: g->profile = v; ok = *v != 0; break;
         case 10: ok = rg_u64(v, &g->prefill_min) && g->prefill_min >= 1; break;
         case 11: ok = rg_u64(v, &g->K) && g->K >= 1 && g->K <= RG_MAX_SEQUENCES; break;
+        case 12: ok = rg_u64(v, &g->repeat) && g->repeat >= 1 && g->repeat <= RG_MAX_REPEAT; break;
         default: ok = rt_sampler_opt(&g->sm, rg_opts[k], v) == 1;
         }
         if (!ok)
@@ -780,21 +794,16 @@ static int rg_setup(rg_ctx *g)
     return 0;
 }
 
-static int rg_main(rg_ctx *g)
+/* One generation from position 0: the prompt echoed, prefilled, tokens
+ * drawn, the rates reported; what a generation counts starts afresh. */
+static int rg_once(rg_ctx *g)
 {
-    int rc = rg_setup(g);
-    if (!rc && g->K > 1) {
-        rc = rg_sequences(g);
-        if (!rc)
-            fprintf(stderr, "%s: %llu sequences: prefill %.1f ms; decode: %lld tokens in %lld "
-                    "batch steps of %d rows, %.1f ms, %.1f tokens/s\n", g->prog,
-                    (unsigned long long)g->K, g->t_prefill * 1e3, (long long)g->n_decode,
-                    (long long)g->calls, g->md->batch, g->t_decode * 1e3,
-                    rg_rate(g->n_decode, g->t_decode));
-        return rc;
-    }
-    if (!rc)
-        rc = rg_echo(g);
+    g->nhist = g->nids;
+    g->n_decode = g->calls = 0;
+    g->npend = 0;
+    g->finish = "length";
+    g->comm = (rt_comm){0};
+    int rc = rg_echo(g);
     if (!rc)
         rc = rg_prefill(g);
     if (!rc)
@@ -826,6 +835,24 @@ static int rg_main(rg_ctx *g)
         rg_comm(g, g->json);
     if (report && g->json)
         fputs("}\n", stderr);
+    return rc;
+}
+
+static int rg_main(rg_ctx *g)
+{
+    int rc = rg_setup(g);
+    if (!rc && g->K > 1) {
+        rc = rg_sequences(g);
+        if (!rc)
+            fprintf(stderr, "%s: %llu sequences: prefill %.1f ms; decode: %lld tokens in %lld "
+                    "batch steps of %d rows, %.1f ms, %.1f tokens/s\n", g->prog,
+                    (unsigned long long)g->K, g->t_prefill * 1e3, (long long)g->n_decode,
+                    (long long)g->calls, g->md->batch, g->t_decode * 1e3,
+                    rg_rate(g->n_decode, g->t_decode));
+        return rc;
+    }
+    for (uint64_t r = 0; !rc && r < (g->repeat > 1 ? g->repeat : 1); r++)
+        rc = rg_once(g);
     rt_err e = {0};
     if (!rc && g->prof &&
         rt_profile_write(g->prof, &g->md->machine, rt_get_threads(), g->profile, &e))
