@@ -43,10 +43,13 @@
  *       against 4 x 64's 401 on the Intel host, and a stories110M f32
  *       pp256 1.02-1.10x faster; 12 x 32 three times and 4 x 32 made
  *       deepseek-r1-block's 40 rows 7 % slower than 8 x 32 five times);
- *   MB  rows per local tile: M, unless the tiles pass L1/2 (L2/2 for
- *       qgemm, which packs its panel of weights once a call for all its
- *       rows: 64 rows rather than 16 make a stories110M-shaped pp256 1.1-
- *       1.4x faster in q8_0, q4_0 and q4_k_m);
+ *   MB  rows per local tile: M, unless a tile passes L1/2 (one
+ *       accumulator's: a fused nest's three tiles of 64 x 64, not 16 x
+ *       64, make a stories110M-shaped f32 pp256's q, k and v gemm 7 %
+ *       faster on the Zen 4 host); or, for qgemm, which packs its panel of
+ *       weights once a call for all its rows, unless the tiles pass L2/2
+ *       (64 rows rather than 16 make a stories110M-shaped pp256 1.1-1.4x
+ *       faster in q8_0, q4_0 and q4_k_m);
  *   KC  reduction per call: K, unless a block of A (MB x K) and a panel
  *       slice (K x NR) pass L2/2: then the largest divisor of K that fits
  *       (K 8960 with 40 rows: 1792, 1.3x faster than K whole).
@@ -721,12 +724,14 @@ static int64_t reduction(Rw *w, Block *blk, const Stmt *red)
     return kc;
 }
 
-/* Rows per local tile: M, unless the tiles of the accumulators pass L1/2
- * (L2/2 for a kernel that prepares its operands once a call: qgemm, AMX);
- * then the largest divisor of M that fits, a multiple of MR if one is. */
+/* Rows per local tile: M, unless a tile passes L1/2 (a call of rt_gemm
+ * walks one accumulator's rows once, so the others' tiles need not stay
+ * there), or the tiles of all the accumulators pass L2/2 for a kernel
+ * that prepares its operands once a call (qgemm, AMX); then the largest
+ * divisor of M that fits, a multiple of MR if one is. */
 static int64_t pick_mb(Tiler *t, const Nest *n, int64_t mr, int l2)
 {
-    int64_t fit = (l2 ? t->l2 : t->l1) / 2 / (n->nr * 4 * n->nacc), best = 1;
+    int64_t fit = (l2 ? t->l2 : t->l1) / 2 / (n->nr * 4 * (l2 ? n->nacc : 1)), best = 1;
     if (n->M <= fit)
         return n->M;
     for (int64_t mb = fit; mb > 1; mb--) {
