@@ -32,6 +32,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 #define PL_SPIN_S 2e-4                  /* a worker's spin before it sleeps */
@@ -203,9 +204,21 @@ static void *pl_worker(void *arg)
 }
 
 /* Workers 1 .. nt-1, those not yet started; the team the pool can give.
- * A worker's share is scanned by thieves once it is counted. */
+ * A worker's share is scanned by thieves once it is counted. Workers
+ * block the signals a user or a supervisor sends (Ctrl-C, SIGTERM,
+ * SIGHUP, SIGQUIT; they inherit the mask they are created with), so that
+ * these reach the thread that waits for them: taken by a worker, a
+ * handler would run there while chat's pselect, on the main thread,
+ * slept on (a Ctrl-C at chat's prompt was lost so, now and then). */
 static int pl_start(int nt)
 {
+    sigset_t quiet, old;
+    sigemptyset(&quiet);
+    sigaddset(&quiet, SIGINT);
+    sigaddset(&quiet, SIGTERM);
+    sigaddset(&quiet, SIGHUP);
+    sigaddset(&quiet, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &quiet, &old);
     while (pl.workers < nt - 1 && pl.workers < PL_MAX) {
         pthread_t t;
         pthread_attr_t at;
@@ -218,6 +231,7 @@ static int pl_start(int nt)
             break;
         atomic_fetch_add_explicit(&pl.workers, 1, memory_order_release);
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return nt < pl.workers + 1 ? nt : pl.workers + 1;
 }
 

@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -369,6 +370,45 @@ static void test_parallel_for_nested(void **state)
     rt_parallel_for(outer_fn, hits, 64);
     for (int i = 0; i < 64 * 16; i++)
         assert_int_equal(atomic_load(&hits[i]), 1);
+}
+
+typedef struct {
+    pthread_t caller;
+    atomic_int worker_calls, open;  /* calls on workers; of those, SIGINT or SIGTERM not blocked */
+} mask_rec;
+
+static void mask_fn(void *ctx, int64_t lo, int64_t hi)
+{
+    mask_rec *r = ctx;
+    sigset_t cur;
+    struct timespec ts = {0, 1000000};
+    for (int64_t i = lo; i < hi; i++)
+        nanosleep(&ts, NULL);          /* long enough that the workers take part */
+    if (pthread_equal(pthread_self(), r->caller))
+        return;
+    atomic_fetch_add(&r->worker_calls, 1);
+    if (pthread_sigmask(SIG_BLOCK, NULL, &cur) || !sigismember(&cur, SIGINT) ||
+        !sigismember(&cur, SIGTERM))
+        atomic_fetch_add(&r->open, 1);
+}
+
+/* The pool's workers block Ctrl-C and SIGTERM, so that such a signal
+ * reaches the thread waiting for it (chat's prompt), never a worker; the
+ * caller's own mask is as it was. */
+static void test_parallel_for_signals(void **state)
+{
+    (void)state;
+    rt_set_threads(3);
+    mask_rec r = {.caller = pthread_self()};
+    atomic_init(&r.worker_calls, 0);
+    atomic_init(&r.open, 0);
+    rt_parallel_for(mask_fn, &r, 64);
+    assert_true(atomic_load(&r.worker_calls) > 0);
+    assert_int_equal(atomic_load(&r.open), 0);
+    sigset_t cur;
+    assert_int_equal(pthread_sigmask(SIG_BLOCK, NULL, &cur), 0);
+    assert_false(sigismember(&cur, SIGINT));
+    rt_set_threads(2);
 }
 
 static void test_now(void **state)
@@ -768,7 +808,8 @@ int main(void)
         cmocka_unit_test(test_fill_random_range), cmocka_unit_test(test_seed_input),
         cmocka_unit_test(test_parallel_for),
         cmocka_unit_test(test_parallel_for_race),
-        cmocka_unit_test(test_parallel_for_late), cmocka_unit_test(test_parallel_for_nested),      cmocka_unit_test(test_now),
+        cmocka_unit_test(test_parallel_for_late), cmocka_unit_test(test_parallel_for_nested),
+        cmocka_unit_test(test_parallel_for_signals),      cmocka_unit_test(test_now),
         cmocka_unit_test(test_st_good),           cmocka_unit_test(test_st_empty),
         cmocka_unit_test(test_st_malformed),      cmocka_unit_test(test_st_bad_lengths),
         cmocka_unit_test(test_st_io_errors),      cmocka_unit_test(test_weights_load),
