@@ -43,12 +43,13 @@ static int is_ident(const char *s)
  * and glibc exports __open and _IO_file_open), kiln's own prefixes in
  * generated C (kiln_model, rt_model, rt_st_open), and the C library's
  * functions of that form, which the generated file's headers declare
- * (shm_open, omp_proc_bind_close) or glibc, libm and libgomp export: a
- * library named sem would replace sem_open in every program it is linked
- * into. tests/names.sh checks this on the machine at hand. */
+ * (shm_open, omp_proc_bind_close; signal.h's macro si_status) or glibc,
+ * libm and libgomp export: a library named sem would replace sem_open in
+ * every program it is linked into. tests/names.sh checks this on the
+ * machine at hand. */
 static const char *const libc_names[] = {
     "GOMP", "GOMP_PLUGIN", "aio", "argp", "argp_err_exit", "fts", "fts64", "gai",
-    "iconv", "mq", "omp_proc_bind", "pidfd", "sem", "shm", "svc", NULL,
+    "iconv", "mq", "omp_proc_bind", "pidfd", "sem", "shm", "si", "svc", NULL,
 };
 
 static int is_reserved(const char *s)
