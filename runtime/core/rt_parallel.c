@@ -203,14 +203,13 @@ static void *pl_worker(void *arg)
     return NULL;
 }
 
-/* Workers 1 .. nt-1, those not yet started; the team the pool can give.
- * A worker's share is scanned by thieves once it is counted. Workers
+/* Starts workers up to nt-1 (PL_MAX at most), as many as it can. They
  * block the signals a user or a supervisor sends (Ctrl-C, SIGTERM,
- * SIGHUP, SIGQUIT; they inherit the mask they are created with), so that
- * these reach the thread that waits for them: taken by a worker, a
+ * SIGHUP, SIGQUIT; a thread inherits the mask it is created with), so
+ * that these reach the thread that waits for them: taken by a worker, a
  * handler would run there while chat's pselect, on the main thread,
  * slept on (a Ctrl-C at chat's prompt was lost so, now and then). */
-static int pl_start(int nt)
+static void pl_spawn(int nt)
 {
     sigset_t quiet, old;
     sigemptyset(&quiet);
@@ -232,6 +231,16 @@ static int pl_start(int nt)
         atomic_fetch_add_explicit(&pl.workers, 1, memory_order_release);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Workers 1 .. nt-1, those not yet started (pl_spawn: every loop asks,
+ * so the common case, all started, makes no system call); the team the
+ * pool can give. A worker's share is scanned by thieves once it is
+ * counted. */
+static int pl_start(int nt)
+{
+    if (pl.workers < nt - 1 && pl.workers < PL_MAX)
+        pl_spawn(nt);
     return nt < pl.workers + 1 ? nt : pl.workers + 1;
 }
 

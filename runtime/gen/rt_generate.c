@@ -135,9 +135,9 @@ static int rg_u64(const char *v, uint64_t *out)
 
 static const char *const rg_opts[] = {"tokens", "tokenizer", "prompt", "n", "stop",
                                       "seed", "weights", "threads", "prompt-file", "profile",
-                                      "prefill-min", "sequences", "repeat", "temperature", "top-k", "top-p",
-                                      "topp", "min-p", "repeat-penalty", "presence-penalty",
-                                      "frequency-penalty", "repeat-last-n"};
+                                      "prefill-min", "sequences", "repeat", "temperature",
+                                      "top-k", "top-p", "topp", "min-p", "repeat-penalty",
+                                      "presence-penalty", "frequency-penalty", "repeat-last-n"};
 
 /* --opt value or --opt=value (-n N too); the option's index, or -1. */
 static int rg_opt(int argc, char **argv, int *i, const char **val)
