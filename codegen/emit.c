@@ -637,10 +637,15 @@ static void prelude(FILE *f, const Module *m, CgFlavour fl, int paste)
             fputs(cg_rt_parts[i].body, f);
     fputs("\n/* ---- the model ---- */\n#include <math.h>\n#include <stdlib.h>\n"
           "#include <string.h>\n\n", f);
-    fputs("static inline float kiln_maxf(float a, float b) { return a > b ? a : b; }\n"
-          "static inline float kiln_minf(float a, float b) { return a < b ? a : b; }\n"
-          "static inline int64_t kiln_maxi(int64_t a, int64_t b) { return a > b ? a : b; }\n"
-          "static inline int64_t kiln_mini(int64_t a, int64_t b) { return a < b ? a : b; }\n\n", f);
+    /* unused: a model that calls none of them compiles warning-free with clang too */
+    fputs("__attribute__((unused)) static inline float kiln_maxf(float a, float b)\n"
+          "{ return a > b ? a : b; }\n"
+          "__attribute__((unused)) static inline float kiln_minf(float a, float b)\n"
+          "{ return a < b ? a : b; }\n"
+          "__attribute__((unused)) static inline int64_t kiln_maxi(int64_t a, int64_t b)\n"
+          "{ return a > b ? a : b; }\n"
+          "__attribute__((unused)) static inline int64_t kiln_mini(int64_t a, int64_t b)\n"
+          "{ return a < b ? a : b; }\n\n", f);
 }
 
 static void names(FILE *f, const char *model, const char *what, Node *const *v, int n)

@@ -435,7 +435,7 @@ RT_API void rt_gemm_f16(int64_t m, int64_t n, int64_t k, const float *a, int64_t
  * 1 - 2 / (e^2|x| + 1), |x|
  * clamped to 10 (tanh 10 is 1 in f32); the sign of x put back last. */
 typedef union { float f; uint32_t u; } rt_bits;
-static inline float rt_expf(float x)
+static inline __attribute__((unused)) float rt_expf(float x)
 {
     float c = x > 88.8f ? 88.8f : x < -104.0f ? -104.0f : x;   /* a NaN stays */
     rt_bits t = {c * 1.44269504f + 12582912.0f}, s1, s2;
@@ -449,7 +449,7 @@ static inline float rt_expf(float x)
     s2.u = (uint32_t)(k2 + 127) << 23;
     return p * s1.f * s2.f;
 }
-static inline float rt_tanhf(float x)
+static inline __attribute__((unused)) float rt_tanhf(float x)
 {
     rt_bits v = {x}, a;
     a.u = v.u & 0x7fffffffu;

@@ -61,7 +61,8 @@ RT_API const char *rt_gguf_type_name(int type);
 /* A scalar's value: 0, or -1 (nothing written) when kv is NULL, an array,
  * or not of the kind asked: u64 takes any integer type whose value is >=
  * 0, i64 any whose value fits; f64 takes f32 and f64; bool and str only
- * themselves (*len, when len is not NULL: the string's bytes). */
+ * themselves (*len, when len is not NULL: the string's bytes, 0 when the
+ * answer is NULL). */
 RT_API int rt_gguf_u64(const rt_gguf_kv *kv, uint64_t *v);
 RT_API int rt_gguf_i64(const rt_gguf_kv *kv, int64_t *v);
 RT_API int rt_gguf_f64(const rt_gguf_kv *kv, double *v);

@@ -166,6 +166,7 @@ static int gg_past(gg_parser *P, uint64_t at, const char *what, uint64_t len)
 
 static int gg_u32(gg_parser *P, const char *what, uint32_t *v)
 {
+    *v = 0;                             /* defined on every path */
     if (P->size - P->at < 4)
         return gg_past(P, P->at, what, GG_NOLEN);
     *v = (uint32_t)gg_le(P->m + P->at, 4);
@@ -175,6 +176,7 @@ static int gg_u32(gg_parser *P, const char *what, uint32_t *v)
 
 static int gg_u64(gg_parser *P, const char *what, uint64_t *v)
 {
+    *v = 0;
     if (P->size - P->at < 8)
         return gg_past(P, P->at, what, GG_NOLEN);
     *v = gg_le(P->m + P->at, 8);
@@ -186,6 +188,7 @@ static int gg_u64(gg_parser *P, const char *what, uint64_t *v)
 static int gg_string(gg_parser *P, const char *what, const unsigned char **s, uint64_t *len)
 {
     uint64_t at = P->at;
+    *s = NULL;
     int rc = gg_u64(P, what, len);
     if (rc)
         return rc;
@@ -249,6 +252,7 @@ static int gg_grow(gg_parser *P, void **arr, int *cap, size_t size, int i, int s
 static int gg_header(gg_parser *P, uint64_t *nt, uint64_t *nkv)
 {
     const unsigned char *m = P->m;
+    *nt = *nkv = 0;
     if (P->size < 4)
         return gg_fail(P, 0, "not a GGUF file: %llu bytes, too few for the magic",
                        (unsigned long long)P->size);
@@ -762,6 +766,8 @@ static int gg_get_bool(const rt_gguf_kv *kv, uint64_t i, int *v)
 
 static const char *gg_get_str(const rt_gguf_kv *kv, uint64_t i, size_t *len)
 {
+    if (len)
+        *len = 0;                       /* defined on every path */
     if (kv->etype != RT_GGUF_STR)
         return NULL;
     if (len)
@@ -790,6 +796,8 @@ int rt_gguf_bool(const rt_gguf_kv *kv, int *v)
 }
 const char *rt_gguf_str(const rt_gguf_kv *kv, size_t *len)
 {
+    if (len)
+        *len = 0;
     return GG_SCALAR(kv) ? gg_get_str(kv, 0, len) : NULL;
 }
 
@@ -811,5 +819,7 @@ int rt_gguf_arr_bool(const rt_gguf_kv *kv, uint64_t i, int *v)
 }
 const char *rt_gguf_arr_str(const rt_gguf_kv *kv, uint64_t i, size_t *len)
 {
+    if (len)
+        *len = 0;
     return GG_ELEMENT(kv, i) ? gg_get_str(kv, i, len) : NULL;
 }

@@ -32,6 +32,7 @@ static int sq_peek(rt_json *J)
 /* A JSON number (its grammar checked by rt_json_skip) as a double. */
 static int sq_number(rt_json *J, const char *key, double *v)
 {
+    *v = 0;                             /* defined on every path */
     int c = sq_peek(J);
     if (c != '-' && (c < '0' || c > '9'))
         return sq_bad(J, key, "a number");
