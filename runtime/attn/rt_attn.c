@@ -51,6 +51,17 @@ enum { AT_LANES = 16 };
  * for a head dim of at most AT_TDIM (kt: 32 kB) */
 enum { AT_KEYS = 64, AT_QVECS = 64, AT_AHEAD = 8, AT_TILED = 16, AT_TDIM = 128 };
 
+/* x held in a register: an empty asm that gcc must see it in. Without
+ * it gcc folds a row of v (or of kt) into each of the 4 multiply-adds
+ * that use it, 4 loads where 1 would do, and on Zen 4 (one 64-byte load
+ * a cycle) the loads, not the multiply-adds, set the pace: prefill
+ * attention took 1.33x the time. */
+#if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+#define AT_REG(x) __asm__("" : "+v"(x))
+#else
+#define AT_REG(x) ((void)0)
+#endif
+
 typedef float at_v8 __attribute__((vector_size(32)));
 typedef int32_t at_i32 __attribute__((vector_size(64)));
 typedef float at_v4 __attribute__((vector_size(16)));
@@ -190,8 +201,10 @@ static void at_pv4(float *const ov[4], const float al[4], float *const w[4], int
         for (int64_t j = 0; j < n; j++) {
             const float *vr = v + j * ldv + c;
             at_acc vv[4];
-            for (int u = 0; u < 4; u++)
+            for (int u = 0; u < 4; u++) {
                 vv[u] = *(const at_vec *)(vr + u * AT_LANES);
+                AT_REG(vv[u]);
+            }
             for (int x = 0; x < 4; x++)
                 for (int u = 0; u < 4; u++)
                     acc[x][u] += w[x][j] * vv[u];
@@ -230,7 +243,11 @@ static inline __attribute__((always_inline)) void at_tile_n(const float *const *
         for (int u = 0; u < nu; u++)
             acc[x][u] = (at_acc){0};
     for (int64_t c = 0; c < d; c++) {
-        const at_acc *kr = (const at_acc *)(kt + c * AT_KEYS);
+        at_acc kr[AT_KEYS / AT_LANES];
+        for (int u = 0; u < nu; u++) {
+            kr[u] = *(const at_acc *)(kt + c * AT_KEYS + u * AT_LANES);
+            AT_REG(kr[u]);
+        }
         for (int x = 0; x < 4; x++) {
             float qc = qp[x][c];
             for (int u = 0; u < nu; u++)
@@ -255,6 +272,58 @@ static void at_tile(const float *const *qp, const float *kt, int64_t d, float sc
     default: at_tile_n(qp, kt, d, sc, 4); break;
     }
 }
+
+/* Lane l of the pair (x, y) swap at distance h (the lanes with bit h
+ * set): lo takes x's lane l where l has no bit h, else y's lane l - h;
+ * hi takes x's lane l + h where l has no bit h, else y's lane l. Over h =
+ * 8, 4, 2, 1, rows i and i + h so paired, 16 rows become their
+ * transpose. */
+#define AT_LO(h) AT_IDX(h, 0)
+#define AT_HI(h) AT_IDX(h, 1)
+#define AT_I(h, l, hi) ((l) & (h) ? 16 + (l) - ((hi) ? 0 : (h)) : (l) + ((hi) ? (h) : 0))
+#define AT_IDX(h, hi)                                                                      \
+    AT_I(h, 0, hi), AT_I(h, 1, hi), AT_I(h, 2, hi), AT_I(h, 3, hi), AT_I(h, 4, hi),        \
+        AT_I(h, 5, hi), AT_I(h, 6, hi), AT_I(h, 7, hi), AT_I(h, 8, hi), AT_I(h, 9, hi),    \
+        AT_I(h, 10, hi), AT_I(h, 11, hi), AT_I(h, 12, hi), AT_I(h, 13, hi),               \
+        AT_I(h, 14, hi), AT_I(h, 15, hi)
+#define AT_SWAP(r, h)                                                                      \
+    for (int i = 0; i < 16; i++)                                                           \
+        if (!(i & (h))) {                                                                  \
+            at_acc x = r[i], y = r[i + (h)];                                               \
+            r[i] = __builtin_shufflevector(x, y, AT_LO(h));                                \
+            r[i + (h)] = __builtin_shufflevector(x, y, AT_HI(h));                          \
+        }
+
+/* kt[c][j] (AT_KEYS columns) = k's row j, column c, for the block's nb
+ * keys; zeros past nb. d a multiple of 16: 16 x 16 squares transposed in
+ * registers (a scalar copy took a tenth of prefill attention). */
+static void at_transpose(float *kt, const float *k, int64_t ldk, int64_t nb, int64_t d)
+{
+    if (d % AT_LANES) {
+        for (int64_t j = 0; j < AT_KEYS; j++)
+            for (int64_t c = 0; c < d; c++)
+                kt[c * AT_KEYS + j] = j < nb ? k[j * ldk + c] : 0;
+        return;
+    }
+    for (int64_t j0 = 0; j0 < AT_KEYS; j0 += AT_LANES)
+        for (int64_t c0 = 0; c0 < d; c0 += AT_LANES) {
+            at_acc r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = j0 + i < nb ? *(const at_vec *)(k + (j0 + i) * ldk + c0) : (at_acc){0};
+            AT_SWAP(r, 8)
+            AT_SWAP(r, 4)
+            AT_SWAP(r, 2)
+            AT_SWAP(r, 1)
+            for (int i = 0; i < 16; i++)
+                *(at_acc *)(kt + (c0 + i) * AT_KEYS + j0) = r[i];
+        }
+}
+
+#undef AT_SWAP
+#undef AT_IDX
+#undef AT_I
+#undef AT_HI
+#undef AT_LO
 
 /* The keys [*a, *b) of the block (j0, nb keys from it) that vector x,
  * which sees [lo[x], up[x]), sees. */
@@ -313,10 +382,8 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
             }
             for (int64_t j0 = lo[0]; j0 < up[nv - 1]; j0 += AT_KEYS) {
                 int64_t nb = up[nv - 1] - j0 < AT_KEYS ? up[nv - 1] - j0 : AT_KEYS;
-                if (tiled)            /* k's rows of the block as columns, zeros past nb */
-                    for (int64_t j = 0; j < AT_KEYS; j++)
-                        for (int64_t c = 0; c < d; c++)
-                            kt[c * AT_KEYS + j] = j < nb ? k[(j0 + j) * ldk + c] : 0;
+                if (tiled)
+                    at_transpose(kt, k + j0 * ldk, ldk, nb, d);
                 for (int64_t x0 = 0; x0 < nv; x0 += tiled ? 4 : 1) {
                     const float *qp[4];
                     for (int u = 0; u < 4; u++) {
