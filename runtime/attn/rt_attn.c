@@ -411,9 +411,12 @@ void rt_attn(int64_t nt, int64_t nh, int64_t d, const float *q, int64_t ldq, con
                                 at_scale(w[u] + (au - a), bu - au, scale, softcap);
                                 al[u] = at_weights(w[u] + (au - a), bu - au, &mx[x], &sum[x]);
                             }
-                            for (int64_t j = a; j < b; j++)
-                                if (j < au || j >= bu)
-                                    w[u][j - a] = 0;
+                            if (au >= bu)
+                                au = bu = b;
+                            for (int64_t j = a; j < au; j++)   /* the keys it does not see */
+                                w[u][j - a] = 0;
+                            for (int64_t j = bu; j < b; j++)
+                                w[u][j - a] = 0;
                         }
                         at_pv4(ov, al, w, b - a, d, v + a * ldv, ldv);
                         continue;
