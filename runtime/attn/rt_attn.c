@@ -48,8 +48,10 @@ enum { AT_LANES = 16 };
  * them by the sums. */
 /* keys a block; query vectors a group; rows ahead a prefetch; vectors
  * from which a group's scores come from the block's k transposed (kt),
- * for a head dim of at most AT_TDIM (kt: 32 kB) */
-enum { AT_KEYS = 64, AT_QVECS = 64, AT_AHEAD = 8, AT_TILED = 16, AT_TDIM = 128 };
+ * for a head dim of at most AT_TDIM (kt: 32 kB): from 4, a GQA decode
+ * step's 4 or 8 query heads a kv head took 0.45x the time of one vector
+ * at a time (2048 keys, d 64); 2 or 1 vector gained nothing or lost */
+enum { AT_KEYS = 64, AT_QVECS = 64, AT_AHEAD = 8, AT_TILED = 4, AT_TDIM = 128 };
 
 /* x held in a register: an empty asm that gcc must see it in. Without
  * it gcc folds a row of v (or of kt) into each of the 4 multiply-adds

@@ -116,8 +116,12 @@ static void causal_prefill(void **state)
 static void decode_gqa(void **state)
 {
     (void)state;
-    /* one row of 4 query heads a kv head; 150 keys: a last block of 22 */
+    /* one row of 4 query heads a kv head (4 vectors: scores from k
+     * transposed); 150 keys: a last block of 22 */
     check_case(&(Case){.T = 1, .Hq = 8, .Hkv = 2, .D = 64, .S = 160, .pos = 149, .causal = 1,
+                       .scale = 0.125});
+    /* 2 query heads a kv head: one vector at a time */
+    check_case(&(Case){.T = 1, .Hq = 4, .Hkv = 2, .D = 64, .S = 160, .pos = 149, .causal = 1,
                        .scale = 0.125});
     /* D = 20: a 16-lane chunk and 4 products one by one */
     check_case(&(Case){.T = 3, .Hq = 6, .Hkv = 3, .D = 20, .S = 77, .pos = 70, .causal = 1,
