@@ -766,9 +766,7 @@ static int gg_get_bool(const rt_gguf_kv *kv, uint64_t i, int *v)
 
 static const char *gg_get_str(const rt_gguf_kv *kv, uint64_t i, size_t *len)
 {
-    if (len)
-        *len = 0;                       /* defined on every path */
-    if (kv->etype != RT_GGUF_STR)
+    if (kv->etype != RT_GGUF_STR)      /* *len: 0, as its callers set it */
         return NULL;
     if (len)
         *len = (size_t)(kv->str[i + 1] - kv->str[i] - 1);
@@ -797,7 +795,7 @@ int rt_gguf_bool(const rt_gguf_kv *kv, int *v)
 const char *rt_gguf_str(const rt_gguf_kv *kv, size_t *len)
 {
     if (len)
-        *len = 0;
+        *len = 0;                       /* defined on every path */
     return GG_SCALAR(kv) ? gg_get_str(kv, 0, len) : NULL;
 }
 
