@@ -105,6 +105,7 @@ typedef struct {
     const char *stem;            /* its functions' names: "k12" (k12_p0), "o3" */
     struct CgNames *names;       /* printing a template: its buffers' names;
                                     NULL: b<id> */
+    const Kernel *kernel;        /* the kernel being printed */
 } CgCx;
 /* A template's buffers, numbered by place: the storages it points to
  * (b<i> is p[i], i < nptrs), then its local arrays as they come; and the

@@ -694,7 +694,7 @@ static void emit(FILE *f, const Module *m, CgFlavour fl, int paste)
     fputc('\n', f);
     handle(f, m);
     char *type = arena_printf(m->a, "%s_model", m->name);
-    CgCx cx = {f, m, fl, type, 0, fl == CG_JIT, 0, cg_share_new(m->a), NULL, NULL, NULL};
+    CgCx cx = {f, m, fl, type, 0, fl == CG_JIT, 0, cg_share_new(m->a), NULL, NULL, NULL, NULL};
     count_kernels(&cx, m);
     for (int i = 0; i < m->prog->nkernels; i++)
         cg_kernel(&cx, m->prog->kernels[i]);

@@ -23,6 +23,7 @@
  * Qwen3-30B-A3B's build from 65 s to 94 s). */
 #include "codegen.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,8 +105,11 @@ static void local(CgCx *cx, const Buf *b, int depth)
             cg_bname(cx, b), (long long)shape_count(b->rank, b->dims));
 }
 
+static int kept_gemm(const CgCx *cx, const Stmt *s);
+
 /* qgemm: rt_gemm_TYPE(m, n, k, &A[...], lda, W, woff, ldw, &C[...], ldc),
- * W's rows from element woff (rt_quant.h). */
+ * W's rows from element woff (rt_quant.h); rt_gemm_q_kept(ks, TYPE, m,
+ * ...) when A is kept (kept_gemm). */
 static void qgemm(CgCx *cx, const Stmt *s)
 {
     int64_t m, n, k, lda, ldw, ldc;
@@ -113,8 +117,15 @@ static void qgemm(CgCx *cx, const Stmt *s)
     ir_tile_matrix(x, &m, &k, &lda);
     ir_tile_matrix(c, &m, &n, &ldc);
     ir_tile_matrix(w, &n, &k, &ldw);
-    fprintf(cx->f, "rt_gemm_%s(%lld, %lld, %lld, &", storage_name(cg_store(w->buf)), (long long)m,
-            (long long)n, (long long)k);
+    Storage st = cg_store(w->buf);
+    if (kept_gemm(cx, s)) {
+        fputs("rt_gemm_q_kept(ks, RT_", cx->f);
+        for (const char *p = storage_name(st); *p; p++)
+            fputc(toupper((unsigned char)*p), cx->f);
+        fputs(", ", cx->f);
+    } else
+        fprintf(cx->f, "rt_gemm_%s(", storage_name(st));
+    fprintf(cx->f, "%lld, %lld, %lld, &", (long long)m, (long long)n, (long long)k);
     cg_access(cx, x->buf, x->idx);
     fprintf(cx->f, ", %lld, b%d, ", (long long)lda, cg_bname(cx, ir_storage(w->buf)));
     cg_offset(cx, w->buf, w->idx);
@@ -176,6 +187,35 @@ static void collective(CgCx *cx, const Stmt *s)
                 (long long)shape_count(x->rank - ax, x->dims + ax));
 }
 
+/* Whether s is a gemm of 16 rows or more whose A the kernel never writes,
+ * on a bf16 B (rt_gemm_bf16_kept) or a weight whose blocks A is quantized
+ * for (rt_gemm_q_kept), under the scope ks that the kernel's function
+ * takes at its start (kept_scope) and hands its parallel loops' bodies:
+ * the runtime then rounds or quantizes each A once a kernel and thread,
+ * not once a call of 64 or 128 columns. */
+static int kept_gemm(const CgCx *cx, const Stmt *s)
+{
+    int64_t m, k, ld;
+    if (s->kind != S_CALL || !ir_tile_matrix(&s->tiles[1], &m, &k, &ld) || m < 16 ||
+        ir_block_writes((Block *)&cx->kernel->body, s->tiles[1].buf))
+        return 0;
+    Storage st = cg_store(s->tiles[2].buf);
+    if (s->call == CALL_GEMM)
+        return st == ST_BF16;
+    return s->call == CALL_QGEMM && ((st >= ST_Q8_0 && st <= ST_Q6_K) || st == ST_MXFP4);
+}
+
+/* Whether blk holds a kept_gemm. */
+static int has_kept(const CgCx *cx, const Block *blk)
+{
+    for (int i = 0; i < blk->n; i++) {
+        const Stmt *s = blk->s[i];
+        if (kept_gemm(cx, s) || has_kept(cx, &s->body) || has_kept(cx, &s->els))
+            return 1;
+    }
+    return 0;
+}
+
 static void call(CgCx *cx, const Stmt *s, int depth)
 {
     static const int order[3] = {1, 2, 0};   /* A, B, then C, the one written */
@@ -201,9 +241,10 @@ static void call(CgCx *cx, const Stmt *s, int depth)
     ir_tile_matrix(&s->tiles[1], &m, &k, &ld);
     ir_tile_matrix(&s->tiles[0], &m, &n, &ld);
     Storage st = cg_store(s->tiles[2].buf);
-    fprintf(cx->f, "rt_%s%s(%lld, %lld, %lld", call_table[s->call].name,
-            st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "", (long long)m, (long long)n,
-            (long long)k);
+    int kept = kept_gemm(cx, s);
+    fprintf(cx->f, "rt_%s%s(%s%lld, %lld, %lld", call_table[s->call].name,
+            kept ? "_bf16_kept" : st == ST_BF16 ? "_bf16" : st == ST_F16 ? "_f16" : "",
+            kept ? "ks, " : "", (long long)m, (long long)n, (long long)k);
     for (int i = 0; i < s->ntiles; i++) {
         const Tile *t = &s->tiles[order[i]];
         int64_t rows, cols;
@@ -454,6 +495,9 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
     }
     for (int i = 0; i < o->narrays; i++)
         fprintf(f, "    %s *b%d;\n", array_type(o->arrays[i]), cg_bname(&in, o->arrays[i]));
+    int kept = has_kept(cx, &s->body);
+    if (kept)
+        fputs("    uint64_t ks;\n", f);
     fputs("};\n\n", f);
     fprintf(f, "static void %s_p%d(void *ctx, int64_t lo, int64_t hi)\n{\n", st, j);
     fprintf(f, "    const struct %s_p%d_ctx *c = ctx;\n    %s *m = c->m;\n", st, j,
@@ -470,6 +514,8 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
     for (int i = 0; i < o->narrays; i++)
         fprintf(f, "    %s *b%d = c->b%d;\n", array_type(o->arrays[i]), cg_bname(&in, o->arrays[i]),
                 cg_bname(&in, o->arrays[i]));
+    if (kept)
+        fputs("    const uint64_t ks = c->ks;\n", f);
     if (cx->names)
         fputs("    (void)m;\n    (void)p;\n", f);
     for (int i = 0; i < o->nscope; i++) {
@@ -511,6 +557,8 @@ static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
     }
     for (int i = 0; i < o->narrays; i++)
         fprintf(cx->f, ", b%d", cg_bname(cx, o->arrays[i]));
+    if (has_kept(cx, &s->body))
+        fputs(", ks", cx->f);
     fputs("};\n", cx->f);
     indent(cx, depth + 1);
     fprintf(cx->f, "rt_parallel_for(%s_p%d, &c, ", cx->stem, j);
@@ -566,7 +614,10 @@ static char *render(CgCx *cx, const Kernel *k, CgNames *names, char **fns)
     CgCx in = *cx;
     in.f = bf;
     in.names = names;
+    in.kernel = k;
     declare_bufs(&in, &k->body, 1, 1);
+    if (has_kept(&in, &k->body))
+        fputs("    const uint64_t ks = rt_keep_scope();\n", bf);
     block(&in, &k->body, 1, &o);
     char *body = arena_stream_text(a, bf);
     *fns = arena_stream_text(a, ff);

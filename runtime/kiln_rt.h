@@ -414,6 +414,16 @@ RT_API int rt_pack_panels(void **w, int64_t batch, int64_t n, int64_t k, int64_t
  * (runtime/rt_pairs.h: A rounded to bf16, products added in pairs). */
 RT_API void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+/* rt_gemm_bf16 for callers whose A does not change between their calls
+ * of one scope: a scope from rt_keep_scope (never 0, never given twice),
+ * used by any threads, for as long as the A of every call made with it
+ * keeps its values (generated code: one run of a kernel, A an operand
+ * the kernel never writes). The pairs part then rounds each A (its
+ * pointer, lda, m and k) once for the scope and thread, not once a call;
+ * the same numbers as rt_gemm_bf16's. */
+RT_API uint64_t rt_keep_scope(void);
+RT_API void rt_gemm_bf16_kept(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                              int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 RT_API void rt_gemm_f16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                         const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 
@@ -547,6 +557,7 @@ RT_API int rt_pick_weights(const rt_model *md, const char *given, char **path, r
     X(rt_load_weights) X(rt_npy_load) X(rt_npy_read)        \
     X(rt_npy_write) X(rt_parallel_for) X(rt_set_threads) X(rt_get_threads)  \
     X(rt_now) X(rt_main) X(rt_gemm) X(rt_gemm_bf16) X(rt_gemm_f16) \
+    X(rt_keep_scope) X(rt_gemm_bf16_kept) \
     X(rt_pack_panels) X(rt_f32_bf16) X(rt_f32_f16) X(rt_round_half) X(rt_store_bytes) \
     X(rt_store_block) X(rt_e4m3_f32) X(rt_f32_e4m3)                          \
     X(rt_profile_add) X(rt_image_open) X(rt_image_save) X(rt_image_close)    \

@@ -11,16 +11,17 @@
 #include "runtime/kiln_rt.h"
 
 /* rt_gemm_bf16 on AMX tiles (runtime/pairs/rt_amx.c): m >= 16 rows, n a multiple of 16,
- * A rounded to bf16 (lossy); 1 when done, 0 when this machine cannot. */
-RT_API int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                            const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+ * A rounded to bf16 (lossy); 1 when done, 0 when this machine cannot.
+ * scope: rt_gemm_bf16_kept's, 0 for none (kiln_rt.h). */
+RT_API int rt_gemm_bf16_amx(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                            int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 
 /* rt_gemm_bf16 by AVX512-BF16's vdpbf16ps (runtime/pairs/rt_bf16dp.c), for machines
  * without AMX tiles: the same contract as rt_gemm_bf16_amx (m >= 16, n a
  * multiple of 16, A rounded to bf16); 1 when done, 0 when this build
  * cannot (no AVX512-BF16 in it) or KILN_AMX=off. */
-RT_API int rt_gemm_bf16_vdp(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                            const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+RT_API int rt_gemm_bf16_vdp(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                            int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 
 /* The pairs' machinery (rt_amx.c), for rt_gemm_bf16_amx, rt_gemm_bf16_vdp
  * and qgemm's AMX path (runtime/quant/rt_gemm_q_amx.c): only in a build
@@ -50,9 +51,12 @@ typedef void rt_pairs_block(int64_t m, int64_t n, int64_t kp, const uint16_t *a,
 /* rt_gemm_bf16's call by blocks of 64 columns, chunks of RT_AMX_K values
  * of k and blocks of 64 rows: per chunk its columns of B paired once for
  * all rows, per block of rows the chunk's rows of A rounded, both in the
- * thread's stack, then block (rt_amx_blocks, or vdpbf16ps's). */
-RT_API void rt_pairs_drive(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                           const uint16_t *b, int64_t ldb, float *c, int64_t ldc,
+ * thread's stack, then block (rt_amx_blocks, or vdpbf16ps's). With a
+ * scope (rt_gemm_bf16_kept), A's rows are rounded whole, once for the
+ * scope, and kept in the thread's memory (rt_kept; in the stack as
+ * without a scope when that memory cannot be had). */
+RT_API void rt_pairs_drive(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                           int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc,
                            rt_pairs_block *block);
 #endif
 #if defined(RT_BF16DP) && (defined(__AMX_TILE__) || defined(__AMXTILE__)) && \

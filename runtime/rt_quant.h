@@ -115,6 +115,13 @@ RT_API void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
 RT_API void rt_gemm_mxfp4(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                           const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
+/* rt_gemm_TYPE of type (RT_Q8_0, RT_Q4_0, RT_Q4_K, RT_Q6_K or RT_MXFP4;
+ * another does nothing) for callers whose A does not change between
+ * their calls of one scope (kiln_rt.h: rt_keep_scope): A is quantized
+ * once for the scope, not once a call; the same numbers. */
+RT_API void rt_gemm_q_kept(uint64_t scope, int type, int64_t m, int64_t n, int64_t k,
+                           const float *a, int64_t lda, const void *w, int64_t woff, int64_t ldw,
+                           float *c, int64_t ldc);
 /* The same over f8_e4m3 blocks, activations kept in f32 (rt_gemm_f8.c):
  * per element of C, 16 f32 lanes L from 0; per block of k in k order,
  * lane l's t = w_l a_l, then t = fmaf(w_{l+16i}, a_{l+16i}, t) for i = 1
@@ -138,6 +145,7 @@ RT_API void rt_q_act_round(int block, const float *x, float *y, int64_t n);
     X(rt_q_block) X(rt_q_block_bytes) X(rt_q_name) X(rt_quantize) X(rt_dequantize) \
     X(rt_q_check) X(rt_q8_0_at) X(rt_q4_0_at) X(rt_q4_k_at) X(rt_q6_k_at)      \
     X(rt_gemm_q8_0) X(rt_gemm_q4_0) X(rt_gemm_q4_k) X(rt_gemm_q6_k) X(rt_q_act_round) \
+    X(rt_gemm_q_kept) \
     X(rt_f8_e4m3_at) X(rt_gemm_f8_e4m3) X(rt_mxfp4_at) X(rt_e8m0_half) X(rt_gemm_mxfp4)
 
 #endif

@@ -269,7 +269,19 @@ void rt_pairs_use(rt_pairs_gemm *gemm) { kr_pairs = gemm; }
 void rt_gemm_bf16(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
-    if (m >= 16 && kr_pairs && kr_pairs(m, n, k, a, lda, b, ldb, c, ldc))
+    rt_gemm_bf16_kept(0, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+uint64_t rt_keep_scope(void)
+{
+    static uint64_t last;
+    return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+}
+
+void rt_gemm_bf16_kept(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                       int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+{
+    if (m >= 16 && kr_pairs && kr_pairs(scope, m, n, k, a, lda, b, ldb, c, ldc))
         return;
     kr_gemm(RT_BF16, m, n, k, a, lda, b, ldb, c, ldc);
 }

@@ -32,6 +32,75 @@
 #include <sys/mman.h>
 
 #define RT_HUGE ((size_t)2 << 20)
+#define RT_KEPT_MAX ((size_t)64 << 20)    /* bytes beyond are not kept */
+
+/* ---- operands kept for a scope (rt_kept) -------------------------------- */
+
+typedef struct {
+    rt_kept_key key;
+    void *bytes;
+    size_t cap;
+} rm_kept;
+
+typedef struct {
+    rm_kept slot[RT_KEPT];
+    int next;                         /* the slot to replace next */
+} rm_thread;
+
+static pthread_key_t rm_key;
+static pthread_once_t rm_once = PTHREAD_ONCE_INIT;
+
+static void rm_thread_free(void *p)
+{
+    rm_thread *t = p;
+    for (int i = 0; i < RT_KEPT; i++)
+        free(t->slot[i].bytes);
+    free(t);
+}
+
+static void rm_key_make(void) { pthread_key_create(&rm_key, rm_thread_free); }
+
+static rm_thread *rm_mine(void)
+{
+    pthread_once(&rm_once, rm_key_make);
+    rm_thread *t = pthread_getspecific(rm_key);
+    if (!t && (t = calloc(1, sizeof *t)) != NULL && pthread_setspecific(rm_key, t) != 0) {
+        free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+static int rm_same(const rt_kept_key *x, const rt_kept_key *y)
+{
+    return x->scope == y->scope && x->a == y->a && x->lda == y->lda && x->m == y->m &&
+           x->k == y->k && x->form == y->form;
+}
+
+void *rt_kept(const rt_kept_key *key, size_t bytes, int *fill)
+{
+    rm_thread *t = key->scope && bytes <= RT_KEPT_MAX ? rm_mine() : NULL;
+    if (!t)
+        return NULL;
+    for (int i = 0; i < RT_KEPT; i++)
+        if (t->slot[i].key.scope && rm_same(&t->slot[i].key, key)) {
+            *fill = 0;
+            return t->slot[i].bytes;
+        }
+    rm_kept *s = &t->slot[t->next];
+    t->next = (t->next + 1) % RT_KEPT;
+    s->key.scope = 0;
+    if (s->cap < bytes) {
+        free(s->bytes);
+        s->cap = 0;
+        if (bytes > SIZE_MAX - 63 || !(s->bytes = aligned_alloc(64, (bytes + 63) & ~(size_t)63)))
+            return NULL;
+        s->cap = bytes;
+    }
+    s->key = *key;
+    *fill = 1;
+    return s->bytes;
+}
 
 /* The mapped blocks: their addresses and lengths, unordered. */
 static struct rm_block {

@@ -91,20 +91,52 @@ void rt_amx_cols(uint16_t *dst, int64_t nb, int64_t kc, const uint16_t *b, int64
     }
 }
 
-void rt_pairs_drive(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                    const uint16_t *b, int64_t ldb, float *c, int64_t ldc, rt_pairs_block *block)
+/* A's rows for scope, rounded now or by an earlier call of the scope (per
+ * chunk of RT_AMX_K values of k, per block of RP_M rows, rt_amx_rows's
+ * RP_M rows, as the driver's stack copy holds them); NULL when they
+ * cannot be kept (no scope, no memory). Measured in a stories110M-shaped
+ * bf16 prefill on the Zen 4 machine (vdpbf16ps), whose gemms of 64
+ * columns each rounded their A again: docs/benchmarks.md. */
+enum { RP_M = 64 };
+
+static const uint16_t *rp_rows(uint64_t scope, int64_t m, int64_t k, const float *a, int64_t lda)
 {
-    enum { PM = 64, PN = 64 };
-    _Alignas(64) uint16_t ab[PM * RT_AMX_K], bb[PN * RT_AMX_K];
+    int64_t nb = (m + RP_M - 1) / RP_M, nc = (k + RT_AMX_K - 1) / RT_AMX_K;
+    if (!scope || nb > INT64_MAX / RP_M / RT_AMX_K / 2 / nc)
+        return NULL;
+    rt_kept_key key = {scope, a, lda, m, k, 0};
+    int fill;
+    uint16_t *rows = rt_kept(&key, (size_t)(nb * nc * RP_M * RT_AMX_K) * sizeof *rows, &fill);
+    for (int64_t c = 0; rows && fill && c < nc; c++)
+        for (int64_t r = 0; r < nb; r++) {
+            int64_t k0 = c * RT_AMX_K, i0 = r * RP_M;
+            rt_amx_rows(rows + (c * nb + r) * RP_M * RT_AMX_K, m - i0 < RP_M ? m - i0 : RP_M,
+                        k - k0 < RT_AMX_K ? k - k0 : RT_AMX_K, a + i0 * lda + k0, lda);
+        }
+    return rows;
+}
+
+void rt_pairs_drive(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                    int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc,
+                    rt_pairs_block *block)
+{
+    enum { PN = 64 };
+    _Alignas(64) uint16_t ab[RP_M * RT_AMX_K], bb[PN * RT_AMX_K];
+    const uint16_t *kept = rp_rows(scope, m, k, a, lda);
+    int64_t nb = (m + RP_M - 1) / RP_M;
     for (int64_t j0 = 0; j0 < n; j0 += PN) {
-        int64_t nb = n - j0 < PN ? n - j0 : PN;
+        int64_t nc = n - j0 < PN ? n - j0 : PN;
         for (int64_t k0 = 0; k0 < k; k0 += RT_AMX_K) {
             int64_t kc = k - k0 < RT_AMX_K ? k - k0 : RT_AMX_K, kp = (kc + 31) & ~(int64_t)31;
-            rt_amx_cols(bb, nb, kc, b + k0 * ldb + j0, ldb);
-            for (int64_t i0 = 0; i0 < m; i0 += PM) {
-                int64_t mb = m - i0 < PM ? m - i0 : PM;
-                rt_amx_rows(ab, mb, kc, a + i0 * lda + k0, lda);
-                block(mb, nb, kp, ab, bb, c + i0 * ldc + j0, ldc);
+            rt_amx_cols(bb, nc, kc, b + k0 * ldb + j0, ldb);
+            for (int64_t i0 = 0; i0 < m; i0 += RP_M) {
+                int64_t mb = m - i0 < RP_M ? m - i0 : RP_M;
+                const uint16_t *rows = ab;
+                if (kept)
+                    rows = kept + (k0 / RT_AMX_K * nb + i0 / RP_M) * RP_M * RT_AMX_K;
+                else
+                    rt_amx_rows(ab, mb, kc, a + i0 * lda + k0, lda);
+                block(mb, nc, kp, rows, bb, c + i0 * ldc + j0, ldc);
             }
         }
     }
@@ -219,22 +251,22 @@ void rt_amx_blocks(int64_t m, int64_t n, int64_t kp, const uint16_t *a, const ui
                      a + i * RA_K, b + (j / RA_T) * (RA_K / 2) * 2 * RA_T, kp);
 }
 
-int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                     const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+int rt_gemm_bf16_amx(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                     int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
     if (m < 16 || n % 16 || k < 1 || !rt_amx_begin())
         return 0;
-    rt_pairs_drive(m, n, k, a, lda, b, ldb, c, ldc, rt_amx_blocks);
+    rt_pairs_drive(scope, m, n, k, a, lda, b, ldb, c, ldc, rt_amx_blocks);
     rt_amx_end();
     return 1;
 }
 
 #else
 
-int rt_gemm_bf16_amx(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                     const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+int rt_gemm_bf16_amx(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                     int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
-    (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
+    (void)scope, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
     return 0;
 }
 

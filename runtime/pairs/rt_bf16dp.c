@@ -100,21 +100,21 @@ static int vd_usable(void)
     return s == 1;
 }
 
-int rt_gemm_bf16_vdp(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                     const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+int rt_gemm_bf16_vdp(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                     int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
     if (m < 16 || n % 16 || k < 1 || !vd_usable())
         return 0;
-    rt_pairs_drive(m, n, k, a, lda, b, ldb, c, ldc, vd_blocks);
+    rt_pairs_drive(scope, m, n, k, a, lda, b, ldb, c, ldc, vd_blocks);
     return 1;
 }
 
 #else
 
-int rt_gemm_bf16_vdp(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                     const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+int rt_gemm_bf16_vdp(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                     int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
-    (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
+    (void)scope, (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc;
     return 0;
 }
 
@@ -122,11 +122,11 @@ int rt_gemm_bf16_vdp(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
 
 /* The part's gemm, installed in the core before main (rt_pairs_use): the
  * tiles where the program can use them, else vdpbf16ps. */
-static int vd_pairs(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                    const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
+static int vd_pairs(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                    int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc)
 {
-    return rt_gemm_bf16_amx(m, n, k, a, lda, b, ldb, c, ldc) ||
-           rt_gemm_bf16_vdp(m, n, k, a, lda, b, ldb, c, ldc);
+    return rt_gemm_bf16_amx(scope, m, n, k, a, lda, b, ldb, c, ldc) ||
+           rt_gemm_bf16_vdp(scope, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 __attribute__((constructor)) static void vd_install(void) { rt_pairs_use(vd_pairs); }

@@ -62,6 +62,7 @@
  * tests build all three. A call of 16 rows or more goes first to AMX tiles
  * (rt_gemm_q_amx.c: q8_0, q4_0, q4_k and q6_k, where the program can use them;
  * not this contract's numbers); fewer rows (decode) never do. */
+#include "runtime/core/rt_core.h"
 #include "runtime/quant/rt_qk.h"
 
 #include <math.h>
@@ -852,10 +853,12 @@ void *rt_q_scratch(size_t bytes)
     return (uint8_t *)p + 64;
 }
 
-/* All of A at once into the thread's scratch; without one, a row and
- * QG_KC values at a time on the stack (the same sums, in the same order). */
-QG_I void qg_gemm(int t, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                  const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)
+/* All of A at once: kept for the scope (rt_gemm_q_kept; quantized by the
+ * scope's first call with this A), else quantized into the thread's
+ * scratch; without either, a row and QG_KC values at a time on the stack
+ * (the same sums, in the same order). */
+QG_I void qg_gemm(uint64_t scope, int t, int64_t m, int64_t n, int64_t k, const float *a,
+                  int64_t lda, const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)
 {
     if (m <= 0 || n <= 0 || k <= 0 || (m >= 16 && rt_gemm_q_amx(t, m, n, k, a, lda, w, woff, ldw,
                                                                  c, ldc)))
@@ -866,50 +869,63 @@ QG_I void qg_gemm(int t, int64_t m, int64_t n, int64_t k, const float *a, int64_
     _Alignas(64) uint8_t small[QG_KC + QG_KC / 32 * 4 * 2 + 64];
     int64_t rows = m, kv = k;
     size_t row = qg_row_bytes(t, k);
-    uint8_t *s = (size_t)m <= SIZE_MAX / row ? rt_q_scratch((size_t)m * row) : NULL;
+    int fill = 1;
+    uint8_t *s = NULL;
+    if ((size_t)m <= SIZE_MAX / row) {
+        rt_kept_key key = {scope, a, lda, m, k, t};
+        if (!(s = rt_kept(&key, (size_t)m * row, &fill)))
+            s = rt_q_scratch((size_t)m * row);
+    }
     if (!s) {
         rows = 1;
         kv = k < QG_KC ? k : QG_KC;
         row = qg_row_bytes(t, kv);
         s = small;
+        fill = 1;
     }
     for (int64_t r0 = 0; r0 < m; r0 += rows)
         for (int64_t k0 = 0; k0 < k; k0 += kv) {
             int64_t rn = m - r0 < rows ? m - r0 : rows, kn = k - k0 < kv ? k - k0 : kv;
-            qg_quant(t, rn, kn, a + r0 * lda + k0, lda, s, row);
+            if (fill)
+                qg_quant(t, rn, kn, a + r0 * lda + k0, lda, s, row);
             qg_pass(t, rn, n, kn, s, row, wb + (size_t)(k0 / B) * bytes, rowbytes,
                     c + r0 * ldc, ldc);
         }
 }
 
-void rt_gemm_q8_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
-                  int64_t woff, int64_t ldw, float *c, int64_t ldc)
-{
-    qg_gemm(RT_Q8_0, m, n, k, a, lda, w, woff, ldw, c, ldc);
-}
+/* Each type's gemm once, its t a constant (qg_gemm specialised); not
+ * inlined into its entry points, which would hold a second copy. */
+#define QG_TYPE(name, t)                                                        \
+    static __attribute__((noinline)) void qg_##name(                            \
+        uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, \
+        const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)        \
+    {                                                                           \
+        qg_gemm(scope, t, m, n, k, a, lda, w, woff, ldw, c, ldc);               \
+    }                                                                           \
+    void rt_gemm_##name(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, \
+                        const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc) \
+    {                                                                           \
+        qg_##name(0, m, n, k, a, lda, w, woff, ldw, c, ldc);                    \
+    }
+QG_TYPE(q8_0, RT_Q8_0)
+QG_TYPE(q4_0, RT_Q4_0)
+QG_TYPE(q4_k, RT_Q4_K)
+QG_TYPE(q6_k, RT_Q6_K)
+QG_TYPE(mxfp4, RT_MXFP4)
+#undef QG_TYPE
 
-void rt_gemm_q4_0(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
-                  int64_t woff, int64_t ldw, float *c, int64_t ldc)
+void rt_gemm_q_kept(uint64_t scope, int type, int64_t m, int64_t n, int64_t k, const float *a,
+                    int64_t lda, const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc)
 {
-    qg_gemm(RT_Q4_0, m, n, k, a, lda, w, woff, ldw, c, ldc);
-}
-
-void rt_gemm_q4_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
-                  int64_t woff, int64_t ldw, float *c, int64_t ldc)
-{
-    qg_gemm(RT_Q4_K, m, n, k, a, lda, w, woff, ldw, c, ldc);
-}
-
-void rt_gemm_q6_k(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
-                  int64_t woff, int64_t ldw, float *c, int64_t ldc)
-{
-    qg_gemm(RT_Q6_K, m, n, k, a, lda, w, woff, ldw, c, ldc);
-}
-
-void rt_gemm_mxfp4(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const void *w,
-                   int64_t woff, int64_t ldw, float *c, int64_t ldc)
-{
-    qg_gemm(RT_MXFP4, m, n, k, a, lda, w, woff, ldw, c, ldc);
+    void (*f)(uint64_t, int64_t, int64_t, int64_t, const float *, int64_t, const void *,
+              int64_t, int64_t, float *, int64_t) = type == RT_Q8_0  ? qg_q8_0
+                                                    : type == RT_Q4_0  ? qg_q4_0
+                                                    : type == RT_Q4_K  ? qg_q4_k
+                                                    : type == RT_Q6_K  ? qg_q6_k
+                                                    : type == RT_MXFP4 ? qg_mxfp4
+                                                                       : NULL;
+    if (f)
+        f(scope, m, n, k, a, lda, w, woff, ldw, c, ldc);
 }
 
 void rt_q_act_round(int block, const float *x, float *y, int64_t n)

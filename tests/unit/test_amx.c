@@ -23,15 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int (*gemm_fn)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                       const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+typedef int (*gemm_fn)(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
+                       int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
 
 /* Whether this machine runs path f: a 16 x 16 call of k = 1 works. */
 static int here(gemm_fn f)
 {
     float a[16] = {0}, c[256] = {0};
     uint16_t b[16] = {0};
-    return f(16, 16, 1, a, 1, b, 16, c, 16);
+    return f(0, 16, 16, 1, a, 1, b, 16, c, 16);
 }
 
 /* The path a test runs: each test runs once per path (main). */
@@ -68,7 +68,7 @@ static void rounds_rows_to_nearest_even(void **state)
         b[N + j] = j % 2 ? 0xbf80 : 0x3f80;                          /* -1 : 1 */
     }
     memset(c, 0, sizeof c);
-    assert_int_equal(path(M, N, K, a, K, b, N, c, N), 1);
+    assert_int_equal(path(0, M, N, K, a, K, b, N, c, N), 1);
     for (int r = 0; r < M; r++)
         for (int j = 0; j < N; j++) {
             double x0 = r % 2 ? 1.0 : 1.0, x1 = r % 2 ? 1.0078125 : 1.015625;
@@ -99,7 +99,7 @@ static void shape(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
         b[i] = rt_f32_bf16(rnd());
     for (int64_t i = 0; i < m * ldc; i++)
         c0[i] = c[i] = rnd();
-    assert_int_equal(path(m, n, k, a, lda, b, ldb, c, ldc), 1);
+    assert_int_equal(path(0, m, n, k, a, lda, b, ldb, c, ldc), 1);
     for (int64_t r = 0; r < m; r++)
         for (int64_t j = 0; j < ldc; j++) {
             if (j >= n) {                               /* past the call's columns: untouched */
@@ -142,13 +142,15 @@ static void refuses_what_it_cannot(void **state)
     (void)state;
     float a[32 * 8] = {0}, c[32 * 24] = {0};
     uint16_t b[8 * 24] = {0};
-    assert_int_equal(path(15, 16, 8, a, 8, b, 24, c, 24), 0);     /* rows */
-    assert_int_equal(path(32, 24, 8, a, 8, b, 24, c, 24), 0);     /* columns */
-    assert_int_equal(path(32, 16, 0, a, 8, b, 24, c, 24), 0);     /* no k */
+    assert_int_equal(path(0, 15, 16, 8, a, 8, b, 24, c, 24), 0);     /* rows */
+    assert_int_equal(path(0, 32, 24, 8, a, 8, b, 24, c, 24), 0);     /* columns */
+    assert_int_equal(path(0, 32, 16, 0, a, 8, b, 24, c, 24), 0);     /* no k */
+    assert_int_equal(path(rt_keep_scope(), 15, 16, 8, a, 8, b, 24, c, 24), 0);
 }
 
-/* rt_gemm_bf16 of 16 rows or more is the pair products' (rows rounded:
- * not rt_gemm's exact sums) where either path runs; of fewer, exact. */
+/* rt_gemm_bf16 (and rt_gemm_bf16_kept) of 16 rows or more is the pair
+ * products' (rows rounded: not rt_gemm's exact sums) where either path
+ * runs; of fewer, exact. */
 static void gemm_bf16_dispatches(void **state)
 {
     (void)state;
@@ -167,6 +169,56 @@ static void gemm_bf16_dispatches(void **state)
     rt_gemm_bf16(M - 1, N, K, a, K, b, N, e, N);
     assert_true(c[0] == 1.0f);
     assert_true(e[0] == 1.00390625f);
+    uint64_t scope = rt_keep_scope();                   /* rt_gemm_bf16_kept: likewise */
+    rt_gemm_bf16_kept(scope, M, N, K, a, K, b, N, c, N);
+    rt_gemm_bf16_kept(scope, M - 1, N, K, a, K, b, N, e, N);
+    assert_true(c[0] == 2.0f);
+    assert_true(e[0] == 2 * 1.00390625f);
+}
+
+/* Calls of one scope (rt_gemm_bf16_kept) give each C exactly what calls
+ * without a scope give: five operands of A (two of them halves of one
+ * matrix's k, as generated code slices it, two the same pointer with
+ * another m or lda) in turn, twice round, so that the four a thread keeps
+ * are replaced and found again; padded rows, columns and k. A new scope
+ * rounds an A whose values have changed anew. */
+static void scope_keeps_the_same_numbers(void **state)
+{
+    (void)state;
+    NEED_PATH();
+    enum { M = 100, K = 600, N = 80, CALLS = 5 };
+    static const int64_t op[CALLS][4] = {      /* offset into a, m, k, lda */
+        {0, M, 300, K}, {300, M, 300, K}, {0, M, K, K}, {0, 64, K, K}, {1, 33, 257, K - 1},
+    };
+    float *a = malloc(sizeof *a * M * K), *want = malloc(sizeof *want * CALLS * M * N);
+    float *got = malloc(sizeof *got * M * N);
+    uint16_t *b = malloc(sizeof *b * K * N);
+    assert_non_null(a), assert_non_null(want), assert_non_null(got), assert_non_null(b);
+    for (int64_t i = 0; i < M * K; i++)
+        a[i] = rnd();
+    for (int64_t i = 0; i < K * N; i++)
+        b[i] = rt_f32_bf16(rnd());
+    for (int i = 0; i < CALLS; i++) {
+        memset(want + i * M * N, 0, sizeof *want * M * N);
+        assert_int_equal(path(0, op[i][1], N, op[i][2], a + op[i][0], op[i][3], b, N,
+                              want + i * M * N, N), 1);
+    }
+    uint64_t scope = rt_keep_scope();
+    assert_true(scope != 0 && rt_keep_scope() != scope);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < CALLS; i++) {
+            memset(got, 0, sizeof *got * M * N);
+            assert_int_equal(path(scope, op[i][1], N, op[i][2], a + op[i][0], op[i][3], b, N,
+                                  got, N), 1);
+            assert_memory_equal(got, want + i * M * N, sizeof *got * (size_t)(op[i][1] * N));
+        }
+    for (int64_t i = 0; i < M * K; i++)
+        a[i] = -a[i];
+    memset(got, 0, sizeof *got * M * N);
+    assert_int_equal(path(rt_keep_scope(), M, N, K, a, K, b, N, got, N), 1);
+    for (int64_t i = 0; i < M * N; i++)
+        assert_true(got[i] == -want[2 * M * N + i]);
+    free(a), free(want), free(got), free(b);
 }
 
 static int on_tiles(void **state)
@@ -189,9 +241,11 @@ int main(void)
         cmocka_unit_test_setup(rounds_rows_to_nearest_even, on_tiles),
         cmocka_unit_test_setup(matches_rounded_products, on_tiles),
         cmocka_unit_test_setup(refuses_what_it_cannot, on_tiles),
+        cmocka_unit_test_setup(scope_keeps_the_same_numbers, on_tiles),
         cmocka_unit_test_setup(rounds_rows_to_nearest_even, on_vectors),
         cmocka_unit_test_setup(matches_rounded_products, on_vectors),
         cmocka_unit_test_setup(refuses_what_it_cannot, on_vectors),
+        cmocka_unit_test_setup(scope_keeps_the_same_numbers, on_vectors),
         cmocka_unit_test(gemm_bf16_dispatches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -290,6 +290,74 @@ static void splits(void **state)
     }
 }
 
+/* Calls of one scope (rt_gemm_q_kept), each A quantized once for it, give
+ * the bits of rt_gemm_TYPE's calls: six operands of A in turn, twice
+ * round (pieces of k as generated code slices them, one with another m,
+ * one with another lda), so that the RT_KEPT a thread keeps are replaced
+ * and found again. A new scope quantizes an A whose values have changed
+ * anew; a type it does not know does nothing. */
+static void kept(void **state)
+{
+    (void)state;
+    enum { CALLS = 6 };
+    for (int i = 0; i < NQTYPES; i++) {
+        const QType *t = &qtypes[i];
+        int64_t m = 20, n = 48, k = 4 * t->block, ldw = k, B = t->block;
+        const int64_t op[CALLS][4] = {                  /* offset into a, m, k, lda */
+            {0, m, B, k}, {B, m, B, k}, {2 * B, m, 2 * B, k}, {0, m, k, k}, {0, 16, k, k},
+            {B, 17, 2 * B, k - 1},
+        };
+        uint8_t *w = random_blocks(t, n * k / B, 70 + (uint64_t)i);
+        float *a = tl_random(m * k, 80 + (uint64_t)i);
+        float *want = calloc((size_t)(CALLS * m * n), sizeof *want);
+        float *got = calloc((size_t)(m * n), sizeof *got);
+        assert_non_null(want), assert_non_null(got);
+        for (int c = 0; c < CALLS; c++)
+            gemm_q(t->store, op[c][1], n, op[c][2], a + op[c][0], op[c][3], w, op[c][0] % k, ldw,
+                   want + c * m * n, n);
+        uint64_t scope = rt_keep_scope();
+        for (int round = 0; round < 2; round++)
+            for (int c = 0; c < CALLS; c++) {
+                memset(got, 0, sizeof *got * (size_t)(m * n));
+                rt_gemm_q_kept(scope, t->store, op[c][1], n, op[c][2], a + op[c][0], op[c][3], w,
+                               op[c][0] % k, ldw, got, n);
+                if (memcmp(got, want + c * m * n, sizeof *got * (size_t)(op[c][1] * n)) != 0)
+                    fail_msg("%s: call %d of round %d differs from rt_gemm_%s's",
+                             rt_q_name(t->store), c, round, rt_q_name(t->store));
+            }
+        for (int64_t j = 0; j < m * k; j++)
+            a[j] = -a[j];
+        memset(got, 0, sizeof *got * (size_t)(m * n));
+        rt_gemm_q_kept(rt_keep_scope(), t->store, m, n, k, a, k, w, 0, ldw, got, n);
+        for (int64_t j = 0; j < m * n; j++)
+            assert_true(got[j] == -want[3 * m * n + j]);
+        rt_gemm_q_kept(scope, RT_F32, m, n, k, a, k, w, 0, ldw, got, n);
+        for (int64_t j = 0; j < m * n; j++)
+            assert_true(got[j] == -want[3 * m * n + j]);
+        free(w), free(a), free(want), free(got);
+    }
+    /* One A under one scope for two types, as q4_k_m's q4_k and q6_k
+     * weights take it in one kernel: each type's own quantization. */
+    static const int pair[2] = {RT_Q4_K, RT_Q6_K};
+    int64_t m = 16, n = 16, k = 512;
+    float *a = tl_random(m * k, 90), *want = calloc((size_t)(2 * m * n), sizeof *want);
+    float *got = calloc((size_t)(m * n), sizeof *got);
+    uint8_t *w[2];
+    assert_non_null(want), assert_non_null(got);
+    for (int i = 0; i < 2; i++) {
+        w[i] = random_blocks(qtype(pair[i]), n * k / 256, 95 + (uint64_t)i);
+        gemm_q(pair[i], m, n, k, a, k, w[i], 0, k, want + i * m * n, n);
+    }
+    uint64_t scope = rt_keep_scope();
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 2; i++) {
+            memset(got, 0, sizeof *got * (size_t)(m * n));
+            rt_gemm_q_kept(scope, pair[i], m, n, k, a, k, w[i], 0, k, got, n);
+            assert_memory_equal(got, want + i * m * n, sizeof *got * (size_t)(m * n));
+        }
+    free(w[0]), free(w[1]), free(a), free(want), free(got);
+}
+
 /* ---- the exact sums -------------------------------------------------------- */
 
 /* What rt_gemm_q.c's top comment promises, replayed: per block, d = amax
@@ -489,7 +557,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(act_round), cmocka_unit_test(gemm_q8_0), cmocka_unit_test(gemm_q4_0),
         cmocka_unit_test(gemm_q4_k), cmocka_unit_test(gemm_q6_k), cmocka_unit_test(gemm_mxfp4),
-        cmocka_unit_test(splits),
+        cmocka_unit_test(splits),      cmocka_unit_test(kept),
         cmocka_unit_test(exact),     cmocka_unit_test(extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
