@@ -17,7 +17,9 @@
  * layout tdpbf16ps reads: per pair, 16 columns x 2 halves), once for all
  * the rows; per block of rows, the chunk's rows of A become bf16 rows
  * (rows past m and k past the chunk zero), both in the thread's stack (a
- * call of n <= 64 columns rounds each row of A once); then
+ * call of n <= 64 columns rounds each row of A once; a call with a scope,
+ * rt_gemm_bf16_kept's, finds A's rows rounded once for the scope, rp_rows,
+ * in the thread's kept memory); then
  * (rt_amx_blocks) each 32 x 32 block of C is four tiles, loaded, fed the chunk 32 k at a time (two
  * tiles of A, two of B) and stored. Zeros add nothing, so padding is
  * exact. A block of C with rows or columns past the call's goes through a
