@@ -3,8 +3,9 @@
  * (rt_amx.c) or AVX512-BF16's vdpbf16ps (rt_bf16dp.c), where the CPU has
  * them and KILN_AMX is not "off". A generated program carries it when it
  * holds a bf16 weight (rt_gemm_bf16's calls) or a quantized one (whose
- * AMX path shares the tiles' machinery): codegen's cg_rt_uses. The core
- * reaches it through rt_pairs_use, which the part's constructor calls. */
+ * AMX path shares the tiles' machinery, and whose gemms keep their
+ * operands through rt_kept): codegen's cg_rt_uses. The core reaches it
+ * through rt_pairs_use, which the part's constructor calls. */
 #ifndef KILN_RT_PAIRS_H
 #define KILN_RT_PAIRS_H
 
@@ -22,6 +23,25 @@ RT_API int rt_gemm_bf16_amx(uint64_t scope, int64_t m, int64_t n, int64_t k, con
  * cannot (no AVX512-BF16 in it) or KILN_AMX=off. */
 RT_API int rt_gemm_bf16_vdp(uint64_t scope, int64_t m, int64_t n, int64_t k, const float *a,
                             int64_t lda, const uint16_t *b, int64_t ldb, float *c, int64_t ldc);
+
+/* An operand kept for a scope (kiln_rt.h: rt_keep_scope; rt_kept.c, on
+ * every CPU, for this part's gemms and the quantized part's, which a
+ * program carries only with this one): A of a gemm call (its pointer,
+ * lda, m, k) in the form the part computes from it (form: the part's,
+ * e.g. the weight type whose blocks it is quantized for). */
+typedef struct {
+    uint64_t scope;
+    const float *a;
+    int64_t lda, m, k;
+    int form;
+} rt_kept_key;
+/* The calling thread's bytes for key: those an earlier call with the same
+ * key filled (*fill 0), or others for the caller to fill now (*fill 1);
+ * NULL when the scope is 0, bytes pass 64 MB or the memory cannot be
+ * had. A thread keeps RT_KEPT operands, the oldest replaced, freed when
+ * it ends. */
+enum { RT_KEPT = 4 };
+RT_API void *rt_kept(const rt_kept_key *key, size_t bytes, int *fill);
 
 /* The pairs' machinery (rt_amx.c), for rt_gemm_bf16_amx, rt_gemm_bf16_vdp
  * and qgemm's AMX path (runtime/quant/rt_gemm_q_amx.c): only in a build

@@ -50,24 +50,6 @@ RT_API int rt_read_file(const char *path, uint64_t max, char **data, size_t *len
  * file", "PATH: cannot map: why" (RT_EIO). */
 RT_API int rt_map_file(const char *path, void **map, size_t *size, rt_err *e);
 
-/* An operand kept for a scope (kiln_rt.h: rt_keep_scope): A of a gemm
- * call (its pointer, lda, m, k) in the form a part computes from it
- * (form: the part's, e.g. a weight type whose blocks it is quantized
- * for). */
-typedef struct {
-    uint64_t scope;
-    const float *a;
-    int64_t lda, m, k;
-    int form;
-} rt_kept_key;
-/* The calling thread's bytes for key: those an earlier call with the same
- * key filled (*fill 0), or others for the caller to fill now (*fill 1);
- * NULL when the scope is 0, bytes pass 64 MB or the memory cannot be
- * had. A thread keeps RT_KEPT operands, the oldest replaced, freed when
- * it ends. */
-enum { RT_KEPT = 4 };
-RT_API void *rt_kept(const rt_kept_key *key, size_t bytes, int *fill);
-
 /* A call of rt_gemm_bf16 on pair products: 1 when done, 0 when this
  * program cannot, and the caller computes it; scope: rt_gemm_bf16_kept's
  * (0 for rt_gemm_bf16's calls). */

@@ -62,8 +62,8 @@
  * tests build all three. A call of 16 rows or more goes first to AMX tiles
  * (rt_gemm_q_amx.c: q8_0, q4_0, q4_k and q6_k, where the program can use them;
  * not this contract's numbers); fewer rows (decode) never do. */
-#include "runtime/core/rt_core.h"
 #include "runtime/quant/rt_qk.h"
+#include "runtime/rt_pairs.h"
 
 #include <math.h>
 #include <pthread.h>
