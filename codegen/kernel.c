@@ -123,8 +123,9 @@ static void qgemm(CgCx *cx, const Stmt *s)
         for (const char *p = storage_name(st); *p; p++)
             fputc(toupper((unsigned char)*p), cx->f);
         fputs(", ", cx->f);
-    } else
+    } else {
         fprintf(cx->f, "rt_gemm_%s(", storage_name(st));
+    }
     fprintf(cx->f, "%lld, %lld, %lld, &", (long long)m, (long long)n, (long long)k);
     cg_access(cx, x->buf, x->idx);
     fprintf(cx->f, ", %lld, b%d, ", (long long)lda, cg_bname(cx, ir_storage(w->buf)));
@@ -190,7 +191,7 @@ static void collective(CgCx *cx, const Stmt *s)
 /* Whether s is a gemm of 16 rows or more whose A the kernel never writes,
  * on a bf16 B (rt_gemm_bf16_kept) or a weight whose blocks A is quantized
  * for (rt_gemm_q_kept), under the scope ks that the kernel's function
- * takes at its start (kept_scope) and hands its parallel loops' bodies:
+ * takes at its start (render) and hands its parallel loops' bodies:
  * the runtime then rounds or quantizes each A once a kernel and thread,
  * not once a call of 64 or 128 columns. */
 static int kept_gemm(const CgCx *cx, const Stmt *s)
