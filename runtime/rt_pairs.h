@@ -42,6 +42,11 @@ typedef struct {
  * it ends. */
 enum { RT_KEPT = 4 };
 RT_API void *rt_kept(const rt_kept_key *key, size_t bytes, int *fill);
+/* The calling thread's scratch of at least bytes (64-byte aligned), kept
+ * for its next calls and freed when it ends (rt_kept.c); NULL when out of
+ * memory. One a thread: a call uses it for one thing at a time (qgemm's
+ * int8 rows when they are not kept, or its AMX path's bf16 rows). */
+RT_API void *rt_scratch(size_t bytes);
 
 /* The pairs' machinery (rt_amx.c), for rt_gemm_bf16_amx, rt_gemm_bf16_vdp
  * and qgemm's AMX path (runtime/quant/rt_gemm_q_amx.c): only in a build

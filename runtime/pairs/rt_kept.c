@@ -10,7 +10,7 @@
  * that A keeps its values (kiln_rt.h: rt_keep_scope). A thread holds
  * RT_KEPT of them, the oldest replaced, hanging from a pthread key whose
  * destructor frees them when the thread ends; none of more than
- * PK_MAX bytes. */
+ * PK_MAX bytes. The same thread memory holds its scratch (rt_scratch). */
 #include "runtime/core/rt_core.h"
 #include "runtime/rt_pairs.h"
 
@@ -29,6 +29,7 @@ typedef struct {
 typedef struct {
     pk_kept slot[RT_KEPT];
     int next;                         /* the slot to replace next */
+    pk_kept scratch;                  /* rt_scratch's (its key unused) */
 } pk_thread;
 
 static pthread_key_t pk_key;
@@ -39,6 +40,7 @@ static void pk_thread_free(void *p)
     pk_thread *t = p;
     for (int i = 0; i < RT_KEPT; i++)
         free(t->slot[i].bytes);
+    free(t->scratch.bytes);
     free(t);
 }
 
@@ -61,6 +63,20 @@ static int pk_same(const rt_kept_key *x, const rt_kept_key *y)
            x->k == y->k && x->form == y->form;
 }
 
+/* s's bytes, grown to at least bytes (64-byte aligned); 0 when the memory
+ * cannot be had (s then holds none). */
+static int pk_grow(pk_kept *s, size_t bytes)
+{
+    if (s->cap >= bytes)
+        return 1;
+    free(s->bytes);
+    s->cap = 0;
+    if (bytes > SIZE_MAX - 63 || !(s->bytes = aligned_alloc(64, (bytes + 63) & ~(size_t)63)))
+        return 0;
+    s->cap = bytes;
+    return 1;
+}
+
 void *rt_kept(const rt_kept_key *key, size_t bytes, int *fill)
 {
     pk_thread *t = key->scope && bytes <= PK_MAX ? pk_mine() : NULL;
@@ -74,14 +90,15 @@ void *rt_kept(const rt_kept_key *key, size_t bytes, int *fill)
     pk_kept *s = &t->slot[t->next];
     t->next = (t->next + 1) % RT_KEPT;
     s->key.scope = 0;
-    if (s->cap < bytes) {
-        free(s->bytes);
-        s->cap = 0;
-        if (bytes > SIZE_MAX - 63 || !(s->bytes = aligned_alloc(64, (bytes + 63) & ~(size_t)63)))
-            return NULL;
-        s->cap = bytes;
-    }
+    if (!pk_grow(s, bytes))
+        return NULL;
     s->key = *key;
     *fill = 1;
     return s->bytes;
+}
+
+void *rt_scratch(size_t bytes)
+{
+    pk_thread *t = pk_mine();
+    return t && pk_grow(&t->scratch, bytes) ? t->scratch.bytes : NULL;
 }

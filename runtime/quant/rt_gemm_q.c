@@ -66,7 +66,6 @@
 #include "runtime/rt_pairs.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -673,7 +672,7 @@ QG_I void qg_prefetch(int t, const qg_wrows *next, int64_t b, size_t bo)
 /* Lanes lo..hi-1 of C's columns c[0], c[cs], c[2 cs], .. */
 QG_I qg_f qg_cload(const float *c, int64_t cs, int lo, int hi)
 {
-    float f[QG_NR];
+    float f[QG_NR] = {0};         /* lanes past [lo, hi): gcc -O1 cannot tell they go unread */
     if (cs == 1)
         return qgf_loadn(c, lo, hi);
     for (int l = lo; l < hi; l++)
@@ -826,33 +825,6 @@ QG_I void qg_pass(int t, int64_t rows, int64_t n, int64_t kv, const uint8_t *s, 
     }
 }
 
-/* rt_q_scratch (rt_qk.h): a pthread key's buffer, freed when its thread
- * ends; its size in its first word, the scratch 64 bytes in. */
-static pthread_key_t qg_key;
-static pthread_once_t qg_once = PTHREAD_ONCE_INIT;
-static void qg_key_make(void)
-{
-    pthread_key_create(&qg_key, free);
-}
-
-void *rt_q_scratch(size_t bytes)
-{
-    pthread_once(&qg_once, qg_key_make);
-    size_t *p = pthread_getspecific(qg_key);
-    if (p && p[0] >= bytes)
-        return (uint8_t *)p + 64;
-    size_t size = (bytes + 64 + 4095) & ~(size_t)4095;
-    free(p);
-    pthread_setspecific(qg_key, NULL);
-    p = aligned_alloc(64, size);
-    if (!p || pthread_setspecific(qg_key, p) != 0) {
-        free(p);
-        return NULL;
-    }
-    p[0] = size - 64;
-    return (uint8_t *)p + 64;
-}
-
 /* All of A at once: kept for the scope (rt_gemm_q_kept; quantized by the
  * scope's first call with this A), else quantized into the thread's
  * scratch; without either, a row and QG_KC values at a time on the stack
@@ -874,7 +846,7 @@ QG_I void qg_gemm(uint64_t scope, int t, int64_t m, int64_t n, int64_t k, const 
     if ((size_t)m <= SIZE_MAX / row) {
         rt_kept_key key = {scope, a, lda, m, k, t};
         if (!(s = rt_kept(&key, (size_t)m * row, &fill)))
-            s = rt_q_scratch((size_t)m * row);
+            s = rt_scratch((size_t)m * row);
     }
     if (!s) {
         rows = 1;

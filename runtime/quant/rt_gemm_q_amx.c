@@ -199,7 +199,7 @@ int rt_gemm_q_amx(int store, int64_t m, int64_t n, int64_t k, const float *a, in
     const uint8_t *wb = (const uint8_t *)w + (size_t)(woff / B) * bytes;
     _Alignas(64) uint16_t small[QA_M * RT_AMX_K], bb[32 * RT_AMX_K];
     uint16_t *ab = m > QA_M && (size_t)m < SIZE_MAX / (4 * RT_AMX_K)
-                       ? rt_q_scratch((size_t)((m + 31) & ~(int64_t)31) * RT_AMX_K * 2)
+                       ? rt_scratch((size_t)((m + 31) & ~(int64_t)31) * RT_AMX_K * 2)
                        : NULL;
     int64_t rows = ab ? m : QA_M;
     if (!ab)

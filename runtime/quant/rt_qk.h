@@ -49,10 +49,5 @@ RT_API void rt_qk_dequantize(int store, const unsigned char *b, float *y);
  * tiles cannot be used (rt_amx_begin), and the caller computes the call. */
 RT_API int rt_gemm_q_amx(int store, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                          const void *w, int64_t woff, int64_t ldw, float *c, int64_t ldc);
-/* The calling thread's scratch of at least `bytes` (64-byte aligned),
- * kept for its next calls and freed when it ends (rt_gemm_q.c); NULL when
- * out of memory. One a thread: a call uses it for one thing at a time
- * (qgemm's int8 rows, or its AMX path's bf16 rows). */
-RT_API void *rt_q_scratch(size_t bytes);
 
 #endif
