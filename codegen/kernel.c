@@ -478,7 +478,8 @@ struct Outline {
 
 static const char *array_type(const Buf *b) { return b->dtype == DT_I32 ? "int32_t" : "float"; }
 
-static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
+/* kept: the body has a kept_gemm, so its context carries the kernel's ks. */
+static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j, int kept)
 {
     CgCx in = *cx;
     in.f = o->fns;
@@ -496,7 +497,6 @@ static void outline_fn(CgCx *cx, const Stmt *s, Outline *o, int j)
     }
     for (int i = 0; i < o->narrays; i++)
         fprintf(f, "    %s *b%d;\n", array_type(o->arrays[i]), cg_bname(&in, o->arrays[i]));
-    int kept = has_kept(cx, &s->body);
     if (kept)
         fputs("    uint64_t ks;\n", f);
     fputs("};\n\n", f);
@@ -547,7 +547,8 @@ static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
     if (!o)
         KILN_BUG("nested parallel loops");
     int j = o->count++;
-    outline_fn(cx, s, o, j);
+    int kept = has_kept(cx, &s->body);
+    outline_fn(cx, s, o, j, kept);
     indent(cx, depth);
     fprintf(cx->f, "{\n");
     indent(cx, depth + 1);
@@ -558,7 +559,7 @@ static void parallel_loop(CgCx *cx, const Stmt *s, int depth, Outline *o)
     }
     for (int i = 0; i < o->narrays; i++)
         fprintf(cx->f, ", b%d", cg_bname(cx, o->arrays[i]));
-    if (has_kept(cx, &s->body))
+    if (kept)
         fputs(", ks", cx->f);
     fputs("};\n", cx->f);
     indent(cx, depth + 1);

@@ -852,8 +852,7 @@ QG_I void qg_gemm(uint64_t scope, int t, int64_t m, int64_t n, int64_t k, const 
         rows = 1;
         kv = k < QG_KC ? k : QG_KC;
         row = qg_row_bytes(t, kv);
-        s = small;
-        fill = 1;
+        s = small;                /* fill is 1: only a kept buffer clears it */
     }
     for (int64_t r0 = 0; r0 < m; r0 += rows)
         for (int64_t k0 = 0; k0 < k; k0 += kv) {
