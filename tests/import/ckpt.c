@@ -341,6 +341,7 @@ int ck_llama2c_shape(const char *name, CkShape *s)
         {"tiny", 320, 64, 96, 2, 4, 2, 32},
         {"stories15M", 32000, 288, 768, 6, 6, 6, 256},
         {"stories110M", 32000, 768, 2048, 12, 12, 12, 1024},
+        {"tinyllama", 32000, 2048, 5632, 22, 32, 4, 2048},    /* 4.4 GB, to set beside llama.cpp */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (!strcmp(name, shapes[i].name)) {

@@ -1,7 +1,7 @@
 /* tests/import/mkckpt.c: writes the import tests' checkpoints (ckpt.h),
  * random weights from a seed; built by the Makefile as $(B)/tests/mkckpt.
  *
- *   mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M]
+ *   mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M|tinyllama]
  *          [--version 0|1] [--unshared] [--seed N]
  *   mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|qwen3_moe|
  *          gpt_oss DIR [--bf16] [--shards N]
@@ -63,8 +63,8 @@
 
 static void put_usage(FILE *f)
 {
-    fprintf(f, "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M] [--version 0|1]\n"
-            "                      [--unshared] [--seed N]\n"
+    fprintf(f, "usage: mkckpt llama2c OUT.bin [--shape tiny|stories15M|stories110M|tinyllama]\n"
+            "                      [--version 0|1] [--unshared] [--seed N]\n"
             "       mkckpt hf llama|gemma|gemma2|gemma3_text|mistral|mixtral|phi3|qwen2|gpt2|qwen3|\n"
             "                      qwen3_moe|gpt_oss DIR\n"
             "                      [--bf16]\n"
