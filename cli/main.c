@@ -159,11 +159,12 @@ static const char *absolute(Module *m, const char *path)
     return q;
 }
 
-/* A program built of a model folder remembers the folder's weights and
- * tokenizer, by their absolute paths, as its defaults (rt_model). */
-static void remember_folder(Module *m, const Opts *o)
+/* A program remembers the weights it was built with (--weights, or a
+ * model folder's or GGUF's own) and a folder's tokenizer, by their
+ * absolute paths, as its defaults (rt_model). */
+static void remember_files(Module *m, const Opts *o)
 {
-    m->folder_weights = absolute(m, o->dir_weights);
+    m->folder_weights = absolute(m, weights_file(o));
     m->folder_tokenizer = absolute(m, o->dir_tok);
 }
 
@@ -173,7 +174,7 @@ static int cmd_emit(Module *m, const Opts *o)
     if (rc)
         return rc;
     if (!o->jit)                      /* the JIT's C is kiln run's, which passes them */
-        remember_folder(m, o);
+        remember_files(m, o);
     const char *c = cg_emit_string(m, o->jit ? CG_JIT : CG_CC);
     if (!o->out || strcmp(o->out, "-") == 0) {
         fputs(c, stdout);             /* checked by main */
@@ -218,7 +219,7 @@ static int cmd_build(Module *m, const Opts *o)
         return cg_build_lib(m, o->out, &b, &err) ? cli_report(&err) : 0;
     }
     const char *out = o->out ? o->out : m->name;
-    remember_folder(m, o);
+    remember_files(m, o);
     return cg_build_exe(m, out, &b, &err) ? cli_report(&err) : prepare_weights(m, out, o);
 }
 

@@ -237,7 +237,7 @@ same "  before it moves: its files" "$T/text" \
     "$T/cmv" generate --prompt "the cat sat on the mat" -n 12 --temperature 0
 mv "$T/mv" "$T/moved"
 refuse 3 "  moved: generate names the weights it remembers" \
-    "$T/mv/model.safetensors: cannot read the weights this program was built with (No such file or directory): was its folder moved or deleted? pass --weights FILE or DIR" \
+    "$T/mv/model.safetensors: cannot read the weights this program was built with (No such file or directory): was it moved or deleted? pass --weights FILE or DIR" \
     "$T/cmv" generate --tokens 1,2 -n 2
 refuse 3 "  moved: a run too" "$T/mv/model.safetensors: cannot read the weights" "$T/cmv"
 refuse 3 "  moved: and the tokenizer" \

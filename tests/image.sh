@@ -123,6 +123,24 @@ run "kiln build of a folder" "$KILN" build "$T/hf" -o "$T/exe2"
 [ "$(images)" = 1 ] && gen ahead "$T/exe2" && ! prepared && cmp -s "$T/first" "$T/ahead" &&
     ok "  prepared the weights' image ahead: the first run maps it" ||
     bad "  prepared the weights' image ahead: the first run maps it"
+# A graph built with --weights prepares them too, and its program
+# remembers them (an absolute path) as its default.
+cp "$W" "$T/w.safetensors"
+run "import the folder's graph" "$KILN" import hf "$T/hf" -o "$T/hf.json"
+run "kiln build MODEL.json --weights FILE" "$KILN" build "$T/hf.json" --weights "$T/w.safetensors" \
+    -o "$T/exe3"
+before=$(stamp)
+"$T/exe3" generate --tokens 5,6,7 -n 12 --temperature 0 >"$T/remembered" 2>"$T/err" &&
+    [ "$(images)" = 2 ] && ! prepared && cmp -s "$T/first" "$T/remembered" &&
+    ok "  its program runs on those weights without --weights, mapped" ||
+    { bad "  its program runs on those weights without --weights, mapped"; cat "$T/err"; }
+run "  --version" "$T/exe3" --version
+grep -qx "weights: $(cd "$T" && pwd -P)/w.safetensors" "$T/out" &&
+    ok "  --version names them" || { bad "  --version names them"; cat "$T/out"; }
+mv "$T/w.safetensors" "$T/w2.safetensors"
+refuse 3 "  moved: one line naming them" \
+    "w.safetensors: cannot read the weights this program was built with (No such file or directory): was it moved or deleted? pass --weights FILE or DIR" \
+    "$T/exe3" generate --tokens 5,6,7 -n 12
 refuse 1 "kiln build --weights of a file that does not fit the model" "'lm_head.weight': not a weight" \
     "$KILN" build examples/mlp.json --weights "$W" -o "$T/mlpw"
 

@@ -302,8 +302,8 @@ static void rm_help_weights(const rt_model *md)
            "                      (its model.safetensors, or the index of its shards); a weight\n"
            "                      with an init may be absent; default: ");
     if (md->weights_file)
-        printf("those of the folder it was\n"
-               "                      built from, %s\n", md->weights_file);
+        printf("those it was built\n"
+               "                      with, %s\n", md->weights_file);
     else
         printf("each weight's init\n");
 }
@@ -573,7 +573,7 @@ int rt_pick_weights(const rt_model *md, const char *given, char **path, rt_err *
     *path = NULL;
     if (!given && md->weights_file && access(md->weights_file, R_OK) != 0)
         return rt_errf(e, RT_EIO, "%s: cannot read the weights this program was built with "
-                       "(%s): was its folder moved or deleted? pass --weights FILE or DIR",
+                       "(%s): was it moved or deleted? pass --weights FILE or DIR",
                        md->weights_file, strerror(errno));
     if (!given)
         given = md->weights_file;

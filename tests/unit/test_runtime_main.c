@@ -765,12 +765,12 @@ static void test_main_remembered_weights(void **state)
     expect_error(run_main("--weights", "other.st", NULL), RT_EINVAL,
                  "prog: other.st: this model has no weights");
     run_result r = run_main("--help", NULL);
-    assert_non_null(strstr(r.out, "default: those of the folder it was\n"));
+    assert_non_null(strstr(r.out, "default: those it was built\n"));
     assert_non_null(strstr(r.out, w));
     run_free(&r);
     assert_int_equal(unlink(w), 0);                         /* the folder moved */
     snprintf(want, sizeof want, "prog: %s: cannot read the weights this program was built with "
-             "(No such file or directory): was its folder moved or deleted? pass --weights "
+             "(No such file or directory): was it moved or deleted? pass --weights "
              "FILE or DIR", w);
     expect_error(run_main(NULL), RT_EIO, want);
     assert_int_equal(ao_opened, 0);
