@@ -24,7 +24,9 @@
  * (cg_rt_uses), each itself a cache entry keyed by the part's text, its
  * command and the same compiler and CPU: cc compiles a part once, and
  * then only models. The executable's key holds the parts' keys, so a
- * changed runtime is a miss. Without a cache (no $HOME nor
+ * changed runtime is a miss. With CgBuild.anew as well (kiln check), the
+ * model's C is compiled every time and only the parts come from the
+ * cache. Without a cache (no $HOME nor
  * $XDG_CACHE_HOME), and for libraries (whose runtime is static, so two
  * models link into one program), the runtime is pasted in as emit-c
  * writes it. */
@@ -602,9 +604,9 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
     const char *const tmps[] = {tmp};
     const char *cmd = exe_command(a, m, b, "OUT", "SRC", objs_words(a, ps));
     Slot s = slot_of(dir, ps ? arena_printf(a, "%s\n%s", cmd, parts_keys(a, ps)) : cmd, who, c);
-    int hit = lookup(a, &s, b, 1, names, tmps);
+    int hit = !b->anew && lookup(a, &s, b, 1, names, tmps);
     int rc = hit ? 0 : compile_exe(m, b, c, ps, out, tmp, err);
-    if (!rc && !hit)
+    if (!rc && !hit && !b->anew)
         keep(a, &s, b, 1, names, tmps);
     if (!rc)
         rc = commit(tmp, dest, err);

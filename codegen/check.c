@@ -313,7 +313,7 @@ static int run_cc(Check *c, void **out, rt_err *err)
     char **argv = arena_alloc(a, sizeof *argv * (size_t)(10 + 2 * (m->ninputs + m->noutputs)));
     char **outf = arena_alloc(a, sizeof *outf * (size_t)(m->noutputs + 1));
     int n = 0;
-    if (cg_build_exe(m, exe, &(CgBuild){.quiet = 1}, err))
+    if (cg_build_exe(m, exe, &(CgBuild){.quiet = 1, .cache = 1, .anew = 1}, err))
         return err->code;
     if (c->mpirun) {        /* -np N, more ranks than cores allowed, as root too */
         argv[n++] = (char *)c->mpirun;

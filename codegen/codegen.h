@@ -212,6 +212,9 @@ const char *cg_cflags(Arena *a, const Module *m);
 typedef struct {
     int quiet;                   /* no progress or timing on stderr */
     int cache;                   /* from the build cache when there; kept there */
+    int anew;                    /* with cache: the model's C compiled anew, neither
+                                    looked up nor kept; its runtime parts still
+                                    the cache's objects (kiln check) */
     const char *cache_dir;       /* that cache: NULL, the user's (cg_cache_dir) */
     const rt_machine *machine;   /* figures for profiles' percentages
                                     (-DKILN_MACHINE); NULL or zeros: none */

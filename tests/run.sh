@@ -43,8 +43,8 @@ done
 # The suites run two at a time (they are mostly single-threaded cc and kiln
 # runs), the longest first; each leaves NAME.out and NAME.rc ("STATUS
 # SECONDS") in $log, and their lines are printed below in a fixed order.
-echo quant target batch fp8 weights16 gptoss cli bad import mpi serve gguf generate pipeline \
-     names chat image golden sample | tr ' ' '\n' |
+echo quant target mpi cli fp8 bad serve import weights16 generate batch gptoss pipeline gguf \
+     image chat names sample golden | tr ' ' '\n' |
     xargs -P 2 -n 1 sh -c 't0=$(date +%s); sh "tests/$0.sh" >"'"$log"'/$0.out" 2>&1
         echo "$? $(($(date +%s) - t0))" >"'"$log"'/$0.rc"'
 
