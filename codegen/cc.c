@@ -603,10 +603,12 @@ int cg_build_exe(const Module *m, const char *out, const CgBuild *b, rt_err *err
     const char *c = ps ? cg_emit_linked(m) : cg_emit_string(m, CG_CC);
     const char *const tmps[] = {tmp};
     const char *cmd = exe_command(a, m, b, "OUT", "SRC", objs_words(a, ps));
-    Slot s = slot_of(dir, ps ? arena_printf(a, "%s\n%s", cmd, parts_keys(a, ps)) : cmd, who, c);
-    int hit = !b->anew && lookup(a, &s, b, 1, names, tmps);
+    /* anew: a slot without a place, neither looked up nor kept */
+    Slot s = slot_of(b->anew ? NULL : dir,
+                     ps ? arena_printf(a, "%s\n%s", cmd, parts_keys(a, ps)) : cmd, who, c);
+    int hit = lookup(a, &s, b, 1, names, tmps);
     int rc = hit ? 0 : compile_exe(m, b, c, ps, out, tmp, err);
-    if (!rc && !hit && !b->anew)
+    if (!rc && !hit)
         keep(a, &s, b, 1, names, tmps);
     if (!rc)
         rc = commit(tmp, dest, err);
