@@ -54,7 +54,8 @@ const char *fe_dot(FeCx *cx, const char *base, const char *key); /* "base.key" *
 const char *fe_quote(FeCx *cx, const char *s);
 /* Text with control bytes escaped, never cut (jansson's messages). */
 const char *fe_escape(FeCx *cx, const char *s);
-/* A JSON value as a message shows it: 3, 2.0, "abc", true, an array. */
+/* A JSON value as a message shows it: 3, 2.0, "abc", true, an array;
+ * "nothing" for NULL (an absent value). */
 const char *fe_got(FeCx *cx, json_t *j);
 /* Reports "WANT, got VALUE" at where; returns -1. */
 int fe_want(FeCx *cx, const char *where, json_t *j, const char *want);

@@ -509,9 +509,11 @@ static void window_layers(Cfg *c, ImpLlama *L, int64_t pattern)
     static const char *const kinds[] = {"full_attention", "sliding_attention"};
     unsigned char *on = arena_alloc(c->fx.a, (size_t)L->layers + 1);
     json_t *types = hf_take(c, "layer_types");
-    if (types && (!json_is_array(types) || (int64_t)json_array_size(types) != L->layers))
+    if (types && (!json_is_array(types) || (int64_t)json_array_size(types) != L->layers)) {
         hf_bad(c, "layer_types", types, arena_printf(c->fx.a, "must be a list of %lld layer kinds",
                                                   (long long)L->layers));
+        types = NULL;                 /* its entries are not read */
+    }
     for (int64_t l = 0; l < L->layers; l++) {
         json_t *k = json_array_get(types, (size_t)l);
         const char *s = json_string_value(k);

@@ -70,6 +70,8 @@ static const char *real_str(FeCx *cx, double v)
 
 const char *fe_got(FeCx *cx, json_t *j)
 {
+    if (!j)
+        return "nothing";
     switch (json_typeof(j)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";

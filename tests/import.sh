@@ -377,6 +377,16 @@ rm -f "$T/smol.json"
 refuse 1 "a graph that cannot fit refused by name" \
     "config.json: num_hidden_layers: 2000000000 is more than kiln's 1024 layers" \
     "$KILN" import hf "$T/deep" -o "$T/never.json"
+# Values of the wrong kind where an object or a list is read: one line,
+# never a crash (fuzz_hf found both).
+"$MKCKPT" hf gpt_oss "$T/kinds" --config '"layer_types": "sliding_attention"' >/dev/null
+refuse 1 "layer_types not a list: one line" \
+    'config.json: layer_types: must be a list of 2 layer kinds, got "sliding_attention"' \
+    "$KILN" import hf "$T/kinds" -o "$T/never.json"
+"$MKCKPT" hf llama "$T/groups" --config '"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized"}'
+refuse 1 "compressed-tensors without config_groups: one line" \
+    'config.json: quantization_config.config_groups: must be an object of groups, got nothing' \
+    "$KILN" import hf "$T/groups" -o "$T/never.json"
 "$MKCKPT" hf qwen2 "$T/window" \
     --config '"use_sliding_window": true, "sliding_window": 16, "max_window_layers": 1'
 run "qwen2 with use_sliding_window: import" "$KILN" import hf "$T/window" -o "$T/window.json"
