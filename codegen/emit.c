@@ -94,23 +94,72 @@ static void init_data(FILE *f, const Module *m)
     }
 }
 
+/* What an open-program kernel computes that two compilers may round
+ * differently (OR of these bits): MUL and ADD together may fuse into an
+ * FMA (the system cc contracts them; tcc does not); LIBM is a function
+ * whose result is the implementation's (exp, tanh, ...: rt_vec's in the
+ * JIT); SUM an accumulation or a gemm call, whose order vectorizing
+ * changes. One correctly rounded operation (+, -, *, /, sqrt) gives the
+ * same bits anywhere. */
+enum { ROUND_MUL = 1, ROUND_ADD = 2, ROUND_LIBM = 4, ROUND_SUM = 8 };
+
+static int round_bits(const Expr *e)
+{
+    if (!e)
+        return 0;
+    int r = round_bits(e->a) | round_bits(e->b) | round_bits(e->c);
+    if (e->kind == E_BIN && e->type == T_F32)
+        r |= e->op == B_MUL ? ROUND_MUL : e->op == B_ADD || e->op == B_SUB ? ROUND_ADD : 0;
+    if (e->kind == E_UN && e->type == T_F32 && e->op != U_NEG && e->op != U_ABS &&
+        e->op != U_SQRT && e->op != U_RSQRT && e->op != U_TOF32)
+        r |= ROUND_LIBM;
+    return r;
+}
+
+static void round_stmt(Stmt *s, void *ctx)
+{
+    int *r = ctx;
+    if (s->kind == S_CALL || (s->kind == S_STORE && s->op == A_ADD) ||
+        (s->kind == S_SET && s->op == A_ADD && s->v->type == T_F32))
+        *r |= ROUND_SUM;
+    *r |= round_bits(s->e);
+}
+
+/* Whether the open program's bytes depend on the compiler that runs it:
+ * a kernel of it that rounds in a way two compilers may not share. One
+ * that copies, selects, converts or does one operation an element (an
+ * imported MoE's stacking of its experts, gemma's 1 + w) makes the same
+ * bytes under the system cc and tcc. */
+static int open_compiler_bound(const Module *m)
+{
+    for (int i = 0; m->open && i < m->open->nkernels; i++) {
+        int r = 0;
+        ir_block_walk(&m->open->kernels[i]->body, round_stmt, &r);
+        if ((r & (ROUND_MUL | ROUND_ADD)) == (ROUND_MUL | ROUND_ADD) || r & (ROUND_LIBM | ROUND_SUM))
+            return 1;
+    }
+    return 0;
+}
+
 /* The layout of the held weights, which names their image (rt_image.c):
  * a hash of all that makes their bytes from a weights file: the module
  * (its buffers, stores, panels and open program), the runtime parts that
- * make those bytes, of those the program uses (the core loads, converts
- * and packs; the quant part quantizes; the GGUF part reads GGUF files),
- * the flavour (whose compiler runs the open program) and kiln's version. */
+ * load, convert, quantize and pack (core, quant, GGUF: one set, so that a
+ * build and the JIT share the image; their bytes are GGML's or exact
+ * conversions whoever compiles them), kiln's version and, when the open
+ * program's bytes depend on its compiler, the flavour (which runs it). */
 static void layout(FILE *f, const Module *m, CgFlavour fl)
 {
-    const char *parts[] = {"kiln " KILN_VERSION, fl == CG_JIT ? "jit" : "cc", ir_module_text(m)};
+    const char *flavour = !open_compiler_bound(m) ? "" : fl == CG_JIT ? "jit" : "cc";
+    const char *parts[] = {"kiln " KILN_VERSION, flavour, ir_module_text(m)};
     CgSha256 h;
     char hex[65];
-    unsigned uses = cg_rt_uses(m, fl) & (1u << CG_RT_CORE | 1u << CG_RT_QUANT | 1u << CG_RT_GGUF);
+    unsigned makers = 1u << CG_RT_CORE | 1u << CG_RT_QUANT | 1u << CG_RT_GGUF;
     cg_sha256_init(&h);
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         cg_sha256_add(&h, parts[i], strlen(parts[i]) + 1);
     for (int p = 0; p < CG_RT_NPARTS; p++)
-        if (uses >> p & 1)
+        if (makers >> p & 1)
             cg_sha256_add(&h, cg_rt_parts[p].body, strlen(cg_rt_parts[p].body) + 1);
     cg_sha256_hex(&h, hex);
     fprintf(f, "static const char kiln_layout[] = \"%s\";\n", hex);

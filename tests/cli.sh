@@ -32,10 +32,6 @@ says() {
     if grep -qF -- "$1" "$T/err"; then ok "  says '$1'"; else bad "  says '$1'"; sed 's/^/      /' "$T/err"; fi
 }
 
-byte() { printf "\\$(printf %03o "$1")"; }
-le32() { v=$1; [ "$v" -lt 0 ] && v=$((v + 4294967296)); for s in 0 8 16 24; do byte $(( (v >> s) & 255 )); done; }
-le64() { le32 "$1"; le32 0; }
-
 # npy FILE DESCR SHAPE WORD...: a version 1.0 .npy file; words are the
 # 32-bit patterns of the elements (i32 values, or f32 bits).
 npy() {
@@ -46,13 +42,6 @@ npy() {
     n=$(( ${#h} + pad + 1 ))
     { printf '\223NUMPY\001\000'; byte $((n & 255)); byte $((n >> 8)); printf '%s' "$h"
       printf "%${pad}s" ''; printf '\n'; for w; do le32 "$w"; done; } >"$f"
-}
-
-# safetensors FILE HEADER-JSON WORD...: one file, data given as 32-bit words.
-safetensors() {
-    f=$1 j=$2
-    shift 2
-    { le64 ${#j}; printf '%s' "$j"; for w; do le32 "$w"; done; } >"$f"
 }
 
 F1=1065353216 F2=1073741824    # the bits of 1.0f and 2.0f

@@ -7,7 +7,8 @@
 # cache that cannot be written (a file in the way, a full disk) leaves
 # no temporary and the program runs on with its weights in memory; two
 # programs preparing at once; a killed writer's temporary removed;
-# KILN_WEIGHTS_CACHE=off; the JIT.
+# KILN_WEIGHTS_CACHE=off; the JIT, which maps a build's image unless its
+# open program rounds as only its compiler does.
 # KILN and MKCKPT name the binaries.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -109,7 +110,7 @@ gen swept "$T/exe" KILN_WEIGHTS_CACHE="$T/sweep" && cmp -s "$T/first" "$T/swept"
     ok "a killed writer's temporary is removed at the next write, a live one's kept" ||
     { bad "a killed writer's temporary is removed at the next write, a live one's kept"; ls -A "$T/sweep"; }
 
-# The JIT keeps its own image (its compiler runs the open program).
+# The JIT prepares and maps as a build's program does.
 KILN_WEIGHTS_CACHE="$T/jit"; export KILN_WEIGHTS_CACHE
 "$KILN" run "$T/hf" generate --tokens 5,6,7 -n 12 --temperature 0 >"$T/j1" 2>"$T/err" &&
     [ "$(images)" = 1 ] && before=$(stamp) && "$KILN" run "$T/hf" generate --tokens 5,6,7 -n 12 --temperature 0 >"$T/j2" 2>"$T/err" &&
@@ -123,6 +124,12 @@ run "kiln build of a folder" "$KILN" build "$T/hf" -o "$T/exe2"
 [ "$(images)" = 1 ] && gen ahead "$T/exe2" && ! prepared && cmp -s "$T/first" "$T/ahead" &&
     ok "  prepared the weights' image ahead: the first run maps it" ||
     bad "  prepared the weights' image ahead: the first run maps it"
+before=$(stamp)
+"$KILN" run "$T/hf" generate --tokens 5,6,7 -n 12 --temperature 0 >"$T/j3" 2>"$T/err" &&
+    [ "$(images)" = 1 ] && ! prepared && cmp -s "$T/first" "$T/j3" &&
+    cmp -s "$T/pre/$(ls "$T/pre")" "$T/jit/$(ls "$T/jit")" &&
+    ok "  kiln run maps the image the build prepared, which is the JIT's own byte for byte" ||
+    { bad "  kiln run maps the image the build prepared, which is the JIT's own byte for byte"; cat "$T/err"; }
 # A graph built with --weights prepares them too, and its program
 # remembers them (an absolute path) as its default.
 cp "$W" "$T/w.safetensors"
@@ -143,6 +150,32 @@ refuse 3 "  moved: one line naming them" \
     "$T/exe3" generate --tokens 5,6,7 -n 12
 refuse 1 "kiln build --weights of a file that does not fit the model" "'lm_head.weight': not a weight" \
     "$KILN" build examples/mlp.json --weights "$W" -o "$T/mlpw"
+
+# gemma2's open program adds 1 to each norm's weights: one operation an
+# element, the same bytes from either compiler, one image. exp of a
+# weight is libm's (or rt_vec's in the JIT): an image each.
+KILN_WEIGHTS_CACHE="$T/gemma"; export KILN_WEIGHTS_CACHE
+mkdir "$T/gemma2"
+run "mkckpt hf gemma2" "$MKCKPT" hf gemma2 "$T/gemma2"
+run "  kiln build --weight-dtype q4_k" "$KILN" build "$T/gemma2" --weight-dtype q4_k -o "$T/g2"
+before=$(stamp)
+"$KILN" run "$T/gemma2" --weight-dtype q4_k generate --tokens 5,6,7 -n 4 >"$T/out" 2>"$T/err" &&
+    [ "$(images)" = 1 ] && ! prepared && ok "  kiln run maps the build's image" ||
+    { bad "  kiln run maps the build's image"; cat "$T/err"; }
+KILN_WEIGHTS_CACHE="$T/exp"; export KILN_WEIGHTS_CACHE
+cat >"$T/exp.json" <<'EOF'
+{"format": "kiln/1", "name": "expw",
+ "inputs": [{"name": "x", "shape": [2, 4], "dtype": "f32"}],
+ "weights": [{"name": "a", "shape": [4, 4]}],
+ "nodes": [{"name": "e", "op": "exp", "inputs": ["a"]},
+           {"name": "y", "op": "linear", "inputs": ["x", "e"]}],
+ "outputs": ["y"]}
+EOF
+safetensors "$T/a.st" '{"a":{"dtype":"F32","shape":[4,4],"data_offsets":[0,64]}}' \
+    $(i=0; while [ $i -lt 16 ]; do echo $((1065353216 + i * 99991)); i=$((i + 1)); done)
+run "exp of a weight, at open: kiln build" "$KILN" build "$T/exp.json" --weights "$T/a.st" -o "$T/expw"
+"$KILN" run "$T/exp.json" --weights "$T/a.st" >"$T/out" 2>"$T/err" && [ "$(images)" = 2 ] &&
+    ok "  kiln run keeps an image of its own" || { bad "  kiln run keeps an image of its own"; cat "$T/err"; }
 
 # Weights from inits: no file, no image.
 KILN_WEIGHTS_CACHE="$T/init"; export KILN_WEIGHTS_CACHE

@@ -6,6 +6,10 @@
 #   refuse STATUS WHAT TEXT CMD...
 #                       CMD exits STATUS with one line on stderr holding
 #                       TEXT, and leaves no $T/never* file
+#   byte N, le16 N, le32 N, le64 N
+#                       N as 1, 2, 4, 8 little-endian bytes
+#   safetensors FILE HEADER-JSON WORD...
+#                       a safetensors file, its data 32-bit words
 fails=0
 
 scratch() {
@@ -46,4 +50,15 @@ refuse() {
     else
         ok "$what"
     fi
+}
+
+byte() { printf "\\$(printf %03o "$1")"; }
+le16() { byte $(($1 & 255)); byte $((($1 >> 8) & 255)); }
+le32() { le16 $(($1 & 65535)); le16 $((($1 >> 16) & 65535)); }
+le64() { le32 $(($1 & 4294967295)); le32 $((($1 >> 32) & 4294967295)); }
+
+safetensors() {
+    f=$1 j=$2
+    shift 2
+    { le64 ${#j}; printf '%s' "$j"; for w; do le32 "$w"; done; } >"$f"
 }

@@ -120,8 +120,6 @@ strip() {
 }
 
 # Writes the little-endian i32 words as a .npy of the given shape.
-byte() { printf "\\$(printf %03o "$1")"; }
-le32() { for s in 0 8 16 24; do byte $((($1 >> s) & 255)); done; }
 npy_i32() {
     f=$1 s=$2
     shift 2
