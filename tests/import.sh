@@ -378,7 +378,7 @@ refuse 1 "a graph that cannot fit refused by name" \
     "config.json: num_hidden_layers: 2000000000 is more than kiln's 1024 layers" \
     "$KILN" import hf "$T/deep" -o "$T/never.json"
 # Values of the wrong kind where an object or a list is read: one line,
-# never a crash (fuzz_hf found both).
+# never a crash (fuzz_hf found the first; the second is the same fault).
 "$MKCKPT" hf gpt_oss "$T/kinds" --config '"layer_types": "sliding_attention"' >/dev/null
 refuse 1 "layer_types not a list: one line" \
     'config.json: layer_types: must be a list of 2 layer kinds, got "sliding_attention"' \
