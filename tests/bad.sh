@@ -24,10 +24,8 @@ update=0
 
 # ---- helpers the case scripts use (tests/bad/README.md) ---------------------
 
-byte() { printf "\\$(printf %03o "$1")"; }
-le16() { byte $(($1 & 255)); byte $((($1 >> 8) & 255)); }
-le32() { le16 $(($1 & 65535)); le16 $((($1 >> 16) & 65535)); }
-le64() { le32 $(($1 & 4294967295)); le32 $((($1 >> 32) & 4294967295)); }
+# byte, le16, le32, le64 and safetensors: tests/lib.sh's
+. tests/lib.sh
 F1=1065353216                   # the bits of 1.0f
 
 # words N [WORD]: N times WORD (default F1), one per line
@@ -49,13 +47,6 @@ npy() {
     f=$1 d=$2 s=$3
     shift 3
     npy_raw "$f" "{'descr': '$d', 'fortran_order': False, 'shape': $s, }" "$@"
-}
-
-# safetensors FILE HEADER WORD...: header length (u64), header, data words.
-safetensors() {
-    f=$1 j=$2
-    shift 2
-    { le64 ${#j}; printf '%s' "$j"; for w; do le32 "$w"; done; } >"$f"
 }
 
 # gguf FILE KV...: a GGUF file (version 3) without tensors, with these KVs:
